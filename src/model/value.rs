@@ -1,0 +1,180 @@
+//! Typed property values.
+//!
+//! The first eight types are the Azure Table service's own (`Edm.String`,
+//! `Edm.Int32`, ...). `Decimal`, `Date` and `Json` are tablegate's additions so
+//! that relational data (PostgreSQL `numeric`, `date`, `json`) round-trips
+//! without loss; the remote backend carries them in annotated string properties.
+
+use std::fmt;
+
+/// Microseconds since 1970-01-01T00:00:00Z (PostgreSQL's and Arrow's unit).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct DateTime(pub i64);
+
+/// Days since 1970-01-01.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Date(pub i32);
+
+/// A 128-bit GUID, bytes in RFC 4122 (big-endian) order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Guid(pub [u8; 16]);
+
+/// A fixed-point decimal: `unscaled * 10^-scale`, at most 38 significant digits
+/// (the range of Arrow's `Decimal128` and of `numeric(38, s)`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Decimal {
+    pub unscaled: i128,
+    pub scale: u8,
+}
+
+/// Largest number of significant digits a [`Decimal`] holds.
+pub const DECIMAL_MAX_PRECISION: u8 = 38;
+
+impl Decimal {
+    /// Builds a decimal, refusing more than 38 digits or a scale past 38.
+    pub fn new(unscaled: i128, scale: u8) -> Option<Decimal> {
+        let max = 10i128.pow(u32::from(DECIMAL_MAX_PRECISION));
+        (scale <= DECIMAL_MAX_PRECISION && unscaled.unsigned_abs() < max.unsigned_abs())
+            .then_some(Decimal { unscaled, scale })
+    }
+}
+
+impl fmt::Display for Decimal {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let digits = self.unscaled.unsigned_abs().to_string();
+        let sign = if self.unscaled < 0 { "-" } else { "" };
+        let scale = usize::from(self.scale);
+        if scale == 0 {
+            return write!(f, "{sign}{digits}");
+        }
+        let padded = format!("{digits:0>width$}", width = scale + 1);
+        let (int, frac) = padded.split_at(padded.len() - scale);
+        write!(f, "{sign}{int}.{frac}")
+    }
+}
+
+impl fmt::Display for Guid {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, b) in self.0.iter().enumerate() {
+            if matches!(i, 4 | 6 | 8 | 10) {
+                f.write_str("-")?;
+            }
+            write!(f, "{b:02x}")?;
+        }
+        Ok(())
+    }
+}
+
+/// The type of a property, as stored.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum PropertyType {
+    String,
+    Int32,
+    Int64,
+    Double,
+    Boolean,
+    DateTime,
+    Guid,
+    Binary,
+    Decimal,
+    Date,
+    Json,
+}
+
+impl PropertyType {
+    /// The Entity Data Model name the Azure service uses (tablegate's own
+    /// names for the three types it adds).
+    pub fn edm_name(self) -> &'static str {
+        match self {
+            PropertyType::String => "Edm.String",
+            PropertyType::Int32 => "Edm.Int32",
+            PropertyType::Int64 => "Edm.Int64",
+            PropertyType::Double => "Edm.Double",
+            PropertyType::Boolean => "Edm.Boolean",
+            PropertyType::DateTime => "Edm.DateTime",
+            PropertyType::Guid => "Edm.Guid",
+            PropertyType::Binary => "Edm.Binary",
+            PropertyType::Decimal => "Tablegate.Decimal",
+            PropertyType::Date => "Tablegate.Date",
+            PropertyType::Json => "Tablegate.Json",
+        }
+    }
+}
+
+/// A property value. NULL is not a value: a NULL column is an absent property.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Value {
+    String(String),
+    Int32(i32),
+    Int64(i64),
+    Double(f64),
+    Boolean(bool),
+    DateTime(DateTime),
+    Guid(Guid),
+    Binary(Vec<u8>),
+    Decimal(Decimal),
+    Date(Date),
+    /// JSON text, kept as the client sent it.
+    Json(String),
+}
+
+impl Value {
+    pub fn property_type(&self) -> PropertyType {
+        match self {
+            Value::String(_) => PropertyType::String,
+            Value::Int32(_) => PropertyType::Int32,
+            Value::Int64(_) => PropertyType::Int64,
+            Value::Double(_) => PropertyType::Double,
+            Value::Boolean(_) => PropertyType::Boolean,
+            Value::DateTime(_) => PropertyType::DateTime,
+            Value::Guid(_) => PropertyType::Guid,
+            Value::Binary(_) => PropertyType::Binary,
+            Value::Decimal(_) => PropertyType::Decimal,
+            Value::Date(_) => PropertyType::Date,
+            Value::Json(_) => PropertyType::Json,
+        }
+    }
+
+    /// The value's size in the Azure service's entity-size formula
+    /// (strings count two bytes a character plus four).
+    pub fn billed_size(&self) -> usize {
+        match self {
+            Value::String(s) | Value::Json(s) => 4 + 2 * s.encode_utf16().count(),
+            Value::Binary(b) => 4 + b.len(),
+            Value::Int32(_) | Value::Date(_) => 4,
+            Value::Int64(_) | Value::Double(_) | Value::DateTime(_) => 8,
+            Value::Boolean(_) => 1,
+            Value::Guid(_) | Value::Decimal(_) => 16,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn decimal_display() {
+        let check = |u, s, want: &str| assert_eq!(Decimal::new(u, s).unwrap().to_string(), want);
+        check(12345, 2, "123.45");
+        check(-5, 3, "-0.005");
+        check(7, 0, "7");
+        check(0, 2, "0.00");
+    }
+
+    #[test]
+    fn decimal_precision_limit() {
+        assert!(Decimal::new(10i128.pow(38) - 1, 0).is_some());
+        assert!(Decimal::new(10i128.pow(38), 0).is_none());
+        assert!(Decimal::new(1, 39).is_none());
+    }
+
+    #[test]
+    fn guid_display() {
+        let g = Guid([
+            0x12, 0x34, 0x56, 0x78, 0x9a, 0xbc, 0xde, 0xf0, 0x01, 0x23, 0x45, 0x67, 0x89, 0xab,
+            0xcd, 0xef,
+        ]);
+        assert_eq!(g.to_string(), "12345678-9abc-def0-0123-456789abcdef");
+    }
+}

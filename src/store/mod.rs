@@ -1,0 +1,204 @@
+//! The store: the operations of the Azure Table model behind traits split by
+//! capability, and their backends.
+//!
+//! - [`TableAdmin`]: create, drop and list tables.
+//! - [`EntityRead`]: point gets and paged range queries ([`Query`], [`Page`]).
+//! - [`EntityWrite`]: single writes and atomic one-partition batches ([`WriteOp`]).
+//! - [`BulkDelete`]: remove a whole partition without reading it.
+//! - [`Statistics`]: entity counts and bytes per table and per partition.
+//! - [`TableStore`]: all of the above; what the layers above hold.
+//!
+//! Backends: [`native`] (embedded, the default).
+//!
+//! Layer rule: `store` depends only on `model`. It never sees SQL, DataFusion,
+//! Arrow or wire-protocol types.
+
+mod error;
+mod query;
+mod stream;
+
+pub mod native;
+
+pub use error::{Result, StoreError};
+pub use query::{Continuation, KeyRange, Page, Query, DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE};
+pub use stream::{for_each_page, query_all};
+
+use async_trait::async_trait;
+
+use crate::model::{DateTime, ETag, Entity, EntityKey, IfMatch};
+
+/// A write of one entity.
+#[derive(Debug, Clone, PartialEq)]
+pub enum WriteOp {
+    /// Adds the entity; fails with `EntityAlreadyExists` if it is there.
+    Insert(Entity),
+    /// Replaces all properties of an existing entity.
+    Replace { entity: Entity, if_match: IfMatch },
+    /// Adds or overwrites the given properties of an existing entity, keeping the others.
+    Merge { entity: Entity, if_match: IfMatch },
+    /// Insert, or Replace unconditionally.
+    InsertOrReplace(Entity),
+    /// Insert, or Merge unconditionally.
+    InsertOrMerge(Entity),
+    /// Removes an existing entity.
+    Delete { key: EntityKey, if_match: IfMatch },
+}
+
+impl WriteOp {
+    pub fn key(&self) -> &EntityKey {
+        match self {
+            WriteOp::Insert(e)
+            | WriteOp::InsertOrReplace(e)
+            | WriteOp::InsertOrMerge(e)
+            | WriteOp::Replace { entity: e, .. }
+            | WriteOp::Merge { entity: e, .. } => &e.key,
+            WriteOp::Delete { key, .. } => key,
+        }
+    }
+}
+
+/// What a successful write reports: the entity's new version, or nothing for a delete.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WriteOutcome {
+    pub etag: Option<ETag>,
+    pub timestamp: Option<DateTime>,
+}
+
+/// Size of a table.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct TableStats {
+    pub entities: u64,
+    /// Sum of the entities' sizes in the service's formula ([`Entity::billed_size`]).
+    pub bytes: u64,
+    /// Partitions holding at least one entity.
+    pub partitions: u64,
+}
+
+/// Size of one partition.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PartitionStats {
+    pub partition_key: String,
+    pub entities: u64,
+    pub bytes: u64,
+}
+
+/// A page of partition statistics, in PartitionKey order.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PartitionStatsPage {
+    pub partitions: Vec<PartitionStats>,
+    pub continuation: Option<Continuation>,
+}
+
+#[async_trait]
+pub trait TableAdmin: Send + Sync {
+    async fn create_table(&self, name: &str) -> Result<()>;
+    /// Drops the table and all its entities at once.
+    async fn drop_table(&self, name: &str) -> Result<()>;
+    async fn list_tables(&self) -> Result<Vec<String>>;
+}
+
+#[async_trait]
+pub trait EntityRead: Send + Sync {
+    async fn get(
+        &self,
+        table: &str,
+        key: &EntityKey,
+        projection: Option<&[String]>,
+    ) -> Result<Option<Entity>>;
+
+    /// One page of the query, resuming at `continuation` if given.
+    async fn query(
+        &self,
+        table: &str,
+        query: &Query,
+        continuation: Option<&Continuation>,
+    ) -> Result<Page>;
+}
+
+#[async_trait]
+pub trait EntityWrite: Send + Sync {
+    /// Applies one operation; it is durable when this returns.
+    async fn write(&self, table: &str, op: WriteOp) -> Result<WriteOutcome>;
+
+    /// Applies up to 100 operations on distinct entities of one partition,
+    /// all or none (an entity group transaction). A failure names the index
+    /// of the failing operation ([`StoreError::BatchOperationFailed`]).
+    async fn write_batch(&self, table: &str, ops: Vec<WriteOp>) -> Result<Vec<WriteOutcome>>;
+}
+
+#[async_trait]
+pub trait BulkDelete: Send + Sync {
+    /// Removes every entity of the partition without visiting them, and
+    /// returns what the partition held.
+    async fn delete_partition(&self, table: &str, partition_key: &str) -> Result<PartitionStats>;
+}
+
+#[async_trait]
+pub trait Statistics: Send + Sync {
+    async fn table_stats(&self, table: &str) -> Result<TableStats>;
+    async fn partition_stats(&self, table: &str, partition_key: &str) -> Result<PartitionStats>;
+    /// Non-empty partitions in key order, paged like queries.
+    async fn list_partition_stats(
+        &self,
+        table: &str,
+        page_size: usize,
+        continuation: Option<&Continuation>,
+    ) -> Result<PartitionStatsPage>;
+}
+
+/// Everything a backend offers; what the layers above hold as `Arc<dyn TableStore>`.
+pub trait TableStore: TableAdmin + EntityRead + EntityWrite + BulkDelete + Statistics {}
+
+impl<T: TableAdmin + EntityRead + EntityWrite + BulkDelete + Statistics> TableStore for T {}
+
+/// Checks the rules of an entity group transaction that do not need the
+/// stored data: 1 to 100 operations, one partition, one operation per entity,
+/// and each entity valid. Backends call it before doing any work.
+pub fn check_batch(ops: &[WriteOp]) -> Result<()> {
+    let Some(first) = ops.first() else {
+        return Err(StoreError::BatchEmpty);
+    };
+    if ops.len() > crate::model::MAX_BATCH_OPERATIONS {
+        return Err(StoreError::BatchTooLarge { count: ops.len() });
+    }
+    let partition = &first.key().partition_key;
+    let mut seen = std::collections::HashSet::with_capacity(ops.len());
+    for (index, op) in ops.iter().enumerate() {
+        let key = op.key();
+        if &key.partition_key != partition {
+            return Err(StoreError::BatchMixedPartitions {
+                index,
+                expected: partition.clone(),
+                found: key.partition_key.clone(),
+            });
+        }
+        if !seen.insert(&key.row_key) {
+            return Err(StoreError::BatchDuplicateEntity {
+                index,
+                key: key.clone(),
+            });
+        }
+        check_op(op).map_err(|e| StoreError::BatchOperationFailed {
+            index,
+            source: Box::new(e),
+        })?;
+    }
+    Ok(())
+}
+
+/// Checks one operation's keys and entity against the model's limits.
+pub fn check_op(op: &WriteOp) -> Result<()> {
+    use crate::model::{check_entity, check_key, KeyKind};
+    match op {
+        WriteOp::Delete { key, .. } => {
+            check_key(KeyKind::PartitionKey, &key.partition_key)?;
+            check_key(KeyKind::RowKey, &key.row_key)?;
+        }
+        WriteOp::Insert(e)
+        | WriteOp::InsertOrReplace(e)
+        | WriteOp::InsertOrMerge(e)
+        | WriteOp::Replace { entity: e, .. }
+        | WriteOp::Merge { entity: e, .. } => check_entity(e)?,
+    }
+    Ok(())
+}

@@ -1,0 +1,188 @@
+//! The on-disk layout of the native engine.
+//!
+//! One fjall database under `<data-dir>/store`, holding these keyspaces:
+//!
+//! | keyspace | key | value |
+//! |---|---|---|
+//! | `catalog` | `table/<name>` | table id (u64 LE) |
+//! | `catalog` | `stats/<id BE>` | [`TableTotals`]: entities, bytes, partitions |
+//! | `catalog` | `tomb/<id BE><encoded PartitionKey>` | empty: the partition was bulk-deleted once |
+//! | `catalog` | `next_table_id` | u64 LE |
+//! | `catalog` | `version_floor` | u64 LE, the highest version ever committed |
+//! | `t<id>` | encoded `(PartitionKey, RowKey)` | entity record ([`crate::model::codec::record`]) |
+//! | `p<id>` | encoded `(PartitionKey)` | [`PartitionHeader`] |
+//!
+//! Table ids are never reused, so a dropped table's keyspaces can be deleted
+//! whole and a leftover keyspace (a crash between the catalog write and the
+//! keyspace removal) is recognised at open and removed.
+//!
+//! Versions: every committed write gets a version, strictly increasing over the
+//! life of the data dir, taken as `max(now in microseconds, last + 1)`. It is
+//! the entity's Timestamp and the source of its ETag.
+//!
+//! Bulk-deleted partitions: a partition delete does not visit entities; it sets
+//! the partition header's `deleted_through` to a fresh version. An entity
+//! whose record version is at most `deleted_through` is invisible, and a new
+//! write to its key overwrites it. The `tomb/` records let readers skip the
+//! header lookup for partitions that were never bulk-deleted.
+
+use crate::model::codec::CodecError;
+use crate::model::{DateTime, ETag};
+
+pub const CATALOG: &str = "catalog";
+pub const TABLE_PREFIX: &str = "table/";
+pub const STATS_PREFIX: &[u8] = b"stats/";
+pub const TOMB_PREFIX: &[u8] = b"tomb/";
+pub const NEXT_TABLE_ID: &str = "next_table_id";
+pub const VERSION_FLOOR: &str = "version_floor";
+
+pub fn entities_keyspace(id: u64) -> String {
+    format!("t{id}")
+}
+
+pub fn partitions_keyspace(id: u64) -> String {
+    format!("p{id}")
+}
+
+/// The table id of a keyspace named `t<id>` or `p<id>`.
+pub fn keyspace_table_id(name: &str) -> Option<u64> {
+    let rest = name.strip_prefix('t').or_else(|| name.strip_prefix('p'))?;
+    rest.parse().ok()
+}
+
+pub fn table_key(name: &str) -> Vec<u8> {
+    [TABLE_PREFIX.as_bytes(), name.as_bytes()].concat()
+}
+
+pub fn stats_key(id: u64) -> Vec<u8> {
+    [STATS_PREFIX, &id.to_be_bytes()].concat()
+}
+
+pub fn tomb_table_prefix(id: u64) -> Vec<u8> {
+    [TOMB_PREFIX, &id.to_be_bytes()].concat()
+}
+
+pub fn tomb_key(id: u64, encoded_partition: &[u8]) -> Vec<u8> {
+    [&tomb_table_prefix(id), encoded_partition].concat()
+}
+
+pub fn decode_u64(bytes: &[u8]) -> Result<u64, CodecError> {
+    let arr: [u8; 8] = bytes
+        .try_into()
+        .map_err(|_| CodecError::Truncated(bytes.len()))?;
+    Ok(u64::from_le_bytes(arr))
+}
+
+fn decode_u64s<const N: usize>(bytes: &[u8]) -> Result<[u64; N], CodecError> {
+    if bytes.len() != N * 8 {
+        return Err(CodecError::Truncated(bytes.len()));
+    }
+    let mut out = [0; N];
+    for (slot, chunk) in out.iter_mut().zip(bytes.chunks_exact(8)) {
+        *slot = decode_u64(chunk)?;
+    }
+    Ok(out)
+}
+
+fn encode_u64s(values: &[u64]) -> Vec<u8> {
+    values.iter().flat_map(|v| v.to_le_bytes()).collect()
+}
+
+/// Totals of a table.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct TableTotals {
+    pub entities: u64,
+    pub bytes: u64,
+    pub partitions: u64,
+}
+
+impl TableTotals {
+    pub fn encode(&self) -> Vec<u8> {
+        encode_u64s(&[self.entities, self.bytes, self.partitions])
+    }
+
+    pub fn decode(bytes: &[u8]) -> Result<Self, CodecError> {
+        let [entities, bytes, partitions] = decode_u64s(bytes)?;
+        Ok(TableTotals {
+            entities,
+            bytes,
+            partitions,
+        })
+    }
+}
+
+/// What the engine keeps about a partition.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PartitionHeader {
+    pub entities: u64,
+    pub bytes: u64,
+    /// Records of this partition with a version at most this are deleted.
+    pub deleted_through: u64,
+}
+
+impl PartitionHeader {
+    pub fn encode(&self) -> Vec<u8> {
+        encode_u64s(&[self.entities, self.bytes, self.deleted_through])
+    }
+
+    pub fn decode(bytes: &[u8]) -> Result<Self, CodecError> {
+        let [entities, bytes, deleted_through] = decode_u64s(bytes)?;
+        Ok(PartitionHeader {
+            entities,
+            bytes,
+            deleted_through,
+        })
+    }
+
+    /// Whether the header carries nothing worth storing.
+    pub fn is_empty(&self) -> bool {
+        *self == PartitionHeader::default()
+    }
+}
+
+/// The ETag of a record version, in the weak form the Azure service uses.
+pub fn etag_of(version: u64) -> ETag {
+    ETag(format!("W/\"{version}\""))
+}
+
+/// The version an ETag names, if it is one of ours.
+pub fn version_of(etag: &ETag) -> Option<u64> {
+    etag.0
+        .strip_prefix("W/\"")
+        .and_then(|s| s.strip_suffix('"'))
+        .and_then(|s| s.parse().ok())
+}
+
+pub fn timestamp_of(version: u64) -> DateTime {
+    DateTime(i64::try_from(version).unwrap_or(i64::MAX))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn etag_round_trip() {
+        assert_eq!(version_of(&etag_of(42)), Some(42));
+        assert_eq!(version_of(&ETag("*".into())), None);
+        assert_eq!(version_of(&ETag("W/\"x\"".into())), None);
+    }
+
+    #[test]
+    fn keyspace_names() {
+        assert_eq!(keyspace_table_id(&entities_keyspace(7)), Some(7));
+        assert_eq!(keyspace_table_id(&partitions_keyspace(7)), Some(7));
+        assert_eq!(keyspace_table_id(CATALOG), None);
+    }
+
+    #[test]
+    fn header_round_trip() {
+        let h = PartitionHeader {
+            entities: 3,
+            bytes: 99,
+            deleted_through: 5,
+        };
+        assert_eq!(PartitionHeader::decode(&h.encode()).unwrap(), h);
+        assert!(PartitionHeader::decode(&[1, 2]).is_err());
+    }
+}

@@ -1,0 +1,576 @@
+//! The single writer thread and its group commit.
+//!
+//! Every change to the store is a [`Command`] sent to one thread. The thread
+//! takes the commands waiting for it as a group, checks each against the
+//! current state (what is committed plus what earlier commands of the group
+//! changed), and commits the whole group as one atomic fjall batch followed
+//! by one journal sync. Only then are the writers told they succeeded.
+//!
+//! Why one thread: checking an ETag or an Insert conflict and applying the
+//! write must be one step, or two writers could both see the old version and
+//! both win. Serializing writers on one thread makes that step trivially
+//! atomic, and batching the sync amortizes its cost (the fsync, not the
+//! check, is what a durable write pays for) over every writer waiting at the
+//! time, so concurrent durable writers share one sync.
+//!
+//! A command that fails leaves no trace: its changes are collected apart and
+//! joined to the group only when all of its operations pass.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::Ordering;
+use std::sync::mpsc::{Receiver, TryRecvError};
+use std::sync::Arc;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use fjall::{Keyspace, PersistMode};
+use tokio::sync::oneshot;
+
+use super::layout::{
+    self, etag_of, stats_key, timestamp_of, tomb_key, version_of, PartitionHeader, TableTotals,
+};
+use super::read::storage;
+use super::{Shared, Table};
+use crate::model::codec::key::{encode_entity_key, encode_partition_prefix};
+use crate::model::codec::record::{decode_record, encode_record, record_header, RecordHeader};
+use crate::model::{check_entity_shape, Entity, IfMatch};
+use crate::store::{PartitionStats, Result, StoreError, WriteOp, WriteOutcome};
+
+pub(super) type Reply<T> = oneshot::Sender<Result<T>>;
+
+pub(super) enum Command {
+    /// Operations applied all or none. `batch` makes failures name the operation's index.
+    Write {
+        ops: Vec<(Arc<Table>, WriteOp)>,
+        batch: bool,
+        reply: Reply<Vec<WriteOutcome>>,
+    },
+    DeletePartition {
+        table: Arc<Table>,
+        partition_key: String,
+        reply: Reply<PartitionStats>,
+    },
+    CreateTable {
+        name: String,
+        reply: Reply<()>,
+    },
+    DropTable {
+        name: String,
+        reply: Reply<()>,
+    },
+}
+
+/// Commands a group holds at most; more wait for the next group.
+const MAX_GROUP_COMMANDS: usize = 1024;
+/// Partition headers cached between groups before the cache is emptied.
+const MAX_CACHED_HEADERS: usize = 100_000;
+
+type RecordKey = (u64, Vec<u8>);
+
+/// Changes of one group, not yet committed.
+#[derive(Default)]
+struct Group {
+    /// The newest record of each written key; `None` is a delete.
+    records: HashMap<RecordKey, (Arc<Table>, Option<Vec<u8>>)>,
+    /// Partitions whose header changed (their new value is in the header cache).
+    dirty_partitions: HashMap<RecordKey, Arc<Table>>,
+    /// Changes of table totals.
+    totals: HashMap<u64, (Arc<Table>, Delta)>,
+    /// Partitions bulk-deleted for the first time.
+    new_tombs: Vec<(Arc<Table>, Vec<u8>)>,
+    /// Replies to send once the group is durable.
+    replies: Vec<Box<dyn FnOnce(Option<StoreError>) + Send>>,
+}
+
+#[derive(Default, Clone, Copy)]
+struct Delta {
+    entities: i64,
+    bytes: i64,
+    partitions: i64,
+}
+
+impl Delta {
+    fn add(&mut self, other: Delta) {
+        self.entities += other.entities;
+        self.bytes += other.bytes;
+        self.partitions += other.partitions;
+    }
+
+    fn apply(self, totals: TableTotals) -> TableTotals {
+        let add = |v: u64, d: i64| v.saturating_add_signed(d);
+        TableTotals {
+            entities: add(totals.entities, self.entities),
+            bytes: add(totals.bytes, self.bytes),
+            partitions: add(totals.partitions, self.partitions),
+        }
+    }
+}
+
+/// A stored record as a write sees it.
+struct Current {
+    header: RecordHeader,
+    bytes: Vec<u8>,
+}
+
+/// Changes of one command, kept apart until all its operations pass.
+#[derive(Default)]
+struct Pending {
+    records: HashMap<RecordKey, (Arc<Table>, Option<Vec<u8>>)>,
+    headers: HashMap<RecordKey, (Arc<Table>, PartitionHeader)>,
+}
+
+pub(super) struct Writer {
+    shared: Arc<Shared>,
+    /// Partition headers as of the last committed group plus the open group's changes.
+    headers: HashMap<RecordKey, PartitionHeader>,
+    last_version: u64,
+    next_table_id: u64,
+}
+
+impl Writer {
+    pub fn new(shared: Arc<Shared>, last_version: u64, next_table_id: u64) -> Self {
+        Writer {
+            shared,
+            headers: HashMap::new(),
+            last_version,
+            next_table_id,
+        }
+    }
+
+    /// Runs until every sender is gone.
+    pub fn run(mut self, commands: Receiver<Command>) {
+        while let Ok(first) = commands.recv() {
+            let mut group = Group::default();
+            let mut next = Some(first);
+            while let Some(command) = next.take() {
+                match command {
+                    Command::CreateTable { name, reply } => {
+                        self.commit(std::mem::take(&mut group));
+                        let _ = reply.send(self.create_table(&name));
+                    }
+                    Command::DropTable { name, reply } => {
+                        self.commit(std::mem::take(&mut group));
+                        let _ = reply.send(self.drop_table(&name));
+                    }
+                    Command::Write { ops, batch, reply } => {
+                        self.write(&mut group, ops, batch, reply)
+                    }
+                    Command::DeletePartition {
+                        table,
+                        partition_key,
+                        reply,
+                    } => self.delete_partition(&mut group, &table, &partition_key, reply),
+                }
+                if group.replies.len() < MAX_GROUP_COMMANDS {
+                    next = match commands.try_recv() {
+                        Ok(command) => Some(command),
+                        Err(TryRecvError::Empty | TryRecvError::Disconnected) => None,
+                    };
+                }
+            }
+            self.commit(group);
+        }
+    }
+
+    fn next_version(&mut self) -> u64 {
+        let now = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| u64::try_from(d.as_micros()).unwrap_or(u64::MAX))
+            .unwrap_or(0);
+        self.last_version = now.max(self.last_version + 1);
+        self.last_version
+    }
+
+    fn header(
+        &mut self,
+        pending: &Pending,
+        table: &Table,
+        prefix: &[u8],
+    ) -> Result<PartitionHeader> {
+        let key = (table.id, prefix.to_vec());
+        if let Some((_, header)) = pending.headers.get(&key) {
+            return Ok(*header);
+        }
+        if let Some(header) = self.headers.get(&key) {
+            return Ok(*header);
+        }
+        let header = match table.partitions.get(prefix).map_err(storage)? {
+            Some(bytes) => PartitionHeader::decode(&bytes)?,
+            None => PartitionHeader::default(),
+        };
+        self.headers.insert(key, header);
+        Ok(header)
+    }
+
+    /// The visible record at a key: the command's own changes first, then the
+    /// group's, then what is committed.
+    fn current(
+        &mut self,
+        group: &Group,
+        pending: &Pending,
+        table: &Table,
+        prefix: &[u8],
+        encoded: &[u8],
+    ) -> Result<Option<Current>> {
+        let key = (table.id, encoded.to_vec());
+        let bytes = match pending
+            .records
+            .get(&key)
+            .or_else(|| group.records.get(&key))
+        {
+            Some((_, record)) => record.clone(),
+            None => table
+                .entities
+                .get(encoded)
+                .map_err(storage)?
+                .map(|s| s.to_vec()),
+        };
+        let Some(bytes) = bytes else { return Ok(None) };
+        let header = record_header(&bytes)?;
+        if header.version <= self.header(pending, table, prefix)?.deleted_through {
+            return Ok(None);
+        }
+        Ok(Some(Current { header, bytes }))
+    }
+
+    fn write(
+        &mut self,
+        group: &mut Group,
+        ops: Vec<(Arc<Table>, WriteOp)>,
+        batch: bool,
+        reply: Reply<Vec<WriteOutcome>>,
+    ) {
+        let version = self.next_version();
+        let mut pending = Pending::default();
+        let mut outcomes = Vec::with_capacity(ops.len());
+        for (index, (table, op)) in ops.into_iter().enumerate() {
+            match self.apply(group, &mut pending, &table, op, version) {
+                Ok(outcome) => outcomes.push(outcome),
+                Err(e) => {
+                    let e = if batch {
+                        StoreError::BatchOperationFailed {
+                            index,
+                            source: Box::new(e),
+                        }
+                    } else {
+                        e
+                    };
+                    let _ = reply.send(Err(e));
+                    return;
+                }
+            }
+        }
+        self.join(group, pending);
+        group.replies.push(Box::new(move |failure| {
+            let _ = reply.send(match failure {
+                None => Ok(outcomes),
+                Some(e) => Err(e),
+            });
+        }));
+    }
+
+    /// Checks one operation against the current state and records its change in `pending`.
+    fn apply(
+        &mut self,
+        group: &Group,
+        pending: &mut Pending,
+        table: &Arc<Table>,
+        op: WriteOp,
+        version: u64,
+    ) -> Result<WriteOutcome> {
+        if table.dropped.load(Ordering::Acquire) {
+            return Err(StoreError::TableNotFound(table.name.clone()));
+        }
+        let key = op.key().clone();
+        let prefix = encode_partition_prefix(&key.partition_key);
+        let encoded = encode_entity_key(&key.partition_key, &key.row_key);
+        let current = self.current(group, pending, table, &prefix, &encoded)?;
+        let not_found = || StoreError::EntityNotFound {
+            table: table.name.clone(),
+            key: key.clone(),
+        };
+        let check_match = |current: &Current, if_match: &IfMatch| match if_match {
+            IfMatch::Any => Ok(()),
+            IfMatch::ETag(etag) if version_of(etag) == Some(current.header.version) => Ok(()),
+            IfMatch::ETag(_) => Err(StoreError::ConditionNotMet {
+                table: table.name.clone(),
+                key: key.clone(),
+            }),
+        };
+        let merge = |current: &Current, entity: Entity| -> Result<Entity> {
+            let (_, mut properties) = decode_record(&current.bytes, None)?;
+            properties.extend(entity.properties);
+            let merged = Entity {
+                properties,
+                ..entity
+            };
+            check_entity_shape(&merged)?;
+            Ok(merged)
+        };
+        let new: Option<Entity> = match (op, &current) {
+            (WriteOp::Insert(_), Some(_)) => {
+                return Err(StoreError::EntityAlreadyExists {
+                    table: table.name.clone(),
+                    key,
+                })
+            }
+            (
+                WriteOp::Insert(e) | WriteOp::InsertOrReplace(e) | WriteOp::InsertOrMerge(e),
+                None,
+            ) => Some(e),
+            (WriteOp::InsertOrReplace(e), Some(_)) => Some(e),
+            (WriteOp::InsertOrMerge(e), Some(cur)) => Some(merge(cur, e)?),
+            (WriteOp::Replace { .. } | WriteOp::Merge { .. } | WriteOp::Delete { .. }, None) => {
+                return Err(not_found())
+            }
+            (WriteOp::Replace { entity, if_match }, Some(cur)) => {
+                check_match(cur, &if_match)?;
+                Some(entity)
+            }
+            (WriteOp::Merge { entity, if_match }, Some(cur)) => {
+                check_match(cur, &if_match)?;
+                Some(merge(cur, entity)?)
+            }
+            (WriteOp::Delete { if_match, .. }, Some(cur)) => {
+                check_match(cur, &if_match)?;
+                None
+            }
+        };
+
+        let old_size = current.as_ref().map(|c| i64::from(c.header.billed_size));
+        let (record, new_size) = match &new {
+            Some(entity) => {
+                let billed_size = u32::try_from(entity.billed_size()).unwrap_or(u32::MAX);
+                let header = RecordHeader {
+                    version,
+                    billed_size,
+                };
+                (
+                    Some(encode_record(header, &entity.properties)),
+                    Some(i64::from(billed_size)),
+                )
+            }
+            None => (None, None),
+        };
+        let delta = Delta {
+            entities: i64::from(new_size.is_some()) - i64::from(old_size.is_some()),
+            bytes: new_size.unwrap_or(0) - old_size.unwrap_or(0),
+            partitions: 0,
+        };
+        let mut header = self.header(pending, table, &prefix)?;
+        header.entities = header.entities.saturating_add_signed(delta.entities);
+        header.bytes = header.bytes.saturating_add_signed(delta.bytes);
+        pending
+            .headers
+            .insert((table.id, prefix), (table.clone(), header));
+        pending
+            .records
+            .insert((table.id, encoded), (table.clone(), record));
+        Ok(match new {
+            Some(_) => WriteOutcome {
+                etag: Some(etag_of(version)),
+                timestamp: Some(timestamp_of(version)),
+            },
+            None => WriteOutcome {
+                etag: None,
+                timestamp: None,
+            },
+        })
+    }
+
+    /// Joins a command's changes to the group, updating header cache and totals.
+    fn join(&mut self, group: &mut Group, pending: Pending) {
+        for ((id, prefix), (table, header)) in pending.headers {
+            let key = (id, prefix);
+            let before = self.headers.get(&key).copied().unwrap_or_default();
+            let delta = Delta {
+                entities: header.entities as i64 - before.entities as i64,
+                bytes: header.bytes as i64 - before.bytes as i64,
+                partitions: i64::from(header.entities > 0) - i64::from(before.entities > 0),
+            };
+            group
+                .totals
+                .entry(id)
+                .or_insert_with(|| (table.clone(), Delta::default()))
+                .1
+                .add(delta);
+            self.headers.insert(key.clone(), header);
+            group.dirty_partitions.insert(key, table);
+        }
+        group.records.extend(pending.records);
+    }
+
+    fn delete_partition(
+        &mut self,
+        group: &mut Group,
+        table: &Arc<Table>,
+        partition_key: &str,
+        reply: Reply<PartitionStats>,
+    ) {
+        if table.dropped.load(Ordering::Acquire) {
+            let _ = reply.send(Err(StoreError::TableNotFound(table.name.clone())));
+            return;
+        }
+        let prefix = encode_partition_prefix(partition_key);
+        let before = match self.header(&Pending::default(), table, &prefix) {
+            Ok(header) => header,
+            Err(e) => {
+                let _ = reply.send(Err(e));
+                return;
+            }
+        };
+        let deleted_through = self.next_version();
+        let mut pending = Pending::default();
+        pending.headers.insert(
+            (table.id, prefix.clone()),
+            (
+                table.clone(),
+                PartitionHeader {
+                    entities: 0,
+                    bytes: 0,
+                    deleted_through,
+                },
+            ),
+        );
+        self.join(group, pending);
+        // Publish the hint before the commit, so that a reader that can see the
+        // new header always knows to look at it.
+        if table.add_tombstone(&prefix) {
+            group.new_tombs.push((table.clone(), prefix));
+        }
+        let removed = PartitionStats {
+            partition_key: partition_key.to_owned(),
+            entities: before.entities,
+            bytes: before.bytes,
+        };
+        group.replies.push(Box::new(move |failure| {
+            let _ = reply.send(match failure {
+                None => Ok(removed),
+                Some(e) => Err(e),
+            });
+        }));
+    }
+
+    /// Makes a group durable, then answers its writers.
+    fn commit(&mut self, group: Group) {
+        if group.replies.is_empty() {
+            return;
+        }
+        let mut totals = Vec::with_capacity(group.totals.len());
+        let result = (|| -> Result<()> {
+            let shared = &self.shared;
+            let mut batch = shared.db.batch().durability(None);
+            for ((_, key), (table, record)) in &group.records {
+                match record {
+                    Some(bytes) => batch.insert(&table.entities, key.as_slice(), bytes.as_slice()),
+                    None => batch.remove(&table.entities, key.as_slice()),
+                }
+            }
+            for (key, table) in &group.dirty_partitions {
+                let header = self.headers.get(key).copied().unwrap_or_default();
+                if header.is_empty() {
+                    batch.remove(&table.partitions, key.1.as_slice());
+                } else {
+                    batch.insert(&table.partitions, key.1.as_slice(), header.encode());
+                }
+            }
+            for (id, (table, delta)) in &group.totals {
+                let new = delta.apply(*table.totals.lock().unwrap_or_else(|e| e.into_inner()));
+                batch.insert(&shared.catalog, stats_key(*id), new.encode());
+                totals.push((table.clone(), new));
+            }
+            for (table, prefix) in &group.new_tombs {
+                batch.insert(&shared.catalog, tomb_key(table.id, prefix), []);
+            }
+            batch.insert(
+                &shared.catalog,
+                layout::VERSION_FLOOR,
+                self.last_version.to_le_bytes(),
+            );
+            batch.commit().map_err(storage)?;
+            shared.db.persist(PersistMode::SyncAll).map_err(storage)
+        })();
+        match result {
+            Ok(()) => {
+                for (table, new) in totals {
+                    *table.totals.lock().unwrap_or_else(|e| e.into_inner()) = new;
+                }
+                for reply in group.replies {
+                    reply(None);
+                }
+            }
+            Err(e) => {
+                // The cache may hold this group's uncommitted headers.
+                self.headers.clear();
+                for reply in group.replies {
+                    reply(Some(e.clone()));
+                }
+            }
+        }
+        if self.headers.len() > MAX_CACHED_HEADERS {
+            self.headers.clear();
+        }
+    }
+
+    fn create_table(&mut self, name: &str) -> Result<()> {
+        let shared = self.shared.clone();
+        if shared.table(name).is_ok() {
+            return Err(StoreError::TableAlreadyExists(name.to_owned()));
+        }
+        let id = self.next_table_id;
+        let open = |ks: String| -> Result<Keyspace> {
+            shared
+                .db
+                .keyspace(&ks, fjall::KeyspaceCreateOptions::default)
+                .map_err(storage)
+        };
+        let entities = open(layout::entities_keyspace(id))?;
+        let partitions = open(layout::partitions_keyspace(id))?;
+        let mut batch = shared.db.batch().durability(None);
+        batch.insert(&shared.catalog, layout::table_key(name), id.to_le_bytes());
+        batch.insert(
+            &shared.catalog,
+            stats_key(id),
+            TableTotals::default().encode(),
+        );
+        batch.insert(
+            &shared.catalog,
+            layout::NEXT_TABLE_ID,
+            (id + 1).to_le_bytes(),
+        );
+        batch.commit().map_err(storage)?;
+        shared.db.persist(PersistMode::SyncAll).map_err(storage)?;
+        self.next_table_id = id + 1;
+        let table = Table::new(
+            id,
+            name.to_owned(),
+            entities,
+            partitions,
+            TableTotals::default(),
+            HashSet::new(),
+        );
+        shared.tables_mut().insert(name.to_owned(), Arc::new(table));
+        Ok(())
+    }
+
+    fn drop_table(&mut self, name: &str) -> Result<()> {
+        let shared = self.shared.clone();
+        let table = shared.table(name)?;
+        let mut batch = shared.db.batch().durability(None);
+        batch.remove(&shared.catalog, layout::table_key(name));
+        batch.remove(&shared.catalog, stats_key(table.id));
+        for guard in shared.catalog.prefix(layout::tomb_table_prefix(table.id)) {
+            batch.remove(&shared.catalog, guard.key().map_err(storage)?);
+        }
+        batch.commit().map_err(storage)?;
+        shared.db.persist(PersistMode::SyncAll).map_err(storage)?;
+        table.dropped.store(true, Ordering::Release);
+        shared.tables_mut().remove(name);
+        self.headers.retain(|(id, _), _| *id != table.id);
+        // The catalog no longer names these keyspaces; if removing them fails
+        // now, the next open removes them.
+        for keyspace in [table.entities.clone(), table.partitions.clone()] {
+            let _ = shared.db.delete_keyspace(keyspace);
+        }
+        Ok(())
+    }
+}

@@ -14,14 +14,19 @@ use std::time::{Duration, Instant};
 use rand::{Rng, SeedableRng};
 use tablegate::model::{Entity, EntityKey, Value};
 use tablegate::store::native::NativeStore;
-use tablegate::store::{for_each_page, EntityRead, EntityWrite, Query, Statistics, TableAdmin, WriteOp};
+use tablegate::store::{
+    for_each_page, EntityRead, EntityWrite, Query, Statistics, TableAdmin, WriteOp,
+};
 
 /// The Azure service's scalability targets quoted by the performance checklist.
 const SERVICE_PARTITION_TARGET: f64 = 2_000.0;
 const SERVICE_ACCOUNT_TARGET: f64 = 20_000.0;
 
 fn env(name: &str, default: u64) -> u64 {
-    std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
 }
 
 fn entity(pk: &str, rk: &str, n: u64) -> Entity {
@@ -29,13 +34,19 @@ fn entity(pk: &str, rk: &str, n: u64) -> Entity {
         .with("Name", Value::String(format!("employee {n}")))
         .with("Age", Value::Int32((n % 60) as i32 + 20))
         .with("Salary", Value::Double(n as f64 * 1.5))
-        .with("Hired", Value::DateTime(tablegate::model::DateTime(1_600_000_000_000_000 + n as i64)))
+        .with(
+            "Hired",
+            Value::DateTime(tablegate::model::DateTime(1_600_000_000_000_000 + n as i64)),
+        )
         .with("Active", Value::Boolean(n % 2 == 0))
         .with("Notes", Value::String("x".repeat(440)))
 }
 
 fn key(i: u64, partitions: u64) -> (String, String) {
-    (format!("p{:05}", i % partitions), format!("r{:09}", i / partitions))
+    (
+        format!("p{:05}", i % partitions),
+        format!("r{:09}", i / partitions),
+    )
 }
 
 fn report(name: &str, count: u64, elapsed: Duration, unit: &str) -> f64 {
@@ -58,7 +69,10 @@ fn main() {
         Ok(d) => tempfile::tempdir_in(d).unwrap(),
         Err(_) => tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap(),
     };
-    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap();
     runtime.block_on(run(dir.path(), entities, partitions, durable_seconds));
 }
 
@@ -85,7 +99,13 @@ async fn run(dir: &std::path::Path, entities: u64, partitions: u64, durable_seco
                 while row < per_partition {
                     let end = (row + 100).min(per_partition);
                     let ops = (row..end)
-                        .map(|r| WriteOp::Insert(entity(&format!("p{p:05}"), &format!("r{r:09}"), r * partitions + p)))
+                        .map(|r| {
+                            WriteOp::Insert(entity(
+                                &format!("p{p:05}"),
+                                &format!("r{r:09}"),
+                                r * partitions + p,
+                            ))
+                        })
                         .collect();
                     store.write_batch("bench", ops).await.unwrap();
                     row = end;
@@ -98,7 +118,12 @@ async fn run(dir: &std::path::Path, entities: u64, partitions: u64, durable_seco
         t.await.unwrap();
     }
     let loaded = per_partition * partitions;
-    report("batched inserts (100-entity batches, 4 loaders)", loaded, started.elapsed(), "entities");
+    report(
+        "batched inserts (100-entity batches, 4 loaders)",
+        loaded,
+        started.elapsed(),
+        "entities",
+    );
     let stats = store.table_stats("bench").await.unwrap();
     assert_eq!(stats.entities, loaded);
 
@@ -114,7 +139,10 @@ async fn run(dir: &std::path::Path, entities: u64, partitions: u64, durable_seco
                 for _ in 0..per_thread {
                     let i = rng.random_range(0..loaded);
                     let (pk, rk) = key(i, partitions);
-                    let got = store.get("bench", &EntityKey::new(pk, rk), None).await.unwrap();
+                    let got = store
+                        .get("bench", &EntityKey::new(pk, rk), None)
+                        .await
+                        .unwrap();
                     assert!(got.is_some());
                 }
             }));
@@ -122,34 +150,59 @@ async fn run(dir: &std::path::Path, entities: u64, partitions: u64, durable_seco
         for t in tasks {
             t.await.unwrap();
         }
-        report(&format!("point gets, random keys, {threads} task(s)"), per_thread * threads, started.elapsed(), "gets");
+        report(
+            &format!("point gets, random keys, {threads} task(s)"),
+            per_thread * threads,
+            started.elapsed(),
+            "gets",
+        );
     }
 
     // 3. Range scans: every partition read in full, page by page.
     let started = Instant::now();
     let mut scanned = 0u64;
     for p in 0..partitions {
-        for_each_page(&*store, "bench", &Query::partition(format!("p{p:05}")), |page| {
-            scanned += page.entities.len() as u64;
-            true
-        })
+        for_each_page(
+            &*store,
+            "bench",
+            &Query::partition(format!("p{p:05}")),
+            |page| {
+                scanned += page.entities.len() as u64;
+                true
+            },
+        )
         .await
         .unwrap();
     }
     assert_eq!(scanned, loaded);
-    report("partition range scans (1000-entity pages)", scanned, started.elapsed(), "entities");
+    report(
+        "partition range scans (1000-entity pages)",
+        scanned,
+        started.elapsed(),
+        "entities",
+    );
 
     let started = Instant::now();
     let mut scanned = 0u64;
     let snapshot = store.snapshot();
-    for_each_page(&snapshot, "bench", &Query::table().page_size(10_000).project(["Age"]), |page| {
-        scanned += page.entities.len() as u64;
-        true
-    })
+    for_each_page(
+        &snapshot,
+        "bench",
+        &Query::table().page_size(10_000).project(["Age"]),
+        |page| {
+            scanned += page.entities.len() as u64;
+            true
+        },
+    )
     .await
     .unwrap();
     assert_eq!(scanned, loaded);
-    report("table scan, one property decoded (10000-entity pages)", scanned, started.elapsed(), "entities");
+    report(
+        "table scan, one property decoded (10000-entity pages)",
+        scanned,
+        started.elapsed(),
+        "entities",
+    );
 
     // 4. Unbatched durable inserts, each its own acknowledged write.
     store.create_table("durable").await.unwrap();

@@ -55,6 +55,14 @@ pub fn encode_record(header: RecordHeader, properties: &Properties) -> Vec<u8> {
     out
 }
 
+/// Sets the version of an encoded record in place, so that a record can be
+/// encoded before its version is known.
+pub fn set_record_version(record: &mut [u8], version: u64) {
+    if let Some(slot) = record.get_mut(1..9) {
+        slot.copy_from_slice(&version.to_le_bytes());
+    }
+}
+
 fn push_bytes(out: &mut Vec<u8>, tag: u8, bytes: &[u8]) {
     out.push(tag);
     out.extend_from_slice(&(bytes.len() as u32).to_le_bytes());
@@ -288,6 +296,16 @@ mod tests {
                 prop_assert!(decode_record(&bytes[..cut], None).is_err());
             }
         }
+    }
+
+    #[test]
+    fn version_is_set_in_place() {
+        let props = Properties::from([("x".to_string(), Value::Int32(1))]);
+        let mut bytes = encode_record(HDR, &props);
+        set_record_version(&mut bytes, 99);
+        let (header, got) = decode_record(&bytes, None).unwrap();
+        assert_eq!(header, RecordHeader { version: 99, ..HDR });
+        assert_eq!(got, props);
     }
 
     #[test]

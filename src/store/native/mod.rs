@@ -48,7 +48,7 @@ use tokio::sync::oneshot;
 
 use self::layout::{TableTotals, CATALOG, NEXT_TABLE_ID, TABLE_PREFIX, TOMB_PREFIX, VERSION_FLOOR};
 use self::read::storage;
-use self::writer::{Command, Writer};
+use self::writer::{Command, Prepared, Writer};
 use super::{
     check_batch, check_op, BulkDelete, Continuation, EntityRead, EntityWrite, Page, PartitionStats,
     PartitionStatsPage, Query, Result, Statistics, StoreError, TableAdmin, TableStats, WriteOp,
@@ -360,7 +360,7 @@ impl EntityWrite for NativeStore {
         let table = self.shared.table(table)?;
         let mut outcomes = self
             .send(|reply| Command::Write {
-                ops: vec![(table, op)],
+                ops: vec![Prepared::new(table, op)],
                 batch: false,
                 reply,
             })
@@ -371,7 +371,10 @@ impl EntityWrite for NativeStore {
     async fn write_batch(&self, table: &str, ops: Vec<WriteOp>) -> Result<Vec<WriteOutcome>> {
         check_batch(&ops)?;
         let table = self.shared.table(table)?;
-        let ops = ops.into_iter().map(|op| (table.clone(), op)).collect();
+        let ops = ops
+            .into_iter()
+            .map(|op| Prepared::new(table.clone(), op))
+            .collect();
         self.send(|reply| Command::Write {
             ops,
             batch: true,

@@ -31,16 +31,47 @@ use super::layout::{
 use super::read::storage;
 use super::{Shared, Table};
 use crate::model::codec::key::{encode_entity_key, encode_partition_prefix};
-use crate::model::codec::record::{decode_record, encode_record, record_header, RecordHeader};
+use crate::model::codec::record::{
+    decode_record, encode_record, record_header, set_record_version, RecordHeader,
+};
 use crate::model::{check_entity_shape, Entity, IfMatch};
 use crate::store::{PartitionStats, Result, StoreError, WriteOp, WriteOutcome};
 
 pub(super) type Reply<T> = oneshot::Sender<Result<T>>;
 
+/// A write operation with its record encoded ahead, off the writer thread;
+/// only the version is filled in at commit (merges are encoded again there).
+pub(super) struct Prepared {
+    table: Arc<Table>,
+    op: WriteOp,
+    record: Option<Vec<u8>>,
+}
+
+impl Prepared {
+    pub fn new(table: Arc<Table>, op: WriteOp) -> Self {
+        let record = match &op {
+            WriteOp::Insert(e)
+            | WriteOp::InsertOrReplace(e)
+            | WriteOp::Replace { entity: e, .. } => {
+                let billed_size = u32::try_from(e.billed_size()).unwrap_or(u32::MAX);
+                Some(encode_record(
+                    RecordHeader {
+                        version: 0,
+                        billed_size,
+                    },
+                    &e.properties,
+                ))
+            }
+            WriteOp::Merge { .. } | WriteOp::InsertOrMerge(_) | WriteOp::Delete { .. } => None,
+        };
+        Prepared { table, op, record }
+    }
+}
+
 pub(super) enum Command {
     /// Operations applied all or none. `batch` makes failures name the operation's index.
     Write {
-        ops: Vec<(Arc<Table>, WriteOp)>,
+        ops: Vec<Prepared>,
         batch: bool,
         reply: Reply<Vec<WriteOutcome>>,
     },
@@ -235,15 +266,15 @@ impl Writer {
     fn write(
         &mut self,
         group: &mut Group,
-        ops: Vec<(Arc<Table>, WriteOp)>,
+        ops: Vec<Prepared>,
         batch: bool,
         reply: Reply<Vec<WriteOutcome>>,
     ) {
         let version = self.next_version();
         let mut pending = Pending::default();
         let mut outcomes = Vec::with_capacity(ops.len());
-        for (index, (table, op)) in ops.into_iter().enumerate() {
-            match self.apply(group, &mut pending, &table, op, version) {
+        for (index, prepared) in ops.into_iter().enumerate() {
+            match self.apply(group, &mut pending, prepared, version) {
                 Ok(outcome) => outcomes.push(outcome),
                 Err(e) => {
                     let e = if batch {
@@ -273,17 +304,17 @@ impl Writer {
         &mut self,
         group: &Group,
         pending: &mut Pending,
-        table: &Arc<Table>,
-        op: WriteOp,
+        prepared: Prepared,
         version: u64,
     ) -> Result<WriteOutcome> {
+        let Prepared { table, op, record } = prepared;
         if table.dropped.load(Ordering::Acquire) {
             return Err(StoreError::TableNotFound(table.name.clone()));
         }
         let key = op.key().clone();
         let prefix = encode_partition_prefix(&key.partition_key);
         let encoded = encode_entity_key(&key.partition_key, &key.row_key);
-        let current = self.current(group, pending, table, &prefix, &encoded)?;
+        let current = self.current(group, pending, &table, &prefix, &encoded)?;
         let not_found = || StoreError::EntityNotFound {
             table: table.name.clone(),
             key: key.clone(),
@@ -306,66 +337,75 @@ impl Writer {
             check_entity_shape(&merged)?;
             Ok(merged)
         };
-        let new: Option<Entity> = match (op, &current) {
+        /// What replaces the current record.
+        enum New {
+            /// The record prepared by the caller.
+            Prepared,
+            /// A merged entity, encoded here.
+            Merged(Entity),
+            Deleted,
+        }
+        let new = match (op, &current) {
             (WriteOp::Insert(_), Some(_)) => {
                 return Err(StoreError::EntityAlreadyExists {
                     table: table.name.clone(),
                     key,
                 })
             }
-            (
-                WriteOp::Insert(e) | WriteOp::InsertOrReplace(e) | WriteOp::InsertOrMerge(e),
-                None,
-            ) => Some(e),
-            (WriteOp::InsertOrReplace(e), Some(_)) => Some(e),
-            (WriteOp::InsertOrMerge(e), Some(cur)) => Some(merge(cur, e)?),
+            (WriteOp::Insert(_) | WriteOp::InsertOrReplace(_), _) => New::Prepared,
+            (WriteOp::InsertOrMerge(e), None) => New::Merged(e),
+            (WriteOp::InsertOrMerge(e), Some(cur)) => New::Merged(merge(cur, e)?),
             (WriteOp::Replace { .. } | WriteOp::Merge { .. } | WriteOp::Delete { .. }, None) => {
                 return Err(not_found())
             }
-            (WriteOp::Replace { entity, if_match }, Some(cur)) => {
+            (WriteOp::Replace { if_match, .. }, Some(cur)) => {
                 check_match(cur, &if_match)?;
-                Some(entity)
+                New::Prepared
             }
             (WriteOp::Merge { entity, if_match }, Some(cur)) => {
                 check_match(cur, &if_match)?;
-                Some(merge(cur, entity)?)
+                New::Merged(merge(cur, entity)?)
             }
             (WriteOp::Delete { if_match, .. }, Some(cur)) => {
                 check_match(cur, &if_match)?;
-                None
+                New::Deleted
             }
+        };
+        let record = match new {
+            New::Prepared => record.map(|mut bytes| {
+                set_record_version(&mut bytes, version);
+                bytes
+            }),
+            New::Merged(entity) => {
+                let billed_size = u32::try_from(entity.billed_size()).unwrap_or(u32::MAX);
+                Some(encode_record(
+                    RecordHeader {
+                        version,
+                        billed_size,
+                    },
+                    &entity.properties,
+                ))
+            }
+            New::Deleted => None,
         };
 
         let old_size = current.as_ref().map(|c| i64::from(c.header.billed_size));
-        let (record, new_size) = match &new {
-            Some(entity) => {
-                let billed_size = u32::try_from(entity.billed_size()).unwrap_or(u32::MAX);
-                let header = RecordHeader {
-                    version,
-                    billed_size,
-                };
-                (
-                    Some(encode_record(header, &entity.properties)),
-                    Some(i64::from(billed_size)),
-                )
-            }
-            None => (None, None),
+        let new_size = match &record {
+            Some(bytes) => Some(i64::from(record_header(bytes)?.billed_size)),
+            None => None,
         };
         let delta = Delta {
             entities: i64::from(new_size.is_some()) - i64::from(old_size.is_some()),
             bytes: new_size.unwrap_or(0) - old_size.unwrap_or(0),
             partitions: 0,
         };
-        let mut header = self.header(pending, table, &prefix)?;
+        let mut header = self.header(pending, &table, &prefix)?;
         header.entities = header.entities.saturating_add_signed(delta.entities);
         header.bytes = header.bytes.saturating_add_signed(delta.bytes);
         pending
             .headers
             .insert((table.id, prefix), (table.clone(), header));
-        pending
-            .records
-            .insert((table.id, encoded), (table.clone(), record));
-        Ok(match new {
+        let outcome = match record {
             Some(_) => WriteOutcome {
                 etag: Some(etag_of(version)),
                 timestamp: Some(timestamp_of(version)),
@@ -374,7 +414,9 @@ impl Writer {
                 etag: None,
                 timestamp: None,
             },
-        })
+        };
+        pending.records.insert((table.id, encoded), (table, record));
+        Ok(outcome)
     }
 
     /// Joins a command's changes to the group, updating header cache and totals.

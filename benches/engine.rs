@@ -61,10 +61,18 @@ fn report(name: &str, count: u64, elapsed: Duration, unit: &str) -> f64 {
 }
 
 fn main() {
-    // `cargo bench` passes `--bench`; nothing else is accepted.
-    let entities = env("ENTITIES", 1_000_000);
-    let partitions = env("PARTITIONS", 1_000);
-    let durable_seconds = env("DURABLE_SECONDS", 5);
+    // `cargo bench` passes `--bench`; `cargo test --all-targets` does not, and
+    // then a small run checks that the benchmark still works.
+    let smoke = !std::env::args().any(|a| a == "--bench");
+    let (entities, partitions, durable_seconds) = if smoke {
+        (2_000, 10, 1)
+    } else {
+        (
+            env("ENTITIES", 1_000_000),
+            env("PARTITIONS", 1_000),
+            env("DURABLE_SECONDS", 5),
+        )
+    };
     let dir = match std::env::var("BENCH_DIR") {
         Ok(d) => tempfile::tempdir_in(d).unwrap(),
         Err(_) => tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap(),
@@ -129,7 +137,7 @@ async fn run(dir: &std::path::Path, entities: u64, partitions: u64, durable_seco
 
     // 2. Point gets of random keys.
     for threads in [1, 2] {
-        let per_thread = 200_000;
+        let per_thread = (entities / 5).min(200_000);
         let started = Instant::now();
         let mut tasks = Vec::new();
         for _ in 0..threads {

@@ -154,14 +154,7 @@ async fn concurrent_batches_do_not_interleave() {
         tasks.push(tokio::spawn(async move {
             // Batches of writer w cover rows w..w+20: neighbours overlap.
             let ops = (w..w + 20)
-                .map(|i| {
-                    WriteOp::Insert(employee(
-                        "P",
-                        &format!("{i:03}"),
-                        &format!("w{w}"),
-                        w as i32,
-                    ))
-                })
+                .map(|i| WriteOp::Insert(employee("P", &format!("{i:03}"), &format!("w{w}"), w)))
                 .collect();
             store.write_batch("t", ops).await.is_ok()
         }));

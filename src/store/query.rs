@@ -17,6 +17,9 @@ pub const DEFAULT_PAGE_SIZE: usize = 1000;
 /// Largest page a caller may ask for.
 pub const MAX_PAGE_SIZE: usize = 100_000;
 
+/// Bounds of a range of encoded keys.
+pub type EncodedBounds = (Bound<Vec<u8>>, Bound<Vec<u8>>);
+
 /// The keys a query visits.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum KeyRange {
@@ -104,10 +107,7 @@ impl Query {
 
     /// The bounds of the encoded keys this query visits, narrowed to resume at
     /// a continuation token.
-    pub fn encoded_bounds(
-        &self,
-        continuation: Option<&Continuation>,
-    ) -> Result<(Bound<Vec<u8>>, Bound<Vec<u8>>)> {
+    pub fn encoded_bounds(&self, continuation: Option<&Continuation>) -> Result<EncodedBounds> {
         let (lower, upper) = self.range.encoded_bounds();
         let Some(token) = continuation else {
             return Ok((lower, upper));
@@ -129,7 +129,7 @@ impl Query {
 
 impl KeyRange {
     /// The range of encoded entity keys (see [`crate::model::codec::key`]).
-    pub fn encoded_bounds(&self) -> (Bound<Vec<u8>>, Bound<Vec<u8>>) {
+    pub fn encoded_bounds(&self) -> EncodedBounds {
         match self {
             KeyRange::Partitions { from, to } => {
                 let lower = match from {

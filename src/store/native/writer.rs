@@ -18,7 +18,7 @@
 
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::Ordering;
-use std::sync::mpsc::{Receiver, TryRecvError};
+use std::sync::mpsc::Receiver;
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -192,10 +192,7 @@ impl Writer {
                     } => self.delete_partition(&mut group, &table, &partition_key, reply),
                 }
                 if group.replies.len() < MAX_GROUP_COMMANDS {
-                    next = match commands.try_recv() {
-                        Ok(command) => Some(command),
-                        Err(TryRecvError::Empty | TryRecvError::Disconnected) => None,
-                    };
+                    next = commands.try_recv().ok();
                 }
             }
             self.commit(group);

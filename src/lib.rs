@@ -31,5 +31,7 @@
 //! - Bad input yields an error that names the limit, key or table involved;
 //!   nothing input can reach panics.
 
+pub mod catalog;
 pub mod model;
+pub mod sql;
 pub mod store;

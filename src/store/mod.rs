@@ -4,6 +4,8 @@
 //! - [`TableAdmin`]: create, drop and list tables.
 //! - [`EntityRead`]: point gets and paged range queries ([`Query`], [`Page`]).
 //! - [`EntityWrite`]: single writes and atomic one-partition batches ([`WriteOp`]).
+//! - [`AtomicWrite`]: many operations over tables and partitions, all or none.
+//! - [`Snapshots`]: consistent read views.
 //! - [`BulkDelete`]: remove a whole partition without reading it.
 //! - [`Statistics`]: entity counts and bytes per table and per partition.
 //! - [`TableStore`]: all of the above; what the layers above hold.
@@ -126,6 +128,24 @@ pub trait EntityWrite: Send + Sync {
     async fn write_batch(&self, table: &str, ops: Vec<WriteOp>) -> Result<Vec<WriteOutcome>>;
 }
 
+/// Atomic writes beyond one partition: any number of operations on any
+/// entities of any tables, all or none. What a SQL statement or transaction
+/// needs; a backend that cannot offer it for a given set of operations says so
+/// with an error instead of applying part of them.
+#[async_trait]
+pub trait AtomicWrite: Send + Sync {
+    /// Applies the operations in order, all or none; a failure names the index
+    /// of the failing operation ([`StoreError::BatchOperationFailed`]).
+    async fn write_atomic(&self, ops: Vec<(String, WriteOp)>) -> Result<Vec<WriteOutcome>>;
+}
+
+/// Consistent reads: a view of every table as of one moment.
+pub trait Snapshots: Send + Sync {
+    /// Reads as of now; later writes are not seen through the view. A backend
+    /// without snapshots returns a view that reads the latest data.
+    fn read_view(&self) -> std::sync::Arc<dyn EntityRead>;
+}
+
 #[async_trait]
 pub trait BulkDelete: Send + Sync {
     /// Removes every entity of the partition without visiting them, and
@@ -147,9 +167,9 @@ pub trait Statistics: Send + Sync {
 }
 
 /// Everything a backend offers; what the layers above hold as `Arc<dyn TableStore>`.
-pub trait TableStore: TableAdmin + EntityRead + EntityWrite + BulkDelete + Statistics {}
+pub trait TableStore: TableAdmin + EntityRead + EntityWrite + AtomicWrite + Snapshots + BulkDelete + Statistics {}
 
-impl<T: TableAdmin + EntityRead + EntityWrite + BulkDelete + Statistics> TableStore for T {}
+impl<T: TableAdmin + EntityRead + EntityWrite + AtomicWrite + Snapshots + BulkDelete + Statistics> TableStore for T {}
 
 /// Checks the rules of an entity group transaction that do not need the
 /// stored data: 1 to 100 operations, one partition, one operation per entity,

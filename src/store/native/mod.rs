@@ -50,8 +50,8 @@ use self::layout::{TableTotals, CATALOG, NEXT_TABLE_ID, TABLE_PREFIX, TOMB_PREFI
 use self::read::storage;
 use self::writer::{Command, Prepared, Writer};
 use super::{
-    check_batch, check_op, BulkDelete, Continuation, EntityRead, EntityWrite, Page, PartitionStats,
-    PartitionStatsPage, Query, Result, Statistics, StoreError, TableAdmin, TableStats, WriteOp,
+    check_batch, check_op, AtomicWrite, BulkDelete, Continuation, EntityRead, EntityWrite, Page, PartitionStats,
+    PartitionStatsPage, Query, Result, Snapshots, Statistics, StoreError, TableAdmin, TableStats, WriteOp,
     WriteOutcome,
 };
 use crate::model::{check_table_name, Entity, EntityKey};
@@ -377,6 +377,41 @@ impl EntityWrite for NativeStore {
             .collect();
         self.send(|reply| Command::Write {
             ops,
+            batch: true,
+            reply,
+        })
+        .await
+    }
+}
+
+impl Snapshots for NativeStore {
+    fn read_view(&self) -> Arc<dyn EntityRead> {
+        Arc::new(self.snapshot())
+    }
+}
+
+#[async_trait]
+impl AtomicWrite for NativeStore {
+    async fn write_atomic(&self, ops: Vec<(String, WriteOp)>) -> Result<Vec<WriteOutcome>> {
+        let mut prepared = Vec::with_capacity(ops.len());
+        let mut table: Option<Arc<Table>> = None;
+        for (index, (name, op)) in ops.into_iter().enumerate() {
+            check_op(&op).map_err(|e| StoreError::BatchOperationFailed {
+                index,
+                source: Box::new(e),
+            })?;
+            let handle = match &table {
+                Some(t) if t.name == name => t.clone(),
+                _ => self.shared.table(&name)?,
+            };
+            table = Some(handle.clone());
+            prepared.push(Prepared::new(handle, op));
+        }
+        if prepared.is_empty() {
+            return Ok(Vec::new());
+        }
+        self.send(|reply| Command::Write {
+            ops: prepared,
             batch: true,
             reply,
         })

@@ -1,0 +1,233 @@
+//! Table definitions and the mapping between SQL rows and entities.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use serde::{Deserialize, Serialize};
+
+use super::keys::{decode_component, encode_component, join_components, split_components, KeyError};
+use super::types::SqlType;
+use crate::model::{Entity, EntityKey, Value};
+
+/// The entity fields a column named after them exposes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum SystemField {
+    /// The entity's last-modified time (read-only).
+    Timestamp,
+    /// The entity's version tag (read-only); `WHERE "ETag" = ...` in UPDATE and
+    /// DELETE makes them conditional writes.
+    ETag,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Column {
+    pub name: String,
+    pub ty: SqlType,
+    pub nullable: bool,
+    /// Set for the read-only `"Timestamp"` and `"ETag"` columns.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub system: Option<SystemField>,
+}
+
+/// How a table's rows are addressed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Keys {
+    /// Columns (by index) encoded into PartitionKey and RowKey.
+    Columns { partition: Vec<usize>, row: Vec<usize> },
+    /// No primary key: each row gets a unique generated RowKey, and rows are
+    /// spread over [`GENERATED_PARTITIONS`] partitions.
+    Generated,
+}
+
+/// Partitions that rows of a table without a primary key are spread over.
+pub const GENERATED_PARTITIONS: u64 = 64;
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TableDef {
+    pub name: String,
+    pub columns: Vec<Column>,
+    pub keys: Keys,
+}
+
+/// A row: one optional value per column, in column order. `None` is NULL.
+pub type Row = Vec<Option<Value>>;
+
+/// A row that cannot be stored, or an entity that does not read as a row.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum RowError {
+    #[error(transparent)]
+    Key(#[from] KeyError),
+    #[error("null value in column {column:?} of table {table:?} violates not-null constraint")]
+    NotNull { table: String, column: String },
+    #[error("column {column:?} is read-only: it shows the entity's {field:?}")]
+    ReadOnly { column: String, field: SystemField },
+    #[error("property {property:?} of entity {key} holds a {found} value, which does not read as column type {expected}")]
+    PropertyType {
+        property: String,
+        key: EntityKey,
+        found: &'static str,
+        expected: String,
+    },
+}
+
+impl TableDef {
+    pub fn column_index(&self, name: &str) -> Option<usize> {
+        self.columns.iter().position(|c| c.name == name)
+    }
+
+    pub fn key_columns(&self) -> (&[usize], &[usize]) {
+        match &self.keys {
+            Keys::Columns { partition, row } => (partition, row),
+            Keys::Generated => (&[], &[]),
+        }
+    }
+
+    /// Whether column `i` is part of PartitionKey or RowKey.
+    pub fn is_key_column(&self, i: usize) -> bool {
+        let (p, r) = self.key_columns();
+        p.contains(&i) || r.contains(&i)
+    }
+
+    /// Encodes the given columns of a row as one key.
+    pub fn encode_key_part(&self, columns: &[usize], row: &Row) -> Result<String, KeyError> {
+        let mut parts = Vec::with_capacity(columns.len());
+        for &i in columns {
+            let column = &self.columns[i];
+            let value = row[i].as_ref().ok_or_else(|| KeyError::Null {
+                column: column.name.clone(),
+            })?;
+            parts.push(encode_component(&column.name, column.ty, value)?);
+        }
+        Ok(join_components(&parts))
+    }
+
+    /// The entity key of a row. Tables without a primary key get a new key.
+    pub fn entity_key(&self, row: &Row) -> Result<EntityKey, KeyError> {
+        match &self.keys {
+            Keys::Columns { partition, row: rk } => Ok(EntityKey::new(
+                self.encode_key_part(partition, row)?,
+                self.encode_key_part(rk, row)?,
+            )),
+            Keys::Generated => Ok(generated_key()),
+        }
+    }
+
+    /// The entity that stores a row: every non-key, non-system, non-NULL column
+    /// as a property of the same name.
+    pub fn row_to_entity(&self, key: EntityKey, row: &Row) -> Result<Entity, RowError> {
+        let mut entity = Entity {
+            key,
+            properties: Default::default(),
+            timestamp: None,
+            etag: None,
+        };
+        for (i, column) in self.columns.iter().enumerate() {
+            if self.is_key_column(i) || column.system.is_some() {
+                continue;
+            }
+            match &row[i] {
+                Some(v) => {
+                    entity.properties.insert(column.name.clone(), v.clone());
+                }
+                None if !column.nullable => {
+                    return Err(RowError::NotNull {
+                        table: self.name.clone(),
+                        column: column.name.clone(),
+                    })
+                }
+                None => {}
+            }
+        }
+        Ok(entity)
+    }
+
+    /// Checks what [`TableDef::row_to_entity`] does not: NOT NULL on key
+    /// columns and writes to read-only columns.
+    pub fn check_row(&self, row: &Row) -> Result<(), RowError> {
+        for (i, column) in self.columns.iter().enumerate() {
+            if let (Some(field), Some(_)) = (column.system, &row[i]) {
+                return Err(RowError::ReadOnly {
+                    column: column.name.clone(),
+                    field,
+                });
+            }
+            if row[i].is_none() && !column.nullable && column.system.is_none() {
+                return Err(RowError::NotNull {
+                    table: self.name.clone(),
+                    column: column.name.clone(),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// The value of column `i` in an entity.
+    pub fn column_value(&self, entity: &Entity, key_parts: &KeyParts, i: usize) -> Result<Option<Value>, RowError> {
+        let column = &self.columns[i];
+        if let Some(field) = column.system {
+            return Ok(match field {
+                SystemField::Timestamp => entity.timestamp.map(Value::DateTime),
+                SystemField::ETag => entity.etag.as_ref().map(|e| Value::String(e.0.clone())),
+            });
+        }
+        if let Some(v) = key_parts.value(i) {
+            return Ok(Some(v.clone()));
+        }
+        match entity.properties.get(&column.name) {
+            None => Ok(None),
+            Some(v) if v.property_type() == column.ty.property_type() => Ok(Some(v.clone())),
+            Some(v) => Err(RowError::PropertyType {
+                property: column.name.clone(),
+                key: entity.key.clone(),
+                found: v.property_type().edm_name(),
+                expected: column.ty.pg_name(),
+            }),
+        }
+    }
+
+    /// Decodes the key columns of an entity.
+    pub fn key_parts(&self, key: &EntityKey) -> Result<KeyParts, KeyError> {
+        let mut values = Vec::new();
+        if let Keys::Columns { partition, row } = &self.keys {
+            for (columns, text) in [(partition, &key.partition_key), (row, &key.row_key)] {
+                let malformed = || KeyError::Malformed { key: text.clone() };
+                let parts = split_components(text, columns.len()).ok_or_else(malformed)?;
+                for (&i, part) in columns.iter().zip(parts) {
+                    let value = decode_component(self.columns[i].ty, &part).ok_or_else(malformed)?;
+                    values.push((i, value));
+                }
+            }
+        }
+        Ok(KeyParts(values))
+    }
+}
+
+/// Decoded key column values of one entity.
+pub struct KeyParts(Vec<(usize, Value)>);
+
+impl KeyParts {
+    fn value(&self, column: usize) -> Option<&Value> {
+        self.0.iter().find(|(i, _)| *i == column).map(|(_, v)| v)
+    }
+}
+
+/// A new unique key for a table without a primary key: a RowKey that grows
+/// with time, in one of [`GENERATED_PARTITIONS`] partitions chosen from it.
+fn generated_key() -> EntityKey {
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_micros() as u64)
+        .unwrap_or(0);
+    // Ids are microseconds shifted to leave room for 1024 ids a microsecond,
+    // and never below the last one handed out.
+    let candidate = now << 10;
+    let id = NEXT
+        .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |last| Some(candidate.max(last + 1)))
+        .map(|last| candidate.max(last + 1))
+        .unwrap_or(candidate);
+    let bucket = (id.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 58) % GENERATED_PARTITIONS;
+    EntityKey::new(format!("{bucket:02}"), format!("{id:016x}"))
+}

@@ -1,0 +1,57 @@
+use datafusion::error::DataFusionError;
+
+use crate::catalog::{CatalogError, KeyError, RowError};
+use crate::store::StoreError;
+
+/// An error of the SQL layer. The wire layer turns each variant into a
+/// SQLSTATE in one place (`pg::error`).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum SqlError {
+    #[error("syntax error: {0}")]
+    Syntax(String),
+    #[error("{0}")]
+    FeatureNotSupported(String),
+    #[error("{0}")]
+    InvalidDefinition(String),
+    #[error(transparent)]
+    Catalog(#[from] CatalogError),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error(transparent)]
+    Key(#[from] KeyError),
+    #[error(transparent)]
+    Row(#[from] RowError),
+    /// A value that does not fit its column: too long, out of range, malformed.
+    #[error("{message}")]
+    InvalidValue { sqlstate: &'static str, message: String },
+    #[error("duplicate key value violates unique constraint \"{table}_pkey\": key {key} already exists")]
+    UniqueViolation { table: String, key: String },
+    #[error("could not serialize access due to concurrent update of {0}")]
+    SerializationFailure(String),
+    #[error("current transaction is aborted, commands ignored until end of transaction block")]
+    InFailedTransaction,
+    #[error("{0}")]
+    InvalidTransactionState(String),
+    #[error("column {0:?} does not exist")]
+    UndefinedColumn(String),
+    #[error("{0}")]
+    DataFusion(#[from] DataFusionError),
+}
+
+impl SqlError {
+    pub fn value(sqlstate: &'static str, message: impl Into<String>) -> Self {
+        SqlError::InvalidValue {
+            sqlstate,
+            message: message.into(),
+        }
+    }
+}
+
+impl From<datafusion::arrow::error::ArrowError> for SqlError {
+    fn from(e: datafusion::arrow::error::ArrowError) -> Self {
+        SqlError::DataFusion(DataFusionError::ArrowError(Box::new(e), None))
+    }
+}
+
+pub type Result<T, E = SqlError> = std::result::Result<T, E>;

@@ -1,0 +1,256 @@
+//! The tables DataFusion sees: a schema provider over the catalog, and a
+//! table provider that plans [`StoreScan`]s.
+
+use std::collections::HashSet;
+use std::sync::{Arc, RwLock};
+
+use async_trait::async_trait;
+use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use datafusion::catalog::{SchemaProvider, Session, TableProvider};
+use datafusion::common::{DFSchema, Result as DfResult};
+use datafusion::datasource::TableType;
+use datafusion::logical_expr::utils::conjunction;
+use datafusion::logical_expr::{Expr, TableProviderFilterPushDown};
+use datafusion::physical_plan::ExecutionPlan;
+
+use super::pushdown::{access_path, AccessPath};
+use super::scan::{ScanSpec, StoreScan};
+use super::types::arrow_field;
+use crate::catalog::{Catalog, Keys, TableDef};
+use crate::store::{EntityRead, KeyRange};
+
+/// The name of the extra column that carries each row's ETag in the scans of
+/// UPDATE and DELETE (see [`dml_table_name`]).
+pub const ETAG_COLUMN: &str = "__tablegate_etag";
+const DML_PREFIX: &str = "__tablegate_dml_";
+
+/// The name under which a table also shows its rows' ETags, for the scans
+/// that UPDATE and DELETE plan.
+pub fn dml_table_name(table: &str) -> String {
+    format!("{DML_PREFIX}{table}")
+}
+
+/// What a session's scans read through: a snapshot taken at the start of each
+/// statement (or transaction).
+#[derive(Default)]
+pub struct ReadView(RwLock<Option<Arc<dyn EntityRead>>>);
+
+impl ReadView {
+    pub fn set(&self, view: Arc<dyn EntityRead>) {
+        *self.0.write().unwrap_or_else(|e| e.into_inner()) = Some(view);
+    }
+
+    fn get(&self) -> Option<Arc<dyn EntityRead>> {
+        self.0.read().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+}
+
+/// The `public` schema: every table of the catalog.
+pub struct TablegateSchema {
+    catalog: Arc<Catalog>,
+    view: Arc<ReadView>,
+}
+
+impl std::fmt::Debug for TablegateSchema {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("TablegateSchema")
+    }
+}
+
+impl TablegateSchema {
+    pub fn new(catalog: Arc<Catalog>, view: Arc<ReadView>) -> Self {
+        TablegateSchema { catalog, view }
+    }
+}
+
+#[async_trait]
+impl SchemaProvider for TablegateSchema {
+    fn table_names(&self) -> Vec<String> {
+        self.catalog.list().iter().map(|t| t.name.clone()).collect()
+    }
+
+    async fn table(&self, name: &str) -> DfResult<Option<Arc<dyn TableProvider>>> {
+        let (name, with_etag) = match name.strip_prefix(DML_PREFIX) {
+            Some(base) => (base, true),
+            None => (name, false),
+        };
+        Ok(self
+            .catalog
+            .get(name)
+            .map(|def| Arc::new(StoreTable::new(def, self.view.clone(), with_etag)) as Arc<dyn TableProvider>))
+    }
+
+    fn table_exist(&self, name: &str) -> bool {
+        self.catalog.get(name.strip_prefix(DML_PREFIX).unwrap_or(name)).is_some()
+    }
+}
+
+/// One table, as DataFusion plans it.
+#[derive(Debug)]
+pub struct StoreTable {
+    def: Arc<TableDef>,
+    schema: SchemaRef,
+    view: Arc<ReadView>,
+    with_etag: bool,
+}
+
+impl std::fmt::Debug for ReadView {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ReadView")
+    }
+}
+
+impl StoreTable {
+    pub fn new(def: Arc<TableDef>, view: Arc<ReadView>, with_etag: bool) -> Self {
+        let mut fields: Vec<Field> = def.columns.iter().map(arrow_field).collect();
+        if with_etag {
+            fields.push(Field::new(ETAG_COLUMN, DataType::Utf8, true));
+        }
+        StoreTable {
+            def,
+            schema: Arc::new(Schema::new(fields)),
+            view,
+            with_etag,
+        }
+    }
+}
+
+/// Whether an access path stays inside one partition.
+fn single_partition(access: &AccessPath) -> bool {
+    match access {
+        AccessPath::Points(keys) => keys.windows(2).all(|w| w[0].partition_key == w[1].partition_key),
+        AccessPath::Ranges(ranges) => {
+            let mut partitions = ranges.iter().map(|r| match r {
+                KeyRange::Rows { partition_key, .. } => Some(partition_key),
+                KeyRange::Partitions { .. } => None,
+            });
+            match partitions.next() {
+                Some(Some(first)) => partitions.all(|p| p == Some(first)),
+                _ => false,
+            }
+        }
+        AccessPath::Table => false,
+    }
+}
+
+fn has_subquery(expr: &Expr) -> bool {
+    let mut found = false;
+    let _ = expr.apply(|e| {
+        if matches!(e, Expr::ScalarSubquery(_) | Expr::InSubquery(_) | Expr::Exists(_) | Expr::OuterReferenceColumn(..) | Expr::Placeholder(_)) {
+            found = true;
+        }
+        Ok(if found {
+            datafusion::common::tree_node::TreeNodeRecursion::Stop
+        } else {
+            datafusion::common::tree_node::TreeNodeRecursion::Continue
+        })
+    });
+    found
+}
+
+use datafusion::common::tree_node::TreeNode;
+
+#[async_trait]
+impl TableProvider for StoreTable {
+    fn schema(&self) -> SchemaRef {
+        self.schema.clone()
+    }
+
+    fn table_type(&self) -> TableType {
+        TableType::Base
+    }
+
+    /// Every filter the scan can evaluate is applied by the scan itself, while
+    /// decoding, so DataFusion need not filter again (and can push limits).
+    fn supports_filters_pushdown(&self, filters: &[&Expr]) -> DfResult<Vec<TableProviderFilterPushDown>> {
+        Ok(filters
+            .iter()
+            .map(|f| {
+                if has_subquery(f) {
+                    TableProviderFilterPushDown::Unsupported
+                } else {
+                    TableProviderFilterPushDown::Exact
+                }
+            })
+            .collect())
+    }
+
+    async fn scan(
+        &self,
+        state: &dyn Session,
+        projection: Option<&Vec<usize>>,
+        filters: &[Expr],
+        limit: Option<usize>,
+    ) -> DfResult<Arc<dyn ExecutionPlan>> {
+        let def = &self.def;
+        let table_columns = def.columns.len();
+        let etag_position = self.with_etag.then_some(table_columns);
+        let output: Vec<usize> = match projection {
+            Some(p) => p.clone(),
+            None => (0..self.schema.fields().len()).collect(),
+        };
+        let with_etag = etag_position.is_some_and(|e| output.contains(&e));
+        // The ETag, when asked, must be last among the output columns.
+        let mut decoded: Vec<usize> = output.iter().copied().filter(|&i| Some(i) != etag_position).collect();
+        let mut output_schema_fields: Vec<Field> = decoded.iter().map(|&i| self.schema.field(i).clone()).collect();
+        if with_etag {
+            output_schema_fields.push(self.schema.field(table_columns).clone());
+        }
+        let output_count = decoded.len();
+
+        let mut referenced = HashSet::new();
+        for f in filters {
+            for c in f.column_refs() {
+                if let Some(i) = def.column_index(&c.name) {
+                    referenced.insert(i);
+                }
+            }
+        }
+        let mut filter_only: Vec<usize> = referenced.into_iter().filter(|i| !decoded.contains(i)).collect();
+        filter_only.sort();
+        decoded.extend(&filter_only);
+
+        let mut decode_fields = output_schema_fields.clone();
+        decode_fields.extend(filter_only.iter().map(|&i| self.schema.field(i).clone()));
+        let decode_schema = Arc::new(Schema::new(decode_fields));
+        let filter = match conjunction(filters.iter().cloned()) {
+            Some(expr) => {
+                let df_schema = DFSchema::try_from(decode_schema.as_ref().clone())?;
+                Some(state.create_physical_expr(expr, &df_schema)?)
+            }
+            None => None,
+        };
+
+        // The output is in key order. Within one partition that is the order
+        // of the row key columns; across partitions, of all key columns. The
+        // ordering is declared when those columns are all in the output.
+        let access = access_path(def, filters);
+        let key_order = match &def.keys {
+            Keys::Columns { partition, row } => {
+                let ordered: Vec<usize> = if single_partition(&access) { row.clone() } else { partition.iter().chain(row).copied().collect() };
+                let positions: Option<Vec<usize>> = ordered.iter().map(|k| decoded[..output_count].iter().position(|c| c == k)).collect();
+                positions.unwrap_or_default()
+            }
+            Keys::Generated => Vec::new(),
+        };
+
+        let spec = ScanSpec {
+            table: def.clone(),
+            access,
+            decoded,
+            output: output_count,
+            with_etag,
+            decode_schema,
+            schema: Arc::new(Schema::new(output_schema_fields)),
+            filter,
+            limit,
+            reverse: false,
+            key_order,
+        };
+        let reader = self
+            .view
+            .get()
+            .ok_or_else(|| datafusion::error::DataFusionError::Internal("no read view for this statement".into()))?;
+        Ok(Arc::new(StoreScan::new(spec, reader)))
+    }
+}

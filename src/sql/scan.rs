@@ -1,0 +1,373 @@
+//! `StoreScan`: the execution plan that reads a table through its access path,
+//! decodes only the columns it needs, applies the pushed-down filters while
+//! decoding, and stops at the pushed-down limit.
+
+use std::fmt;
+use std::sync::Arc;
+
+use datafusion::arrow::array::{ArrayRef, RecordBatch, StringArray};
+use datafusion::arrow::compute::filter_record_batch;
+use datafusion::arrow::datatypes::SchemaRef;
+use datafusion::common::tree_node::TreeNodeRecursion;
+use datafusion::common::{DataFusionError, Result as DfResult};
+use datafusion::execution::TaskContext;
+use datafusion::physical_expr::{EquivalenceProperties, LexOrdering, PhysicalExpr, PhysicalSortExpr};
+use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType, ReplaceChildrenOptions};
+use datafusion::physical_plan::metrics::{Count, ExecutionPlanMetricsSet, MetricBuilder, MetricsSet};
+use datafusion::physical_plan::sort_pushdown::SortOrderPushdownResult;
+use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
+use datafusion::physical_plan::{DisplayAs, DisplayFormatType, ExecutionPlan, Partitioning, PlanProperties, SendableRecordBatchStream};
+use futures::stream;
+
+use super::convert::entities_to_batch;
+use super::pushdown::AccessPath;
+use crate::catalog::TableDef;
+use crate::model::Entity;
+use crate::store::{Continuation, EntityRead, KeyRange, Query};
+
+/// Entities a page holds when no limit bounds the scan.
+const PAGE: usize = 4096;
+/// Point gets made before a batch is produced.
+const POINTS_PER_BATCH: usize = 256;
+
+/// What a scan reads and returns. Built by the table provider.
+#[derive(Clone)]
+pub struct ScanSpec {
+    pub table: Arc<TableDef>,
+    pub access: AccessPath,
+    /// Table columns decoded from each entity: the output columns first, then
+    /// those only the filter needs.
+    pub decoded: Vec<usize>,
+    /// How many of `decoded` are output.
+    pub output: usize,
+    /// Whether the entity's ETag follows the output columns (for UPDATE and DELETE).
+    pub with_etag: bool,
+    /// Schema of the decoded columns (plus the ETag), which the filter is bound to.
+    pub decode_schema: SchemaRef,
+    pub schema: SchemaRef,
+    pub filter: Option<Arc<dyn PhysicalExpr>>,
+    pub limit: Option<usize>,
+    pub reverse: bool,
+    /// Output columns (positions) in key order, when the output is sorted by key.
+    pub key_order: Vec<usize>,
+}
+
+pub struct StoreScan {
+    spec: ScanSpec,
+    reader: Arc<dyn EntityRead>,
+    properties: Arc<PlanProperties>,
+    metrics: ExecutionPlanMetricsSet,
+}
+
+impl fmt::Debug for StoreScan {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("StoreScan").field("table", &self.spec.table.name).field("access", &self.spec.access).finish()
+    }
+}
+
+impl StoreScan {
+    pub fn new(spec: ScanSpec, reader: Arc<dyn EntityRead>) -> Self {
+        let mut eq = EquivalenceProperties::new(spec.schema.clone());
+        let ordering: Vec<PhysicalSortExpr> = spec
+            .key_order
+            .iter()
+            .map(|&i| {
+                let field = spec.schema.field(i);
+                let column: Arc<dyn PhysicalExpr> = Arc::new(datafusion::physical_expr::expressions::Column::new(field.name(), i));
+                let mut sort = PhysicalSortExpr::new_default(column);
+                if spec.reverse {
+                    sort = sort.reverse();
+                }
+                sort
+            })
+            .collect();
+        if let Some(ordering) = LexOrdering::new(ordering) {
+            eq.add_orderings([ordering]);
+        }
+        let properties = PlanProperties::new(eq, Partitioning::UnknownPartitioning(1), EmissionType::Incremental, Boundedness::Bounded);
+        StoreScan {
+            spec,
+            reader,
+            properties: Arc::new(properties),
+            metrics: ExecutionPlanMetricsSet::new(),
+        }
+    }
+
+    pub fn spec(&self) -> &ScanSpec {
+        &self.spec
+    }
+
+    fn with_spec(&self, spec: ScanSpec) -> Self {
+        StoreScan::new(spec, self.reader.clone())
+    }
+}
+
+impl DisplayAs for StoreScan {
+    fn fmt_as(&self, _t: DisplayFormatType, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let s = &self.spec;
+        write!(f, "StoreScan: table={}, access={}", s.table.name, s.access)?;
+        let names: Vec<&str> = s.decoded[..s.output].iter().map(|&i| s.table.columns[i].name.as_str()).collect();
+        write!(f, ", columns=[{}]", names.join(", "))?;
+        if let Some(filter) = &s.filter {
+            write!(f, ", filter={filter}")?;
+        }
+        if let Some(limit) = s.limit {
+            write!(f, ", limit={limit}")?;
+        }
+        if s.reverse {
+            write!(f, ", reverse")?;
+        }
+        Ok(())
+    }
+}
+
+impl ExecutionPlan for StoreScan {
+    fn name(&self) -> &'static str {
+        "StoreScan"
+    }
+
+    fn properties(&self) -> &Arc<PlanProperties> {
+        &self.properties
+    }
+
+    fn children(&self) -> Vec<&Arc<dyn ExecutionPlan>> {
+        vec![]
+    }
+
+    fn apply_expressions(
+        &self,
+        f: &mut dyn FnMut(&Arc<dyn PhysicalExpr>) -> DfResult<TreeNodeRecursion>,
+    ) -> DfResult<TreeNodeRecursion> {
+        match &self.spec.filter {
+            Some(filter) => f(filter),
+            None => Ok(TreeNodeRecursion::Continue),
+        }
+    }
+
+    fn replace_children(self: Arc<Self>, _: Vec<Arc<dyn ExecutionPlan>>, _: ReplaceChildrenOptions) -> DfResult<Arc<dyn ExecutionPlan>> {
+        Ok(self)
+    }
+
+    fn with_new_children(self: Arc<Self>, _: Vec<Arc<dyn ExecutionPlan>>) -> DfResult<Arc<dyn ExecutionPlan>> {
+        Ok(self)
+    }
+
+    fn supports_limit_pushdown(&self) -> bool {
+        true
+    }
+
+    fn with_fetch(&self, limit: Option<usize>) -> Option<Arc<dyn ExecutionPlan>> {
+        let mut spec = self.spec.clone();
+        spec.limit = match (spec.limit, limit) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        Some(Arc::new(self.with_spec(spec)))
+    }
+
+    fn fetch(&self) -> Option<usize> {
+        self.spec.limit
+    }
+
+    /// Reading the key range backwards gives the reverse key order for free
+    /// (`ORDER BY key DESC LIMIT n`, the log-tail pattern).
+    fn try_pushdown_sort(&self, order: &[PhysicalSortExpr]) -> DfResult<SortOrderPushdownResult<Arc<dyn ExecutionPlan>>> {
+        let s = &self.spec;
+        if order.is_empty() || order.len() > s.key_order.len() {
+            return Ok(SortOrderPushdownResult::Unsupported);
+        }
+        let matches = |reverse: bool| {
+            order.iter().zip(&s.key_order).all(|(sort, &i)| {
+                let is_column = sort
+                    .expr
+                    .downcast_ref::<datafusion::physical_expr::expressions::Column>()
+                    .is_some_and(|c| c.index() == i);
+                is_column && sort.options.descending == (s.reverse != reverse)
+            })
+        };
+        if matches(false) {
+            return Ok(SortOrderPushdownResult::Exact { inner: Arc::new(self.with_spec(s.clone())) });
+        }
+        if matches(true) {
+            let mut spec = s.clone();
+            spec.reverse = !spec.reverse;
+            return Ok(SortOrderPushdownResult::Exact { inner: Arc::new(self.with_spec(spec)) });
+        }
+        Ok(SortOrderPushdownResult::Unsupported)
+    }
+
+    fn execute(&self, _partition: usize, _context: Arc<TaskContext>) -> DfResult<SendableRecordBatchStream> {
+        let read = MetricBuilder::new(&self.metrics).counter("entities_read", 0);
+        let returned = MetricBuilder::new(&self.metrics).output_rows(0);
+        let state = ScanState {
+            spec: self.spec.clone(),
+            reader: self.reader.clone(),
+            cursor: Cursor::new(&self.spec),
+            returned: 0,
+            entities_read: read,
+            rows_returned: returned,
+        };
+        let schema = self.spec.schema.clone();
+        let batches = stream::try_unfold(state, |mut state| async move {
+            let batch = state.next_batch().await?;
+            Ok(batch.map(|b| (b, state)))
+        });
+        Ok(Box::pin(RecordBatchStreamAdapter::new(schema, batches)))
+    }
+
+    fn metrics(&self) -> Option<MetricsSet> {
+        Some(self.metrics.clone_inner())
+    }
+}
+
+/// Where a scan is in its access path.
+enum Cursor {
+    Points { keys: Vec<crate::model::EntityKey>, next: usize },
+    Ranges { queries: Vec<Query>, next: usize, continuation: Option<Continuation> },
+}
+
+impl Cursor {
+    fn new(spec: &ScanSpec) -> Self {
+        match &spec.access {
+            AccessPath::Points(keys) => {
+                let mut keys = keys.clone();
+                if spec.reverse {
+                    keys.reverse();
+                }
+                Cursor::Points { keys, next: 0 }
+            }
+            AccessPath::Ranges(ranges) => {
+                let mut queries: Vec<Query> = ranges.iter().cloned().map(Query::new).collect();
+                if spec.reverse {
+                    queries.reverse();
+                }
+                Cursor::Ranges { queries, next: 0, continuation: None }
+            }
+            AccessPath::Table => Cursor::Ranges {
+                queries: vec![Query::new(KeyRange::Partitions {
+                    from: std::ops::Bound::Unbounded,
+                    to: std::ops::Bound::Unbounded,
+                })],
+                next: 0,
+                continuation: None,
+            },
+        }
+    }
+}
+
+struct ScanState {
+    spec: ScanSpec,
+    reader: Arc<dyn EntityRead>,
+    cursor: Cursor,
+    returned: usize,
+    entities_read: Count,
+    rows_returned: Count,
+}
+
+fn external(e: impl std::error::Error + Send + Sync + 'static) -> DataFusionError {
+    DataFusionError::External(Box::new(e))
+}
+
+impl ScanState {
+    /// Properties the store must decode: non-key, non-system decoded columns.
+    fn projection(&self) -> Vec<String> {
+        let t = &self.spec.table;
+        self.spec
+            .decoded
+            .iter()
+            .filter(|&&i| !t.is_key_column(i) && t.columns[i].system.is_none())
+            .map(|&i| t.columns[i].name.clone())
+            .collect()
+    }
+
+    /// The next chunk of entities, or `None` when the access path is done.
+    async fn next_entities(&mut self) -> DfResult<Option<Vec<Entity>>> {
+        let table = self.spec.table.name.clone();
+        let projection = self.projection();
+        let remaining = self.spec.limit.map(|l| l.saturating_sub(self.returned));
+        if remaining == Some(0) {
+            return Ok(None);
+        }
+        // Without a filter every entity read is a row returned, so a limit
+        // bounds the page; with one, read a full page.
+        let page_size = match (remaining, &self.spec.filter) {
+            (Some(r), None) => r.clamp(1, PAGE),
+            _ => PAGE,
+        };
+        match &mut self.cursor {
+            Cursor::Points { keys, next } => {
+                if *next >= keys.len() {
+                    return Ok(None);
+                }
+                let end = (*next + POINTS_PER_BATCH.min(page_size)).min(keys.len());
+                let mut entities = Vec::with_capacity(end - *next);
+                for key in &keys[*next..end] {
+                    if let Some(e) = self.reader.get(&table, key, Some(&projection)).await.map_err(external)? {
+                        entities.push(e);
+                    }
+                }
+                *next = end;
+                Ok(Some(entities))
+            }
+            Cursor::Ranges { queries, next, continuation } => {
+                let Some(query) = queries.get(*next) else { return Ok(None) };
+                let mut query = query.clone().page_size(page_size).project(projection);
+                query.reverse = self.spec.reverse;
+                let page = self.reader.query(&table, &query, continuation.as_ref()).await.map_err(external)?;
+                *continuation = page.continuation;
+                if continuation.is_none() {
+                    *next += 1;
+                }
+                Ok(Some(page.entities))
+            }
+        }
+    }
+
+    async fn next_batch(&mut self) -> DfResult<Option<RecordBatch>> {
+        loop {
+            let Some(entities) = self.next_entities().await? else { return Ok(None) };
+            self.entities_read.add(entities.len());
+            let mut batch = self.decode(&entities)?;
+            if let Some(filter) = &self.spec.filter {
+                let mask = filter.evaluate(&batch)?.into_array(batch.num_rows())?;
+                let mask = mask
+                    .as_any()
+                    .downcast_ref::<datafusion::arrow::array::BooleanArray>()
+                    .ok_or_else(|| DataFusionError::Internal("scan filter is not boolean".into()))?;
+                batch = filter_record_batch(&batch, mask)?;
+            }
+            let keep: Vec<usize> = (0..self.spec.schema.fields().len()).collect();
+            let mut batch = batch.project(&keep)?;
+            if let Some(limit) = self.spec.limit {
+                let room = limit.saturating_sub(self.returned);
+                if batch.num_rows() > room {
+                    batch = batch.slice(0, room);
+                }
+            }
+            self.returned += batch.num_rows();
+            self.rows_returned.add(batch.num_rows());
+            if batch.num_rows() > 0 {
+                return Ok(Some(batch));
+            }
+        }
+    }
+
+    /// The decoded columns of some entities, with the ETag where asked.
+    fn decode(&self, entities: &[Entity]) -> DfResult<RecordBatch> {
+        let s = &self.spec;
+        let mut fields = s.decode_schema.fields().to_vec();
+        if s.with_etag {
+            fields.remove(s.output);
+        }
+        let table_schema = Arc::new(datafusion::arrow::datatypes::Schema::new(fields));
+        let batch = entities_to_batch(&s.table, &s.decoded, table_schema, entities).map_err(external)?;
+        let mut columns: Vec<ArrayRef> = batch.columns().to_vec();
+        if s.with_etag {
+            let etags: StringArray = entities.iter().map(|e| e.etag.as_ref().map(|t| t.0.clone())).collect();
+            // The ETag sits right after the output columns, before filter-only columns.
+            columns.insert(s.output, Arc::new(etags));
+        }
+        let options = datafusion::arrow::array::RecordBatchOptions::new().with_row_count(Some(entities.len()));
+        Ok(RecordBatch::try_new_with_options(s.decode_schema.clone(), columns, &options)?)
+    }
+}

@@ -1,0 +1,108 @@
+//! SQL column types to and from Arrow types and the parser's type names.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use datafusion::arrow::datatypes::{DataType, Field, TimeUnit};
+use datafusion::sql::sqlparser::ast::{CharacterLength, DataType as AstType, ExactNumberInfo, TimezoneInfo};
+
+use super::error::SqlError;
+use crate::catalog::{Column, SqlType, DEFAULT_NUMERIC};
+
+/// Arrow field metadata naming the PostgreSQL type of a column whose Arrow
+/// type does not say it (uuid, json, varchar(n), ...).
+pub const PG_TYPE_KEY: &str = "tablegate.pg_type";
+
+/// The time zone of `timestamptz` columns: values are instants, shown in UTC.
+pub const UTC: &str = "+00:00";
+
+pub fn arrow_type(ty: SqlType) -> DataType {
+    match ty {
+        SqlType::Text | SqlType::Varchar(_) | SqlType::Char(_) | SqlType::Uuid | SqlType::Json | SqlType::Jsonb => {
+            DataType::Utf8
+        }
+        SqlType::Int2 => DataType::Int16,
+        SqlType::Int4 => DataType::Int32,
+        SqlType::Int8 => DataType::Int64,
+        SqlType::Float4 => DataType::Float32,
+        SqlType::Float8 => DataType::Float64,
+        SqlType::Numeric { precision, scale } => DataType::Decimal128(precision, scale as i8),
+        SqlType::Bool => DataType::Boolean,
+        SqlType::Date => DataType::Date32,
+        SqlType::Timestamp => DataType::Timestamp(TimeUnit::Microsecond, None),
+        SqlType::Timestamptz => DataType::Timestamp(TimeUnit::Microsecond, Some(Arc::from(UTC))),
+        SqlType::Bytea => DataType::Binary,
+    }
+}
+
+/// The Arrow field of a column, with its PostgreSQL type in the metadata.
+pub fn arrow_field(column: &Column) -> Field {
+    Field::new(&column.name, arrow_type(column.ty), column.nullable || column.system.is_some())
+        .with_metadata(HashMap::from([(PG_TYPE_KEY.to_owned(), column.ty.pg_name())]))
+}
+
+fn length(len: &Option<CharacterLength>) -> Result<Option<u32>, SqlError> {
+    match len {
+        None => Ok(None),
+        Some(CharacterLength::IntegerLength { length, .. }) => u32::try_from(*length)
+            .ok()
+            .filter(|&n| n > 0)
+            .map(Some)
+            .ok_or_else(|| SqlError::InvalidDefinition(format!("length {length} is out of range"))),
+        Some(CharacterLength::Max) => Ok(None),
+    }
+}
+
+fn numeric(info: &ExactNumberInfo) -> Result<SqlType, SqlError> {
+    let (precision, scale) = match *info {
+        ExactNumberInfo::None => DEFAULT_NUMERIC,
+        ExactNumberInfo::Precision(p) => (u8::try_from(p).unwrap_or(u8::MAX), 0),
+        ExactNumberInfo::PrecisionAndScale(p, s) => (u8::try_from(p).unwrap_or(u8::MAX), u8::try_from(s).unwrap_or(u8::MAX)),
+    };
+    if precision == 0 || precision > 38 || scale > precision {
+        return Err(SqlError::FeatureNotSupported(format!(
+            "numeric({precision},{scale}): tablegate stores numeric with a precision of 1 to 38 and a scale of 0 to the precision"
+        )));
+    }
+    Ok(SqlType::Numeric { precision, scale })
+}
+
+/// The column type named in DDL.
+pub fn sql_type(ast: &AstType) -> Result<SqlType, SqlError> {
+    Ok(match ast {
+        AstType::Text | AstType::String(None) => SqlType::Text,
+        AstType::Varchar(n) | AstType::CharacterVarying(n) | AstType::CharVarying(n) => SqlType::Varchar(length(n)?),
+        AstType::Char(n) | AstType::Character(n) => SqlType::Char(length(n)?.unwrap_or(1)),
+        AstType::SmallInt(_) | AstType::Int2(_) => SqlType::Int2,
+        AstType::Int(_) | AstType::Integer(_) | AstType::Int4(_) => SqlType::Int4,
+        AstType::BigInt(_) | AstType::Int8(_) => SqlType::Int8,
+        AstType::Real | AstType::Float4 => SqlType::Float4,
+        AstType::Double(_) | AstType::DoublePrecision | AstType::Float8 => SqlType::Float8,
+        AstType::Float(ExactNumberInfo::Precision(p)) if *p <= 24 => SqlType::Float4,
+        AstType::Float(_) => SqlType::Float8,
+        AstType::Numeric(info) | AstType::Decimal(info) | AstType::Dec(info) => numeric(info)?,
+        AstType::Bool | AstType::Boolean => SqlType::Bool,
+        AstType::Date => SqlType::Date,
+        AstType::Timestamp(_, TimezoneInfo::WithTimeZone | TimezoneInfo::Tz) => SqlType::Timestamptz,
+        AstType::Timestamp(_, _) => SqlType::Timestamp,
+        AstType::Uuid => SqlType::Uuid,
+        AstType::Bytea => SqlType::Bytea,
+        AstType::JSON => SqlType::Json,
+        AstType::JSONB => SqlType::Jsonb,
+        AstType::Custom(name, _) => match name.to_string().to_ascii_lowercase().as_str() {
+            "timestamptz" => SqlType::Timestamptz,
+            "bpchar" => SqlType::Char(1),
+            other => return Err(SqlError::FeatureNotSupported(format!("type {other:?} is not supported"))),
+        },
+        other => return Err(SqlError::FeatureNotSupported(format!("type {other} is not supported"))),
+    })
+}
+
+/// The SQL spelling of a type, for casts in statements tablegate writes.
+pub fn cast_name(ty: SqlType) -> String {
+    match ty {
+        SqlType::Uuid | SqlType::Json | SqlType::Jsonb | SqlType::Char(_) | SqlType::Varchar(_) => "TEXT".into(),
+        SqlType::Timestamptz => "TIMESTAMPTZ".into(),
+        other => other.pg_name().to_uppercase(),
+    }
+}

@@ -33,5 +33,6 @@
 
 pub mod catalog;
 pub mod model;
+pub mod pg;
 pub mod sql;
 pub mod store;

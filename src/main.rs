@@ -1,9 +1,13 @@
 //! The `tablegate` command.
 
-use std::path::PathBuf;
+use std::net::IpAddr;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::sync::Arc;
 
 use clap::{Parser, Subcommand};
+use tablegate::pg::Server;
+use tablegate::sql::Engine;
 use tablegate::store::native::NativeStore;
 use tablegate::store::{Statistics, TableAdmin};
 
@@ -20,6 +24,18 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    /// Serve the PostgreSQL wire protocol over the embedded store.
+    Serve {
+        /// The data directory; created if missing.
+        #[arg(long, env = "TABLEGATE_DATA_DIR", default_value = "tablegate-data")]
+        data_dir: PathBuf,
+        /// The address to listen on.
+        #[arg(long, env = "TABLEGATE_HOST", default_value = "127.0.0.1")]
+        host: IpAddr,
+        /// The port to listen on.
+        #[arg(long, env = "TABLEGATE_PORT", default_value_t = 5433)]
+        port: u16,
+    },
     /// List the tables of a data dir with their entity counts and sizes.
     Tables {
         /// The data directory.
@@ -30,8 +46,19 @@ enum Command {
 
 #[tokio::main]
 async fn main() -> ExitCode {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
+        )
+        .with_writer(std::io::stderr)
+        .init();
     let cli = Cli::parse();
     let result = match cli.command {
+        Command::Serve {
+            data_dir,
+            host,
+            port,
+        } => serve(&data_dir, host, port).await,
         Command::Tables { data_dir } => list_tables(&data_dir).await,
     };
     match result {
@@ -43,7 +70,50 @@ async fn main() -> ExitCode {
     }
 }
 
-async fn list_tables(data_dir: &std::path::Path) -> Result<(), Box<dyn std::error::Error>> {
+async fn serve(data_dir: &Path, host: IpAddr, port: u16) -> Result<(), Box<dyn std::error::Error>> {
+    if !host.is_loopback() {
+        return Err(format!(
+            "refusing to listen on {host} without authentication; tablegate accepts any user without a password, \
+             which is only safe on a loopback address such as 127.0.0.1"
+        )
+        .into());
+    }
+    std::fs::create_dir_all(data_dir)?;
+    let store = Arc::new(NativeStore::open(data_dir)?);
+    let engine = Engine::open(store).await?;
+    let server = Server::bind(&format!("{host}:{port}"), engine).await?;
+    tracing::info!(data_dir = %data_dir.display(), "listening on {} (PostgreSQL protocol)", server.local_addr()?);
+    tracing::info!(
+        "trust authentication: any user may connect without a password on this loopback address"
+    );
+    server.run(shutdown_signal()).await;
+    tracing::info!("shut down");
+    Ok(())
+}
+
+/// Completes on SIGINT or SIGTERM.
+async fn shutdown_signal() {
+    let ctrl_c = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        let mut term =
+            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                Ok(s) => s,
+                Err(_) => {
+                    let _ = ctrl_c.await;
+                    return;
+                }
+            };
+        tokio::select! {
+            _ = ctrl_c => {}
+            _ = term.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = ctrl_c.await;
+}
+
+async fn list_tables(data_dir: &Path) -> Result<(), Box<dyn std::error::Error>> {
     let store = NativeStore::open(data_dir)?;
     println!(
         "{:<32} {:>12} {:>12} {:>14}",

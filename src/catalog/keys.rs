@@ -117,11 +117,16 @@ pub fn encode_component(column: &str, ty: SqlType, value: &Value) -> Result<Stri
             }
             s.clone()
         }
-        (SqlType::Int2 | SqlType::Int4, Value::Int32(v)) => encode_signed(i128::from(*v), digits(ty), min_of(ty)),
+        (SqlType::Int2 | SqlType::Int4, Value::Int32(v)) => {
+            encode_signed(i128::from(*v), digits(ty), min_of(ty))
+        }
         (SqlType::Int8, Value::Int64(v)) => encode_signed(i128::from(*v), digits(ty), min_of(ty)),
         (SqlType::Numeric { precision, scale }, Value::Decimal(d)) => {
             if d.scale != scale {
-                return Err(unsupported(format!("decimal of scale {} for numeric scale {scale}", d.scale)));
+                return Err(unsupported(format!(
+                    "decimal of scale {} for numeric scale {scale}",
+                    d.scale
+                )));
             }
             let p = usize::from(precision);
             let s = encode_signed(d.unscaled, p, -(10i128.pow(u32::from(precision))));
@@ -132,20 +137,26 @@ pub fn encode_component(column: &str, ty: SqlType, value: &Value) -> Result<Stri
                 format!("{}.{}", &s[..cut], &s[cut..])
             }
         }
-        (SqlType::Float4 | SqlType::Float8, Value::Double(v)) => format!("{:016x}", sortable_float(*v)),
+        (SqlType::Float4 | SqlType::Float8, Value::Double(v)) => {
+            format!("{:016x}", sortable_float(*v))
+        }
         (SqlType::Bool, Value::Boolean(b)) => if *b { "t" } else { "f" }.to_owned(),
         (SqlType::Date, Value::Date(Date(days))) => {
             let date = epoch()
                 .checked_add_signed(chrono::Duration::days(i64::from(*days)))
                 .filter(|d| (1..=9999).contains(&chrono::Datelike::year(d)))
-                .ok_or_else(|| unsupported("dates in keys must be in the years 1 to 9999".into()))?;
+                .ok_or_else(|| {
+                    unsupported("dates in keys must be in the years 1 to 9999".into())
+                })?;
             date.format("%Y-%m-%d").to_string()
         }
         (SqlType::Timestamp | SqlType::Timestamptz, Value::DateTime(DateTime(micros))) => {
             let ts = ChronoDateTime::from_timestamp_micros(*micros)
                 .map(|t| t.naive_utc())
                 .filter(|t| (1..=9999).contains(&chrono::Datelike::year(t)))
-                .ok_or_else(|| unsupported("timestamps in keys must be in the years 1 to 9999".into()))?;
+                .ok_or_else(|| {
+                    unsupported("timestamps in keys must be in the years 1 to 9999".into())
+                })?;
             let mut s = ts.format(TS_FORMAT).to_string();
             if ty == SqlType::Timestamptz {
                 s.push('Z');
@@ -154,7 +165,9 @@ pub fn encode_component(column: &str, ty: SqlType, value: &Value) -> Result<Stri
         }
         (SqlType::Uuid, Value::Guid(g)) => g.to_string(),
         (SqlType::Bytea, Value::Binary(b)) => b.iter().map(|x| format!("{x:02x}")).collect(),
-        (SqlType::Json | SqlType::Jsonb, _) => return Err(unsupported("json columns cannot be key columns".into())),
+        (SqlType::Json | SqlType::Jsonb, _) => {
+            return Err(unsupported("json columns cannot be key columns".into()))
+        }
         (ty, v) => {
             return Err(unsupported(format!(
                 "a {} value cannot be stored in a {} column",
@@ -170,14 +183,18 @@ pub fn encode_component(column: &str, ty: SqlType, value: &Value) -> Result<Stri
 pub fn decode_component(ty: SqlType, s: &str) -> Option<Value> {
     Some(match ty {
         SqlType::Text | SqlType::Varchar(_) | SqlType::Char(_) => Value::String(s.to_owned()),
-        SqlType::Int2 | SqlType::Int4 => Value::Int32(i32::try_from(decode_signed(s, min_of(ty))?).ok()?),
+        SqlType::Int2 | SqlType::Int4 => {
+            Value::Int32(i32::try_from(decode_signed(s, min_of(ty))?).ok()?)
+        }
         SqlType::Int8 => Value::Int64(i64::try_from(decode_signed(s, min_of(ty))?).ok()?),
         SqlType::Numeric { precision, scale } => {
             let digits: String = s.chars().filter(|&c| c != '.').collect();
             let unscaled = decode_signed(&digits, -(10i128.pow(u32::from(precision))))?;
             Value::Decimal(Decimal::new(unscaled, scale)?)
         }
-        SqlType::Float4 | SqlType::Float8 => Value::Double(float_from_sortable(u64::from_str_radix(s, 16).ok()?)),
+        SqlType::Float4 | SqlType::Float8 => {
+            Value::Double(float_from_sortable(u64::from_str_radix(s, 16).ok()?))
+        }
         SqlType::Bool => Value::Boolean(s == "t"),
         SqlType::Date => {
             let d = NaiveDate::parse_from_str(s, "%Y-%m-%d").ok()?;
@@ -265,14 +282,31 @@ mod tests {
     fn examples() {
         assert_eq!(enc(SqlType::Int4, Value::Int32(42)), "0000000042");
         assert_eq!(enc(SqlType::Int4, Value::Int32(-1)), "-2147483647");
-        assert_eq!(enc(SqlType::Numeric { precision: 5, scale: 2 }, Value::Decimal(Decimal::new(1250, 2).unwrap())), "012.50");
+        assert_eq!(
+            enc(
+                SqlType::Numeric {
+                    precision: 5,
+                    scale: 2
+                },
+                Value::Decimal(Decimal::new(1250, 2).unwrap())
+            ),
+            "012.50"
+        );
         assert_eq!(enc(SqlType::Date, Value::Date(Date(0))), "1970-01-01");
-        assert_eq!(enc(SqlType::Timestamptz, Value::DateTime(DateTime(1))), "1970-01-01T00:00:00.000001Z");
+        assert_eq!(
+            enc(SqlType::Timestamptz, Value::DateTime(DateTime(1))),
+            "1970-01-01T00:00:00.000001Z"
+        );
         assert_eq!(join_components(&["a b".into(), "x y".into()]), "a !b  x y");
         assert!(encode_component("c", SqlType::Text, &Value::String("a/b".into())).is_err());
     }
 
-    fn order_check(ty: SqlType, a: Value, b: Value, cmp: std::cmp::Ordering) -> Result<(), TestCaseError> {
+    fn order_check(
+        ty: SqlType,
+        a: Value,
+        b: Value,
+        cmp: std::cmp::Ordering,
+    ) -> Result<(), TestCaseError> {
         let (ea, eb) = (enc(ty, a.clone()), enc(ty, b.clone()));
         prop_assert_eq!(ea.cmp(&eb), cmp, "{:?} {:?} -> {} {}", a, b, ea, eb);
         prop_assert_eq!(decode_component(ty, &ea), Some(a));

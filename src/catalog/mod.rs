@@ -12,7 +12,9 @@ use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
 
 pub use keys::{encode_component, join_components, KeyError};
-pub use table::{Column, KeyParts, Keys, Row, RowError, SystemField, TableDef, GENERATED_PARTITIONS};
+pub use table::{
+    Column, KeyParts, Keys, Row, RowError, SystemField, TableDef, GENERATED_PARTITIONS,
+};
 pub use types::{SqlType, DEFAULT_NUMERIC};
 
 use crate::model::{Entity, EntityKey, IfMatch, Value};
@@ -52,10 +54,14 @@ impl Catalog {
         let mut tables = HashMap::new();
         for entity in query_all(&*store, SYSTEM_TABLE, &Query::partition(TABLES_PARTITION)).await? {
             let Some(Value::Json(text)) = entity.get(DEFINITION) else {
-                return Err(CatalogError::InvalidDefinition(format!("entry {} has no definition", entity.key)));
+                return Err(CatalogError::InvalidDefinition(format!(
+                    "entry {} has no definition",
+                    entity.key
+                )));
             };
-            let def: TableDef = serde_json::from_str(text)
-                .map_err(|e| CatalogError::InvalidDefinition(format!("entry {}: {e}", entity.key)))?;
+            let def: TableDef = serde_json::from_str(text).map_err(|e| {
+                CatalogError::InvalidDefinition(format!("entry {}: {e}", entity.key))
+            })?;
             tables.insert(def.name.clone(), Arc::new(def));
         }
         Ok(Catalog {
@@ -69,22 +75,34 @@ impl Catalog {
     }
 
     pub fn get(&self, name: &str) -> Option<Arc<TableDef>> {
-        self.tables.read().unwrap_or_else(|e| e.into_inner()).get(name).cloned()
+        self.tables
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(name)
+            .cloned()
     }
 
     pub fn table(&self, name: &str) -> Result<Arc<TableDef>, CatalogError> {
-        self.get(name).ok_or_else(|| CatalogError::TableNotFound(name.to_owned()))
+        self.get(name)
+            .ok_or_else(|| CatalogError::TableNotFound(name.to_owned()))
     }
 
     /// All definitions, by name.
     pub fn list(&self) -> Vec<Arc<TableDef>> {
-        let mut all: Vec<_> = self.tables.read().unwrap_or_else(|e| e.into_inner()).values().cloned().collect();
+        let mut all: Vec<_> = self
+            .tables
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .values()
+            .cloned()
+            .collect();
         all.sort_by(|a, b| a.name.cmp(&b.name));
         all
     }
 
     fn definition_entity(def: &TableDef) -> Result<Entity, CatalogError> {
-        let text = serde_json::to_string(def).map_err(|e| CatalogError::InvalidDefinition(e.to_string()))?;
+        let text = serde_json::to_string(def)
+            .map_err(|e| CatalogError::InvalidDefinition(e.to_string()))?;
         Ok(Entity::new(TABLES_PARTITION, def.name.clone()).with(DEFINITION, Value::Json(text)))
     }
 
@@ -104,9 +122,18 @@ impl Catalog {
             }
             Err(e) => return Err(e.into()),
         }
-        match self.store.write(SYSTEM_TABLE, WriteOp::Insert(Self::definition_entity(&def)?)).await {
+        match self
+            .store
+            .write(
+                SYSTEM_TABLE,
+                WriteOp::Insert(Self::definition_entity(&def)?),
+            )
+            .await
+        {
             Ok(_) => {}
-            Err(StoreError::EntityAlreadyExists { .. }) => return Err(CatalogError::TableExists(def.name)),
+            Err(StoreError::EntityAlreadyExists { .. }) => {
+                return Err(CatalogError::TableExists(def.name))
+            }
             Err(e) => return Err(e.into()),
         }
         self.tables
@@ -132,14 +159,27 @@ impl Catalog {
     }
 
     /// Forgets the definition, then drops the store table with all its rows.
-    pub async fn drop(&self, name: &str) -> Result<(), CatalogError> {
+    pub async fn drop_table(&self, name: &str) -> Result<(), CatalogError> {
         self.table(name)?;
         let key = EntityKey::new(TABLES_PARTITION, name);
-        match self.store.write(SYSTEM_TABLE, WriteOp::Delete { key, if_match: IfMatch::Any }).await {
+        match self
+            .store
+            .write(
+                SYSTEM_TABLE,
+                WriteOp::Delete {
+                    key,
+                    if_match: IfMatch::Any,
+                },
+            )
+            .await
+        {
             Ok(_) | Err(StoreError::EntityNotFound { .. }) => {}
             Err(e) => return Err(e.into()),
         }
-        self.tables.write().unwrap_or_else(|e| e.into_inner()).remove(name);
+        self.tables
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(name);
         match self.store.drop_table(name).await {
             Ok(()) | Err(StoreError::TableNotFound(_)) => Ok(()),
             Err(e) => Err(e.into()),
@@ -169,10 +209,17 @@ fn check_definition(def: &TableDef) -> Result<(), CatalogError> {
     for &i in partition.iter().chain(row) {
         let column = &def.columns[i];
         if !column.ty.can_be_key() {
-            return invalid(format!("column {:?} of type {} cannot be part of the primary key", column.name, column.ty.pg_name()));
+            return invalid(format!(
+                "column {:?} of type {} cannot be part of the primary key",
+                column.name,
+                column.ty.pg_name()
+            ));
         }
         if column.system.is_some() {
-            return invalid(format!("column {:?} is a system column and cannot be part of the primary key", column.name));
+            return invalid(format!(
+                "column {:?} is a system column and cannot be part of the primary key",
+                column.name
+            ));
         }
     }
     if matches!(def.keys, Keys::Columns { .. }) && partition.is_empty() {

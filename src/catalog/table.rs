@@ -5,7 +5,9 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
 
-use super::keys::{decode_component, encode_component, join_components, split_components, KeyError};
+use super::keys::{
+    decode_component, encode_component, join_components, split_components, KeyError,
+};
 use super::types::SqlType;
 use crate::model::{Entity, EntityKey, Value};
 
@@ -27,6 +29,9 @@ pub struct Column {
     /// Set for the read-only `"Timestamp"` and `"ETag"` columns.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub system: Option<SystemField>,
+    /// The DEFAULT expression, as SQL text.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub default: Option<String>,
 }
 
 /// How a table's rows are addressed.
@@ -34,7 +39,10 @@ pub struct Column {
 #[serde(rename_all = "snake_case")]
 pub enum Keys {
     /// Columns (by index) encoded into PartitionKey and RowKey.
-    Columns { partition: Vec<usize>, row: Vec<usize> },
+    Columns {
+        partition: Vec<usize>,
+        row: Vec<usize>,
+    },
     /// No primary key: each row gets a unique generated RowKey, and rows are
     /// spread over [`GENERATED_PARTITIONS`] partitions.
     Generated,
@@ -164,7 +172,12 @@ impl TableDef {
     }
 
     /// The value of column `i` in an entity.
-    pub fn column_value(&self, entity: &Entity, key_parts: &KeyParts, i: usize) -> Result<Option<Value>, RowError> {
+    pub fn column_value(
+        &self,
+        entity: &Entity,
+        key_parts: &KeyParts,
+        i: usize,
+    ) -> Result<Option<Value>, RowError> {
         let column = &self.columns[i];
         if let Some(field) = column.system {
             return Ok(match field {
@@ -195,7 +208,8 @@ impl TableDef {
                 let malformed = || KeyError::Malformed { key: text.clone() };
                 let parts = split_components(text, columns.len()).ok_or_else(malformed)?;
                 for (&i, part) in columns.iter().zip(parts) {
-                    let value = decode_component(self.columns[i].ty, &part).ok_or_else(malformed)?;
+                    let value =
+                        decode_component(self.columns[i].ty, &part).ok_or_else(malformed)?;
                     values.push((i, value));
                 }
             }
@@ -225,7 +239,9 @@ fn generated_key() -> EntityKey {
     // and never below the last one handed out.
     let candidate = now << 10;
     let id = NEXT
-        .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |last| Some(candidate.max(last + 1)))
+        .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |last| {
+            Some(candidate.max(last + 1))
+        })
         .map(|last| candidate.max(last + 1))
         .unwrap_or(candidate);
     let bucket = (id.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 58) % GENERATED_PARTITIONS;

@@ -20,7 +20,10 @@ pub enum SqlType {
     Float4,
     Float8,
     /// `numeric(precision, scale)`; plain `numeric` is stored as (38, 10).
-    Numeric { precision: u8, scale: u8 },
+    Numeric {
+        precision: u8,
+        scale: u8,
+    },
     Bool,
     Date,
     Timestamp,

@@ -4,17 +4,18 @@
 use std::sync::Arc;
 
 use datafusion::arrow::array::{
-    Array, ArrayRef, BinaryArray, BinaryBuilder, BooleanArray, BooleanBuilder, Date32Array, Date32Builder,
-    Decimal128Array, Decimal128Builder, Float32Array, Float32Builder, Float64Array, Float64Builder, Int16Array,
-    Int16Builder, Int32Array, Int32Builder, Int64Array, Int64Builder, RecordBatch, StringArray, StringBuilder,
-    TimestampMicrosecondArray, TimestampMicrosecondBuilder,
+    Array, ArrayRef, BinaryArray, BinaryBuilder, BooleanArray, BooleanBuilder, Date32Array,
+    Date32Builder, Decimal128Array, Decimal128Builder, Float32Array, Float32Builder, Float64Array,
+    Float64Builder, Int16Array, Int16Builder, Int32Array, Int32Builder, Int64Array, Int64Builder,
+    RecordBatch, StringArray, StringBuilder, TimestampMicrosecondArray,
+    TimestampMicrosecondBuilder,
 };
 use datafusion::arrow::datatypes::SchemaRef;
 
 use super::error::{Result, SqlError};
-use super::types::UTC;
+use super::types::{parse_uuid, UTC};
 use crate::catalog::{Row, SqlType, TableDef};
-use crate::model::{Date, DateTime, Decimal, Entity, Guid, Value};
+use crate::model::{Date, DateTime, Decimal, Entity, Value};
 
 /// One column's values being collected into an Arrow array.
 enum Builder {
@@ -34,7 +35,12 @@ enum Builder {
 impl Builder {
     fn new(ty: SqlType, capacity: usize) -> Self {
         match ty {
-            SqlType::Text | SqlType::Varchar(_) | SqlType::Char(_) | SqlType::Uuid | SqlType::Json | SqlType::Jsonb => {
+            SqlType::Text
+            | SqlType::Varchar(_)
+            | SqlType::Char(_)
+            | SqlType::Uuid
+            | SqlType::Json
+            | SqlType::Jsonb => {
                 Builder::Utf8(StringBuilder::with_capacity(capacity, capacity * 16))
             }
             SqlType::Int2 => Builder::Int16(Int16Builder::with_capacity(capacity)),
@@ -50,11 +56,15 @@ impl Builder {
             ),
             SqlType::Bool => Builder::Bool(BooleanBuilder::with_capacity(capacity)),
             SqlType::Date => Builder::Date(Date32Builder::with_capacity(capacity)),
-            SqlType::Timestamp => Builder::Timestamp(TimestampMicrosecondBuilder::with_capacity(capacity)),
-            SqlType::Timestamptz => {
-                Builder::Timestamp(TimestampMicrosecondBuilder::with_capacity(capacity).with_timezone(UTC))
+            SqlType::Timestamp => {
+                Builder::Timestamp(TimestampMicrosecondBuilder::with_capacity(capacity))
             }
-            SqlType::Bytea => Builder::Binary(BinaryBuilder::with_capacity(capacity, capacity * 16)),
+            SqlType::Timestamptz => Builder::Timestamp(
+                TimestampMicrosecondBuilder::with_capacity(capacity).with_timezone(UTC),
+            ),
+            SqlType::Bytea => {
+                Builder::Binary(BinaryBuilder::with_capacity(capacity, capacity * 16))
+            }
         }
     }
 
@@ -69,7 +79,9 @@ impl Builder {
             (Builder::Int64(b), Some(Value::Int64(v))) => b.append_value(v),
             (Builder::Float32(b), Some(Value::Double(v))) => b.append_value(v as f32),
             (Builder::Float64(b), Some(Value::Double(v))) => b.append_value(v),
-            (Builder::Decimal(b, scale), Some(Value::Decimal(d))) => b.append_option(rescale(d, *scale)),
+            (Builder::Decimal(b, scale), Some(Value::Decimal(d))) => {
+                b.append_option(rescale(d, *scale))
+            }
             (Builder::Bool(b), Some(Value::Boolean(v))) => b.append_value(v),
             (Builder::Date(b), Some(Value::Date(Date(d)))) => b.append_value(d),
             (Builder::Timestamp(b), Some(Value::DateTime(DateTime(t)))) => b.append_value(t),
@@ -109,7 +121,9 @@ impl Builder {
 fn rescale(d: Decimal, scale: u8) -> Option<i128> {
     match scale.cmp(&d.scale) {
         std::cmp::Ordering::Equal => Some(d.unscaled),
-        std::cmp::Ordering::Greater => d.unscaled.checked_mul(10i128.checked_pow(u32::from(scale - d.scale))?),
+        std::cmp::Ordering::Greater => d
+            .unscaled
+            .checked_mul(10i128.checked_pow(u32::from(scale - d.scale))?),
         std::cmp::Ordering::Less => {
             let div = 10i128.checked_pow(u32::from(d.scale - scale))?;
             (d.unscaled % div == 0).then_some(d.unscaled / div)
@@ -118,8 +132,16 @@ fn rescale(d: Decimal, scale: u8) -> Option<i128> {
 }
 
 /// The record batch of the given columns (by index) of some entities.
-pub fn entities_to_batch(def: &TableDef, columns: &[usize], schema: SchemaRef, entities: &[Entity]) -> Result<RecordBatch> {
-    let mut builders: Vec<Builder> = columns.iter().map(|&i| Builder::new(def.columns[i].ty, entities.len())).collect();
+pub fn entities_to_batch(
+    def: &TableDef,
+    columns: &[usize],
+    schema: SchemaRef,
+    entities: &[Entity],
+) -> Result<RecordBatch> {
+    let mut builders: Vec<Builder> = columns
+        .iter()
+        .map(|&i| Builder::new(def.columns[i].ty, entities.len()))
+        .collect();
     for entity in entities {
         let parts = def.key_parts(&entity.key)?;
         for (builder, &i) in builders.iter_mut().zip(columns) {
@@ -128,22 +150,33 @@ pub fn entities_to_batch(def: &TableDef, columns: &[usize], schema: SchemaRef, e
     }
     let arrays: Vec<ArrayRef> = builders.into_iter().map(Builder::finish).collect();
     if arrays.is_empty() {
-        let options = datafusion::arrow::array::RecordBatchOptions::new().with_row_count(Some(entities.len()));
+        let options = datafusion::arrow::array::RecordBatchOptions::new()
+            .with_row_count(Some(entities.len()));
         return Ok(RecordBatch::try_new_with_options(schema, arrays, &options)?);
     }
     Ok(RecordBatch::try_new(schema, arrays)?)
 }
 
 fn downcast<'a, T: 'static>(array: &'a ArrayRef, column: &str) -> Result<&'a T> {
-    array
-        .as_any()
-        .downcast_ref::<T>()
-        .ok_or_else(|| SqlError::value("42804", format!("column {column:?} has an unexpected type {}", array.data_type())))
+    array.as_any().downcast_ref::<T>().ok_or_else(|| {
+        SqlError::value(
+            "42804",
+            format!(
+                "column {column:?} has an unexpected type {}",
+                array.data_type()
+            ),
+        )
+    })
 }
 
 /// Checks and normalizes a text value for its column type.
 fn text_value(ty: SqlType, column: &str, s: &str) -> Result<Value> {
-    let too_long = |n: u32| SqlError::value("22001", format!("value too long for type character varying({n}) in column {column:?}"));
+    let too_long = |n: u32| {
+        SqlError::value(
+            "22001",
+            format!("value too long for type character varying({n}) in column {column:?}"),
+        )
+    };
     Ok(match ty {
         SqlType::Varchar(Some(n)) if s.chars().count() > n as usize => return Err(too_long(n)),
         SqlType::Char(n) => {
@@ -151,7 +184,10 @@ fn text_value(ty: SqlType, column: &str, s: &str) -> Result<Value> {
             let chars: Vec<char> = s.chars().collect();
             if chars.len() > n {
                 if chars[n..].iter().any(|&c| c != ' ') {
-                    return Err(SqlError::value("22001", format!("value too long for type character({n}) in column {column:?}")));
+                    return Err(SqlError::value(
+                        "22001",
+                        format!("value too long for type character({n}) in column {column:?}"),
+                    ));
                 }
                 Value::String(chars[..n].iter().collect())
             } else {
@@ -159,32 +195,19 @@ fn text_value(ty: SqlType, column: &str, s: &str) -> Result<Value> {
             }
         }
         SqlType::Uuid => Value::Guid(parse_uuid(s).ok_or_else(|| {
-            SqlError::value("22P02", format!("invalid input syntax for type uuid: {s:?}"))
+            SqlError::value(
+                "22P02",
+                format!("invalid input syntax for type uuid: {s:?}"),
+            )
         })?),
         SqlType::Json | SqlType::Jsonb => {
-            serde_json::from_str::<serde_json::Value>(s)
-                .map_err(|e| SqlError::value("22P02", format!("invalid input syntax for type json: {e}")))?;
+            serde_json::from_str::<serde_json::Value>(s).map_err(|e| {
+                SqlError::value("22P02", format!("invalid input syntax for type json: {e}"))
+            })?;
             Value::Json(s.to_owned())
         }
         _ => Value::String(s.to_owned()),
     })
-}
-
-/// Parses a UUID in the forms PostgreSQL accepts: hex digits, optional
-/// hyphens, optional braces.
-pub fn parse_uuid(s: &str) -> Option<Guid> {
-    let s = s.trim();
-    let s = s.strip_prefix('{').and_then(|r| r.strip_suffix('}')).unwrap_or(s);
-    let hex: Vec<u8> = s.bytes().filter(|&b| b != b'-').collect();
-    if hex.len() != 32 {
-        return None;
-    }
-    let mut out = [0u8; 16];
-    for (i, pair) in hex.chunks(2).enumerate() {
-        let text = std::str::from_utf8(pair).ok()?;
-        out[i] = u8::from_str_radix(text, 16).ok()?;
-    }
-    Some(Guid(out))
 }
 
 /// Rows of table columns from a batch whose columns are, in order, the
@@ -207,7 +230,12 @@ pub fn batch_to_rows(def: &TableDef, columns: &[usize], batch: &RecordBatch) -> 
             }};
         }
         match column.ty {
-            SqlType::Text | SqlType::Varchar(_) | SqlType::Char(_) | SqlType::Uuid | SqlType::Json | SqlType::Jsonb => {
+            SqlType::Text
+            | SqlType::Varchar(_)
+            | SqlType::Char(_)
+            | SqlType::Uuid
+            | SqlType::Json
+            | SqlType::Jsonb => {
                 let a = downcast::<StringArray>(array, name)?;
                 for (r, row) in rows.iter_mut().enumerate() {
                     if a.is_valid(r) {
@@ -224,15 +252,21 @@ pub fn batch_to_rows(def: &TableDef, columns: &[usize], batch: &RecordBatch) -> 
                 let a = downcast::<Decimal128Array>(array, name)?;
                 for (r, row) in rows.iter_mut().enumerate() {
                     if a.is_valid(r) {
-                        let d = Decimal::new(a.value(r), scale)
-                            .ok_or_else(|| SqlError::value("22003", format!("numeric field overflow in column {name:?}")))?;
+                        let d = Decimal::new(a.value(r), scale).ok_or_else(|| {
+                            SqlError::value(
+                                "22003",
+                                format!("numeric field overflow in column {name:?}"),
+                            )
+                        })?;
                         row[i] = Some(Value::Decimal(d));
                     }
                 }
             }
             SqlType::Bool => fill!(BooleanArray, |v| Value::Boolean(v)),
             SqlType::Date => fill!(Date32Array, |v| Value::Date(Date(v))),
-            SqlType::Timestamp | SqlType::Timestamptz => fill!(TimestampMicrosecondArray, |v| Value::DateTime(DateTime(v))),
+            SqlType::Timestamp | SqlType::Timestamptz => {
+                fill!(TimestampMicrosecondArray, |v| Value::DateTime(DateTime(v)))
+            }
             SqlType::Bytea => fill!(BinaryArray, |v| Value::Binary(v.to_vec())),
         }
     }

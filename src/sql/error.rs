@@ -24,8 +24,13 @@ pub enum SqlError {
     Row(#[from] RowError),
     /// A value that does not fit its column: too long, out of range, malformed.
     #[error("{message}")]
-    InvalidValue { sqlstate: &'static str, message: String },
-    #[error("duplicate key value violates unique constraint \"{table}_pkey\": key {key} already exists")]
+    InvalidValue {
+        sqlstate: &'static str,
+        message: String,
+    },
+    #[error(
+        "duplicate key value violates unique constraint \"{table}_pkey\": key {key} already exists"
+    )]
     UniqueViolation { table: String, key: String },
     #[error("could not serialize access due to concurrent update of {0}")]
     SerializationFailure(String),

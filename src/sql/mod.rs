@@ -1,15 +1,27 @@
 //! The SQL layer: DataFusion planning over the catalog's tables, key pushdown,
 //! DDL, DML and transactions.
 //!
+//! - [`session`]: a connection's context; routes each statement.
+//! - `provider` / `scan`: the tables DataFusion reads, and the scan plan that
+//!   turns filters into store calls ([`pushdown`] decides which).
+//! - `ddl` / `dml`: statements tablegate runs itself.
+//! - `txn`: changes conditional on what was read; transaction blocks.
+//! - `convert` / `types`: entities and rows to and from Arrow.
+//!
 //! Layer rule: `sql` depends on `catalog`, `store` and `model`; it knows
 //! nothing of the wire protocol.
 
 mod convert;
+mod ddl;
+mod dml;
 mod error;
 mod provider;
-mod pushdown;
+pub mod pushdown;
 mod scan;
-mod types;
+pub mod session;
+mod txn;
+pub mod types;
 
 pub use error::{Result, SqlError};
 pub use pushdown::{access_path, AccessPath};
+pub use session::{Engine, Output, Prepared, Session};

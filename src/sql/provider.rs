@@ -74,14 +74,15 @@ impl SchemaProvider for TablegateSchema {
             Some(base) => (base, true),
             None => (name, false),
         };
-        Ok(self
-            .catalog
-            .get(name)
-            .map(|def| Arc::new(StoreTable::new(def, self.view.clone(), with_etag)) as Arc<dyn TableProvider>))
+        Ok(self.catalog.get(name).map(|def| {
+            Arc::new(StoreTable::new(def, self.view.clone(), with_etag)) as Arc<dyn TableProvider>
+        }))
     }
 
     fn table_exist(&self, name: &str) -> bool {
-        self.catalog.get(name.strip_prefix(DML_PREFIX).unwrap_or(name)).is_some()
+        self.catalog
+            .get(name.strip_prefix(DML_PREFIX).unwrap_or(name))
+            .is_some()
     }
 }
 
@@ -118,7 +119,9 @@ impl StoreTable {
 /// Whether an access path stays inside one partition.
 fn single_partition(access: &AccessPath) -> bool {
     match access {
-        AccessPath::Points(keys) => keys.windows(2).all(|w| w[0].partition_key == w[1].partition_key),
+        AccessPath::Points(keys) => keys
+            .windows(2)
+            .all(|w| w[0].partition_key == w[1].partition_key),
         AccessPath::Ranges(ranges) => {
             let mut partitions = ranges.iter().map(|r| match r {
                 KeyRange::Rows { partition_key, .. } => Some(partition_key),
@@ -136,7 +139,14 @@ fn single_partition(access: &AccessPath) -> bool {
 fn has_subquery(expr: &Expr) -> bool {
     let mut found = false;
     let _ = expr.apply(|e| {
-        if matches!(e, Expr::ScalarSubquery(_) | Expr::InSubquery(_) | Expr::Exists(_) | Expr::OuterReferenceColumn(..) | Expr::Placeholder(_)) {
+        if matches!(
+            e,
+            Expr::ScalarSubquery(_)
+                | Expr::InSubquery(_)
+                | Expr::Exists(_)
+                | Expr::OuterReferenceColumn(..)
+                | Expr::Placeholder(_)
+        ) {
             found = true;
         }
         Ok(if found {
@@ -162,7 +172,10 @@ impl TableProvider for StoreTable {
 
     /// Every filter the scan can evaluate is applied by the scan itself, while
     /// decoding, so DataFusion need not filter again (and can push limits).
-    fn supports_filters_pushdown(&self, filters: &[&Expr]) -> DfResult<Vec<TableProviderFilterPushDown>> {
+    fn supports_filters_pushdown(
+        &self,
+        filters: &[&Expr],
+    ) -> DfResult<Vec<TableProviderFilterPushDown>> {
         Ok(filters
             .iter()
             .map(|f| {
@@ -191,8 +204,15 @@ impl TableProvider for StoreTable {
         };
         let with_etag = etag_position.is_some_and(|e| output.contains(&e));
         // The ETag, when asked, must be last among the output columns.
-        let mut decoded: Vec<usize> = output.iter().copied().filter(|&i| Some(i) != etag_position).collect();
-        let mut output_schema_fields: Vec<Field> = decoded.iter().map(|&i| self.schema.field(i).clone()).collect();
+        let mut decoded: Vec<usize> = output
+            .iter()
+            .copied()
+            .filter(|&i| Some(i) != etag_position)
+            .collect();
+        let mut output_schema_fields: Vec<Field> = decoded
+            .iter()
+            .map(|&i| self.schema.field(i).clone())
+            .collect();
         if with_etag {
             output_schema_fields.push(self.schema.field(table_columns).clone());
         }
@@ -206,7 +226,10 @@ impl TableProvider for StoreTable {
                 }
             }
         }
-        let mut filter_only: Vec<usize> = referenced.into_iter().filter(|i| !decoded.contains(i)).collect();
+        let mut filter_only: Vec<usize> = referenced
+            .into_iter()
+            .filter(|i| !decoded.contains(i))
+            .collect();
         filter_only.sort();
         decoded.extend(&filter_only);
 
@@ -227,8 +250,15 @@ impl TableProvider for StoreTable {
         let access = access_path(def, filters);
         let key_order = match &def.keys {
             Keys::Columns { partition, row } => {
-                let ordered: Vec<usize> = if single_partition(&access) { row.clone() } else { partition.iter().chain(row).copied().collect() };
-                let positions: Option<Vec<usize>> = ordered.iter().map(|k| decoded[..output_count].iter().position(|c| c == k)).collect();
+                let ordered: Vec<usize> = if single_partition(&access) {
+                    row.clone()
+                } else {
+                    partition.iter().chain(row).copied().collect()
+                };
+                let positions: Option<Vec<usize>> = ordered
+                    .iter()
+                    .map(|k| decoded[..output_count].iter().position(|c| c == k))
+                    .collect();
                 positions.unwrap_or_default()
             }
             Keys::Generated => Vec::new(),
@@ -247,10 +277,9 @@ impl TableProvider for StoreTable {
             reverse: false,
             key_order,
         };
-        let reader = self
-            .view
-            .get()
-            .ok_or_else(|| datafusion::error::DataFusionError::Internal("no read view for this statement".into()))?;
+        let reader = self.view.get().ok_or_else(|| {
+            datafusion::error::DataFusionError::Internal("no read view for this statement".into())
+        })?;
         Ok(Arc::new(StoreScan::new(spec, reader)))
     }
 }

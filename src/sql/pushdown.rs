@@ -18,11 +18,11 @@ use std::fmt;
 use std::ops::Bound;
 
 use datafusion::common::ScalarValue;
-use datafusion::logical_expr::{BinaryExpr, Expr, Operator};
 use datafusion::logical_expr::expr::{Between, InList, Like};
 use datafusion::logical_expr::utils::split_conjunction;
+use datafusion::logical_expr::{BinaryExpr, Expr, Operator};
 
-use super::convert::parse_uuid;
+use super::types::parse_uuid;
 use crate::catalog::{encode_component, join_components, Keys, SqlType, TableDef};
 use crate::model::{Date, DateTime, Decimal, EntityKey, Value};
 use crate::store::KeyRange;
@@ -46,10 +46,23 @@ impl AccessPath {
         match self {
             AccessPath::Points(p) if p.len() == 1 => "point",
             AccessPath::Points(_) => "multi-point",
-            AccessPath::Ranges(r) if r.iter().all(|r| matches!(r, KeyRange::Rows { from: Bound::Unbounded, to: Bound::Unbounded, .. })) => {
+            AccessPath::Ranges(r)
+                if r.iter().all(|r| {
+                    matches!(
+                        r,
+                        KeyRange::Rows {
+                            from: Bound::Unbounded,
+                            to: Bound::Unbounded,
+                            ..
+                        }
+                    )
+                }) =>
+            {
                 "partition"
             }
-            AccessPath::Ranges(r) if r.iter().all(|r| matches!(r, KeyRange::Rows { .. })) => "range",
+            AccessPath::Ranges(r) if r.iter().all(|r| matches!(r, KeyRange::Rows { .. })) => {
+                "range"
+            }
             AccessPath::Ranges(_) => "partition-range",
             AccessPath::Table => "table",
         }
@@ -69,15 +82,34 @@ impl fmt::Display for AccessPath {
         const SHOWN: usize = 5;
         write!(f, "{}", self.kind())?;
         let items: Vec<String> = match self {
-            AccessPath::Points(keys) => keys.iter().map(|k| format!("({:?}, {:?})", k.partition_key, k.row_key)).collect(),
+            AccessPath::Points(keys) => keys
+                .iter()
+                .map(|k| format!("({:?}, {:?})", k.partition_key, k.row_key))
+                .collect(),
             AccessPath::Ranges(ranges) => ranges
                 .iter()
                 .map(|r| match r {
-                    KeyRange::Rows { partition_key, from: Bound::Unbounded, to: Bound::Unbounded } => format!("{partition_key:?}"),
-                    KeyRange::Rows { partition_key, from, to } => {
-                        format!("{partition_key:?} rows {}..{}", show_bound(from, '(', '['), show_bound(to, ')', ']'))
+                    KeyRange::Rows {
+                        partition_key,
+                        from: Bound::Unbounded,
+                        to: Bound::Unbounded,
+                    } => format!("{partition_key:?}"),
+                    KeyRange::Rows {
+                        partition_key,
+                        from,
+                        to,
+                    } => {
+                        format!(
+                            "{partition_key:?} rows {}..{}",
+                            show_bound(from, '(', '['),
+                            show_bound(to, ')', ']')
+                        )
                     }
-                    KeyRange::Partitions { from, to } => format!("{}..{}", show_bound(from, '(', '['), show_bound(to, ')', ']')),
+                    KeyRange::Partitions { from, to } => format!(
+                        "{}..{}",
+                        show_bound(from, '(', '['),
+                        show_bound(to, ')', ']')
+                    ),
                 })
                 .collect(),
             AccessPath::Table => return Ok(()),
@@ -110,16 +142,22 @@ fn literal_value(ty: SqlType, literal: &ScalarValue) -> Option<Value> {
             SqlType::Int2 => i16::try_from(v).ok().map(|v| Value::Int32(v.into())),
             SqlType::Int4 => i32::try_from(v).ok().map(Value::Int32),
             SqlType::Int8 => i64::try_from(v).ok().map(Value::Int64),
-            SqlType::Numeric { scale, .. } => Some(Value::Decimal(Decimal::new(v.checked_mul(10i128.pow(scale.into()))?, scale)?)),
+            SqlType::Numeric { scale, .. } => Some(Value::Decimal(Decimal::new(
+                v.checked_mul(10i128.pow(scale.into()))?,
+                scale,
+            )?)),
             _ => None,
         }
     };
     match (ty, literal) {
         (_, s) if s.is_null() => None,
-        (SqlType::Text | SqlType::Varchar(_) | SqlType::Char(_), S::Utf8(Some(s)) | S::Utf8View(Some(s)) | S::LargeUtf8(Some(s))) => {
-            Some(Value::String(s.clone()))
+        (
+            SqlType::Text | SqlType::Varchar(_) | SqlType::Char(_),
+            S::Utf8(Some(s)) | S::Utf8View(Some(s)) | S::LargeUtf8(Some(s)),
+        ) => Some(Value::String(s.clone())),
+        (SqlType::Uuid, S::Utf8(Some(s)) | S::Utf8View(Some(s)) | S::LargeUtf8(Some(s))) => {
+            parse_uuid(s).map(Value::Guid)
         }
-        (SqlType::Uuid, S::Utf8(Some(s)) | S::Utf8View(Some(s)) | S::LargeUtf8(Some(s))) => parse_uuid(s).map(Value::Guid),
         (_, S::Int8(Some(v))) => int((*v).into()),
         (_, S::Int16(Some(v))) => int((*v).into()),
         (_, S::Int32(Some(v))) => int((*v).into()),
@@ -135,11 +173,17 @@ fn literal_value(ty: SqlType, literal: &ScalarValue) -> Option<Value> {
             Some(Value::Decimal(Decimal::new(unscaled, scale)?))
         }
         (SqlType::Float4 | SqlType::Float8, S::Float64(Some(v))) => Some(Value::Double(*v)),
-        (SqlType::Float4 | SqlType::Float8, S::Float32(Some(v))) => Some(Value::Double(f64::from(*v))),
+        (SqlType::Float4 | SqlType::Float8, S::Float32(Some(v))) => {
+            Some(Value::Double(f64::from(*v)))
+        }
         (SqlType::Bool, S::Boolean(Some(v))) => Some(Value::Boolean(*v)),
         (SqlType::Date, S::Date32(Some(v))) => Some(Value::Date(Date(*v))),
-        (SqlType::Timestamp | SqlType::Timestamptz, S::TimestampMicrosecond(Some(v), _)) => Some(Value::DateTime(DateTime(*v))),
-        (SqlType::Bytea, S::Binary(Some(v)) | S::LargeBinary(Some(v)) | S::BinaryView(Some(v))) => Some(Value::Binary(v.clone())),
+        (SqlType::Timestamp | SqlType::Timestamptz, S::TimestampMicrosecond(Some(v), _)) => {
+            Some(Value::DateTime(DateTime(*v)))
+        }
+        (SqlType::Bytea, S::Binary(Some(v)) | S::LargeBinary(Some(v)) | S::BinaryView(Some(v))) => {
+            Some(Value::Binary(v.clone()))
+        }
         _ => None,
     }
 }
@@ -169,12 +213,21 @@ fn flip(op: Operator) -> Operator {
 }
 
 /// Keeps the tighter of two bounds (`upper` chooses the smaller).
-fn tighter(old: Option<(Value, bool)>, new: (Value, bool), ty: SqlType, upper: bool) -> Option<(Value, bool)> {
+fn tighter(
+    old: Option<(Value, bool)>,
+    new: (Value, bool),
+    ty: SqlType,
+    upper: bool,
+) -> Option<(Value, bool)> {
     let Some(old) = old else { return Some(new) };
     let enc = |v: &Value| encode_component("", ty, v).ok();
     match (enc(&old.0), enc(&new.0)) {
         (Some(a), Some(b)) => {
-            let new_wins = if upper { b < a || (b == a && !new.1) } else { b > a || (b == a && !new.1) };
+            let new_wins = if upper {
+                b < a || (b == a && !new.1)
+            } else {
+                b > a || (b == a && !new.1)
+            };
             Some(if new_wins { new } else { old })
         }
         _ => Some(old),
@@ -185,13 +238,20 @@ fn tighter(old: Option<(Value, bool)>, new: (Value, bool), ty: SqlType, upper: b
 fn constrain(def: &TableDef, expr: &Expr, constraints: &mut [Constraint]) {
     match expr {
         Expr::BinaryExpr(BinaryExpr { left, op, right }) => {
-            let (column, op, literal) = match (column_of(def, left), literal_of(right), column_of(def, right), literal_of(left)) {
+            let (column, op, literal) = match (
+                column_of(def, left),
+                literal_of(right),
+                column_of(def, right),
+                literal_of(left),
+            ) {
                 (Some(c), Some(l), _, _) => (c, *op, l),
                 (_, _, Some(c), Some(l)) => (c, flip(*op), l),
                 _ => return,
             };
             let ty = def.columns[column].ty;
-            let Some(value) = literal_value(ty, literal) else { return };
+            let Some(value) = literal_value(ty, literal) else {
+                return;
+            };
             let c = &mut constraints[column];
             match op {
                 Operator::Eq => c.values = Some(vec![value]),
@@ -202,29 +262,60 @@ fn constrain(def: &TableDef, expr: &Expr, constraints: &mut [Constraint]) {
                 _ => {}
             }
         }
-        Expr::Between(Between { expr, negated: false, low, high }) => {
-            let Some(column) = column_of(def, expr) else { return };
+        Expr::Between(Between {
+            expr,
+            negated: false,
+            low,
+            high,
+        }) => {
+            let Some(column) = column_of(def, expr) else {
+                return;
+            };
             let ty = def.columns[column].ty;
-            if let (Some(lo), Some(hi)) = (literal_of(low).and_then(|l| literal_value(ty, l)), literal_of(high).and_then(|l| literal_value(ty, l))) {
+            if let (Some(lo), Some(hi)) = (
+                literal_of(low).and_then(|l| literal_value(ty, l)),
+                literal_of(high).and_then(|l| literal_value(ty, l)),
+            ) {
                 let c = &mut constraints[column];
                 c.lower = tighter(c.lower.take(), (lo, true), ty, false);
                 c.upper = tighter(c.upper.take(), (hi, true), ty, true);
             }
         }
-        Expr::InList(InList { expr, list, negated: false }) => {
-            let Some(column) = column_of(def, expr) else { return };
+        Expr::InList(InList {
+            expr,
+            list,
+            negated: false,
+        }) => {
+            let Some(column) = column_of(def, expr) else {
+                return;
+            };
             let ty = def.columns[column].ty;
-            let values: Option<Vec<Value>> = list.iter().map(|e| literal_of(e).and_then(|l| literal_value(ty, l))).collect();
+            let values: Option<Vec<Value>> = list
+                .iter()
+                .map(|e| literal_of(e).and_then(|l| literal_value(ty, l)))
+                .collect();
             if let Some(values) = values {
                 constraints[column].values = Some(values);
             }
         }
-        Expr::Like(Like { negated: false, expr, pattern, escape_char: None, case_insensitive: false }) => {
-            let Some(column) = column_of(def, expr) else { return };
+        Expr::Like(Like {
+            negated: false,
+            expr,
+            pattern,
+            escape_char: None,
+            case_insensitive: false,
+        }) => {
+            let Some(column) = column_of(def, expr) else {
+                return;
+            };
             if !matches!(def.columns[column].ty, SqlType::Text | SqlType::Varchar(_)) {
                 return;
             }
-            let Some(ScalarValue::Utf8(Some(p)) | ScalarValue::Utf8View(Some(p))) = literal_of(pattern) else { return };
+            let Some(ScalarValue::Utf8(Some(p)) | ScalarValue::Utf8View(Some(p))) =
+                literal_of(pattern)
+            else {
+                return;
+            };
             if let Some(prefix) = p.strip_suffix('%') {
                 if !prefix.is_empty() && !prefix.contains(['%', '_', '\\']) {
                     constraints[column].prefix = Some(prefix.to_owned());
@@ -235,8 +326,12 @@ fn constrain(def: &TableDef, expr: &Expr, constraints: &mut [Constraint]) {
     }
 }
 
-fn constraints_of<'a>(def: &TableDef, conjuncts: impl IntoIterator<Item = &'a Expr>) -> Vec<Constraint> {
-    let mut constraints: Vec<Constraint> = def.columns.iter().map(|_| Constraint::default()).collect();
+fn constraints_of<'a>(
+    def: &TableDef,
+    conjuncts: impl IntoIterator<Item = &'a Expr>,
+) -> Vec<Constraint> {
+    let mut constraints: Vec<Constraint> =
+        def.columns.iter().map(|_| Constraint::default()).collect();
     for expr in conjuncts {
         constrain(def, expr, &mut constraints);
     }
@@ -245,19 +340,30 @@ fn constraints_of<'a>(def: &TableDef, conjuncts: impl IntoIterator<Item = &'a Ex
 
 /// Every combination of the listed columns' values, encoded as key components,
 /// or `None` if some column has no value list or there are too many.
-fn combinations(def: &TableDef, columns: &[usize], constraints: &[Constraint]) -> Option<Vec<Vec<String>>> {
+fn combinations(
+    def: &TableDef,
+    columns: &[usize],
+    constraints: &[Constraint],
+) -> Option<Vec<Vec<String>>> {
     let mut out: Vec<Vec<String>> = vec![Vec::new()];
     for &i in columns {
         let values = constraints[i].values.as_ref()?;
         let column = &def.columns[i];
         // A value a key cannot hold matches no row: drop it.
-        let encoded: Vec<String> = values.iter().filter_map(|v| encode_component(&column.name, column.ty, v).ok()).collect();
+        let encoded: Vec<String> = values
+            .iter()
+            .filter_map(|v| encode_component(&column.name, column.ty, v).ok())
+            .collect();
         if out.len().saturating_mul(encoded.len()) > MAX_KEYS {
             return None;
         }
         out = out
             .iter()
-            .flat_map(|prefix| encoded.iter().map(move |e| [prefix.clone(), vec![e.clone()]].concat()))
+            .flat_map(|prefix| {
+                encoded
+                    .iter()
+                    .map(move |e| [prefix.clone(), vec![e.clone()]].concat())
+            })
             .collect();
     }
     Some(out)
@@ -286,7 +392,13 @@ fn successor(prefix: &str) -> Option<String> {
 
 /// The bounds, within one key string, of a column that comes after the fixed
 /// `prefix`; `last` says whether it is the key's last component.
-fn component_bounds(def: &TableDef, column: usize, c: &Constraint, prefix: &str, last: bool) -> (Bound<String>, Bound<String>) {
+fn component_bounds(
+    def: &TableDef,
+    column: usize,
+    c: &Constraint,
+    prefix: &str,
+    last: bool,
+) -> (Bound<String>, Bound<String>) {
     let col = &def.columns[column];
     let enc = |v: &Value| encode_component(&col.name, col.ty, v).ok();
     let lower = match (&c.lower, &c.prefix) {
@@ -296,7 +408,10 @@ fn component_bounds(def: &TableDef, column: usize, c: &Constraint, prefix: &str,
             (Some(e), false) => Bound::Included(format!("{prefix}{}  ", inner(&e))),
             (None, _) => Bound::Included(prefix.to_owned()),
         },
-        (None, Some(p)) => Bound::Included(format!("{prefix}{}", if last { p.clone() } else { inner(p) })),
+        (None, Some(p)) => Bound::Included(format!(
+            "{prefix}{}",
+            if last { p.clone() } else { inner(p) }
+        )),
         (None, None) => Bound::Included(prefix.to_owned()),
     };
     let prefix_end = || match successor(prefix) {
@@ -321,7 +436,10 @@ fn component_bounds(def: &TableDef, column: usize, c: &Constraint, prefix: &str,
 
 /// The fixed part of a key made of these leading components (each followed by more).
 fn fixed_prefix(components: &[String]) -> String {
-    components.iter().map(|c| format!("{}  ", inner(c))).collect()
+    components
+        .iter()
+        .map(|c| format!("{}  ", inner(c)))
+        .collect()
 }
 
 /// Decides the access path for a scan of `def` with these filters (a conjunction).
@@ -343,13 +461,19 @@ pub fn access_path(def: &TableDef, filters: &[Expr]) -> AccessPath {
     partitions.sort();
     partitions.dedup();
 
-    let fixed = row.iter().take_while(|&&i| constraints[i].values.is_some()).count();
+    let fixed = row
+        .iter()
+        .take_while(|&&i| constraints[i].values.is_some())
+        .count();
     if fixed == row.len() {
         if let Some(rows) = combinations(def, row, &constraints) {
             if partitions.len().saturating_mul(rows.len()) <= MAX_KEYS {
                 let mut keys: Vec<EntityKey> = partitions
                     .iter()
-                    .flat_map(|pk| rows.iter().map(move |r| EntityKey::new(pk.clone(), join_components(r))))
+                    .flat_map(|pk| {
+                        rows.iter()
+                            .map(move |r| EntityKey::new(pk.clone(), join_components(r)))
+                    })
                     .collect();
                 keys.sort();
                 keys.dedup();
@@ -357,18 +481,37 @@ pub fn access_path(def: &TableDef, filters: &[Expr]) -> AccessPath {
             }
         }
     }
-    let prefixes = combinations(def, &row[..fixed], &constraints).unwrap_or_else(|| vec![Vec::new()]);
-    let prefixes = if partitions.len().saturating_mul(prefixes.len()) > MAX_KEYS { vec![Vec::new()] } else { prefixes };
+    let prefixes =
+        combinations(def, &row[..fixed], &constraints).unwrap_or_else(|| vec![Vec::new()]);
+    let prefixes = if partitions.len().saturating_mul(prefixes.len()) > MAX_KEYS {
+        vec![Vec::new()]
+    } else {
+        prefixes
+    };
     let mut ranges = Vec::new();
     for pk in &partitions {
         for p in &prefixes {
             let prefix = fixed_prefix(p);
             let (from, to) = match row.get(p.len()) {
-                Some(&next) => component_bounds(def, next, &constraints[next], &prefix, p.len() + 1 == row.len()),
+                Some(&next) => component_bounds(
+                    def,
+                    next,
+                    &constraints[next],
+                    &prefix,
+                    p.len() + 1 == row.len(),
+                ),
                 None => (Bound::Unbounded, Bound::Unbounded),
             };
-            let from = if from == Bound::Included(String::new()) { Bound::Unbounded } else { from };
-            ranges.push(KeyRange::Rows { partition_key: pk.clone(), from, to });
+            let from = if from == Bound::Included(String::new()) {
+                Bound::Unbounded
+            } else {
+                from
+            };
+            ranges.push(KeyRange::Rows {
+                partition_key: pk.clone(),
+                from,
+                to,
+            });
         }
     }
     AccessPath::Ranges(ranges)
@@ -376,21 +519,37 @@ pub fn access_path(def: &TableDef, filters: &[Expr]) -> AccessPath {
 
 /// A range of whole partitions from the first partition column, or a table scan.
 fn partition_range(def: &TableDef, partition: &[usize], constraints: &[Constraint]) -> AccessPath {
-    let Some(&first) = partition.first() else { return AccessPath::Table };
+    let Some(&first) = partition.first() else {
+        return AccessPath::Table;
+    };
     let c = &constraints[first];
     if c.lower.is_none() && c.upper.is_none() && c.prefix.is_none() {
         return AccessPath::Table;
     }
     let (from, to) = component_bounds(def, first, c, "", partition.len() == 1);
-    let from = if from == Bound::Included(String::new()) { Bound::Unbounded } else { from };
+    let from = if from == Bound::Included(String::new()) {
+        Bound::Unbounded
+    } else {
+        from
+    };
     AccessPath::Ranges(vec![KeyRange::Partitions { from, to }])
 }
 
 /// `(k1 = a AND k2 = b) OR (k1 = c AND k2 = d) ...` where every branch names a
 /// whole key: the keys.
-fn or_of_points(def: &TableDef, partition: &[usize], row: &[usize], conjuncts: &[&Expr]) -> Option<Vec<EntityKey>> {
+fn or_of_points(
+    def: &TableDef,
+    partition: &[usize],
+    row: &[usize],
+    conjuncts: &[&Expr],
+) -> Option<Vec<EntityKey>> {
     for expr in conjuncts {
-        let Expr::BinaryExpr(BinaryExpr { op: Operator::Or, .. }) = expr else { continue };
+        let Expr::BinaryExpr(BinaryExpr {
+            op: Operator::Or, ..
+        }) = expr
+        else {
+            continue;
+        };
         let mut branches = Vec::new();
         split_or(expr, &mut branches);
         let mut keys = Vec::new();
@@ -416,7 +575,11 @@ fn or_of_points(def: &TableDef, partition: &[usize], row: &[usize], conjuncts: &
 
 fn split_or<'a>(expr: &'a Expr, out: &mut Vec<&'a Expr>) {
     match expr {
-        Expr::BinaryExpr(BinaryExpr { left, op: Operator::Or, right }) => {
+        Expr::BinaryExpr(BinaryExpr {
+            left,
+            op: Operator::Or,
+            right,
+        }) => {
             split_or(left, out);
             split_or(right, out);
         }
@@ -431,11 +594,24 @@ mod tests {
     use datafusion::prelude::{col, lit};
 
     fn employees() -> TableDef {
-        let column = |name: &str, ty| Column { name: name.into(), ty, nullable: false, system: None };
+        let column = |name: &str, ty| Column {
+            name: name.into(),
+            ty,
+            nullable: false,
+            system: None,
+            default: None,
+        };
         TableDef {
             name: "employees".into(),
-            columns: vec![column("dept", SqlType::Text), column("id", SqlType::Int4), column("name", SqlType::Text)],
-            keys: Keys::Columns { partition: vec![0], row: vec![1] },
+            columns: vec![
+                column("dept", SqlType::Text),
+                column("id", SqlType::Int4),
+                column("name", SqlType::Text),
+            ],
+            keys: Keys::Columns {
+                partition: vec![0],
+                row: vec![1],
+            },
         }
     }
 
@@ -445,22 +621,44 @@ mod tests {
 
     #[test]
     fn shapes() {
-        check(vec![col("dept").eq(lit("Sales")), col("id").eq(lit(7))], r#"point [("Sales", "0000000007")]"#);
         check(
-            vec![col("dept").eq(lit("Sales")), col("id").in_list(vec![lit(2), lit(1)], false)],
+            vec![col("dept").eq(lit("Sales")), col("id").eq(lit(7))],
+            r#"point [("Sales", "0000000007")]"#,
+        );
+        check(
+            vec![
+                col("dept").eq(lit("Sales")),
+                col("id").in_list(vec![lit(2), lit(1)], false),
+            ],
             r#"multi-point [("Sales", "0000000001"), ("Sales", "0000000002")]"#,
         );
         check(
-            vec![col("dept").eq(lit("Sales")).and(col("id").eq(lit(1))).or(col("dept").eq(lit("HR")).and(col("id").eq(lit(2))))],
+            vec![col("dept")
+                .eq(lit("Sales"))
+                .and(col("id").eq(lit(1)))
+                .or(col("dept").eq(lit("HR")).and(col("id").eq(lit(2))))],
             r#"multi-point [("HR", "0000000002"), ("Sales", "0000000001")]"#,
         );
         check(
-            vec![col("dept").eq(lit("Sales")), col("id").gt_eq(lit(10)), col("id").lt(lit(20))],
+            vec![
+                col("dept").eq(lit("Sales")),
+                col("id").gt_eq(lit(10)),
+                col("id").lt(lit(20)),
+            ],
             r#"range ["Sales" rows ["0000000010"..)"0000000020"]"#,
         );
-        check(vec![col("dept").eq(lit("Sales")), col("name").eq(lit("Ann"))], r#"partition ["Sales"]"#);
-        check(vec![col("dept").in_list(vec![lit("B"), lit("A")], false)], r#"partition ["A", "B"]"#);
-        check(vec![col("dept").like(lit("Sa%"))], r#"partition-range ["Sa"..)"Sb"]"#);
+        check(
+            vec![col("dept").eq(lit("Sales")), col("name").eq(lit("Ann"))],
+            r#"partition ["Sales"]"#,
+        );
+        check(
+            vec![col("dept").in_list(vec![lit("B"), lit("A")], false)],
+            r#"partition ["A", "B"]"#,
+        );
+        check(
+            vec![col("dept").like(lit("Sa%"))],
+            r#"partition-range ["Sa"..)"Sb"]"#,
+        );
         check(vec![col("name").eq(lit("Ann"))], "table");
         check(vec![col("dept").eq(lit("a/b"))], "partition []");
     }
@@ -468,7 +666,12 @@ mod tests {
     #[test]
     fn tighter_bounds_win() {
         check(
-            vec![col("dept").eq(lit("S")), col("id").gt(lit(1)), col("id").gt(lit(5)), col("id").lt_eq(lit(9))],
+            vec![
+                col("dept").eq(lit("S")),
+                col("id").gt(lit(1)),
+                col("id").gt(lit(5)),
+                col("id").lt_eq(lit(9)),
+            ],
             r#"range ["S" rows ("0000000005"..]"0000000009"]"#,
         );
     }

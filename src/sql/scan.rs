@@ -11,12 +11,21 @@ use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::common::tree_node::TreeNodeRecursion;
 use datafusion::common::{DataFusionError, Result as DfResult};
 use datafusion::execution::TaskContext;
-use datafusion::physical_expr::{EquivalenceProperties, LexOrdering, PhysicalExpr, PhysicalSortExpr};
-use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType, ReplaceChildrenOptions};
-use datafusion::physical_plan::metrics::{Count, ExecutionPlanMetricsSet, MetricBuilder, MetricsSet};
+use datafusion::physical_expr::{
+    EquivalenceProperties, LexOrdering, PhysicalExpr, PhysicalSortExpr,
+};
+use datafusion::physical_plan::execution_plan::{
+    Boundedness, EmissionType, ReplaceChildrenOptions,
+};
+use datafusion::physical_plan::metrics::{
+    Count, ExecutionPlanMetricsSet, MetricBuilder, MetricsSet,
+};
 use datafusion::physical_plan::sort_pushdown::SortOrderPushdownResult;
 use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
-use datafusion::physical_plan::{DisplayAs, DisplayFormatType, ExecutionPlan, Partitioning, PlanProperties, SendableRecordBatchStream};
+use datafusion::physical_plan::{
+    DisplayAs, DisplayFormatType, ExecutionPlan, Partitioning, PlanProperties,
+    SendableRecordBatchStream,
+};
 use futures::stream;
 
 use super::convert::entities_to_batch;
@@ -61,7 +70,10 @@ pub struct StoreScan {
 
 impl fmt::Debug for StoreScan {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("StoreScan").field("table", &self.spec.table.name).field("access", &self.spec.access).finish()
+        f.debug_struct("StoreScan")
+            .field("table", &self.spec.table.name)
+            .field("access", &self.spec.access)
+            .finish()
     }
 }
 
@@ -73,7 +85,9 @@ impl StoreScan {
             .iter()
             .map(|&i| {
                 let field = spec.schema.field(i);
-                let column: Arc<dyn PhysicalExpr> = Arc::new(datafusion::physical_expr::expressions::Column::new(field.name(), i));
+                let column: Arc<dyn PhysicalExpr> = Arc::new(
+                    datafusion::physical_expr::expressions::Column::new(field.name(), i),
+                );
                 let mut sort = PhysicalSortExpr::new_default(column);
                 if spec.reverse {
                     sort = sort.reverse();
@@ -84,17 +98,18 @@ impl StoreScan {
         if let Some(ordering) = LexOrdering::new(ordering) {
             eq.add_orderings([ordering]);
         }
-        let properties = PlanProperties::new(eq, Partitioning::UnknownPartitioning(1), EmissionType::Incremental, Boundedness::Bounded);
+        let properties = PlanProperties::new(
+            eq,
+            Partitioning::UnknownPartitioning(1),
+            EmissionType::Incremental,
+            Boundedness::Bounded,
+        );
         StoreScan {
             spec,
             reader,
             properties: Arc::new(properties),
             metrics: ExecutionPlanMetricsSet::new(),
         }
-    }
-
-    pub fn spec(&self) -> &ScanSpec {
-        &self.spec
     }
 
     fn with_spec(&self, spec: ScanSpec) -> Self {
@@ -106,7 +121,10 @@ impl DisplayAs for StoreScan {
     fn fmt_as(&self, _t: DisplayFormatType, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let s = &self.spec;
         write!(f, "StoreScan: table={}, access={}", s.table.name, s.access)?;
-        let names: Vec<&str> = s.decoded[..s.output].iter().map(|&i| s.table.columns[i].name.as_str()).collect();
+        let names: Vec<&str> = s.decoded[..s.output]
+            .iter()
+            .map(|&i| s.table.columns[i].name.as_str())
+            .collect();
         write!(f, ", columns=[{}]", names.join(", "))?;
         if let Some(filter) = &s.filter {
             write!(f, ", filter={filter}")?;
@@ -144,11 +162,18 @@ impl ExecutionPlan for StoreScan {
         }
     }
 
-    fn replace_children(self: Arc<Self>, _: Vec<Arc<dyn ExecutionPlan>>, _: ReplaceChildrenOptions) -> DfResult<Arc<dyn ExecutionPlan>> {
+    fn replace_children(
+        self: Arc<Self>,
+        _: Vec<Arc<dyn ExecutionPlan>>,
+        _: ReplaceChildrenOptions,
+    ) -> DfResult<Arc<dyn ExecutionPlan>> {
         Ok(self)
     }
 
-    fn with_new_children(self: Arc<Self>, _: Vec<Arc<dyn ExecutionPlan>>) -> DfResult<Arc<dyn ExecutionPlan>> {
+    fn with_new_children(
+        self: Arc<Self>,
+        _: Vec<Arc<dyn ExecutionPlan>>,
+    ) -> DfResult<Arc<dyn ExecutionPlan>> {
         Ok(self)
     }
 
@@ -171,7 +196,10 @@ impl ExecutionPlan for StoreScan {
 
     /// Reading the key range backwards gives the reverse key order for free
     /// (`ORDER BY key DESC LIMIT n`, the log-tail pattern).
-    fn try_pushdown_sort(&self, order: &[PhysicalSortExpr]) -> DfResult<SortOrderPushdownResult<Arc<dyn ExecutionPlan>>> {
+    fn try_pushdown_sort(
+        &self,
+        order: &[PhysicalSortExpr],
+    ) -> DfResult<SortOrderPushdownResult<Arc<dyn ExecutionPlan>>> {
         let s = &self.spec;
         if order.is_empty() || order.len() > s.key_order.len() {
             return Ok(SortOrderPushdownResult::Unsupported);
@@ -186,17 +214,25 @@ impl ExecutionPlan for StoreScan {
             })
         };
         if matches(false) {
-            return Ok(SortOrderPushdownResult::Exact { inner: Arc::new(self.with_spec(s.clone())) });
+            return Ok(SortOrderPushdownResult::Exact {
+                inner: Arc::new(self.with_spec(s.clone())),
+            });
         }
         if matches(true) {
             let mut spec = s.clone();
             spec.reverse = !spec.reverse;
-            return Ok(SortOrderPushdownResult::Exact { inner: Arc::new(self.with_spec(spec)) });
+            return Ok(SortOrderPushdownResult::Exact {
+                inner: Arc::new(self.with_spec(spec)),
+            });
         }
         Ok(SortOrderPushdownResult::Unsupported)
     }
 
-    fn execute(&self, _partition: usize, _context: Arc<TaskContext>) -> DfResult<SendableRecordBatchStream> {
+    fn execute(
+        &self,
+        _partition: usize,
+        _context: Arc<TaskContext>,
+    ) -> DfResult<SendableRecordBatchStream> {
         let read = MetricBuilder::new(&self.metrics).counter("entities_read", 0);
         let returned = MetricBuilder::new(&self.metrics).output_rows(0);
         let state = ScanState {
@@ -222,8 +258,15 @@ impl ExecutionPlan for StoreScan {
 
 /// Where a scan is in its access path.
 enum Cursor {
-    Points { keys: Vec<crate::model::EntityKey>, next: usize },
-    Ranges { queries: Vec<Query>, next: usize, continuation: Option<Continuation> },
+    Points {
+        keys: Vec<crate::model::EntityKey>,
+        next: usize,
+    },
+    Ranges {
+        queries: Vec<Query>,
+        next: usize,
+        continuation: Option<Continuation>,
+    },
 }
 
 impl Cursor {
@@ -241,7 +284,11 @@ impl Cursor {
                 if spec.reverse {
                     queries.reverse();
                 }
-                Cursor::Ranges { queries, next: 0, continuation: None }
+                Cursor::Ranges {
+                    queries,
+                    next: 0,
+                    continuation: None,
+                }
             }
             AccessPath::Table => Cursor::Ranges {
                 queries: vec![Query::new(KeyRange::Partitions {
@@ -302,18 +349,33 @@ impl ScanState {
                 let end = (*next + POINTS_PER_BATCH.min(page_size)).min(keys.len());
                 let mut entities = Vec::with_capacity(end - *next);
                 for key in &keys[*next..end] {
-                    if let Some(e) = self.reader.get(&table, key, Some(&projection)).await.map_err(external)? {
+                    if let Some(e) = self
+                        .reader
+                        .get(&table, key, Some(&projection))
+                        .await
+                        .map_err(external)?
+                    {
                         entities.push(e);
                     }
                 }
                 *next = end;
                 Ok(Some(entities))
             }
-            Cursor::Ranges { queries, next, continuation } => {
-                let Some(query) = queries.get(*next) else { return Ok(None) };
+            Cursor::Ranges {
+                queries,
+                next,
+                continuation,
+            } => {
+                let Some(query) = queries.get(*next) else {
+                    return Ok(None);
+                };
                 let mut query = query.clone().page_size(page_size).project(projection);
                 query.reverse = self.spec.reverse;
-                let page = self.reader.query(&table, &query, continuation.as_ref()).await.map_err(external)?;
+                let page = self
+                    .reader
+                    .query(&table, &query, continuation.as_ref())
+                    .await
+                    .map_err(external)?;
                 *continuation = page.continuation;
                 if continuation.is_none() {
                     *next += 1;
@@ -325,7 +387,9 @@ impl ScanState {
 
     async fn next_batch(&mut self) -> DfResult<Option<RecordBatch>> {
         loop {
-            let Some(entities) = self.next_entities().await? else { return Ok(None) };
+            let Some(entities) = self.next_entities().await? else {
+                return Ok(None);
+            };
             self.entities_read.add(entities.len());
             let mut batch = self.decode(&entities)?;
             if let Some(filter) = &self.spec.filter {
@@ -333,7 +397,9 @@ impl ScanState {
                 let mask = mask
                     .as_any()
                     .downcast_ref::<datafusion::arrow::array::BooleanArray>()
-                    .ok_or_else(|| DataFusionError::Internal("scan filter is not boolean".into()))?;
+                    .ok_or_else(|| {
+                        DataFusionError::Internal("scan filter is not boolean".into())
+                    })?;
                 batch = filter_record_batch(&batch, mask)?;
             }
             let keep: Vec<usize> = (0..self.spec.schema.fields().len()).collect();
@@ -360,14 +426,23 @@ impl ScanState {
             fields.remove(s.output);
         }
         let table_schema = Arc::new(datafusion::arrow::datatypes::Schema::new(fields));
-        let batch = entities_to_batch(&s.table, &s.decoded, table_schema, entities).map_err(external)?;
+        let batch =
+            entities_to_batch(&s.table, &s.decoded, table_schema, entities).map_err(external)?;
         let mut columns: Vec<ArrayRef> = batch.columns().to_vec();
         if s.with_etag {
-            let etags: StringArray = entities.iter().map(|e| e.etag.as_ref().map(|t| t.0.clone())).collect();
+            let etags: StringArray = entities
+                .iter()
+                .map(|e| e.etag.as_ref().map(|t| t.0.clone()))
+                .collect();
             // The ETag sits right after the output columns, before filter-only columns.
             columns.insert(s.output, Arc::new(etags));
         }
-        let options = datafusion::arrow::array::RecordBatchOptions::new().with_row_count(Some(entities.len()));
-        Ok(RecordBatch::try_new_with_options(s.decode_schema.clone(), columns, &options)?)
+        let options = datafusion::arrow::array::RecordBatchOptions::new()
+            .with_row_count(Some(entities.len()));
+        Ok(RecordBatch::try_new_with_options(
+            s.decode_schema.clone(),
+            columns,
+            &options,
+        )?)
     }
 }

@@ -4,7 +4,9 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use datafusion::arrow::datatypes::{DataType, Field, TimeUnit};
-use datafusion::sql::sqlparser::ast::{CharacterLength, DataType as AstType, ExactNumberInfo, TimezoneInfo};
+use datafusion::sql::sqlparser::ast::{
+    CharacterLength, DataType as AstType, ExactNumberInfo, TimezoneInfo,
+};
 
 use super::error::SqlError;
 use crate::catalog::{Column, SqlType, DEFAULT_NUMERIC};
@@ -18,9 +20,12 @@ pub const UTC: &str = "+00:00";
 
 pub fn arrow_type(ty: SqlType) -> DataType {
     match ty {
-        SqlType::Text | SqlType::Varchar(_) | SqlType::Char(_) | SqlType::Uuid | SqlType::Json | SqlType::Jsonb => {
-            DataType::Utf8
-        }
+        SqlType::Text
+        | SqlType::Varchar(_)
+        | SqlType::Char(_)
+        | SqlType::Uuid
+        | SqlType::Json
+        | SqlType::Jsonb => DataType::Utf8,
         SqlType::Int2 => DataType::Int16,
         SqlType::Int4 => DataType::Int32,
         SqlType::Int8 => DataType::Int64,
@@ -37,8 +42,15 @@ pub fn arrow_type(ty: SqlType) -> DataType {
 
 /// The Arrow field of a column, with its PostgreSQL type in the metadata.
 pub fn arrow_field(column: &Column) -> Field {
-    Field::new(&column.name, arrow_type(column.ty), column.nullable || column.system.is_some())
-        .with_metadata(HashMap::from([(PG_TYPE_KEY.to_owned(), column.ty.pg_name())]))
+    Field::new(
+        &column.name,
+        arrow_type(column.ty),
+        column.nullable || column.system.is_some(),
+    )
+    .with_metadata(HashMap::from([(
+        PG_TYPE_KEY.to_owned(),
+        column.ty.pg_name(),
+    )]))
 }
 
 fn length(len: &Option<CharacterLength>) -> Result<Option<u32>, SqlError> {
@@ -57,7 +69,10 @@ fn numeric(info: &ExactNumberInfo) -> Result<SqlType, SqlError> {
     let (precision, scale) = match *info {
         ExactNumberInfo::None => DEFAULT_NUMERIC,
         ExactNumberInfo::Precision(p) => (u8::try_from(p).unwrap_or(u8::MAX), 0),
-        ExactNumberInfo::PrecisionAndScale(p, s) => (u8::try_from(p).unwrap_or(u8::MAX), u8::try_from(s).unwrap_or(u8::MAX)),
+        ExactNumberInfo::PrecisionAndScale(p, s) => (
+            u8::try_from(p).unwrap_or(u8::MAX),
+            u8::try_from(s).unwrap_or(u8::MAX),
+        ),
     };
     if precision == 0 || precision > 38 || scale > precision {
         return Err(SqlError::FeatureNotSupported(format!(
@@ -71,7 +86,9 @@ fn numeric(info: &ExactNumberInfo) -> Result<SqlType, SqlError> {
 pub fn sql_type(ast: &AstType) -> Result<SqlType, SqlError> {
     Ok(match ast {
         AstType::Text | AstType::String(None) => SqlType::Text,
-        AstType::Varchar(n) | AstType::CharacterVarying(n) | AstType::CharVarying(n) => SqlType::Varchar(length(n)?),
+        AstType::Varchar(n) | AstType::CharacterVarying(n) | AstType::CharVarying(n) => {
+            SqlType::Varchar(length(n)?)
+        }
         AstType::Char(n) | AstType::Character(n) => SqlType::Char(length(n)?.unwrap_or(1)),
         AstType::SmallInt(_) | AstType::Int2(_) => SqlType::Int2,
         AstType::Int(_) | AstType::Integer(_) | AstType::Int4(_) => SqlType::Int4,
@@ -83,7 +100,9 @@ pub fn sql_type(ast: &AstType) -> Result<SqlType, SqlError> {
         AstType::Numeric(info) | AstType::Decimal(info) | AstType::Dec(info) => numeric(info)?,
         AstType::Bool | AstType::Boolean => SqlType::Bool,
         AstType::Date => SqlType::Date,
-        AstType::Timestamp(_, TimezoneInfo::WithTimeZone | TimezoneInfo::Tz) => SqlType::Timestamptz,
+        AstType::Timestamp(_, TimezoneInfo::WithTimeZone | TimezoneInfo::Tz) => {
+            SqlType::Timestamptz
+        }
         AstType::Timestamp(_, _) => SqlType::Timestamp,
         AstType::Uuid => SqlType::Uuid,
         AstType::Bytea => SqlType::Bytea,
@@ -92,17 +111,47 @@ pub fn sql_type(ast: &AstType) -> Result<SqlType, SqlError> {
         AstType::Custom(name, _) => match name.to_string().to_ascii_lowercase().as_str() {
             "timestamptz" => SqlType::Timestamptz,
             "bpchar" => SqlType::Char(1),
-            other => return Err(SqlError::FeatureNotSupported(format!("type {other:?} is not supported"))),
+            other => {
+                return Err(SqlError::FeatureNotSupported(format!(
+                    "type {other:?} is not supported"
+                )))
+            }
         },
-        other => return Err(SqlError::FeatureNotSupported(format!("type {other} is not supported"))),
+        other => {
+            return Err(SqlError::FeatureNotSupported(format!(
+                "type {other} is not supported"
+            )))
+        }
     })
 }
 
 /// The SQL spelling of a type, for casts in statements tablegate writes.
 pub fn cast_name(ty: SqlType) -> String {
     match ty {
-        SqlType::Uuid | SqlType::Json | SqlType::Jsonb | SqlType::Char(_) | SqlType::Varchar(_) => "TEXT".into(),
+        SqlType::Uuid | SqlType::Json | SqlType::Jsonb | SqlType::Char(_) | SqlType::Varchar(_) => {
+            "TEXT".into()
+        }
         SqlType::Timestamptz => "TIMESTAMPTZ".into(),
         other => other.pg_name().to_uppercase(),
     }
+}
+
+/// Parses a UUID in the forms PostgreSQL accepts: hex digits, optional
+/// hyphens, optional braces.
+pub fn parse_uuid(s: &str) -> Option<crate::model::Guid> {
+    let s = s.trim();
+    let s = s
+        .strip_prefix('{')
+        .and_then(|r| r.strip_suffix('}'))
+        .unwrap_or(s);
+    let hex: Vec<u8> = s.bytes().filter(|&b| b != b'-').collect();
+    if hex.len() != 32 {
+        return None;
+    }
+    let mut out = [0u8; 16];
+    for (i, pair) in hex.chunks(2).enumerate() {
+        let text = std::str::from_utf8(pair).ok()?;
+        out[i] = u8::from_str_radix(text, 16).ok()?;
+    }
+    Some(crate::model::Guid(out))
 }

@@ -167,9 +167,16 @@ pub trait Statistics: Send + Sync {
 }
 
 /// Everything a backend offers; what the layers above hold as `Arc<dyn TableStore>`.
-pub trait TableStore: TableAdmin + EntityRead + EntityWrite + AtomicWrite + Snapshots + BulkDelete + Statistics {}
+pub trait TableStore:
+    TableAdmin + EntityRead + EntityWrite + AtomicWrite + Snapshots + BulkDelete + Statistics
+{
+}
 
-impl<T: TableAdmin + EntityRead + EntityWrite + AtomicWrite + Snapshots + BulkDelete + Statistics> TableStore for T {}
+impl<
+        T: TableAdmin + EntityRead + EntityWrite + AtomicWrite + Snapshots + BulkDelete + Statistics,
+    > TableStore for T
+{
+}
 
 /// Checks the rules of an entity group transaction that do not need the
 /// stored data: 1 to 100 operations, one partition, one operation per entity,

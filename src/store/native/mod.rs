@@ -50,9 +50,9 @@ use self::layout::{TableTotals, CATALOG, NEXT_TABLE_ID, TABLE_PREFIX, TOMB_PREFI
 use self::read::storage;
 use self::writer::{Command, Prepared, Writer};
 use super::{
-    check_batch, check_op, AtomicWrite, BulkDelete, Continuation, EntityRead, EntityWrite, Page, PartitionStats,
-    PartitionStatsPage, Query, Result, Snapshots, Statistics, StoreError, TableAdmin, TableStats, WriteOp,
-    WriteOutcome,
+    check_batch, check_op, AtomicWrite, BulkDelete, Continuation, EntityRead, EntityWrite, Page,
+    PartitionStats, PartitionStatsPage, Query, Result, Snapshots, Statistics, StoreError,
+    TableAdmin, TableStats, WriteOp, WriteOutcome,
 };
 use crate::model::{check_table_name, Entity, EntityKey};
 

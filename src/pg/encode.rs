@@ -1,0 +1,182 @@
+//! Arrow results to PostgreSQL row descriptions and data rows.
+//!
+//! Most values are encoded by `arrow-pg`. Columns whose Arrow type does not
+//! tell their PostgreSQL type (uuid, json, jsonb, varchar, char are all Utf8)
+//! carry the type in their field metadata, and uuid and json values are
+//! encoded here so that binary-format clients get the right bytes.
+
+use std::error::Error;
+use std::sync::Arc;
+
+use bytes::{BufMut, BytesMut};
+use datafusion::arrow::array::{Array, RecordBatch, StringArray};
+use datafusion::arrow::datatypes::{Field, Schema};
+use futures::{Stream, StreamExt};
+use pgwire::api::portal::Format;
+use pgwire::api::results::{DataRowEncoder, FieldInfo};
+use pgwire::api::Type;
+use pgwire::error::{PgWireError, PgWireResult};
+use pgwire::messages::data::DataRow;
+use pgwire::types::format::FormatOptions;
+use pgwire::types::ToSqlText;
+use postgres_types::{IsNull, ToSql};
+
+use crate::sql::types::PG_TYPE_KEY;
+
+/// The PostgreSQL type of a result column.
+pub fn pg_type(field: &Arc<Field>) -> PgWireResult<Type> {
+    if let Some(name) = field.metadata().get(PG_TYPE_KEY) {
+        let ty = match name.as_str() {
+            "uuid" => Some(Type::UUID),
+            "json" => Some(Type::JSON),
+            "jsonb" => Some(Type::JSONB),
+            n if n.starts_with("character varying") => Some(Type::VARCHAR),
+            n if n.starts_with("character(") => Some(Type::BPCHAR),
+            _ => None,
+        };
+        if let Some(ty) = ty {
+            return Ok(ty);
+        }
+    }
+    arrow_pg::datatypes::field_into_pg_type(field)
+}
+
+pub fn fields(schema: &Schema, format: &Format) -> PgWireResult<Vec<FieldInfo>> {
+    schema
+        .fields()
+        .iter()
+        .enumerate()
+        .map(|(i, f)| {
+            Ok(FieldInfo::new(
+                f.name().clone(),
+                None,
+                None,
+                pg_type(f)?,
+                format.format_for(i),
+            ))
+        })
+        .collect()
+}
+
+/// A uuid held as text, encoded as PostgreSQL's 16 bytes or its text form.
+#[derive(Debug)]
+struct UuidText<'a>(&'a str);
+
+impl ToSql for UuidText<'_> {
+    fn to_sql(
+        &self,
+        _ty: &Type,
+        out: &mut BytesMut,
+    ) -> Result<IsNull, Box<dyn Error + Sync + Send>> {
+        let guid = crate::sql::types::parse_uuid(self.0)
+            .ok_or_else(|| format!("invalid uuid {:?}", self.0))?;
+        out.put_slice(&guid.0);
+        Ok(IsNull::No)
+    }
+    fn accepts(ty: &Type) -> bool {
+        *ty == Type::UUID
+    }
+    postgres_types::to_sql_checked!();
+}
+
+impl ToSqlText for UuidText<'_> {
+    fn to_sql_text(
+        &self,
+        _ty: &Type,
+        out: &mut BytesMut,
+        _: &FormatOptions,
+    ) -> Result<IsNull, Box<dyn Error + Sync + Send>> {
+        out.put_slice(self.0.as_bytes());
+        Ok(IsNull::No)
+    }
+}
+
+/// JSON text; jsonb's binary form is a version byte and the text.
+#[derive(Debug)]
+struct JsonText<'a>(&'a str);
+
+impl ToSql for JsonText<'_> {
+    fn to_sql(
+        &self,
+        ty: &Type,
+        out: &mut BytesMut,
+    ) -> Result<IsNull, Box<dyn Error + Sync + Send>> {
+        if *ty == Type::JSONB {
+            out.put_u8(1);
+        }
+        out.put_slice(self.0.as_bytes());
+        Ok(IsNull::No)
+    }
+    fn accepts(ty: &Type) -> bool {
+        *ty == Type::JSON || *ty == Type::JSONB
+    }
+    postgres_types::to_sql_checked!();
+}
+
+impl ToSqlText for JsonText<'_> {
+    fn to_sql_text(
+        &self,
+        _ty: &Type,
+        out: &mut BytesMut,
+        _: &FormatOptions,
+    ) -> Result<IsNull, Box<dyn Error + Sync + Send>> {
+        out.put_slice(self.0.as_bytes());
+        Ok(IsNull::No)
+    }
+}
+
+/// Appends row `row` of `batch` to the encoder.
+fn encode_row<E: arrow_pg::encoder::Encoder>(
+    encoder: &mut E,
+    batch: &RecordBatch,
+    row: usize,
+    fields: &[FieldInfo],
+) -> PgWireResult<()> {
+    let schema = batch.schema();
+    for (col, pg_field) in fields.iter().enumerate() {
+        let array = batch.column(col);
+        let ty = pg_field.datatype();
+        if *ty == Type::UUID || *ty == Type::JSON || *ty == Type::JSONB {
+            let strings = array
+                .as_any()
+                .downcast_ref::<StringArray>()
+                .ok_or_else(|| {
+                    PgWireError::ApiError(format!("column {} is not text", pg_field.name()).into())
+                })?;
+            let value = strings.is_valid(row).then(|| strings.value(row));
+            match (value, *ty == Type::UUID) {
+                (None, _) => encoder.encode_field(&None::<&str>, pg_field)?,
+                (Some(v), true) => encoder.encode_field(&UuidText(v), pg_field)?,
+                (Some(v), false) => encoder.encode_field(&JsonText(v), pg_field)?,
+            }
+        } else {
+            arrow_pg::encoder::encode_value(encoder, array, row, schema.field(col), pg_field)?;
+        }
+    }
+    Ok(())
+}
+
+/// The data rows of a stream of record batches.
+pub fn rows(
+    batches: impl Stream<Item = datafusion::error::Result<RecordBatch>> + Send + 'static,
+    fields: Arc<Vec<FieldInfo>>,
+) -> impl Stream<Item = PgWireResult<DataRow>> + Send + 'static {
+    batches.flat_map(move |batch| {
+        let fields = fields.clone();
+        let rows: Vec<PgWireResult<DataRow>> = match batch {
+            Err(e) => vec![Err(super::error::to_pgwire(
+                crate::sql::SqlError::DataFusion(e),
+            ))],
+            Ok(batch) => {
+                let mut encoder = DataRowEncoder::new(fields.clone());
+                (0..batch.num_rows())
+                    .map(|r| {
+                        encode_row(&mut encoder, &batch, r, &fields)?;
+                        Ok(encoder.take_row())
+                    })
+                    .collect()
+            }
+        };
+        futures::stream::iter(rows)
+    })
+}

@@ -1,0 +1,205 @@
+//! Errors to SQLSTATEs: the one place where every error of the layers below
+//! gets its PostgreSQL code.
+
+use datafusion::arrow::error::ArrowError;
+use datafusion::error::DataFusionError;
+use pgwire::error::{ErrorInfo, PgWireError};
+
+use crate::catalog::{CatalogError, KeyError, RowError};
+use crate::model::ModelError;
+use crate::sql::SqlError;
+use crate::store::StoreError;
+
+pub fn error_info(e: &SqlError) -> ErrorInfo {
+    ErrorInfo::new("ERROR".to_owned(), sqlstate(e).to_owned(), e.to_string())
+}
+
+pub fn to_pgwire(e: SqlError) -> PgWireError {
+    PgWireError::UserError(Box::new(error_info(&e)))
+}
+
+pub fn sqlstate(e: &SqlError) -> &'static str {
+    match e {
+        SqlError::Syntax(_) => "42601",
+        SqlError::FeatureNotSupported(_) => "0A000",
+        SqlError::InvalidDefinition(_) => "42P16",
+        SqlError::Catalog(c) => catalog_state(c),
+        SqlError::Store(s) => store_state(s),
+        SqlError::Key(k) => key_state(k),
+        SqlError::Row(r) => row_state(r),
+        SqlError::InvalidValue { sqlstate, .. } => sqlstate,
+        SqlError::UniqueViolation { .. } => "23505",
+        SqlError::SerializationFailure(_) => "40001",
+        SqlError::InFailedTransaction => "25P02",
+        SqlError::InvalidTransactionState(_) => "25000",
+        SqlError::UndefinedColumn(_) => "42703",
+        SqlError::DataFusion(d) => datafusion_state(d),
+    }
+}
+
+fn catalog_state(e: &CatalogError) -> &'static str {
+    match e {
+        CatalogError::TableExists(_) => "42P07",
+        CatalogError::TableNotFound(_) => "42P01",
+        CatalogError::InvalidDefinition(_) => "42P16",
+        CatalogError::Store(s) => store_state(s),
+    }
+}
+
+fn store_state(e: &StoreError) -> &'static str {
+    match e {
+        StoreError::TableNotFound(_) => "42P01",
+        StoreError::TableAlreadyExists(_) => "42P07",
+        StoreError::EntityAlreadyExists { .. } => "23505",
+        StoreError::ConditionNotMet { .. } | StoreError::EntityNotFound { .. } => "40001",
+        StoreError::Model(m) => model_state(m),
+        StoreError::BatchOperationFailed { source, .. } => store_state(source),
+        StoreError::BatchEmpty
+        | StoreError::BatchTooLarge { .. }
+        | StoreError::BatchMixedPartitions { .. } => "54000",
+        StoreError::BatchDuplicateEntity { .. } => "21000",
+        StoreError::InvalidContinuation(_) | StoreError::InvalidQuery(_) => "22023",
+        StoreError::Corrupt(_) => "XX001",
+        StoreError::Storage(_) => "58030",
+        StoreError::Closed => "57P01",
+    }
+}
+
+fn model_state(e: &ModelError) -> &'static str {
+    match e {
+        ModelError::KeyTooLong { .. }
+        | ModelError::TooManyProperties { .. }
+        | ModelError::EntityTooLarge { .. } => "54000",
+        ModelError::KeyForbiddenCharacter { .. }
+        | ModelError::PropertyNameForbiddenCharacter { .. } => "22021",
+        ModelError::PropertyNameLength { .. } | ModelError::InvalidTableName(_) => "42602",
+        ModelError::ReservedPropertyName(_) => "42939",
+    }
+}
+
+fn key_state(e: &KeyError) -> &'static str {
+    match e {
+        KeyError::Null { .. } => "23502",
+        KeyError::ForbiddenCharacter { .. } => "22021",
+        KeyError::Unsupported { .. } => "22023",
+        KeyError::Malformed { .. } => "XX001",
+    }
+}
+
+fn row_state(e: &RowError) -> &'static str {
+    match e {
+        RowError::Key(k) => key_state(k),
+        RowError::NotNull { .. } => "23502",
+        RowError::ReadOnly { .. } => "428C9",
+        RowError::PropertyType { .. } => "42804",
+    }
+}
+
+fn arrow_state(e: &ArrowError) -> &'static str {
+    match e {
+        ArrowError::CastError(_) | ArrowError::ParseError(_) => "22P02",
+        ArrowError::DivideByZero => "22012",
+        ArrowError::ArithmeticOverflow(_) => "22003",
+        ArrowError::ComputeError(m) if m.contains("Overflow") || m.contains("overflow") => "22003",
+        _ => "22000",
+    }
+}
+
+fn datafusion_state(e: &DataFusionError) -> &'static str {
+    match e {
+        DataFusionError::SQL(..) => "42601",
+        DataFusionError::ArrowError(a, _) => arrow_state(a),
+        DataFusionError::SchemaError(s, _) => {
+            let m = s.to_string();
+            if m.contains("No field named") || m.contains("not found") {
+                "42703"
+            } else if m.contains("ambiguous") || m.contains("Ambiguous") {
+                "42702"
+            } else if m.contains("duplicate") || m.contains("Duplicate") {
+                "42701"
+            } else {
+                "42000"
+            }
+        }
+        DataFusionError::Plan(m) => {
+            if m.contains("table") && (m.contains("not found") || m.contains("does not exist")) {
+                "42P01"
+            } else if m.contains("Invalid function") || m.contains("does not exist") {
+                "42883"
+            } else if m.contains("No field named") {
+                "42703"
+            } else if m.contains("Cannot infer") || m.contains("type") {
+                "42804"
+            } else {
+                "42000"
+            }
+        }
+        DataFusionError::NotImplemented(_) => "0A000",
+        DataFusionError::ResourcesExhausted(_) => "53200",
+        DataFusionError::Execution(m)
+            if m.to_lowercase().contains("divide by zero") || m.contains("Division by zero") =>
+        {
+            "22012"
+        }
+        DataFusionError::Execution(m) if m.contains("Cannot cast") || m.contains("cast") => "22P02",
+        DataFusionError::External(inner) => match inner.downcast_ref::<StoreError>() {
+            Some(s) => store_state(s),
+            None => match inner.downcast_ref::<SqlError>() {
+                Some(q) => sqlstate(q),
+                None => "XX000",
+            },
+        },
+        DataFusionError::Context(_, inner) => datafusion_state(inner),
+        DataFusionError::Shared(inner) => datafusion_state(inner),
+        _ => "XX000",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn states() {
+        let check = |e: SqlError, want: &str| assert_eq!(sqlstate(&e), want, "{e}");
+        check(
+            SqlError::UniqueViolation {
+                table: "t".into(),
+                key: "k".into(),
+            },
+            "23505",
+        );
+        check(
+            SqlError::Store(StoreError::TableNotFound("t".into())),
+            "42P01",
+        );
+        check(
+            SqlError::Catalog(CatalogError::TableExists("t".into())),
+            "42P07",
+        );
+        check(
+            SqlError::Store(StoreError::Model(ModelError::EntityTooLarge {
+                bytes: 2 << 20,
+            })),
+            "54000",
+        );
+        check(
+            SqlError::DataFusion(DataFusionError::Plan("table 'x' not found".into())),
+            "42P01",
+        );
+        check(
+            SqlError::DataFusion(DataFusionError::ArrowError(
+                Box::new(ArrowError::DivideByZero),
+                None,
+            )),
+            "22012",
+        );
+        check(
+            SqlError::Row(RowError::NotNull {
+                table: "t".into(),
+                column: "c".into(),
+            }),
+            "23502",
+        );
+    }
+}

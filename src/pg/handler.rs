@@ -1,0 +1,252 @@
+//! The pgwire handlers: one per server, with each connection's SQL session
+//! kept in the connection's extensions.
+
+use std::fmt::Debug;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use futures::Sink;
+use pgwire::api::auth::noop::NoopStartupHandler;
+use pgwire::api::auth::StartupHandler;
+use pgwire::api::portal::{Format, Portal};
+use pgwire::api::query::{ExtendedQueryHandler, SimpleQueryHandler};
+use pgwire::api::results::{
+    DescribePortalResponse, DescribeStatementResponse, FieldInfo, QueryResponse, Response, Tag,
+};
+use pgwire::api::stmt::{QueryParser, StoredStatement};
+use pgwire::api::store::PortalStore;
+use pgwire::api::{ClientInfo, ClientPortalStore, PgWireServerHandlers, Type};
+use pgwire::error::{PgWireError, PgWireResult};
+use pgwire::messages::PgWireBackendMessage;
+use tokio::sync::Mutex;
+
+use super::encode;
+use super::error::{error_info, to_pgwire};
+use super::params;
+use crate::sql::{Engine, Output, Prepared, Session};
+
+/// A connection's session, shared by its handlers' calls.
+struct Connection(Arc<Mutex<Session>>);
+
+pub struct Handlers {
+    engine: Arc<Engine>,
+    parser: Arc<Parser>,
+}
+
+impl Handlers {
+    pub fn new(engine: Arc<Engine>) -> Arc<Self> {
+        Arc::new(Handlers {
+            parser: Arc::new(Parser {
+                engine: engine.clone(),
+            }),
+            engine,
+        })
+    }
+}
+
+fn session_of<C: ClientInfo>(engine: &Arc<Engine>, client: &C) -> Arc<Mutex<Session>> {
+    client
+        .session_extensions()
+        .get_or_insert_with(|| Connection(Arc::new(Mutex::new(Session::new(engine.clone())))))
+        .0
+        .clone()
+}
+
+/// The response to one statement's output.
+fn response(output: Output, format: &Format) -> PgWireResult<Response> {
+    Ok(match output {
+        Output::Rows {
+            schema,
+            stream,
+            tag,
+        } => {
+            let fields = Arc::new(encode::fields(&schema, format)?);
+            let mut response = QueryResponse::new(fields.clone(), encode::rows(stream, fields));
+            response.set_command_tag(&tag);
+            Response::Query(response)
+        }
+        Output::Command(tag) if tag.is_empty() => Response::EmptyQuery,
+        Output::Command(tag) => Response::Execution(Tag::new(&tag)),
+        Output::TransactionStart(tag) => Response::TransactionStart(Tag::new(&tag)),
+        Output::TransactionEnd(tag) => Response::TransactionEnd(Tag::new(&tag)),
+    })
+}
+
+#[async_trait]
+impl SimpleQueryHandler for Handlers {
+    async fn do_query<C>(&self, client: &mut C, query: &str) -> PgWireResult<Vec<Response>>
+    where
+        C: ClientInfo + ClientPortalStore + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+        C::PortalStore: PortalStore,
+        C::Error: Debug,
+        PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+    {
+        let session = session_of(&self.engine, client);
+        let mut session = session.lock().await;
+        let mut responses = Vec::new();
+        for output in session.execute(query).await {
+            match output {
+                Ok(output) => responses.push(response(output, &Format::UnifiedText)?),
+                Err(e) => responses.push(Response::Error(Box::new(error_info(&e)))),
+            }
+        }
+        Ok(responses)
+    }
+}
+
+pub struct Parser {
+    engine: Arc<Engine>,
+}
+
+#[async_trait]
+impl QueryParser for Parser {
+    type Statement = Arc<Prepared>;
+
+    async fn parse_sql<C>(
+        &self,
+        client: &C,
+        sql: &str,
+        _types: &[Option<Type>],
+    ) -> PgWireResult<Option<Self::Statement>>
+    where
+        C: ClientInfo + Unpin + Send + Sync,
+    {
+        let session = session_of(&self.engine, client);
+        let mut session = session.lock().await;
+        session
+            .prepare(sql)
+            .await
+            .map(|p| Some(Arc::new(p)))
+            .map_err(to_pgwire)
+    }
+
+    fn get_parameter_types(&self, stmt: &Self::Statement) -> PgWireResult<Vec<Type>> {
+        Ok(stmt
+            .param_types
+            .iter()
+            .map(|t| params::pg_param_type(t.as_ref()))
+            .collect())
+    }
+
+    fn get_result_schema(
+        &self,
+        stmt: &Self::Statement,
+        column_format: Option<&Format>,
+    ) -> PgWireResult<Vec<FieldInfo>> {
+        match &stmt.result {
+            Some(schema) => encode::fields(schema, column_format.unwrap_or(&Format::UnifiedBinary)),
+            None => Ok(Vec::new()),
+        }
+    }
+}
+
+#[async_trait]
+impl ExtendedQueryHandler for Handlers {
+    type Statement = Arc<Prepared>;
+    type QueryParser = Parser;
+
+    fn query_parser(&self) -> Arc<Self::QueryParser> {
+        self.parser.clone()
+    }
+
+    async fn do_query<C>(
+        &self,
+        client: &mut C,
+        portal: &Portal<Self::Statement>,
+        _max_rows: usize,
+    ) -> PgWireResult<Response>
+    where
+        C: ClientInfo + ClientPortalStore + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+        C::PortalStore: PortalStore<Statement = Self::Statement>,
+        C::Error: Debug,
+        PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+    {
+        let values = params::values(portal)?;
+        let session = session_of(&self.engine, client);
+        let mut session = session.lock().await;
+        match session
+            .execute_prepared(&portal.statement.statement, values)
+            .await
+        {
+            Ok(output) => response(output, &portal.result_column_format),
+            Err(e) => Ok(Response::Error(Box::new(error_info(&e)))),
+        }
+    }
+
+    async fn do_describe_statement<C>(
+        &self,
+        _client: &mut C,
+        stmt: &StoredStatement<Self::Statement>,
+    ) -> PgWireResult<DescribeStatementResponse>
+    where
+        C: ClientInfo + ClientPortalStore + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+        C::PortalStore: PortalStore<Statement = Self::Statement>,
+        C::Error: Debug,
+        PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+    {
+        let param_types = stmt
+            .parameter_types
+            .iter()
+            .enumerate()
+            .map(|(i, declared)| {
+                declared.clone().unwrap_or_else(|| {
+                    params::pg_param_type(
+                        stmt.statement.param_types.get(i).and_then(Option::as_ref),
+                    )
+                })
+            })
+            .chain(
+                stmt.statement
+                    .param_types
+                    .iter()
+                    .skip(stmt.parameter_types.len())
+                    .map(|t| params::pg_param_type(t.as_ref())),
+            )
+            .collect();
+        let fields = self.parser.get_result_schema(&stmt.statement, None)?;
+        Ok(DescribeStatementResponse::new(param_types, fields))
+    }
+
+    async fn do_describe_portal<C>(
+        &self,
+        _client: &mut C,
+        portal: &Portal<Self::Statement>,
+    ) -> PgWireResult<DescribePortalResponse>
+    where
+        C: ClientInfo + ClientPortalStore + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+        C::PortalStore: PortalStore<Statement = Self::Statement>,
+        C::Error: Debug,
+        PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+    {
+        let fields = self.parser.get_result_schema(
+            &portal.statement.statement,
+            Some(&portal.result_column_format),
+        )?;
+        Ok(DescribePortalResponse::new(fields))
+    }
+}
+
+impl NoopStartupHandler for Handlers {}
+
+impl PgWireServerHandlers for Handlers {
+    fn simple_query_handler(&self) -> Arc<impl SimpleQueryHandler> {
+        Arc::new(self.clone_ref())
+    }
+
+    fn extended_query_handler(&self) -> Arc<impl ExtendedQueryHandler> {
+        Arc::new(self.clone_ref())
+    }
+
+    fn startup_handler(&self) -> Arc<impl StartupHandler> {
+        Arc::new(self.clone_ref())
+    }
+}
+
+impl Handlers {
+    fn clone_ref(&self) -> Handlers {
+        Handlers {
+            engine: self.engine.clone(),
+            parser: self.parser.clone(),
+        }
+    }
+}

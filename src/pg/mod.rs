@@ -1,0 +1,66 @@
+//! The wire layer: a PostgreSQL-protocol server over SQL sessions.
+//!
+//! - `handler`: pgwire's simple and extended query handlers; a connection's
+//!   session lives in its extensions.
+//! - `encode`: Arrow results to row descriptions and data rows.
+//! - `params`: parameter types and values.
+//! - `error`: every error's SQLSTATE, in one match.
+//!
+//! Layer rule: `pg` depends on `sql` (and the types `sql` returns); it knows
+//! nothing of keys, entities or the store.
+
+mod encode;
+mod error;
+mod handler;
+mod params;
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use tokio::net::TcpListener;
+
+pub use error::sqlstate;
+
+use crate::sql::Engine;
+
+/// A listening server.
+pub struct Server {
+    listener: TcpListener,
+    handlers: Arc<handler::Handlers>,
+}
+
+impl Server {
+    pub async fn bind(addr: &str, engine: Arc<Engine>) -> std::io::Result<Server> {
+        let listener = TcpListener::bind(addr).await?;
+        Ok(Server {
+            listener,
+            handlers: handler::Handlers::new(engine),
+        })
+    }
+
+    pub fn local_addr(&self) -> std::io::Result<SocketAddr> {
+        self.listener.local_addr()
+    }
+
+    /// Serves connections until `shutdown` completes.
+    pub async fn run(self, shutdown: impl Future<Output = ()>) {
+        tokio::pin!(shutdown);
+        loop {
+            tokio::select! {
+                _ = &mut shutdown => return,
+                accepted = self.listener.accept() => match accepted {
+                    Ok((socket, peer)) => {
+                        let handlers = self.handlers.clone();
+                        tokio::spawn(async move {
+                            if let Err(e) = pgwire::tokio::process_socket(socket, None, handlers).await {
+                                tracing::debug!(%peer, "connection ended with an error: {e}");
+                            }
+                        });
+                    }
+                    Err(e) => tracing::warn!("accept failed: {e}"),
+                },
+            }
+        }
+    }
+}

@@ -1,0 +1,409 @@
+//! CREATE TABLE (and AS SELECT), DROP TABLE, TRUNCATE, ALTER TABLE ADD COLUMN.
+//!
+//! Key mapping (the compound key pattern): `PRIMARY KEY (a, b, c)` stores `a`
+//! as the PartitionKey and `(b, c)` as the RowKey. `WITH (partition_key =
+//! 'a, b')` names the partition columns instead; the other primary key
+//! columns form the RowKey. A table whose columns include `"PartitionKey"`
+//! and `"RowKey"` (and optionally `"Timestamp"` and `"ETag"`) exposes the
+//! entities' system fields directly. A table without a primary key gets
+//! generated keys spread over partitions.
+
+use std::sync::Arc;
+
+use datafusion::arrow::datatypes::DataType;
+use datafusion::sql::sqlparser::ast::{
+    AlterTable, AlterTableOperation, ColumnDef, ColumnOption, CreateTable, CreateTableOptions,
+    Expr as AstExpr, ObjectName, SqlOption, TableConstraint, Truncate,
+};
+use futures::TryStreamExt;
+
+use super::convert::batch_to_rows;
+use super::error::{Result, SqlError};
+use super::session::{normalize, table_name, Output, Session};
+use super::txn::Change;
+use super::types::{arrow_type, sql_type, PG_TYPE_KEY};
+use crate::catalog::{CatalogError, Column, Keys, SqlType, SystemField, TableDef};
+use crate::store::StoreError;
+
+fn column_of(def: &ColumnDef) -> Result<(Column, bool)> {
+    let name = normalize(&def.name);
+    let ty = sql_type(&def.data_type)?;
+    let mut column = Column {
+        name: name.clone(),
+        ty,
+        nullable: true,
+        system: None,
+        default: None,
+    };
+    let mut primary = false;
+    for option in &def.options {
+        match &option.option {
+            ColumnOption::NotNull => column.nullable = false,
+            ColumnOption::Null => {}
+            ColumnOption::PrimaryKey(_) => primary = true,
+            ColumnOption::Default(expr) => column.default = Some(expr.to_string()),
+            other => {
+                return Err(SqlError::FeatureNotSupported(format!(
+                    "column option {other} of column {name:?} is not supported"
+                )))
+            }
+        }
+    }
+    column.system = match name.as_str() {
+        "Timestamp" if matches!(ty, SqlType::Timestamptz | SqlType::Timestamp) => {
+            Some(SystemField::Timestamp)
+        }
+        "ETag" if matches!(ty, SqlType::Text | SqlType::Varchar(_)) => Some(SystemField::ETag),
+        "Timestamp" | "ETag" => {
+            return Err(SqlError::InvalidDefinition(format!(
+                "column {name:?} shows the entity's {name} and must be of type {}",
+                if name == "ETag" {
+                    "text"
+                } else {
+                    "timestamp with time zone"
+                }
+            )))
+        }
+        _ => None,
+    };
+    Ok((column, primary))
+}
+
+fn option_text(expr: &AstExpr) -> String {
+    expr.to_string().trim_matches('\'').to_owned()
+}
+
+/// `WITH (partition_key = 'a, b')`.
+fn partition_option(options: &CreateTableOptions) -> Result<Option<Vec<String>>> {
+    let CreateTableOptions::With(options) = options else {
+        return Ok(None);
+    };
+    for option in options {
+        match option {
+            SqlOption::KeyValue { key, value }
+                if key.value.eq_ignore_ascii_case("partition_key") =>
+            {
+                return Ok(Some(
+                    option_text(value)
+                        .split(',')
+                        .map(|s| s.trim().to_owned())
+                        .filter(|s| !s.is_empty())
+                        .collect(),
+                ));
+            }
+            other => {
+                return Err(SqlError::FeatureNotSupported(format!(
+                    "table option {other} is not supported"
+                )))
+            }
+        }
+    }
+    Ok(None)
+}
+
+fn column_index(columns: &[Column], name: &str) -> Result<usize> {
+    columns
+        .iter()
+        .position(|c| c.name == name)
+        .ok_or_else(|| SqlError::UndefinedColumn(name.to_owned()))
+}
+
+/// Builds the key mapping from the primary key and the partition option.
+fn keys_of(
+    columns: &mut [Column],
+    primary: Vec<String>,
+    partition: Option<Vec<String>>,
+) -> Result<Keys> {
+    let mut primary: Vec<usize> = primary
+        .iter()
+        .map(|n| column_index(columns, n))
+        .collect::<Result<_>>()?;
+    if primary.is_empty() {
+        if let (Some(p), Some(r)) = (
+            columns.iter().position(|c| c.name == "PartitionKey"),
+            columns.iter().position(|c| c.name == "RowKey"),
+        ) {
+            primary = vec![p, r];
+        }
+    }
+    for &i in &primary {
+        columns[i].nullable = false;
+    }
+    match partition {
+        Some(names) => {
+            let partition: Vec<usize> = names
+                .iter()
+                .map(|n| column_index(columns, n))
+                .collect::<Result<_>>()?;
+            if primary.is_empty() {
+                return Err(SqlError::InvalidDefinition(
+                    "partition_key needs a PRIMARY KEY that includes its columns".into(),
+                ));
+            }
+            if let Some(&outside) = partition.iter().find(|i| !primary.contains(i)) {
+                return Err(SqlError::InvalidDefinition(format!(
+                    "partition key column {:?} must be part of the primary key",
+                    columns[outside].name
+                )));
+            }
+            let row = primary
+                .iter()
+                .copied()
+                .filter(|i| !partition.contains(i))
+                .collect();
+            Ok(Keys::Columns { partition, row })
+        }
+        None if primary.is_empty() => Ok(Keys::Generated),
+        None => Ok(Keys::Columns {
+            partition: vec![primary[0]],
+            row: primary[1..].to_vec(),
+        }),
+    }
+}
+
+fn primary_columns(constraint: &TableConstraint) -> Result<Option<Vec<String>>> {
+    match constraint {
+        TableConstraint::PrimaryKey(pk) => pk
+            .columns
+            .iter()
+            .map(|c| match &c.column.expr {
+                AstExpr::Identifier(ident) => Ok(normalize(ident)),
+                other => Err(SqlError::FeatureNotSupported(format!("primary key expression {other} is not supported"))),
+            })
+            .collect::<Result<Vec<_>>>()
+            .map(Some),
+        other => Err(SqlError::FeatureNotSupported(format!(
+            "constraint {other} is not supported (only PRIMARY KEY; unique indexes come with CREATE UNIQUE INDEX)"
+        ))),
+    }
+}
+
+/// The column type of a query result column.
+fn type_of_field(field: &datafusion::arrow::datatypes::Field) -> Result<SqlType> {
+    if let Some(name) = field.metadata().get(PG_TYPE_KEY) {
+        match name.as_str() {
+            "uuid" => return Ok(SqlType::Uuid),
+            "json" => return Ok(SqlType::Json),
+            "jsonb" => return Ok(SqlType::Jsonb),
+            _ => {}
+        }
+    }
+    Ok(match field.data_type() {
+        DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View => SqlType::Text,
+        DataType::Int8 | DataType::Int16 | DataType::UInt8 => SqlType::Int2,
+        DataType::Int32 | DataType::UInt16 => SqlType::Int4,
+        DataType::Int64 | DataType::UInt32 => SqlType::Int8,
+        DataType::UInt64 => SqlType::Numeric {
+            precision: 20,
+            scale: 0,
+        },
+        DataType::Float16 | DataType::Float32 => SqlType::Float4,
+        DataType::Float64 => SqlType::Float8,
+        DataType::Decimal128(p, s) if *s >= 0 => SqlType::Numeric {
+            precision: *p,
+            scale: *s as u8,
+        },
+        DataType::Boolean => SqlType::Bool,
+        DataType::Date32 | DataType::Date64 => SqlType::Date,
+        DataType::Timestamp(_, None) => SqlType::Timestamp,
+        DataType::Timestamp(_, Some(_)) => SqlType::Timestamptz,
+        DataType::Binary | DataType::LargeBinary | DataType::BinaryView => SqlType::Bytea,
+        DataType::Null => SqlType::Text,
+        other => {
+            return Err(SqlError::FeatureNotSupported(format!(
+                "column {:?} of type {other} cannot be stored in a table",
+                field.name()
+            )))
+        }
+    })
+}
+
+pub async fn create_table(session: &mut Session, create: CreateTable) -> Result<Output> {
+    let name = table_name(&create.name)?;
+    if session.engine().catalog.get(&name).is_some() {
+        if create.if_not_exists {
+            return Ok(Output::Command("CREATE TABLE".into()));
+        }
+        return Err(CatalogError::TableExists(name).into());
+    }
+    let mut primary = Vec::new();
+    let mut columns = Vec::new();
+    for def in &create.columns {
+        let (column, is_primary) = column_of(def)?;
+        if is_primary {
+            primary.push(column.name.clone());
+        }
+        columns.push(column);
+    }
+    for constraint in &create.constraints {
+        if let Some(cols) = primary_columns(constraint)? {
+            if !primary.is_empty() {
+                return Err(SqlError::InvalidDefinition(format!(
+                    "multiple primary keys for table {name:?} are not allowed"
+                )));
+            }
+            primary = cols;
+        }
+    }
+    let partition = partition_option(&create.table_options)?;
+
+    let Some(query) = &create.query else {
+        let keys = keys_of(&mut columns, primary, partition)?;
+        session
+            .engine()
+            .catalog
+            .create(TableDef {
+                name,
+                columns,
+                keys,
+            })
+            .await?;
+        return Ok(Output::Command("CREATE TABLE".into()));
+    };
+
+    // CREATE TABLE ... AS SELECT: the columns are the query's.
+    let statement = Session::parse(&query.to_string())?
+        .pop()
+        .ok_or_else(|| SqlError::Syntax("empty query".into()))?;
+    let plan = session
+        .context()
+        .state()
+        .statement_to_plan(statement)
+        .await?;
+    let schema = plan.schema().as_arrow().clone();
+    if columns.is_empty() {
+        for field in schema.fields() {
+            columns.push(Column {
+                name: field.name().clone(),
+                ty: type_of_field(field)?,
+                nullable: true,
+                system: None,
+                default: None,
+            });
+        }
+    } else if columns.len() != schema.fields().len() {
+        return Err(SqlError::InvalidDefinition(
+            "CREATE TABLE AS names a different number of columns than the query returns".into(),
+        ));
+    }
+    let keys = keys_of(&mut columns, primary, partition)?;
+    let def = TableDef {
+        name: name.clone(),
+        columns,
+        keys,
+    };
+    session.engine().catalog.create(def.clone()).await?;
+    let result = fill(session, &def, plan).await;
+    if result.is_err() {
+        let _ = session.engine().catalog.drop_table(&name).await;
+    }
+    let rows = result?;
+    Ok(Output::Command(format!("SELECT {rows}")))
+}
+
+/// Inserts a query's rows into a new table.
+async fn fill(
+    session: &mut Session,
+    def: &TableDef,
+    plan: datafusion::logical_expr::LogicalPlan,
+) -> Result<usize> {
+    let frame = session.context().execute_logical_plan(plan).await?;
+    let mut stream = frame.execute_stream().await?;
+    let columns: Vec<usize> = (0..def.columns.len()).collect();
+    let mut changes = Vec::new();
+    while let Some(batch) = stream.try_next().await? {
+        let arrays: Vec<_> = batch
+            .columns()
+            .iter()
+            .zip(&def.columns)
+            .map(|(a, c)| datafusion::arrow::compute::cast(a, &arrow_type(c.ty)))
+            .collect::<std::result::Result<_, _>>()?;
+        let fields: Vec<_> = def.columns.iter().map(super::types::arrow_field).collect();
+        let batch = datafusion::arrow::array::RecordBatch::try_new(
+            Arc::new(datafusion::arrow::datatypes::Schema::new(fields)),
+            arrays,
+        )?;
+        for row in batch_to_rows(def, &columns, &batch)? {
+            def.check_row(&row)?;
+            let key = def.entity_key(&row)?;
+            let entity = def.row_to_entity(key.clone(), &row)?;
+            changes.push(Change {
+                table: def.name.clone(),
+                key,
+                read: None,
+                new: Some(entity),
+            });
+        }
+    }
+    let count = changes.len();
+    session.commit_changes(changes).await?;
+    Ok(count)
+}
+
+pub async fn drop_tables(
+    session: &mut Session,
+    names: &[ObjectName],
+    if_exists: bool,
+) -> Result<Output> {
+    for name in names {
+        let name = table_name(name)?;
+        match session.engine().catalog.drop_table(&name).await {
+            Ok(()) => {}
+            Err(CatalogError::TableNotFound(_)) if if_exists => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Ok(Output::Command("DROP TABLE".into()))
+}
+
+pub async fn truncate(session: &mut Session, truncate: Truncate) -> Result<Output> {
+    for target in &truncate.table_names {
+        let name = table_name(&target.name)?;
+        session.engine().catalog.table(&name)?;
+        let store = session.engine().store();
+        store.drop_table(&name).await?;
+        match store.create_table(&name).await {
+            Ok(()) | Err(StoreError::TableAlreadyExists(_)) => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Ok(Output::Command("TRUNCATE TABLE".into()))
+}
+
+pub async fn alter_table(session: &mut Session, alter: AlterTable) -> Result<Output> {
+    let name = table_name(&alter.name)?;
+    let mut def = (*session.engine().catalog.table(&name)?).clone();
+    for operation in &alter.operations {
+        match operation {
+            AlterTableOperation::AddColumn {
+                column_def,
+                if_not_exists,
+                ..
+            } => {
+                let (column, primary) = column_of(column_def)?;
+                if def.column_index(&column.name).is_some() {
+                    if *if_not_exists {
+                        continue;
+                    }
+                    return Err(SqlError::InvalidDefinition(format!(
+                        "column {:?} of relation {name:?} already exists",
+                        column.name
+                    )));
+                }
+                if primary || !column.nullable || column.default.is_some() {
+                    return Err(SqlError::FeatureNotSupported(
+                        "ADD COLUMN adds a nullable column without a default (existing rows read it as NULL)".into(),
+                    ));
+                }
+                def.columns.push(column);
+            }
+            other => {
+                return Err(SqlError::FeatureNotSupported(format!(
+                    "ALTER TABLE {other} is not supported"
+                )))
+            }
+        }
+    }
+    session.engine().catalog.replace(def).await?;
+    Ok(Output::Command("ALTER TABLE".into()))
+}

@@ -1,0 +1,690 @@
+//! INSERT, UPDATE and DELETE.
+//!
+//! Each statement is rewritten into a SELECT that DataFusion plans and runs
+//! over the table (so WHERE clauses with joins and subqueries, casts to the
+//! column types and parameter types all come from the one query planner),
+//! and whose rows become [`Change`]s: new entities keyed from their key
+//! columns, conditional on the ETag each row was read at.
+//!
+//! - INSERT: `SELECT <each column, cast to its type> FROM (<VALUES or query>) AS src(...)`
+//! - UPDATE: `SELECT <new values>, <old key columns>, <ETag> FROM <table> WHERE ...`
+//! - DELETE: `SELECT <key columns>, <ETag> FROM <table> WHERE ...`
+//!
+//! A row whose key columns change is deleted under its old key and inserted
+//! under the new one.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+
+use datafusion::arrow::array::{Array, RecordBatch, StringArray};
+use datafusion::arrow::compute::cast;
+use datafusion::arrow::datatypes::{DataType, Schema, SchemaRef};
+use datafusion::common::ParamValues;
+use datafusion::datasource::MemTable;
+use datafusion::physical_plan::memory::MemoryStream;
+use datafusion::sql::parser::Statement as DfStatement;
+use datafusion::sql::sqlparser::ast::{
+    AssignmentTarget, Delete, Expr as AstExpr, FromTable, Insert, OnConflictAction, OnInsert,
+    SelectItem, SetExpr, Statement, TableFactor, TableObject, TableWithJoins, Update,
+};
+use futures::TryStreamExt;
+
+use super::convert::batch_to_rows;
+use super::error::{Result, SqlError};
+use super::provider::{dml_table_name, ETAG_COLUMN};
+use super::session::{normalize, table_name, Output, Session};
+use super::txn::Change;
+use super::types::{arrow_type, cast_name};
+use crate::catalog::{Row, TableDef};
+use crate::model::ETag;
+
+pub fn is_dml(statement: &Statement) -> bool {
+    matches!(
+        statement,
+        Statement::Insert(_) | Statement::Update(_) | Statement::Delete(_)
+    )
+}
+
+fn quote(ident: &str) -> String {
+    format!("\"{}\"", ident.replace('"', "\"\""))
+}
+
+/// A SELECT that computes a DML statement's rows, and what they mean.
+struct Rewrite {
+    def: Arc<TableDef>,
+    sql: String,
+    /// Table columns the first output columns hold, in order.
+    columns: Vec<usize>,
+    /// For UPDATE: how many old key columns follow (then the ETag).
+    old_key_columns: usize,
+    with_etag: bool,
+    /// Types of parameters that appear alone where a column value goes.
+    hints: HashMap<usize, DataType>,
+    returning: Option<Vec<SelectItem>>,
+    /// The name the statement gives the table (its alias), for RETURNING.
+    alias: String,
+    on_conflict: Conflict,
+    kind: Kind,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Insert,
+    Update,
+    Delete,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Conflict {
+    Error,
+    DoNothing,
+}
+
+/// `$n` if the expression is exactly a parameter.
+fn placeholder_index(expr: &AstExpr) -> Option<usize> {
+    match expr {
+        AstExpr::Value(v) => match &v.value {
+            datafusion::sql::sqlparser::ast::Value::Placeholder(p) => {
+                p.strip_prefix('$')?.parse().ok()
+            }
+            _ => None,
+        },
+        AstExpr::Nested(e) => placeholder_index(e),
+        _ => None,
+    }
+}
+
+fn is_default(expr: &AstExpr) -> bool {
+    matches!(expr, AstExpr::Identifier(i) if i.quote_style.is_none() && i.value.eq_ignore_ascii_case("default"))
+}
+
+/// `CAST((expr) AS type)` for a column.
+fn cast_to(def: &TableDef, column: usize, expr: &str) -> String {
+    format!("CAST(({expr}) AS {})", cast_name(def.columns[column].ty))
+}
+
+fn default_of(def: &TableDef, column: usize) -> String {
+    let c = &def.columns[column];
+    cast_to(def, column, c.default.as_deref().unwrap_or("NULL"))
+}
+
+fn writable_column(def: &TableDef, name: &str) -> Result<usize> {
+    let i = def
+        .column_index(name)
+        .ok_or_else(|| SqlError::UndefinedColumn(format!("{name}\" of relation \"{}", def.name)))?;
+    if let Some(field) = def.columns[i].system {
+        return Err(crate::catalog::RowError::ReadOnly {
+            column: name.to_owned(),
+            field,
+        }
+        .into());
+    }
+    Ok(i)
+}
+
+fn rewrite_insert(session: &Session, insert: &Insert) -> Result<Rewrite> {
+    let TableObject::TableName(name) = &insert.table else {
+        return Err(SqlError::FeatureNotSupported(
+            "INSERT into a table function is not supported".into(),
+        ));
+    };
+    let table = table_name(name)?;
+    let def = session.engine().catalog.table(&table)?;
+    let targets: Vec<usize> = if insert.columns.is_empty() {
+        (0..def.columns.len())
+            .filter(|&i| def.columns[i].system.is_none())
+            .collect()
+    } else {
+        insert
+            .columns
+            .iter()
+            .map(|c| {
+                let ident =
+                    c.0.last()
+                        .and_then(|p| p.as_ident())
+                        .ok_or_else(|| SqlError::Syntax(format!("invalid column {c}")))?;
+                writable_column(&def, &normalize(ident))
+            })
+            .collect::<Result<_>>()?
+    };
+    let mut hints = HashMap::new();
+    let source = match &insert.source {
+        None => "VALUES (NULL)".to_owned(),
+        Some(query) => match query.body.as_ref() {
+            SetExpr::Values(values) if query.order_by.is_none() && query.limit_clause.is_none() => {
+                let rows: Vec<String> = values
+                    .rows
+                    .iter()
+                    .map(|row| {
+                        if row.len() != targets.len() {
+                            return Err(SqlError::Syntax(format!(
+                                "INSERT has {} target columns but {} expressions",
+                                targets.len(),
+                                row.len()
+                            )));
+                        }
+                        let items: Vec<String> = row
+                            .iter()
+                            .zip(&targets)
+                            .map(|(expr, &column)| {
+                                if let Some(n) = placeholder_index(expr) {
+                                    hints.insert(n, arrow_type(def.columns[column].ty));
+                                }
+                                if is_default(expr) {
+                                    default_of(&def, column)
+                                } else {
+                                    cast_to(&def, column, &expr.to_string())
+                                }
+                            })
+                            .collect();
+                        Ok(format!("({})", items.join(", ")))
+                    })
+                    .collect::<Result<_>>()?;
+                format!("VALUES {}", rows.join(", "))
+            }
+            _ => query.to_string(),
+        },
+    };
+    let source_columns: Vec<String> = if insert.source.is_none() {
+        vec![quote("c0")]
+    } else {
+        (0..targets.len())
+            .map(|j| quote(&format!("c{j}")))
+            .collect()
+    };
+    let columns: Vec<usize> = (0..def.columns.len())
+        .filter(|&i| def.columns[i].system.is_none())
+        .collect();
+    let select: Vec<String> = columns
+        .iter()
+        .map(|&i| match targets.iter().position(|&t| t == i) {
+            Some(j) if insert.source.is_some() => {
+                cast_to(&def, i, &format!("__src.{}", quote(&format!("c{j}"))))
+            }
+            _ => default_of(&def, i),
+        })
+        .collect();
+    let sql = format!(
+        "SELECT {} FROM ({source}) AS __src({})",
+        select.join(", "),
+        source_columns.join(", ")
+    );
+    let on_conflict = match &insert.on {
+        None => Conflict::Error,
+        Some(OnInsert::OnConflict(c)) if matches!(c.action, OnConflictAction::DoNothing) => {
+            Conflict::DoNothing
+        }
+        Some(_) => {
+            return Err(SqlError::FeatureNotSupported(
+                "INSERT ... ON CONFLICT DO UPDATE is not supported yet; use DO NOTHING".into(),
+            ))
+        }
+    };
+    Ok(Rewrite {
+        alias: def.name.clone(),
+        def,
+        sql,
+        columns,
+        old_key_columns: 0,
+        with_etag: false,
+        hints,
+        returning: insert.returning.clone(),
+        on_conflict,
+        kind: Kind::Insert,
+    })
+}
+
+/// The table, its alias and the other FROM items of an UPDATE or DELETE.
+fn target(relation: &TableWithJoins) -> Result<(String, String, String)> {
+    let TableFactor::Table { name, alias, .. } = &relation.relation else {
+        return Err(SqlError::FeatureNotSupported(
+            "UPDATE and DELETE need a table name".into(),
+        ));
+    };
+    let table = table_name(name)?;
+    let alias = alias
+        .as_ref()
+        .map(|a| normalize(&a.name))
+        .unwrap_or_else(|| table.clone());
+    let joins: Vec<String> = relation.joins.iter().map(|j| j.to_string()).collect();
+    Ok((table, alias, joins.join(" ")))
+}
+
+fn key_select(def: &TableDef, alias: &str) -> Vec<String> {
+    let (p, r) = def.key_columns();
+    p.iter()
+        .chain(r)
+        .map(|&i| format!("{}.{}", quote(alias), quote(&def.columns[i].name)))
+        .collect()
+}
+
+fn rewrite_update(session: &Session, update: &Update) -> Result<Rewrite> {
+    let (table, alias, joins) = target(&update.table)?;
+    let def = session.engine().catalog.table(&table)?;
+    let mut assigned: HashMap<usize, String> = HashMap::new();
+    let mut hints = HashMap::new();
+    for a in &update.assignments {
+        let AssignmentTarget::ColumnName(name) = &a.target else {
+            return Err(SqlError::FeatureNotSupported(
+                "tuple assignments in UPDATE are not supported".into(),
+            ));
+        };
+        let ident = name
+            .0
+            .last()
+            .and_then(|p| p.as_ident())
+            .ok_or_else(|| SqlError::Syntax(format!("invalid column {name}")))?;
+        let column = writable_column(&def, &normalize(ident))?;
+        if let Some(n) = placeholder_index(&a.value) {
+            hints.insert(n, arrow_type(def.columns[column].ty));
+        }
+        let value = if is_default(&a.value) {
+            default_of(&def, column)
+        } else {
+            cast_to(&def, column, &a.value.to_string())
+        };
+        assigned.insert(column, value);
+    }
+    let columns: Vec<usize> = (0..def.columns.len())
+        .filter(|&i| def.columns[i].system.is_none())
+        .collect();
+    let mut select: Vec<String> = columns
+        .iter()
+        .map(|i| {
+            assigned
+                .get(i)
+                .cloned()
+                .unwrap_or_else(|| format!("{}.{}", quote(&alias), quote(&def.columns[*i].name)))
+        })
+        .collect();
+    let old_keys = key_select(&def, &alias);
+    let old_key_columns = old_keys.len();
+    select.extend(old_keys);
+    select.push(format!("{}.{}", quote(&alias), quote(ETAG_COLUMN)));
+    let from = match &update.from {
+        Some(
+            datafusion::sql::sqlparser::ast::UpdateTableFromKind::BeforeSet(f)
+            | datafusion::sql::sqlparser::ast::UpdateTableFromKind::AfterSet(f),
+        ) => {
+            format!(
+                ", {}",
+                f.iter()
+                    .map(|t| t.to_string())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )
+        }
+        None => String::new(),
+    };
+    let selection = update
+        .selection
+        .as_ref()
+        .map(|s| format!(" WHERE {s}"))
+        .unwrap_or_default();
+    let sql = format!(
+        "SELECT {} FROM {} AS {} {joins}{from}{selection}",
+        select.join(", "),
+        quote(&dml_table_name(&table)),
+        quote(&alias)
+    );
+    Ok(Rewrite {
+        def,
+        sql,
+        columns,
+        old_key_columns,
+        with_etag: true,
+        hints,
+        returning: update.returning.clone(),
+        alias,
+        on_conflict: Conflict::Error,
+        kind: Kind::Update,
+    })
+}
+
+fn rewrite_delete(session: &Session, delete: &Delete) -> Result<Rewrite> {
+    let tables = match &delete.from {
+        FromTable::WithFromKeyword(t) | FromTable::WithoutKeyword(t) => t,
+    };
+    let [relation] = tables.as_slice() else {
+        return Err(SqlError::FeatureNotSupported(
+            "DELETE from several tables is not supported".into(),
+        ));
+    };
+    let (table, alias, joins) = target(relation)?;
+    let def = session.engine().catalog.table(&table)?;
+    // With RETURNING every column is read; otherwise only the keys.
+    let columns: Vec<usize> = if delete.returning.is_some() {
+        (0..def.columns.len())
+            .filter(|&i| def.columns[i].system.is_none())
+            .collect()
+    } else {
+        let (p, r) = def.key_columns();
+        p.iter().chain(r).copied().collect()
+    };
+    let mut select: Vec<String> = columns
+        .iter()
+        .map(|&i| format!("{}.{}", quote(&alias), quote(&def.columns[i].name)))
+        .collect();
+    select.push(format!("{}.{}", quote(&alias), quote(ETAG_COLUMN)));
+    let using = match &delete.using {
+        Some(u) => format!(
+            ", {}",
+            u.iter()
+                .map(|t| t.to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+        None => String::new(),
+    };
+    let selection = delete
+        .selection
+        .as_ref()
+        .map(|s| format!(" WHERE {s}"))
+        .unwrap_or_default();
+    let sql = format!(
+        "SELECT {} FROM {} AS {} {joins}{using}{selection}",
+        select.join(", "),
+        quote(&dml_table_name(&table)),
+        quote(&alias)
+    );
+    Ok(Rewrite {
+        def,
+        sql,
+        columns,
+        old_key_columns: 0,
+        with_etag: true,
+        hints: HashMap::new(),
+        returning: delete.returning.clone(),
+        alias,
+        on_conflict: Conflict::Error,
+        kind: Kind::Delete,
+    })
+}
+
+fn rewrite(session: &Session, statement: &Statement) -> Result<Rewrite> {
+    match statement {
+        Statement::Insert(i) => rewrite_insert(session, i),
+        Statement::Update(u) => rewrite_update(session, u),
+        Statement::Delete(d) => rewrite_delete(session, d),
+        other => Err(SqlError::FeatureNotSupported(format!(
+            "not a DML statement: {other}"
+        ))),
+    }
+}
+
+async fn plan_sql(session: &Session, sql: &str) -> Result<datafusion::logical_expr::LogicalPlan> {
+    let mut statements = Session::parse(sql)?;
+    let statement: DfStatement = statements
+        .pop()
+        .ok_or_else(|| SqlError::Syntax("empty statement".into()))?;
+    Ok(session
+        .context()
+        .state()
+        .statement_to_plan(statement)
+        .await?)
+}
+
+/// The SELECT of the RETURNING clause, over a relation named like the table.
+fn returning_sql(items: &[SelectItem], source: &str, alias: &str) -> String {
+    let items: Vec<String> = items.iter().map(|i| i.to_string()).collect();
+    format!(
+        "SELECT {} FROM {} AS {}",
+        items.join(", "),
+        quote(source),
+        quote(alias)
+    )
+}
+
+/// Parameter types and the result columns of a DML statement, for Describe.
+pub async fn describe(
+    session: &Session,
+    statement: &Statement,
+) -> Result<(Vec<Option<DataType>>, Option<SchemaRef>)> {
+    let rewrite = rewrite(session, statement)?;
+    let plan = plan_sql(session, &rewrite.sql).await?;
+    let types = plan.get_parameter_types()?;
+    let count = types
+        .keys()
+        .filter_map(|k| k.trim_start_matches('$').parse::<usize>().ok())
+        .chain(rewrite.hints.keys().copied())
+        .max()
+        .unwrap_or(0);
+    let params = (1..=count)
+        .map(|i| {
+            types
+                .get(&format!("${i}"))
+                .cloned()
+                .flatten()
+                .or_else(|| rewrite.hints.get(&i).cloned())
+        })
+        .collect();
+    let result = match &rewrite.returning {
+        Some(items) => {
+            let plan = plan_sql(
+                session,
+                &returning_sql(items, &rewrite.def.name, &rewrite.alias),
+            )
+            .await?;
+            Some(Arc::new(plan.schema().as_arrow().clone()))
+        }
+        None => None,
+    };
+    Ok((params, result))
+}
+
+/// The changes a DML statement makes, and what it answers.
+pub async fn plan_changes(
+    session: &Session,
+    statement: &Statement,
+    params: Option<ParamValues>,
+) -> Result<(Vec<Change>, Output)> {
+    let rewrite = rewrite(session, statement)?;
+    let mut plan = plan_sql(session, &rewrite.sql).await?;
+    if let Some(params) = params {
+        plan = plan.with_param_values(params)?;
+    }
+    let def = rewrite.def.clone();
+    let frame = session.context().execute_logical_plan(plan).await?;
+    let mut stream = frame.execute_stream().await?;
+
+    let mut changes = Vec::new();
+    let mut returned: Vec<Row> = Vec::new();
+    let mut seen = HashSet::new();
+    let mut count = 0usize;
+    while let Some(batch) = stream.try_next().await? {
+        let value_columns = rewrite.columns.len();
+        let rows = batch_to_rows(
+            &def,
+            &rewrite.columns,
+            &cast_columns(&def, &rewrite.columns, &batch, 0)?,
+        )?;
+        let old_keys = if rewrite.old_key_columns > 0 {
+            let (p, r) = def.key_columns();
+            let key_cols: Vec<usize> = p.iter().chain(r).copied().collect();
+            Some(batch_to_rows(
+                &def,
+                &key_cols,
+                &cast_columns(&def, &key_cols, &batch, value_columns)?,
+            )?)
+        } else {
+            None
+        };
+        let etags: Option<Vec<Option<ETag>>> = rewrite.with_etag.then(|| {
+            let column = batch.column(batch.num_columns() - 1);
+            match column.as_any().downcast_ref::<StringArray>() {
+                Some(a) => (0..a.len())
+                    .map(|i| a.is_valid(i).then(|| ETag(a.value(i).to_owned())))
+                    .collect(),
+                None => vec![None; batch.num_rows()],
+            }
+        });
+        for (r, row) in rows.into_iter().enumerate() {
+            let read = etags.as_ref().and_then(|e| e[r].clone());
+            match rewrite.kind {
+                Kind::Insert => {
+                    def.check_row(&row)?;
+                    let key = def.entity_key(&row)?;
+                    if !seen.insert(key.clone()) {
+                        if rewrite.on_conflict == Conflict::DoNothing {
+                            continue;
+                        }
+                        return Err(SqlError::UniqueViolation {
+                            table: def.name.clone(),
+                            key: format!("({}, {})", key.partition_key, key.row_key),
+                        });
+                    }
+                    if rewrite.on_conflict == Conflict::DoNothing
+                        && session
+                            .current_view()
+                            .get(&def.name, &key, Some(&[]))
+                            .await?
+                            .is_some()
+                    {
+                        continue;
+                    }
+                    let entity = def.row_to_entity(key.clone(), &row)?;
+                    changes.push(Change {
+                        table: def.name.clone(),
+                        key,
+                        read: None,
+                        new: Some(entity),
+                    });
+                }
+                Kind::Update => {
+                    let old = def
+                        .entity_key(&old_keys.as_ref().map(|k| k[r].clone()).unwrap_or_default())?;
+                    if !seen.insert(old.clone()) {
+                        continue;
+                    }
+                    def.check_row(&row)?;
+                    let key = def.entity_key(&row)?;
+                    let entity = def.row_to_entity(key.clone(), &row)?;
+                    if key == old {
+                        changes.push(Change {
+                            table: def.name.clone(),
+                            key,
+                            read,
+                            new: Some(entity),
+                        });
+                    } else {
+                        changes.push(Change {
+                            table: def.name.clone(),
+                            key: old,
+                            read,
+                            new: None,
+                        });
+                        changes.push(Change {
+                            table: def.name.clone(),
+                            key,
+                            read: None,
+                            new: Some(entity),
+                        });
+                    }
+                }
+                Kind::Delete => {
+                    let key = def.entity_key(&row)?;
+                    if !seen.insert(key.clone()) {
+                        continue;
+                    }
+                    changes.push(Change {
+                        table: def.name.clone(),
+                        key,
+                        read,
+                        new: None,
+                    });
+                }
+            }
+            count += 1;
+            if rewrite.returning.is_some() {
+                returned.push(row);
+            }
+        }
+    }
+
+    let tag = match rewrite.kind {
+        Kind::Insert => "INSERT 0".to_owned(),
+        Kind::Update => "UPDATE".to_owned(),
+        Kind::Delete => "DELETE".to_owned(),
+    };
+    let output = match &rewrite.returning {
+        None => Output::Command(format!("{tag} {count}")),
+        Some(items) => returning(session, &rewrite, items, returned, tag).await?,
+    };
+    Ok((changes, output))
+}
+
+/// The batch's columns from `offset` on, cast to the Arrow types of the given table columns.
+fn cast_columns(
+    def: &TableDef,
+    columns: &[usize],
+    batch: &RecordBatch,
+    offset: usize,
+) -> Result<RecordBatch> {
+    let mut fields = Vec::with_capacity(columns.len());
+    let mut arrays = Vec::with_capacity(columns.len());
+    for (j, &i) in columns.iter().enumerate() {
+        let target = arrow_type(def.columns[i].ty);
+        let array = batch.column(offset + j);
+        arrays.push(if array.data_type() == &target {
+            array.clone()
+        } else {
+            cast(array, &target)?
+        });
+        fields.push(datafusion::arrow::datatypes::Field::new(
+            format!("c{j}"),
+            target,
+            true,
+        ));
+    }
+    let options =
+        datafusion::arrow::array::RecordBatchOptions::new().with_row_count(Some(batch.num_rows()));
+    Ok(RecordBatch::try_new_with_options(
+        Arc::new(Schema::new(fields)),
+        arrays,
+        &options,
+    )?)
+}
+
+/// Evaluates RETURNING over the rows written (or deleted).
+async fn returning(
+    session: &Session,
+    rewrite: &Rewrite,
+    items: &[SelectItem],
+    rows: Vec<Row>,
+    tag: String,
+) -> Result<Output> {
+    use super::convert::entities_to_batch;
+    let def = &rewrite.def;
+    let schema = Arc::new(Schema::new(
+        def.columns
+            .iter()
+            .map(super::types::arrow_field)
+            .collect::<Vec<_>>(),
+    ));
+    let mut entities = Vec::with_capacity(rows.len());
+    for row in &rows {
+        let key = def.entity_key(row)?;
+        entities.push(def.row_to_entity(key, row)?);
+    }
+    let all: Vec<usize> = (0..def.columns.len()).collect();
+    let batch = entities_to_batch(def, &all, schema.clone(), &entities)?;
+    let source = "__tablegate_returning";
+    let table = MemTable::try_new(schema, vec![vec![batch]])?;
+    session.context().register_table(source, Arc::new(table))?;
+    let result = async {
+        let plan = plan_sql(session, &returning_sql(items, source, &rewrite.alias)).await?;
+        let frame = session.context().execute_logical_plan(plan).await?;
+        let schema = Arc::new(frame.schema().as_arrow().clone());
+        let batches = frame.collect().await?;
+        Ok::<_, SqlError>((schema, batches))
+    }
+    .await;
+    session.context().deregister_table(source)?;
+    let (schema, batches) = result?;
+    let stream = MemoryStream::try_new(batches, schema.clone(), None)?;
+    Ok(Output::Rows {
+        schema,
+        stream: Box::pin(stream),
+        tag,
+    })
+}

@@ -1,0 +1,461 @@
+//! A SQL session: one client connection's DataFusion context, settings and
+//! transaction, and the dispatch of each statement to DataFusion (queries) or
+//! to tablegate's own DDL and DML.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use datafusion::arrow::datatypes::{DataType, SchemaRef};
+use datafusion::catalog::{CatalogProvider, MemoryCatalogProvider};
+use datafusion::common::ParamValues;
+use datafusion::execution::SessionStateBuilder;
+use datafusion::logical_expr::LogicalPlan;
+use datafusion::physical_plan::SendableRecordBatchStream;
+use datafusion::prelude::{SessionConfig, SessionContext};
+use datafusion::sql::parser::{DFParser, Statement as DfStatement};
+use datafusion::sql::sqlparser::ast::{ObjectName, Statement};
+use datafusion::sql::sqlparser::dialect::PostgreSqlDialect;
+
+use super::error::{Result, SqlError};
+use super::provider::{ReadView, TablegateSchema};
+use super::txn::{Change, Transaction};
+use super::{ddl, dml};
+use crate::catalog::Catalog;
+use crate::store::{StoreError, TableStore};
+
+pub const CATALOG_NAME: &str = "tablegate";
+pub const SCHEMA_NAME: &str = "public";
+
+/// What every session of a server shares.
+pub struct Engine {
+    pub catalog: Arc<Catalog>,
+}
+
+impl Engine {
+    pub async fn open(store: Arc<dyn TableStore>) -> Result<Arc<Engine>> {
+        Ok(Arc::new(Engine {
+            catalog: Arc::new(Catalog::open(store).await?),
+        }))
+    }
+
+    pub fn store(&self) -> &Arc<dyn TableStore> {
+        self.catalog.store()
+    }
+}
+
+/// What a statement returns.
+pub enum Output {
+    /// Rows, and the command tag to report with their count (`SELECT`, or
+    /// `INSERT 0` for INSERT ... RETURNING).
+    Rows {
+        schema: SchemaRef,
+        stream: SendableRecordBatchStream,
+        tag: String,
+    },
+    /// A command tag such as `INSERT 0 3` or `CREATE TABLE`.
+    Command(String),
+    /// The statement opened or closed a transaction block.
+    TransactionStart(String),
+    TransactionEnd(String),
+}
+
+/// A statement parsed and planned once, executed many times (the extended
+/// protocol's prepared statement).
+#[derive(Clone)]
+pub struct Prepared {
+    pub sql: String,
+    pub statement: Option<DfStatement>,
+    /// For queries: the plan, with placeholders for the parameters.
+    pub plan: Option<LogicalPlan>,
+    /// The types of `$1`, `$2`, ...; `None` where nothing determines one.
+    pub param_types: Vec<Option<DataType>>,
+    /// Columns of the result, if the statement returns rows.
+    pub result: Option<SchemaRef>,
+}
+
+pub struct Session {
+    engine: Arc<Engine>,
+    ctx: SessionContext,
+    view: Arc<ReadView>,
+    pub(super) txn: Option<Transaction>,
+    settings: HashMap<String, String>,
+}
+
+/// How often an autocommit statement is re-run after losing a race with a
+/// concurrent writer before it reports a serialization failure.
+const MAX_RETRIES: usize = 20;
+
+impl Session {
+    pub fn new(engine: Arc<Engine>) -> Self {
+        let config = SessionConfig::new()
+            .with_default_catalog_and_schema(CATALOG_NAME, SCHEMA_NAME)
+            .with_create_default_catalog_and_schema(false)
+            .with_information_schema(true)
+            .with_target_partitions(2)
+            .set_str("datafusion.sql_parser.dialect", "postgres");
+        let state = SessionStateBuilder::new()
+            .with_config(config)
+            .with_default_features()
+            .build();
+        let ctx = SessionContext::new_with_state(state);
+        let view = Arc::new(ReadView::default());
+        let catalog = MemoryCatalogProvider::new();
+        let _ = catalog.register_schema(
+            SCHEMA_NAME,
+            Arc::new(TablegateSchema::new(engine.catalog.clone(), view.clone())),
+        );
+        ctx.register_catalog(CATALOG_NAME, Arc::new(catalog));
+        Session {
+            engine,
+            ctx,
+            view,
+            txn: None,
+            settings: HashMap::new(),
+        }
+    }
+
+    pub fn engine(&self) -> &Arc<Engine> {
+        &self.engine
+    }
+
+    pub(super) fn context(&self) -> &SessionContext {
+        &self.ctx
+    }
+
+    pub fn in_transaction(&self) -> bool {
+        self.txn.is_some()
+    }
+
+    /// Parses a query string into statements.
+    pub fn parse(sql: &str) -> Result<Vec<DfStatement>> {
+        let statements = DFParser::parse_sql_with_dialect(sql, &PostgreSqlDialect {})
+            .map_err(|e| SqlError::Syntax(e.to_string()))?;
+        Ok(statements.into_iter().collect())
+    }
+
+    /// Runs every statement of a simple query; stops at the first error, which
+    /// is the last element.
+    pub async fn execute(&mut self, sql: &str) -> Vec<Result<Output>> {
+        let statements = match Self::parse(sql) {
+            Ok(s) => s,
+            Err(e) => return vec![Err(self.fail(e))],
+        };
+        let mut outputs = Vec::with_capacity(statements.len());
+        for statement in statements {
+            let result = self.run(statement, None).await;
+            let failed = result.is_err();
+            outputs.push(result.map_err(|e| self.fail(e)));
+            if failed {
+                break;
+            }
+        }
+        outputs
+    }
+
+    /// Marks the open transaction failed, as PostgreSQL does after an error.
+    fn fail(&mut self, e: SqlError) -> SqlError {
+        if let Some(txn) = &mut self.txn {
+            txn.failed = true;
+        }
+        e
+    }
+
+    /// Parses and plans one statement for repeated execution.
+    pub async fn prepare(&mut self, sql: &str) -> Result<Prepared> {
+        let mut statements = Self::parse(sql)?;
+        if statements.len() > 1 {
+            return Err(SqlError::Syntax(
+                "cannot insert multiple commands into a prepared statement".into(),
+            ));
+        }
+        let Some(statement) = statements.pop() else {
+            return Ok(Prepared {
+                sql: sql.to_owned(),
+                statement: None,
+                plan: None,
+                param_types: vec![],
+                result: None,
+            });
+        };
+        self.refresh_view();
+        match &statement {
+            DfStatement::Statement(s) if dml::is_dml(s) => {
+                let (param_types, result) = dml::describe(self, s).await?;
+                Ok(Prepared {
+                    sql: sql.to_owned(),
+                    statement: Some(statement),
+                    plan: None,
+                    param_types,
+                    result,
+                })
+            }
+            _ if is_query(&statement) => {
+                let plan = self
+                    .ctx
+                    .state()
+                    .statement_to_plan(statement.clone())
+                    .await?;
+                let param_types = param_types(&plan)?;
+                let result = Some(Arc::new(plan.schema().as_arrow().clone()));
+                Ok(Prepared {
+                    sql: sql.to_owned(),
+                    statement: Some(statement),
+                    plan: Some(plan),
+                    param_types,
+                    result,
+                })
+            }
+            _ => Ok(Prepared {
+                sql: sql.to_owned(),
+                statement: Some(statement),
+                plan: None,
+                param_types: vec![],
+                result: None,
+            }),
+        }
+    }
+
+    /// Executes a prepared statement with parameter values.
+    pub async fn execute_prepared(
+        &mut self,
+        prepared: &Prepared,
+        params: ParamValues,
+    ) -> Result<Output> {
+        let result = match (&prepared.plan, &prepared.statement) {
+            (Some(plan), _) => {
+                self.check_not_failed()?;
+                self.refresh_view();
+                let plan = plan.clone().with_param_values(params)?;
+                self.run_plan(plan).await
+            }
+            (None, Some(statement)) => self.run(statement.clone(), Some(params)).await,
+            (None, None) => Ok(Output::Command(String::new())),
+        };
+        result.map_err(|e| self.fail(e))
+    }
+
+    fn check_not_failed(&self) -> Result<()> {
+        match &self.txn {
+            Some(t) if t.failed => Err(SqlError::InFailedTransaction),
+            _ => Ok(()),
+        }
+    }
+
+    /// What the current statement reads through.
+    pub(super) fn current_view(&self) -> Arc<dyn crate::store::EntityRead> {
+        match &self.txn {
+            Some(txn) => txn.view(),
+            None => self.engine.store().read_view(),
+        }
+    }
+
+    /// Points scans at the data this statement must see: the transaction's
+    /// view, or a fresh snapshot.
+    pub(super) fn refresh_view(&self) {
+        self.view.set(self.current_view());
+    }
+
+    async fn run(&mut self, statement: DfStatement, params: Option<ParamValues>) -> Result<Output> {
+        if let DfStatement::Statement(s) = &statement {
+            match s.as_ref() {
+                Statement::StartTransaction { .. } => return self.begin(),
+                Statement::Commit { .. } => return self.commit().await,
+                Statement::Rollback { .. } => return self.rollback(),
+                _ => {}
+            }
+        }
+        self.check_not_failed()?;
+        self.refresh_view();
+        let DfStatement::Statement(s) = statement else {
+            return self.run_query(statement, params).await;
+        };
+        match *s {
+            Statement::CreateTable(create) => ddl::create_table(self, create).await,
+            Statement::Drop {
+                object_type: datafusion::sql::sqlparser::ast::ObjectType::Table,
+                names,
+                if_exists,
+                ..
+            } => ddl::drop_tables(self, &names, if_exists).await,
+            Statement::Truncate(truncate) => ddl::truncate(self, truncate).await,
+            Statement::AlterTable(alter) => ddl::alter_table(self, alter).await,
+            Statement::Set(set) => self.set(set),
+            s if dml::is_dml(&s) => self.run_dml(&s, params).await,
+            s => {
+                self.run_query(DfStatement::Statement(Box::new(s)), params)
+                    .await
+            }
+        }
+    }
+
+    async fn run_query(
+        &mut self,
+        statement: DfStatement,
+        params: Option<ParamValues>,
+    ) -> Result<Output> {
+        let mut plan = self.ctx.state().statement_to_plan(statement).await?;
+        if let Some(params) = params {
+            plan = plan.with_param_values(params)?;
+        }
+        self.run_plan(plan).await
+    }
+
+    async fn run_plan(&self, plan: LogicalPlan) -> Result<Output> {
+        let options = datafusion::execution::context::SQLOptions::new()
+            .with_allow_ddl(false)
+            .with_allow_dml(false);
+        options
+            .verify_plan(&plan)
+            .map_err(|e| SqlError::FeatureNotSupported(e.to_string()))?;
+        let frame = self.ctx.execute_logical_plan(plan).await?;
+        let schema = Arc::new(frame.schema().as_arrow().clone());
+        let stream = frame.execute_stream().await?;
+        Ok(Output::Rows {
+            schema,
+            stream,
+            tag: "SELECT".into(),
+        })
+    }
+
+    /// Runs DML: in a transaction, buffers its changes; otherwise commits them,
+    /// re-running the statement on a fresh snapshot when a concurrent writer
+    /// changed a row it read (as PostgreSQL's READ COMMITTED re-checks rows).
+    async fn run_dml(
+        &mut self,
+        statement: &Statement,
+        params: Option<ParamValues>,
+    ) -> Result<Output> {
+        let mut attempt = 0;
+        loop {
+            self.refresh_view();
+            let (changes, output) = dml::plan_changes(self, statement, params.clone()).await?;
+            if let Some(txn) = &mut self.txn {
+                txn.apply(changes);
+                return Ok(output);
+            }
+            match self.commit_changes(changes).await {
+                Ok(()) => return Ok(output),
+                Err(SqlError::SerializationFailure(_)) if attempt < MAX_RETRIES => attempt += 1,
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// Commits changes in one atomic write, conditional on what was read.
+    pub(super) async fn commit_changes(&self, changes: Vec<Change>) -> Result<()> {
+        let ops: Vec<_> = changes.into_iter().filter_map(Change::into_op).collect();
+        if ops.is_empty() {
+            return Ok(());
+        }
+        match self.engine.store().write_atomic(ops).await {
+            Ok(_) => Ok(()),
+            Err(e) => Err(match e.root() {
+                StoreError::EntityAlreadyExists { table, key } => SqlError::UniqueViolation {
+                    table: table.clone(),
+                    key: format!("({}, {})", key.partition_key, key.row_key),
+                },
+                StoreError::ConditionNotMet { table, key }
+                | StoreError::EntityNotFound { table, key } => SqlError::SerializationFailure(
+                    format!("a row of {table:?} ({})", key.partition_key),
+                ),
+                _ => SqlError::Store(e),
+            }),
+        }
+    }
+
+    fn begin(&mut self) -> Result<Output> {
+        if self.txn.is_none() {
+            self.txn = Some(Transaction::new(self.engine.store().read_view()));
+        }
+        // Like PostgreSQL, a BEGIN inside a block only warns.
+        Ok(Output::TransactionStart("BEGIN".into()))
+    }
+
+    async fn commit(&mut self) -> Result<Output> {
+        let Some(txn) = self.txn.take() else {
+            return Ok(Output::TransactionEnd("COMMIT".into()));
+        };
+        if txn.failed {
+            return Ok(Output::TransactionEnd("ROLLBACK".into()));
+        }
+        self.commit_changes(txn.into_changes()).await?;
+        Ok(Output::TransactionEnd("COMMIT".into()))
+    }
+
+    fn rollback(&mut self) -> Result<Output> {
+        self.txn = None;
+        Ok(Output::TransactionEnd("ROLLBACK".into()))
+    }
+
+    fn set(&mut self, set: datafusion::sql::sqlparser::ast::Set) -> Result<Output> {
+        use datafusion::sql::sqlparser::ast::Set;
+        match set {
+            Set::SingleAssignment {
+                variable, values, ..
+            } => {
+                let value = values
+                    .iter()
+                    .map(|v| v.to_string().trim_matches('\'').to_owned())
+                    .collect::<Vec<_>>()
+                    .join(", ");
+                self.settings
+                    .insert(variable.to_string().to_lowercase(), value);
+            }
+            Set::SetTimeZone { value, .. } => {
+                self.settings.insert(
+                    "timezone".into(),
+                    value.to_string().trim_matches('\'').to_owned(),
+                );
+            }
+            _ => {}
+        }
+        Ok(Output::Command("SET".into()))
+    }
+
+    /// The value of a setting made with SET in this session.
+    pub fn setting(&self, name: &str) -> Option<&str> {
+        self.settings.get(&name.to_lowercase()).map(String::as_str)
+    }
+}
+
+fn is_query(statement: &DfStatement) -> bool {
+    match statement {
+        DfStatement::Statement(s) => {
+            matches!(s.as_ref(), Statement::Query(_) | Statement::Explain { .. })
+        }
+        DfStatement::Explain(_) => true,
+        _ => false,
+    }
+}
+
+/// Parameter types of a plan, in `$1, $2, ...` order.
+fn param_types(plan: &LogicalPlan) -> Result<Vec<Option<DataType>>> {
+    let types = plan.get_parameter_types()?;
+    let count = types
+        .keys()
+        .filter_map(|k| k.trim_start_matches('$').parse::<usize>().ok())
+        .max()
+        .unwrap_or(0);
+    Ok((1..=count)
+        .map(|i| types.get(&format!("${i}")).cloned().flatten())
+        .collect())
+}
+
+/// The unqualified, normalized name of a table.
+pub fn table_name(name: &ObjectName) -> Result<String> {
+    let ident = name
+        .0
+        .last()
+        .and_then(|p| p.as_ident())
+        .ok_or_else(|| SqlError::Syntax(format!("invalid table name {name}")))?;
+    Ok(normalize(ident))
+}
+
+/// An identifier as PostgreSQL folds it: quoted ones keep their case.
+pub fn normalize(ident: &datafusion::sql::sqlparser::ast::Ident) -> String {
+    if ident.quote_style.is_some() {
+        ident.value.clone()
+    } else {
+        ident.value.to_lowercase()
+    }
+}

@@ -1,0 +1,233 @@
+//! Changes, and transactions that buffer them.
+//!
+//! Every DML statement computes [`Change`]s: the new state of each row it
+//! touches, together with the version it read (the ETag, or "absent").
+//! Outside a transaction block the changes are committed at once, in one
+//! atomic write whose operations are conditional on those versions. Inside a
+//! block they are buffered in the [`Transaction`], whose [`TxnView`] shows the
+//! block's own writes over its snapshot, and committed the same way at
+//! COMMIT. A version that changed in between is a conflict, never a silent
+//! overwrite (optimistic concurrency with first-committer-wins).
+
+use std::collections::BTreeMap;
+use std::ops::Bound;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+
+use crate::model::codec::key::encode_entity_key;
+use crate::model::{ETag, Entity, EntityKey, IfMatch};
+use crate::store::{Continuation, EntityRead, Page, Query, Result as StoreResult, WriteOp};
+
+/// The new state of one row, and the version it was computed from.
+#[derive(Debug, Clone)]
+pub struct Change {
+    pub table: String,
+    pub key: EntityKey,
+    /// The ETag read, or `None` when the row did not exist.
+    pub read: Option<ETag>,
+    /// The new entity, or `None` to delete the row.
+    pub new: Option<Entity>,
+}
+
+impl Change {
+    /// The store operation that applies the change only if the row is still
+    /// as read; `None` when there is nothing to write.
+    pub fn into_op(self) -> Option<(String, WriteOp)> {
+        let op = match (self.read, self.new) {
+            (None, None) => return None,
+            (None, Some(entity)) => WriteOp::Insert(entity),
+            (Some(etag), Some(entity)) => WriteOp::Replace {
+                entity,
+                if_match: IfMatch::ETag(etag),
+            },
+            (Some(etag), None) => WriteOp::Delete {
+                key: self.key,
+                if_match: IfMatch::ETag(etag),
+            },
+        };
+        Some((self.table, op))
+    }
+}
+
+/// What a transaction has written: per table, per encoded key, the version
+/// first read and the latest state.
+type Writes = BTreeMap<String, BTreeMap<Vec<u8>, (Option<ETag>, Option<Entity>)>>;
+
+/// An open transaction block.
+pub struct Transaction {
+    snapshot: Arc<dyn EntityRead>,
+    writes: Writes,
+    /// Set after an error: statements are refused until ROLLBACK.
+    pub failed: bool,
+}
+
+impl Transaction {
+    pub fn new(snapshot: Arc<dyn EntityRead>) -> Self {
+        Transaction {
+            snapshot,
+            writes: Writes::new(),
+            failed: false,
+        }
+    }
+
+    /// Adds a statement's changes. A row written before in this transaction
+    /// keeps the version it was first read at.
+    pub fn apply(&mut self, changes: Vec<Change>) {
+        for change in changes {
+            let encoded = encode_entity_key(&change.key.partition_key, &change.key.row_key);
+            let rows = self.writes.entry(change.table).or_default();
+            let new = change.new.map(|mut e| {
+                e.etag = None;
+                e.timestamp = None;
+                e
+            });
+            match rows.get_mut(&encoded) {
+                Some(entry) => entry.1 = new,
+                None => {
+                    rows.insert(encoded, (change.read, new));
+                }
+            }
+        }
+    }
+
+    /// The changes to commit.
+    pub fn into_changes(self) -> Vec<Change> {
+        let mut out = Vec::new();
+        for (table, rows) in self.writes {
+            for (encoded, (read, new)) in rows {
+                let key = match &new {
+                    Some(e) => e.key.clone(),
+                    None => match crate::model::codec::key::decode_entity_key(&encoded) {
+                        Ok((pk, rk)) => EntityKey::new(pk, rk),
+                        Err(_) => continue,
+                    },
+                };
+                out.push(Change {
+                    table: table.clone(),
+                    key,
+                    read,
+                    new,
+                });
+            }
+        }
+        out
+    }
+
+    /// Reads of the transaction: its snapshot with its own writes over it.
+    pub fn view(&self) -> Arc<dyn EntityRead> {
+        Arc::new(TxnView {
+            snapshot: self.snapshot.clone(),
+            writes: Arc::new(self.writes.clone()),
+        })
+    }
+}
+
+/// A snapshot with a transaction's writes laid over it.
+struct TxnView {
+    snapshot: Arc<dyn EntityRead>,
+    writes: Arc<Writes>,
+}
+
+/// An overlay entity as a read shows it: with the ETag first read, so that
+/// later statements of the transaction still write conditionally on it.
+fn shown(entity: &Entity, read: &Option<ETag>) -> Entity {
+    let mut e = entity.clone();
+    e.etag = read.clone();
+    e
+}
+
+fn project(mut e: Entity, projection: Option<&[String]>) -> Entity {
+    if let Some(p) = projection {
+        e.properties.retain(|k, _| p.contains(k));
+    }
+    e
+}
+
+fn in_bounds(key: &[u8], lower: &Bound<Vec<u8>>, upper: &Bound<Vec<u8>>) -> bool {
+    let above = match lower {
+        Bound::Included(l) => key >= l.as_slice(),
+        Bound::Excluded(l) => key > l.as_slice(),
+        Bound::Unbounded => true,
+    };
+    let below = match upper {
+        Bound::Included(u) => key <= u.as_slice(),
+        Bound::Excluded(u) => key < u.as_slice(),
+        Bound::Unbounded => true,
+    };
+    above && below
+}
+
+#[async_trait]
+impl EntityRead for TxnView {
+    async fn get(
+        &self,
+        table: &str,
+        key: &EntityKey,
+        projection: Option<&[String]>,
+    ) -> StoreResult<Option<Entity>> {
+        let encoded = encode_entity_key(&key.partition_key, &key.row_key);
+        if let Some((read, new)) = self.writes.get(table).and_then(|rows| rows.get(&encoded)) {
+            return Ok(new.as_ref().map(|e| project(shown(e, read), projection)));
+        }
+        self.snapshot.get(table, key, projection).await
+    }
+
+    /// The snapshot's page, with the transaction's rows in the span that page
+    /// covers merged in (so a page may hold more entities than asked).
+    async fn query(
+        &self,
+        table: &str,
+        query: &Query,
+        continuation: Option<&Continuation>,
+    ) -> StoreResult<Page> {
+        let page = self.snapshot.query(table, query, continuation).await?;
+        let Some(rows) = self.writes.get(table) else {
+            return Ok(page);
+        };
+        let (mut lower, mut upper) = query.encoded_bounds(continuation)?;
+        // The page covers the range up to (not including) the next key.
+        if let Some(next) = &page.continuation {
+            let next = next.decode()?;
+            let next = encode_entity_key(&next.partition_key, &next.row_key);
+            if query.reverse {
+                lower = Bound::Excluded(next);
+            } else {
+                upper = Bound::Excluded(next);
+            }
+        }
+        let overlay: Vec<(&Vec<u8>, &(Option<ETag>, Option<Entity>))> = rows
+            .iter()
+            .filter(|(k, _)| in_bounds(k, &lower, &upper))
+            .collect();
+        if overlay.is_empty() {
+            return Ok(page);
+        }
+        let mut merged: BTreeMap<Vec<u8>, Entity> = page
+            .entities
+            .into_iter()
+            .map(|e| (encode_entity_key(e.partition_key(), e.row_key()), e))
+            .collect();
+        for (k, (read, new)) in overlay {
+            match new {
+                Some(e) => {
+                    merged.insert(
+                        k.clone(),
+                        project(shown(e, read), query.projection.as_deref()),
+                    );
+                }
+                None => {
+                    merged.remove(k);
+                }
+            }
+        }
+        let mut entities: Vec<Entity> = merged.into_values().collect();
+        if query.reverse {
+            entities.reverse();
+        }
+        Ok(Page {
+            entities,
+            continuation: page.continuation,
+        })
+    }
+}

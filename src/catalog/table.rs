@@ -200,6 +200,28 @@ impl TableDef {
         }
     }
 
+    /// A key as PostgreSQL shows it in messages: `(dept, id)=(Sales, 7)`.
+    pub fn describe_key(&self, key: &EntityKey) -> String {
+        match (self.key_parts(key), &self.keys) {
+            (Ok(parts), Keys::Columns { partition, row }) => {
+                let columns: Vec<usize> = partition.iter().chain(row).copied().collect();
+                let names: Vec<&str> = columns
+                    .iter()
+                    .map(|&i| self.columns[i].name.as_str())
+                    .collect();
+                let values: Vec<String> = columns
+                    .iter()
+                    .map(|&i| parts.value(i).map(|v| v.to_string()).unwrap_or_default())
+                    .collect();
+                format!("({})=({})", names.join(", "), values.join(", "))
+            }
+            _ => format!(
+                "(PartitionKey, RowKey)=({}, {})",
+                key.partition_key, key.row_key
+            ),
+        }
+    }
+
     /// Decodes the key columns of an entity.
     pub fn key_parts(&self, key: &EntityKey) -> Result<KeyParts, KeyError> {
         let mut values = Vec::new();

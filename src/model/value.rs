@@ -149,6 +149,38 @@ impl Value {
     }
 }
 
+/// Values as PostgreSQL prints them in messages (not a SQL literal).
+impl fmt::Display for Value {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Value::String(s) | Value::Json(s) => f.write_str(s),
+            Value::Int32(v) => write!(f, "{v}"),
+            Value::Int64(v) => write!(f, "{v}"),
+            Value::Double(v) => write!(f, "{v}"),
+            Value::Boolean(v) => f.write_str(if *v { "t" } else { "f" }),
+            Value::DateTime(DateTime(micros)) => {
+                match chrono::DateTime::from_timestamp_micros(*micros) {
+                    Some(t) => write!(f, "{}", t.naive_utc().format("%Y-%m-%d %H:%M:%S%.f")),
+                    None => write!(f, "{micros}us"),
+                }
+            }
+            Value::Date(Date(days)) => {
+                let epoch = chrono::NaiveDate::from_ymd_opt(1970, 1, 1).unwrap_or_default();
+                match epoch.checked_add_signed(chrono::Duration::days(i64::from(*days))) {
+                    Some(d) => write!(f, "{d}"),
+                    None => write!(f, "{days}d"),
+                }
+            }
+            Value::Guid(g) => write!(f, "{g}"),
+            Value::Binary(b) => {
+                f.write_str("\\x")?;
+                b.iter().try_for_each(|x| write!(f, "{x:02x}"))
+            }
+            Value::Decimal(d) => write!(f, "{d}"),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

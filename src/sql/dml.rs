@@ -45,6 +45,16 @@ pub fn is_dml(statement: &Statement) -> bool {
     )
 }
 
+/// Select items with unique names (`AS "__0"`, ...), as DataFusion requires.
+fn aliased(items: &[String]) -> String {
+    items
+        .iter()
+        .enumerate()
+        .map(|(i, item)| format!("{item} AS \"__{i}\""))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 fn quote(ident: &str) -> String {
     format!("\"{}\"", ident.replace('"', "\"\""))
 }
@@ -206,7 +216,7 @@ fn rewrite_insert(session: &Session, insert: &Insert) -> Result<Rewrite> {
         .collect();
     let sql = format!(
         "SELECT {} FROM ({source}) AS __src({})",
-        select.join(", "),
+        aliased(&select),
         source_columns.join(", ")
     );
     let on_conflict = match &insert.on {
@@ -323,7 +333,7 @@ fn rewrite_update(session: &Session, update: &Update) -> Result<Rewrite> {
         .unwrap_or_default();
     let sql = format!(
         "SELECT {} FROM {} AS {} {joins}{from}{selection}",
-        select.join(", "),
+        aliased(&select),
         quote(&dml_table_name(&table)),
         quote(&alias)
     );
@@ -383,7 +393,7 @@ fn rewrite_delete(session: &Session, delete: &Delete) -> Result<Rewrite> {
         .unwrap_or_default();
     let sql = format!(
         "SELECT {} FROM {} AS {} {joins}{using}{selection}",
-        select.join(", "),
+        aliased(&select),
         quote(&dml_table_name(&table)),
         quote(&alias)
     );
@@ -530,7 +540,7 @@ pub async fn plan_changes(
                         }
                         return Err(SqlError::UniqueViolation {
                             table: def.name.clone(),
-                            key: format!("({}, {})", key.partition_key, key.row_key),
+                            key: def.describe_key(&key),
                         });
                     }
                     if rewrite.on_conflict == Conflict::DoNothing
@@ -608,7 +618,7 @@ pub async fn plan_changes(
     };
     let output = match &rewrite.returning {
         None => Output::Command(format!("{tag} {count}")),
-        Some(items) => returning(session, &rewrite, items, returned, tag).await?,
+        Some(items) => returning(&rewrite, items, returned, tag).await?,
     };
     Ok((changes, output))
 }
@@ -647,7 +657,6 @@ fn cast_columns(
 
 /// Evaluates RETURNING over the rows written (or deleted).
 async fn returning(
-    session: &Session,
     rewrite: &Rewrite,
     items: &[SelectItem],
     rows: Vec<Row>,
@@ -668,19 +677,20 @@ async fn returning(
     }
     let all: Vec<usize> = (0..def.columns.len()).collect();
     let batch = entities_to_batch(def, &all, schema.clone(), &entities)?;
-    let source = "__tablegate_returning";
+    // RETURNING sees only the row: evaluate it in a context of its own.
     let table = MemTable::try_new(schema, vec![vec![batch]])?;
-    session.context().register_table(source, Arc::new(table))?;
-    let result = async {
-        let plan = plan_sql(session, &returning_sql(items, source, &rewrite.alias)).await?;
-        let frame = session.context().execute_logical_plan(plan).await?;
-        let schema = Arc::new(frame.schema().as_arrow().clone());
-        let batches = frame.collect().await?;
-        Ok::<_, SqlError>((schema, batches))
-    }
-    .await;
-    session.context().deregister_table(source)?;
-    let (schema, batches) = result?;
+    let ctx = datafusion::prelude::SessionContext::new_with_config(
+        datafusion::prelude::SessionConfig::new()
+            .set_str("datafusion.sql_parser.dialect", "postgres"),
+    );
+    ctx.register_table(rewrite.alias.as_str(), Arc::new(table))?;
+    let statement = Session::parse(&returning_sql(items, &rewrite.alias, &rewrite.alias))?
+        .pop()
+        .ok_or_else(|| SqlError::Syntax("empty RETURNING".into()))?;
+    let plan = ctx.state().statement_to_plan(statement).await?;
+    let frame = ctx.execute_logical_plan(plan).await?;
+    let schema = Arc::new(frame.schema().as_arrow().clone());
+    let batches = frame.collect().await?;
     let stream = MemoryStream::try_new(batches, schema.clone(), None)?;
     Ok(Output::Rows {
         schema,

@@ -29,7 +29,7 @@ pub enum SqlError {
         message: String,
     },
     #[error(
-        "duplicate key value violates unique constraint \"{table}_pkey\": key {key} already exists"
+        "duplicate key value violates unique constraint \"{table}_pkey\": Key {key} already exists."
     )]
     UniqueViolation { table: String, key: String },
     #[error("could not serialize access due to concurrent update of {0}")]

@@ -352,7 +352,10 @@ impl Session {
             Err(e) => Err(match e.root() {
                 StoreError::EntityAlreadyExists { table, key } => SqlError::UniqueViolation {
                     table: table.clone(),
-                    key: format!("({}, {})", key.partition_key, key.row_key),
+                    key: match self.engine.catalog.get(table) {
+                        Some(def) => def.describe_key(key),
+                        None => key.to_string(),
+                    },
                 },
                 StoreError::ConditionNotMet { table, key }
                 | StoreError::EntityNotFound { table, key } => SqlError::SerializationFailure(

@@ -69,12 +69,19 @@ impl AccessPath {
     }
 }
 
-fn show_bound(b: &Bound<String>, open: char, closed: char) -> String {
-    match b {
-        Bound::Included(v) => format!("{closed}{v:?}"),
-        Bound::Excluded(v) => format!("{open}{v:?}"),
-        Bound::Unbounded => String::new(),
-    }
+/// A range as `[low, high)`, with `-inf` / `+inf` for a missing bound.
+fn show_range(from: &Bound<String>, to: &Bound<String>) -> String {
+    let (open, low) = match from {
+        Bound::Included(v) => ('[', format!("{v:?}")),
+        Bound::Excluded(v) => ('(', format!("{v:?}")),
+        Bound::Unbounded => ('(', "-inf".to_owned()),
+    };
+    let (close, high) = match to {
+        Bound::Included(v) => (']', format!("{v:?}")),
+        Bound::Excluded(v) => (')', format!("{v:?}")),
+        Bound::Unbounded => (')', "+inf".to_owned()),
+    };
+    format!("{open}{low}, {high}{close}")
 }
 
 impl fmt::Display for AccessPath {
@@ -98,18 +105,8 @@ impl fmt::Display for AccessPath {
                         partition_key,
                         from,
                         to,
-                    } => {
-                        format!(
-                            "{partition_key:?} rows {}..{}",
-                            show_bound(from, '(', '['),
-                            show_bound(to, ')', ']')
-                        )
-                    }
-                    KeyRange::Partitions { from, to } => format!(
-                        "{}..{}",
-                        show_bound(from, '(', '['),
-                        show_bound(to, ')', ']')
-                    ),
+                    } => format!("{partition_key:?} rows {}", show_range(from, to)),
+                    KeyRange::Partitions { from, to } => show_range(from, to),
                 })
                 .collect(),
             AccessPath::Table => return Ok(()),
@@ -234,8 +231,44 @@ fn tighter(
     }
 }
 
+/// `c = a OR c = b OR ...` on one column: its values.
+fn or_of_values(def: &TableDef, expr: &Expr) -> Option<(usize, Vec<Value>)> {
+    let mut branches = Vec::new();
+    split_or(expr, &mut branches);
+    let mut column = None;
+    let mut values = Vec::new();
+    for branch in branches {
+        let Expr::BinaryExpr(BinaryExpr {
+            left,
+            op: Operator::Eq,
+            right,
+        }) = branch
+        else {
+            return None;
+        };
+        let (c, literal) = match (
+            column_of(def, left),
+            literal_of(right),
+            column_of(def, right),
+            literal_of(left),
+        ) {
+            (Some(c), Some(l), _, _) | (_, _, Some(c), Some(l)) => (c, l),
+            _ => return None,
+        };
+        if *column.get_or_insert(c) != c {
+            return None;
+        }
+        values.push(literal_value(def.columns[c].ty, literal)?);
+    }
+    Some((column?, values))
+}
+
 /// Reads one conjunct into the constraints of the key columns.
 fn constrain(def: &TableDef, expr: &Expr, constraints: &mut [Constraint]) {
+    if let Some((column, values)) = or_of_values(def, expr) {
+        constraints[column].values = Some(values);
+        return;
+    }
     match expr {
         Expr::BinaryExpr(BinaryExpr { left, op, right }) => {
             let (column, op, literal) = match (
@@ -645,7 +678,7 @@ mod tests {
                 col("id").gt_eq(lit(10)),
                 col("id").lt(lit(20)),
             ],
-            r#"range ["Sales" rows ["0000000010"..)"0000000020"]"#,
+            r#"range ["Sales" rows ["0000000010", "0000000020")]"#,
         );
         check(
             vec![col("dept").eq(lit("Sales")), col("name").eq(lit("Ann"))],
@@ -657,7 +690,7 @@ mod tests {
         );
         check(
             vec![col("dept").like(lit("Sa%"))],
-            r#"partition-range ["Sa"..)"Sb"]"#,
+            r#"partition-range [["Sa", "Sb")]"#,
         );
         check(vec![col("name").eq(lit("Ann"))], "table");
         check(vec![col("dept").eq(lit("a/b"))], "partition []");
@@ -672,7 +705,7 @@ mod tests {
                 col("id").gt(lit(5)),
                 col("id").lt_eq(lit(9)),
             ],
-            r#"range ["S" rows ("0000000005"..]"0000000009"]"#,
+            r#"range ["S" rows ("0000000005", "0000000009"]]"#,
         );
     }
 }

@@ -177,10 +177,6 @@ impl ExecutionPlan for StoreScan {
         Ok(self)
     }
 
-    fn supports_limit_pushdown(&self) -> bool {
-        true
-    }
-
     fn with_fetch(&self, limit: Option<usize>) -> Option<Arc<dyn ExecutionPlan>> {
         let mut spec = self.spec.clone();
         spec.limit = match (spec.limit, limit) {

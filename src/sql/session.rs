@@ -279,7 +279,9 @@ impl Session {
             } => ddl::drop_tables(self, &names, if_exists).await,
             Statement::Truncate(truncate) => ddl::truncate(self, truncate).await,
             Statement::AlterTable(alter) => ddl::alter_table(self, alter).await,
-            Statement::Set(set) => self.set(set),
+            Statement::Set(set) if !set.to_string().to_lowercase().contains("datafusion.") => {
+                self.set(set)
+            }
             s if dml::is_dml(&s) => self.run_dml(&s, params).await,
             s => {
                 self.run_query(DfStatement::Statement(Box::new(s)), params)

@@ -9,7 +9,7 @@ use std::error::Error;
 use std::sync::Arc;
 
 use bytes::{BufMut, BytesMut};
-use datafusion::arrow::array::{Array, RecordBatch, StringArray};
+use datafusion::arrow::array::{Array, Float32Array, Float64Array, RecordBatch, StringArray};
 use datafusion::arrow::datatypes::{Field, Schema};
 use futures::{Stream, StreamExt};
 use pgwire::api::portal::Format;
@@ -125,6 +125,105 @@ impl ToSqlText for JsonText<'_> {
     }
 }
 
+/// A float in PostgreSQL's text form: the shortest digits that read back the
+/// same value, positional for exponents from -4 to 14, else `1.5e+20`.
+fn float_text(digits_and_exponent: String, negative: bool) -> String {
+    // `digits_and_exponent` is Rust's `{:e}` form, e.g. "2.125e1".
+    let (mantissa, exponent) = digits_and_exponent
+        .split_once('e')
+        .unwrap_or((&digits_and_exponent, "0"));
+    let exponent: i32 = exponent.parse().unwrap_or(0);
+    let digits: String = mantissa.chars().filter(|c| c.is_ascii_digit()).collect();
+    let sign = if negative { "-" } else { "" };
+    if (-4..15).contains(&exponent) {
+        let point = exponent + 1;
+        let text = if point <= 0 {
+            format!("0.{}{}", "0".repeat((-point) as usize), digits)
+        } else if point as usize >= digits.len() {
+            format!("{}{}", digits, "0".repeat(point as usize - digits.len()))
+        } else {
+            format!(
+                "{}.{}",
+                &digits[..point as usize],
+                &digits[point as usize..]
+            )
+        };
+        format!("{sign}{text}")
+    } else {
+        let (first, rest) = digits.split_at(1);
+        let rest = if rest.is_empty() {
+            String::new()
+        } else {
+            format!(".{rest}")
+        };
+        let esign = if exponent < 0 { '-' } else { '+' };
+        format!("{sign}{first}{rest}e{esign}{:02}", exponent.abs())
+    }
+}
+
+fn pg_float<T: Into<f64> + Copy + std::fmt::LowerExp>(v: T) -> String {
+    let f: f64 = v.into();
+    if f.is_nan() {
+        "NaN".into()
+    } else if f.is_infinite() {
+        if f > 0.0 {
+            "Infinity".into()
+        } else {
+            "-Infinity".into()
+        }
+    } else if f == 0.0 {
+        if f.is_sign_negative() {
+            "-0".into()
+        } else {
+            "0".into()
+        }
+    } else {
+        let text = format!("{v:e}");
+        let negative = text.starts_with('-');
+        float_text(text.trim_start_matches('-').to_owned(), negative)
+    }
+}
+
+/// A float: binary as the float itself, text in PostgreSQL's form.
+#[derive(Debug)]
+enum Float {
+    F32(f32),
+    F64(f64),
+}
+
+impl ToSql for Float {
+    fn to_sql(
+        &self,
+        ty: &Type,
+        out: &mut BytesMut,
+    ) -> Result<IsNull, Box<dyn Error + Sync + Send>> {
+        match self {
+            Float::F32(v) => v.to_sql(ty, out),
+            Float::F64(v) => v.to_sql(ty, out),
+        }
+    }
+    fn accepts(ty: &Type) -> bool {
+        *ty == Type::FLOAT4 || *ty == Type::FLOAT8
+    }
+    postgres_types::to_sql_checked!();
+}
+
+impl ToSqlText for Float {
+    fn to_sql_text(
+        &self,
+        _ty: &Type,
+        out: &mut BytesMut,
+        _: &FormatOptions,
+    ) -> Result<IsNull, Box<dyn Error + Sync + Send>> {
+        let text = match self {
+            Float::F32(v) => pg_float(*v),
+            Float::F64(v) => pg_float(*v),
+        };
+        out.put_slice(text.as_bytes());
+        Ok(IsNull::No)
+    }
+}
+
 /// Appends row `row` of `batch` to the encoder.
 fn encode_row<E: arrow_pg::encoder::Encoder>(
     encoder: &mut E,
@@ -136,7 +235,13 @@ fn encode_row<E: arrow_pg::encoder::Encoder>(
     for (col, pg_field) in fields.iter().enumerate() {
         let array = batch.column(col);
         let ty = pg_field.datatype();
-        if *ty == Type::UUID || *ty == Type::JSON || *ty == Type::JSONB {
+        if let Some(floats) = array.as_any().downcast_ref::<Float64Array>() {
+            let value = floats.is_valid(row).then(|| Float::F64(floats.value(row)));
+            encoder.encode_field(&value, pg_field)?;
+        } else if let Some(floats) = array.as_any().downcast_ref::<Float32Array>() {
+            let value = floats.is_valid(row).then(|| Float::F32(floats.value(row)));
+            encoder.encode_field(&value, pg_field)?;
+        } else if *ty == Type::UUID || *ty == Type::JSON || *ty == Type::JSONB {
             let strings = array
                 .as_any()
                 .downcast_ref::<StringArray>()
@@ -179,4 +284,28 @@ pub fn rows(
         };
         futures::stream::iter(rows)
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::pg_float;
+
+    #[test]
+    fn floats_print_like_postgres() {
+        for (v, want) in [
+            (21.0, "21"),
+            (0.1, "0.1"),
+            (-2.5, "-2.5"),
+            (1e15, "1e+15"),
+            (123456789012345.0, "123456789012345"),
+            (0.0001, "0.0001"),
+            (0.00001, "1e-05"),
+            (1.5e300, "1.5e+300"),
+            (f64::NAN, "NaN"),
+            (f64::NEG_INFINITY, "-Infinity"),
+        ] {
+            assert_eq!(pg_float(v), want, "{v}");
+        }
+        assert_eq!(pg_float(1.1f32), "1.1");
+    }
 }

@@ -149,7 +149,9 @@ fn datafusion_state(e: &DataFusionError) -> &'static str {
                 None => "XX000",
             },
         },
-        DataFusionError::Context(_, inner) => datafusion_state(inner),
+        DataFusionError::Context(_, inner) | DataFusionError::Diagnostic(_, inner) => {
+            datafusion_state(inner)
+        }
         DataFusionError::Shared(inner) => datafusion_state(inner),
         _ => "XX000",
     }

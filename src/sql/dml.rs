@@ -113,6 +113,70 @@ fn cast_to(def: &TableDef, column: usize, expr: &str) -> String {
     format!("CAST(({expr}) AS {})", cast_name(def.columns[column].ty))
 }
 
+/// A value expression for a column. A string literal for a bytea column is
+/// read in PostgreSQL's bytea input format (`'\\xdeadbeef'`, or escapes),
+/// not as the bytes of its text.
+fn value_sql(def: &TableDef, column: usize, expr: &AstExpr) -> String {
+    if def.columns[column].ty == crate::catalog::SqlType::Bytea {
+        if let AstExpr::Value(v) = expr {
+            if let datafusion::sql::sqlparser::ast::Value::SingleQuotedString(text) = &v.value {
+                let bytes = bytea_input(text);
+                return format!(
+                    "X'{}'",
+                    bytes.iter().map(|b| format!("{b:02x}")).collect::<String>()
+                );
+            }
+        }
+    }
+    cast_to(def, column, &expr.to_string())
+}
+
+/// PostgreSQL's bytea input: `\x` followed by hex digits, or text where `\\`
+/// is a backslash and `\nnn` an octal byte.
+fn bytea_input(text: &str) -> Vec<u8> {
+    if let Some(hex) = text.strip_prefix("\\x") {
+        let digits: Vec<u8> = hex.bytes().filter(|b| !b.is_ascii_whitespace()).collect();
+        if let Some(bytes) = digits
+            .chunks(2)
+            .map(|pair| {
+                std::str::from_utf8(pair)
+                    .ok()
+                    .and_then(|p| u8::from_str_radix(p, 16).ok())
+            })
+            .collect::<Option<Vec<u8>>>()
+        {
+            return bytes;
+        }
+    }
+    let raw = text.as_bytes();
+    let mut out = Vec::with_capacity(raw.len());
+    let mut i = 0;
+    while i < raw.len() {
+        match (raw[i], raw.get(i + 1)) {
+            (b'\\', Some(b'\\')) => {
+                out.push(b'\\');
+                i += 2;
+            }
+            (b'\\', Some(_))
+                if raw
+                    .get(i + 1..i + 4)
+                    .is_some_and(|d| d.iter().all(|d| (b'0'..=b'7').contains(d))) =>
+            {
+                let octal = std::str::from_utf8(&raw[i + 1..i + 4])
+                    .ok()
+                    .and_then(|o| u8::from_str_radix(o, 8).ok());
+                out.push(octal.unwrap_or(b'\\'));
+                i += 4;
+            }
+            (b, _) => {
+                out.push(b);
+                i += 1;
+            }
+        }
+    }
+    out
+}
+
 fn default_of(def: &TableDef, column: usize) -> String {
     let c = &def.columns[column];
     cast_to(def, column, c.default.as_deref().unwrap_or("NULL"))
@@ -183,7 +247,7 @@ fn rewrite_insert(session: &Session, insert: &Insert) -> Result<Rewrite> {
                                 if is_default(expr) {
                                     default_of(&def, column)
                                 } else {
-                                    cast_to(&def, column, &expr.to_string())
+                                    value_sql(&def, column, expr)
                                 }
                             })
                             .collect();
@@ -291,7 +355,7 @@ fn rewrite_update(session: &Session, update: &Update) -> Result<Rewrite> {
         let value = if is_default(&a.value) {
             default_of(&def, column)
         } else {
-            cast_to(&def, column, &a.value.to_string())
+            value_sql(&def, column, &a.value)
         };
         assigned.insert(column, value);
     }
@@ -543,14 +607,23 @@ pub async fn plan_changes(
                             key: def.describe_key(&key),
                         });
                     }
-                    if rewrite.on_conflict == Conflict::DoNothing
+                    // Outside a transaction a conflicting insert fails at
+                    // commit; inside one, PostgreSQL reports it at once.
+                    let do_nothing = rewrite.on_conflict == Conflict::DoNothing;
+                    if (do_nothing || session.in_transaction())
                         && session
                             .current_view()
                             .get(&def.name, &key, Some(&[]))
                             .await?
                             .is_some()
                     {
-                        continue;
+                        if do_nothing {
+                            continue;
+                        }
+                        return Err(SqlError::UniqueViolation {
+                            table: def.name.clone(),
+                            key: def.describe_key(&key),
+                        });
                     }
                     let entity = def.row_to_entity(key.clone(), &row)?;
                     changes.push(Change {

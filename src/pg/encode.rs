@@ -13,9 +13,12 @@ use datafusion::arrow::array::{Array, Float32Array, Float64Array, RecordBatch, S
 use datafusion::arrow::datatypes::{Field, Schema};
 use futures::{Stream, StreamExt};
 use pgwire::api::portal::Format;
-use pgwire::api::results::{DataRowEncoder, FieldInfo};
+use pgwire::api::results::{
+    CopyCsvOptions, CopyEncoder, CopyTextOptions, DataRowEncoder, FieldInfo,
+};
 use pgwire::api::Type;
 use pgwire::error::{PgWireError, PgWireResult};
+use pgwire::messages::copy::CopyData;
 use pgwire::messages::data::DataRow;
 use pgwire::types::format::FormatOptions;
 use pgwire::types::ToSqlText;
@@ -284,6 +287,73 @@ pub fn rows(
         };
         futures::stream::iter(rows)
     })
+}
+
+/// The COPY TO STDOUT data of a stream of record batches, in text or CSV.
+pub fn copy_rows(
+    schema: &Schema,
+    batches: impl Stream<Item = datafusion::error::Result<RecordBatch>> + Send + 'static,
+    format: &crate::sql::copy::CopyFormat,
+) -> PgWireResult<impl Stream<Item = PgWireResult<CopyData>> + Send + 'static> {
+    let fields = Arc::new(fields(schema, &Format::UnifiedText)?);
+    let delimiter = format.delimiter.to_string();
+    let make_encoder = {
+        let fields = fields.clone();
+        let format = format.clone();
+        move || {
+            if format.csv {
+                CopyEncoder::new_csv(
+                    fields.clone(),
+                    CopyCsvOptions {
+                        delimiter: format.delimiter.to_string().as_str().into(),
+                        quote: format.quote.to_string().as_str().into(),
+                        escape: format.escape.to_string().as_str().into(),
+                        null_string: format.null.as_str().into(),
+                        force_quote: Vec::new(),
+                    },
+                )
+            } else {
+                CopyEncoder::new_text(
+                    fields.clone(),
+                    CopyTextOptions {
+                        delimiter: format.delimiter.to_string().as_str().into(),
+                        null_string: format.null.as_str().into(),
+                    },
+                )
+            }
+        }
+    };
+    // The header goes in front of the first row, so that the row count the
+    // client is told is the number of rows.
+    let mut header = format.header.then(|| {
+        let names: Vec<&str> = schema.fields().iter().map(|f| f.name().as_str()).collect();
+        format!("{}\n", names.join(&delimiter))
+    });
+    let rows = batches.flat_map(move |batch| {
+        let fields = fields.clone();
+        let mut encoder = make_encoder();
+        let rows: Vec<PgWireResult<CopyData>> = match batch {
+            Err(e) => vec![Err(super::error::to_pgwire(
+                crate::sql::SqlError::DataFusion(e),
+            ))],
+            Ok(batch) => (0..batch.num_rows())
+                .map(|r| {
+                    encode_row(&mut encoder, &batch, r, &fields)?;
+                    Ok(encoder.take_copy())
+                })
+                .collect(),
+        };
+        futures::stream::iter(rows)
+    });
+    let rows = rows.map(move |row| match (header.take(), row) {
+        (Some(h), Ok(data)) => {
+            let mut bytes = h.into_bytes();
+            bytes.extend_from_slice(&data.data);
+            Ok(CopyData::new(bytes::Bytes::from(bytes)))
+        }
+        (_, row) => row,
+    });
+    Ok(rows)
 }
 
 #[cfg(test)]

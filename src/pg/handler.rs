@@ -5,18 +5,21 @@ use std::fmt::Debug;
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use futures::Sink;
+use futures::{Sink, SinkExt};
 use pgwire::api::auth::noop::NoopStartupHandler;
 use pgwire::api::auth::StartupHandler;
+use pgwire::api::copy::CopyHandler;
 use pgwire::api::portal::{Format, Portal};
 use pgwire::api::query::{ExtendedQueryHandler, SimpleQueryHandler};
 use pgwire::api::results::{
-    DescribePortalResponse, DescribeStatementResponse, FieldInfo, QueryResponse, Response, Tag,
+    CopyResponse, DescribePortalResponse, DescribeStatementResponse, FieldInfo, QueryResponse,
+    Response, Tag,
 };
 use pgwire::api::stmt::{QueryParser, StoredStatement};
 use pgwire::api::store::PortalStore;
 use pgwire::api::{ClientInfo, ClientPortalStore, PgWireServerHandlers, Type};
 use pgwire::error::{PgWireError, PgWireResult};
+use pgwire::messages::copy::{CopyData, CopyDone, CopyFail};
 use pgwire::messages::PgWireBackendMessage;
 use tokio::sync::Mutex;
 
@@ -69,6 +72,21 @@ fn response(output: Output, format: &Format) -> PgWireResult<Response> {
         Output::Command(tag) => Response::Execution(Tag::new(&tag)),
         Output::TransactionStart(tag) => Response::TransactionStart(Tag::new(&tag)),
         Output::TransactionEnd(tag) => Response::TransactionEnd(Tag::new(&tag)),
+        Output::CopyIn { columns } => {
+            Response::CopyIn(CopyResponse::new(0, columns, futures::stream::empty()))
+        }
+        Output::CopyOut {
+            schema,
+            stream,
+            format,
+        } => {
+            let columns = schema.fields().len();
+            Response::CopyOut(CopyResponse::new(
+                0,
+                columns,
+                encode::copy_rows(&schema, stream, &format)?,
+            ))
+        }
     })
 }
 
@@ -226,6 +244,54 @@ impl ExtendedQueryHandler for Handlers {
     }
 }
 
+#[async_trait]
+impl CopyHandler for Handlers {
+    async fn on_copy_data<C>(&self, client: &mut C, copy_data: CopyData) -> PgWireResult<()>
+    where
+        C: ClientInfo + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+        C::Error: Debug,
+        PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+    {
+        session_of(&self.engine, client)
+            .lock()
+            .await
+            .copy_data(&copy_data.data);
+        Ok(())
+    }
+
+    async fn on_copy_done<C>(&self, client: &mut C, _done: CopyDone) -> PgWireResult<()>
+    where
+        C: ClientInfo + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+        C::Error: Debug,
+        PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+    {
+        let result = session_of(&self.engine, client)
+            .lock()
+            .await
+            .copy_done()
+            .await;
+        let tag = result.map_err(to_pgwire)?;
+        client
+            .send(PgWireBackendMessage::CommandComplete(Tag::new(&tag).into()))
+            .await?;
+        Ok(())
+    }
+
+    async fn on_copy_fail<C>(&self, client: &mut C, fail: CopyFail) -> PgWireError
+    where
+        C: ClientInfo + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+        C::Error: Debug,
+        PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+    {
+        to_pgwire(
+            session_of(&self.engine, client)
+                .lock()
+                .await
+                .copy_failed(&fail.message),
+        )
+    }
+}
+
 impl NoopStartupHandler for Handlers {}
 
 impl PgWireServerHandlers for Handlers {
@@ -238,6 +304,10 @@ impl PgWireServerHandlers for Handlers {
     }
 
     fn startup_handler(&self) -> Arc<impl StartupHandler> {
+        Arc::new(self.clone_ref())
+    }
+
+    fn copy_handler(&self) -> Arc<impl CopyHandler> {
         Arc::new(self.clone_ref())
     }
 }

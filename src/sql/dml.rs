@@ -133,7 +133,7 @@ fn value_sql(def: &TableDef, column: usize, expr: &AstExpr) -> String {
 
 /// PostgreSQL's bytea input: `\x` followed by hex digits, or text where `\\`
 /// is a backslash and `\nnn` an octal byte.
-fn bytea_input(text: &str) -> Vec<u8> {
+pub(super) fn bytea_input(text: &str) -> Vec<u8> {
     if let Some(hex) = text.strip_prefix("\\x") {
         let digits: Vec<u8> = hex.bytes().filter(|b| !b.is_ascii_whitespace()).collect();
         if let Some(bytes) = digits

@@ -12,6 +12,7 @@
 //! nothing of the wire protocol.
 
 mod convert;
+pub mod copy;
 mod ddl;
 mod dml;
 mod error;

@@ -12,10 +12,13 @@ use datafusion::execution::SessionStateBuilder;
 use datafusion::logical_expr::LogicalPlan;
 use datafusion::physical_plan::SendableRecordBatchStream;
 use datafusion::prelude::{SessionConfig, SessionContext};
-use datafusion::sql::parser::{DFParser, Statement as DfStatement};
-use datafusion::sql::sqlparser::ast::{ObjectName, Statement};
+use datafusion::sql::parser::Statement as DfStatement;
+use datafusion::sql::sqlparser::ast::{
+    CopyLegacyOption, CopyOption, CopySource, CopyTarget, ObjectName, Statement,
+};
 use datafusion::sql::sqlparser::dialect::PostgreSqlDialect;
 
+use super::copy::{CopyFormat, CopyIn};
 use super::error::{Result, SqlError};
 use super::provider::{ReadView, TablegateSchema};
 use super::txn::{Change, Transaction};
@@ -57,6 +60,16 @@ pub enum Output {
     /// The statement opened or closed a transaction block.
     TransactionStart(String),
     TransactionEnd(String),
+    /// COPY FROM STDIN: the client now sends the data ([`Session::copy_data`]).
+    CopyIn {
+        columns: usize,
+    },
+    /// COPY TO STDOUT: these rows, in this format.
+    CopyOut {
+        schema: SchemaRef,
+        stream: SendableRecordBatchStream,
+        format: CopyFormat,
+    },
 }
 
 /// A statement parsed and planned once, executed many times (the extended
@@ -79,6 +92,8 @@ pub struct Session {
     view: Arc<ReadView>,
     pub(super) txn: Option<Transaction>,
     settings: HashMap<String, String>,
+    /// A COPY FROM STDIN receiving data, or the error that ended it.
+    copy_in: Option<Result<CopyIn>>,
 }
 
 /// How often an autocommit statement is re-run after losing a race with a
@@ -111,6 +126,7 @@ impl Session {
             view,
             txn: None,
             settings: HashMap::new(),
+            copy_in: None,
         }
     }
 
@@ -126,11 +142,15 @@ impl Session {
         self.txn.is_some()
     }
 
-    /// Parses a query string into statements.
+    /// Parses a query string into statements, in PostgreSQL's dialect.
     pub fn parse(sql: &str) -> Result<Vec<DfStatement>> {
-        let statements = DFParser::parse_sql_with_dialect(sql, &PostgreSqlDialect {})
-            .map_err(|e| SqlError::Syntax(e.to_string()))?;
-        Ok(statements.into_iter().collect())
+        let statements =
+            datafusion::sql::sqlparser::parser::Parser::parse_sql(&PostgreSqlDialect {}, sql)
+                .map_err(|e| SqlError::Syntax(e.to_string()))?;
+        Ok(statements
+            .into_iter()
+            .map(|s| DfStatement::Statement(Box::new(s)))
+            .collect())
     }
 
     /// Runs every statement of a simple query; stops at the first error, which
@@ -279,6 +299,17 @@ impl Session {
             } => ddl::drop_tables(self, &names, if_exists).await,
             Statement::Truncate(truncate) => ddl::truncate(self, truncate).await,
             Statement::AlterTable(alter) => ddl::alter_table(self, alter).await,
+            Statement::Copy {
+                source,
+                to,
+                target,
+                options,
+                legacy_options,
+                values,
+            } => {
+                self.copy(source, to, target, &options, &legacy_options, values)
+                    .await
+            }
             Statement::Set(set) if !set.to_string().to_lowercase().contains("datafusion.") => {
                 self.set(set)
             }
@@ -366,6 +397,146 @@ impl Session {
                 _ => SqlError::Store(e),
             }),
         }
+    }
+
+    async fn copy(
+        &mut self,
+        source: CopySource,
+        to: bool,
+        target: CopyTarget,
+        options: &[CopyOption],
+        legacy: &[CopyLegacyOption],
+        values: Vec<Option<String>>,
+    ) -> Result<Output> {
+        let format = CopyFormat::parse(options, legacy)?;
+        if to {
+            if target != CopyTarget::Stdout {
+                return Err(SqlError::FeatureNotSupported(
+                    "COPY TO supports STDOUT only (use psql's \\copy for files)".into(),
+                ));
+            }
+            let query = match source {
+                CopySource::Query(q) => q.to_string(),
+                CopySource::Table {
+                    table_name: name,
+                    columns,
+                } => {
+                    let list = if columns.is_empty() {
+                        "*".to_owned()
+                    } else {
+                        columns
+                            .iter()
+                            .map(|c| c.to_string())
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    };
+                    format!("SELECT {list} FROM {name}")
+                }
+            };
+            let statement = Self::parse(&query)?
+                .pop()
+                .ok_or_else(|| SqlError::Syntax("empty COPY query".into()))?;
+            return match self.run_query(statement, None).await? {
+                Output::Rows { schema, stream, .. } => Ok(Output::CopyOut {
+                    schema,
+                    stream,
+                    format,
+                }),
+                _ => Err(SqlError::Syntax(
+                    "COPY needs a query that returns rows".into(),
+                )),
+            };
+        }
+        if target != CopyTarget::Stdin {
+            return Err(SqlError::FeatureNotSupported(
+                "COPY FROM supports STDIN only (use psql's \\copy for files)".into(),
+            ));
+        }
+        let CopySource::Table {
+            table_name: name,
+            columns,
+        } = source
+        else {
+            return Err(SqlError::Syntax("COPY FROM needs a table".into()));
+        };
+        let def = self.engine.catalog.table(&table_name(&name)?)?;
+        let columns: Vec<usize> = if columns.is_empty() {
+            (0..def.columns.len())
+                .filter(|&i| def.columns[i].system.is_none())
+                .collect()
+        } else {
+            columns
+                .iter()
+                .map(|c| {
+                    def.column_index(&normalize(c))
+                        .ok_or_else(|| SqlError::UndefinedColumn(c.value.clone()))
+                })
+                .collect::<Result<_>>()?
+        };
+        let mut copy = CopyIn::new(def, columns, format);
+        if !values.is_empty() {
+            // Data that came inside the statement (a pg_dump script).
+            let width = copy.columns();
+            let mut text = String::new();
+            for row in values.chunks(width) {
+                let fields: Vec<String> = row
+                    .iter()
+                    .map(|v| v.clone().unwrap_or_else(|| "\\N".into()))
+                    .collect();
+                text.push_str(&fields.join("\t"));
+                text.push('\n');
+            }
+            copy.feed(text.as_bytes())?;
+            let count = self.apply_copy(copy).await?;
+            return Ok(Output::Command(format!("COPY {count}")));
+        }
+        let columns = copy.columns();
+        self.copy_in = Some(Ok(copy));
+        Ok(Output::CopyIn { columns })
+    }
+
+    /// A chunk of COPY FROM STDIN data. A bad chunk ends the COPY; its error
+    /// is reported when the client finishes sending (as PostgreSQL does).
+    pub fn copy_data(&mut self, data: &[u8]) {
+        if let Some(Ok(copy)) = &mut self.copy_in {
+            if let Err(e) = copy.feed(data) {
+                self.copy_in = Some(Err(e));
+            }
+        }
+    }
+
+    /// The end of COPY FROM STDIN data: commits the rows; returns the command tag.
+    pub async fn copy_done(&mut self) -> Result<String> {
+        let result = match self.copy_in.take() {
+            Some(Ok(copy)) => self
+                .apply_copy(copy)
+                .await
+                .map(|count| format!("COPY {count}")),
+            Some(Err(e)) => Err(e),
+            None => Err(SqlError::InvalidTransactionState(
+                "no COPY in progress".into(),
+            )),
+        };
+        result.map_err(|e| self.fail(e))
+    }
+
+    /// The client abandoned COPY FROM STDIN.
+    pub fn copy_failed(&mut self, message: &str) -> SqlError {
+        self.copy_in = None;
+        self.fail(SqlError::value(
+            "57014",
+            format!("COPY from stdin failed: {message}"),
+        ))
+    }
+
+    async fn apply_copy(&mut self, copy: CopyIn) -> Result<usize> {
+        let changes = copy.finish()?;
+        let count = changes.len();
+        match &mut self.txn {
+            Some(txn) => txn.apply(changes),
+            None => self.commit_changes(changes).await?,
+        }
+        Ok(count)
     }
 
     fn begin(&mut self) -> Result<Output> {

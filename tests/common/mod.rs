@@ -28,3 +28,50 @@ pub fn int(e: &Entity, name: &str) -> i64 {
         other => panic!("{name} is {other:?}"),
     }
 }
+
+/// A tablegate server on an ephemeral port over a fresh data dir, stopped when dropped.
+pub struct TestServer {
+    pub port: u16,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    _dir: tempfile::TempDir,
+}
+
+impl TestServer {
+    pub async fn start() -> TestServer {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store = std::sync::Arc::new(NativeStore::open(dir.path()).expect("open store"));
+        let engine = tablegate::sql::Engine::open(store).await.expect("engine");
+        let server = tablegate::pg::Server::bind("127.0.0.1:0", engine)
+            .await
+            .expect("bind");
+        let port = server.local_addr().expect("addr").port();
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        tokio::spawn(server.run(async {
+            let _ = stopped.await;
+        }));
+        TestServer {
+            port,
+            stop: Some(stop),
+            _dir: dir,
+        }
+    }
+
+    pub async fn client(&self) -> tokio_postgres::Client {
+        let (client, connection) = tokio_postgres::connect(
+            &format!("host=127.0.0.1 port={} user=test", self.port),
+            tokio_postgres::NoTls,
+        )
+        .await
+        .expect("connect");
+        tokio::spawn(connection);
+        client
+    }
+}
+
+impl Drop for TestServer {
+    fn drop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+    }
+}

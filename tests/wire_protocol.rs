@@ -1,0 +1,368 @@
+//! The PostgreSQL protocol through a real client: prepared statements with
+//! typed parameters and binary results, portals read in pieces, errors that
+//! leave the connection usable, COPY in and out, and concurrent writers.
+
+mod common;
+
+use std::sync::Arc;
+
+use common::TestServer;
+use futures::{SinkExt, StreamExt, TryStreamExt};
+use tokio_postgres::types::Type;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn prepared_statements_with_typed_parameters() {
+    let server = TestServer::start().await;
+    let client = server.client().await;
+    client
+        .batch_execute(
+            "CREATE TABLE items (shop text, id bigint, name varchar(40), price numeric(10, 2), qty int, \
+             w real, ok boolean, made date, at timestamp, tz timestamptz, tag uuid, raw bytea, doc jsonb, \
+             PRIMARY KEY (shop, id))",
+        )
+        .await
+        .unwrap();
+
+    let insert = client
+        .prepare("INSERT INTO items (shop, id, name, qty, w, ok, made, at, raw) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)")
+        .await
+        .unwrap();
+    assert_eq!(
+        insert.params(),
+        &[
+            Type::TEXT,
+            Type::INT8,
+            Type::TEXT,
+            Type::INT4,
+            Type::FLOAT4,
+            Type::BOOL,
+            Type::DATE,
+            Type::TIMESTAMP,
+            Type::BYTEA
+        ]
+    );
+    let day = chrono::NaiveDate::from_ymd_opt(2026, 11, 21).unwrap();
+    let at = day.and_hms_micro_opt(10, 11, 12, 345678).unwrap();
+    for i in 0..5i64 {
+        let n = client
+            .execute(
+                &insert,
+                &[
+                    &"north",
+                    &i,
+                    &format!("item {i}"),
+                    &(i as i32 * 10),
+                    &1.5f32,
+                    &(i % 2 == 0),
+                    &day,
+                    &at,
+                    &vec![i as u8, 255],
+                ],
+            )
+            .await
+            .unwrap();
+        assert_eq!(n, 1);
+    }
+
+    // Binary results, decoded by the client into Rust types.
+    let select = client
+        .prepare(
+            "SELECT id, name, qty, w, ok, made, at, raw FROM items WHERE shop = $1 AND id = $2",
+        )
+        .await
+        .unwrap();
+    assert_eq!(select.params(), &[Type::TEXT, Type::INT8]);
+    let row = client.query_one(&select, &[&"north", &3i64]).await.unwrap();
+    assert_eq!(row.get::<_, i64>(0), 3);
+    assert_eq!(row.get::<_, String>(1), "item 3");
+    assert_eq!(row.get::<_, i32>(2), 30);
+    assert_eq!(row.get::<_, f32>(3), 1.5);
+    assert!(!row.get::<_, bool>(4));
+    assert_eq!(row.get::<_, chrono::NaiveDate>(5), day);
+    assert_eq!(row.get::<_, chrono::NaiveDateTime>(6), at);
+    assert_eq!(row.get::<_, Vec<u8>>(7), vec![3, 255]);
+
+    // The same statement, many times: plans are reused.
+    for i in 0..5i64 {
+        let rows = client.query(&select, &[&"north", &i]).await.unwrap();
+        assert_eq!(rows.len(), 1);
+    }
+    let none = client.query(&select, &[&"south", &1i64]).await.unwrap();
+    assert!(none.is_empty());
+
+    // Updates and deletes with parameters report true counts.
+    let n = client
+        .execute(
+            "UPDATE items SET qty = qty + $1 WHERE shop = $2 AND id >= $3",
+            &[&1i32, &"north", &3i64],
+        )
+        .await
+        .unwrap();
+    assert_eq!(n, 2);
+    let n = client
+        .execute(
+            "DELETE FROM items WHERE shop = $1 AND id = $2",
+            &[&"north", &0i64],
+        )
+        .await
+        .unwrap();
+    assert_eq!(n, 1);
+    let n = client
+        .execute(
+            "DELETE FROM items WHERE shop = $1 AND id = $2",
+            &[&"north", &0i64],
+        )
+        .await
+        .unwrap();
+    assert_eq!(n, 0);
+
+    // uuid, numeric and jsonb through text parameters and results.
+    client
+        .batch_execute(
+            "UPDATE items SET tag = 'a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11', price = 12.5, doc = '{\"k\": 1}' WHERE shop = 'north' AND id = 1",
+        )
+        .await
+        .unwrap();
+    let rows = client
+        .simple_query("SELECT tag, price, doc FROM items WHERE shop = 'north' AND id = 1")
+        .await
+        .unwrap();
+    let tokio_postgres::SimpleQueryMessage::Row(row) = &rows[1] else {
+        panic!("{rows:?}")
+    };
+    assert_eq!(row.get(0), Some("a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11"));
+    assert_eq!(row.get(1), Some("12.50"));
+    assert_eq!(row.get(2), Some("{\"k\": 1}"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn errors_keep_the_connection_usable() {
+    let server = TestServer::start().await;
+    let client = server.client().await;
+    client
+        .batch_execute("CREATE TABLE t (k int PRIMARY KEY)")
+        .await
+        .unwrap();
+    let cases = [
+        ("SELEC 1", "42601"),
+        ("SELECT * FROM missing", "42P01"),
+        ("SELECT nope FROM t", "42703"),
+        ("INSERT INTO t VALUES (1), (1)", "23505"),
+        ("CREATE TABLE t (k int)", "42P07"),
+    ];
+    for (sql, code) in cases {
+        let err = client.batch_execute(sql).await.unwrap_err();
+        assert_eq!(err.code().map(|c| c.code()), Some(code), "{sql}: {err}");
+        // The extended protocol too.
+        if let Err(err) = client.query(sql, &[]).await {
+            assert_eq!(
+                err.code().map(|c| c.code()),
+                Some(code),
+                "{sql} (extended): {err}"
+            );
+        }
+        assert_eq!(
+            client
+                .query_one("SELECT 1 + 1", &[])
+                .await
+                .unwrap()
+                .get::<_, i64>(0),
+            2
+        );
+    }
+    // Several statements in one simple query; the error stops the rest.
+    let err = client
+        .batch_execute("INSERT INTO t VALUES (5); SELECT * FROM missing; INSERT INTO t VALUES (6)")
+        .await
+        .unwrap_err();
+    assert_eq!(err.code().map(|c| c.code()), Some("42P01"));
+    let keys: Vec<i32> = client
+        .query("SELECT k FROM t ORDER BY k", &[])
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert_eq!(keys, vec![5]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn portals_return_rows_in_pieces() {
+    let server = TestServer::start().await;
+    let mut client = server.client().await;
+    client
+        .batch_execute("CREATE TABLE n (i int PRIMARY KEY)")
+        .await
+        .unwrap();
+    client
+        .batch_execute(&format!(
+            "INSERT INTO n VALUES {}",
+            (0..250)
+                .map(|i| format!("({i})"))
+                .collect::<Vec<_>>()
+                .join(",")
+        ))
+        .await
+        .unwrap();
+    let txn = client.transaction().await.unwrap();
+    let statement = txn.prepare("SELECT i FROM n ORDER BY i").await.unwrap();
+    let portal = txn.bind(&statement, &[]).await.unwrap();
+    let mut seen = Vec::new();
+    loop {
+        let rows = txn.query_portal(&portal, 100).await.unwrap();
+        if rows.is_empty() {
+            break;
+        }
+        assert!(rows.len() <= 100);
+        seen.extend(rows.iter().map(|r| r.get::<_, i32>(0)));
+    }
+    assert_eq!(seen, (0..250).collect::<Vec<_>>());
+    txn.commit().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn copy_in_and_out() {
+    let server = TestServer::start().await;
+    let client = server.client().await;
+    client
+        .batch_execute(
+            "CREATE TABLE people (id int PRIMARY KEY, name text, score double precision)",
+        )
+        .await
+        .unwrap();
+    let sink = client
+        .copy_in("COPY people FROM STDIN WITH (FORMAT csv)")
+        .await
+        .unwrap();
+    futures::pin_mut!(sink);
+    let mut data = String::new();
+    for i in 0..3000 {
+        data.push_str(&format!("{i},\"name, {i}\",{}\n", i as f64 / 2.0));
+    }
+    data.push_str("3000,,\n");
+    sink.send(bytes::Bytes::from(data)).await.unwrap();
+    assert_eq!(sink.finish().await.unwrap(), 3001);
+    let row = client
+        .query_one("SELECT count(*), count(name), sum(score) FROM people", &[])
+        .await
+        .unwrap();
+    assert_eq!((row.get::<_, i64>(0), row.get::<_, i64>(1)), (3001, 3000));
+
+    let out = client
+        .copy_out("COPY (SELECT id, name, score FROM people WHERE id < 3 ORDER BY id) TO STDOUT")
+        .await
+        .unwrap();
+    let chunks: Vec<bytes::Bytes> = out.try_collect().await.unwrap();
+    let text: String = chunks
+        .iter()
+        .map(|c| String::from_utf8_lossy(c).into_owned())
+        .collect();
+    assert_eq!(text, "0\tname, 0\t0\n1\tname, 1\t0.5\n2\tname, 2\t1\n");
+
+    // A bad row fails the whole COPY, names the problem, and loads nothing.
+    let sink = client.copy_in("COPY people FROM STDIN").await.unwrap();
+    futures::pin_mut!(sink);
+    sink.send(bytes::Bytes::from_static(
+        b"9000\tok\t1\n9001\tbad\tnot-a-number\n",
+    ))
+    .await
+    .unwrap();
+    let err = sink.finish().await.unwrap_err();
+    assert_eq!(err.code().map(|c| c.code()), Some("22P02"), "{err}");
+    assert_eq!(
+        client
+            .query_one("SELECT count(*) FROM people WHERE id >= 9000", &[])
+            .await
+            .unwrap()
+            .get::<_, i64>(0),
+        0
+    );
+    assert_eq!(
+        client
+            .query_one("SELECT 1", &[])
+            .await
+            .unwrap()
+            .get::<_, i64>(0),
+        1
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn concurrent_increments_are_never_lost() {
+    let server = TestServer::start().await;
+    let setup = server.client().await;
+    setup
+        .batch_execute("CREATE TABLE c (k text PRIMARY KEY, n int)")
+        .await
+        .unwrap();
+    setup
+        .batch_execute("INSERT INTO c VALUES ('x', 0)")
+        .await
+        .unwrap();
+    let server = Arc::new(server);
+    let mut tasks = Vec::new();
+    for _ in 0..8 {
+        let server = server.clone();
+        tasks.push(tokio::spawn(async move {
+            let client = server.client().await;
+            let mut ok = 0;
+            for _ in 0..25 {
+                client
+                    .execute("UPDATE c SET n = n + 1 WHERE k = 'x'", &[])
+                    .await
+                    .unwrap();
+                ok += 1;
+            }
+            ok
+        }));
+    }
+    let mut total = 0;
+    for t in tasks {
+        total += t.await.unwrap();
+    }
+    let n: i32 = setup
+        .query_one("SELECT n FROM c WHERE k = 'x'", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(n, total);
+
+    // Explicit transactions: conflicts come back as 40001, commits all count.
+    let mut tasks = Vec::new();
+    for _ in 0..6 {
+        let server = server.clone();
+        tasks.push(tokio::spawn(async move {
+            let mut client = server.client().await;
+            let (mut committed, mut conflicts) = (0, 0);
+            for _ in 0..20 {
+                let txn = client.transaction().await.unwrap();
+                let n: i32 = txn
+                    .query_one("SELECT n FROM c WHERE k = 'x'", &[])
+                    .await
+                    .unwrap()
+                    .get(0);
+                txn.execute("UPDATE c SET n = $1 WHERE k = 'x'", &[&(n + 1)])
+                    .await
+                    .unwrap();
+                match txn.commit().await {
+                    Ok(()) => committed += 1,
+                    Err(e) => {
+                        assert_eq!(e.code().map(|c| c.code()), Some("40001"), "{e}");
+                        conflicts += 1;
+                    }
+                }
+            }
+            (committed, conflicts)
+        }));
+    }
+    let mut committed = 0;
+    for t in tasks {
+        committed += t.await.unwrap().0;
+    }
+    let after: i32 = setup
+        .query_one("SELECT n FROM c WHERE k = 'x'", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(after, n + committed);
+}

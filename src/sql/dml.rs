@@ -16,7 +16,7 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
-use datafusion::arrow::array::{Array, RecordBatch, StringArray};
+use datafusion::arrow::array::{Array, ArrayRef, Int64Array, RecordBatch, StringArray};
 use datafusion::arrow::compute::cast;
 use datafusion::arrow::datatypes::{DataType, Schema, SchemaRef};
 use datafusion::common::ParamValues;
@@ -24,8 +24,8 @@ use datafusion::datasource::MemTable;
 use datafusion::physical_plan::memory::MemoryStream;
 use datafusion::sql::parser::Statement as DfStatement;
 use datafusion::sql::sqlparser::ast::{
-    AssignmentTarget, Delete, Expr as AstExpr, FromTable, Insert, OnConflictAction, OnInsert,
-    SelectItem, SetExpr, Statement, TableFactor, TableObject, TableWithJoins, Update,
+    AssignmentTarget, ConflictTarget, Delete, Expr as AstExpr, FromTable, Insert, OnConflictAction,
+    OnInsert, SelectItem, SetExpr, Statement, TableFactor, TableObject, TableWithJoins, Update,
 };
 use futures::TryStreamExt;
 
@@ -53,6 +53,11 @@ fn aliased(items: &[String]) -> String {
         .map(|(i, item)| format!("{item} AS \"__{i}\""))
         .collect::<Vec<_>>()
         .join(", ")
+}
+
+/// `INSERT ... ON CONFLICT`.
+pub fn is_upsert(statement: &Statement) -> bool {
+    matches!(statement, Statement::Insert(i) if i.on.is_some())
 }
 
 fn quote(ident: &str) -> String {
@@ -84,10 +89,16 @@ enum Kind {
     Delete,
 }
 
-#[derive(Clone, Copy, PartialEq, Eq)]
+/// What INSERT does with a row whose key exists.
+#[derive(Clone, PartialEq)]
 enum Conflict {
     Error,
     DoNothing,
+    /// `DO UPDATE SET ... [WHERE ...]`: the assignments, by column, and the condition.
+    DoUpdate {
+        assignments: Vec<(usize, String)>,
+        selection: Option<String>,
+    },
 }
 
 /// `$n` if the expression is exactly a parameter.
@@ -285,13 +296,52 @@ fn rewrite_insert(session: &Session, insert: &Insert) -> Result<Rewrite> {
     );
     let on_conflict = match &insert.on {
         None => Conflict::Error,
-        Some(OnInsert::OnConflict(c)) if matches!(c.action, OnConflictAction::DoNothing) => {
-            Conflict::DoNothing
+        Some(OnInsert::OnConflict(c)) => {
+            if let Some(ConflictTarget::Columns(columns)) = &c.conflict_target {
+                let named: HashSet<usize> = columns
+                    .iter()
+                    .filter_map(|c| def.column_index(&normalize(c)))
+                    .collect();
+                let (p, r) = def.key_columns();
+                let key: HashSet<usize> = p.iter().chain(r).copied().collect();
+                if named != key || columns.len() != key.len() {
+                    return Err(SqlError::value(
+                        "42P10",
+                        "there is no unique or exclusion constraint matching the ON CONFLICT specification (only the primary key)",
+                    ));
+                }
+            }
+            match &c.action {
+                OnConflictAction::DoNothing => Conflict::DoNothing,
+                OnConflictAction::DoUpdate(update) => {
+                    let mut assignments = Vec::new();
+                    for a in &update.assignments {
+                        let AssignmentTarget::ColumnName(name) = &a.target else {
+                            return Err(SqlError::FeatureNotSupported(
+                                "tuple assignments are not supported".into(),
+                            ));
+                        };
+                        let ident =
+                            name.0.last().and_then(|p| p.as_ident()).ok_or_else(|| {
+                                SqlError::Syntax(format!("invalid column {name}"))
+                            })?;
+                        let column = writable_column(&def, &normalize(ident))?;
+                        if let Some(n) = placeholder_index(&a.value) {
+                            hints.insert(n, arrow_type(def.columns[column].ty));
+                        }
+                        assignments.push((column, value_sql(&def, column, &a.value)));
+                    }
+                    Conflict::DoUpdate {
+                        assignments,
+                        selection: update.selection.as_ref().map(|s| s.to_string()),
+                    }
+                }
+            }
         }
-        Some(_) => {
-            return Err(SqlError::FeatureNotSupported(
-                "INSERT ... ON CONFLICT DO UPDATE is not supported yet; use DO NOTHING".into(),
-            ))
+        Some(other) => {
+            return Err(SqlError::FeatureNotSupported(format!(
+                "INSERT ... {other} is not supported"
+            )))
         }
     };
     Ok(Rewrite {
@@ -565,6 +615,7 @@ pub async fn plan_changes(
     let mut returned: Vec<Row> = Vec::new();
     let mut seen = HashSet::new();
     let mut count = 0usize;
+    let mut conflicts: Vec<(Row, crate::model::Entity)> = Vec::new();
     while let Some(batch) = stream.try_next().await? {
         let value_columns = rewrite.columns.len();
         let rows = batch_to_rows(
@@ -609,21 +660,25 @@ pub async fn plan_changes(
                     }
                     // Outside a transaction a conflicting insert fails at
                     // commit; inside one, PostgreSQL reports it at once.
-                    let do_nothing = rewrite.on_conflict == Conflict::DoNothing;
-                    if (do_nothing || session.in_transaction())
-                        && session
-                            .current_view()
-                            .get(&def.name, &key, Some(&[]))
-                            .await?
-                            .is_some()
-                    {
-                        if do_nothing {
-                            continue;
+                    let check = rewrite.on_conflict != Conflict::Error || session.in_transaction();
+                    if check {
+                        if let Some(existing) =
+                            session.current_view().get(&def.name, &key, None).await?
+                        {
+                            match &rewrite.on_conflict {
+                                Conflict::DoNothing => continue,
+                                Conflict::DoUpdate { .. } => {
+                                    conflicts.push((row, existing));
+                                    continue;
+                                }
+                                Conflict::Error => {
+                                    return Err(SqlError::UniqueViolation {
+                                        table: def.name.clone(),
+                                        key: def.describe_key(&key),
+                                    })
+                                }
+                            }
                         }
-                        return Err(SqlError::UniqueViolation {
-                            table: def.name.clone(),
-                            key: def.describe_key(&key),
-                        });
                     }
                     let entity = def.row_to_entity(key.clone(), &row)?;
                     changes.push(Change {
@@ -684,6 +739,20 @@ pub async fn plan_changes(
         }
     }
 
+    if let Conflict::DoUpdate {
+        assignments,
+        selection,
+    } = &rewrite.on_conflict
+    {
+        for (row, change) in upsert(&rewrite, assignments, selection.as_deref(), conflicts).await? {
+            changes.extend(change);
+            count += 1;
+            if rewrite.returning.is_some() {
+                returned.push(row);
+            }
+        }
+    }
+
     let tag = match rewrite.kind {
         Kind::Insert => "INSERT 0".to_owned(),
         Kind::Update => "UPDATE".to_owned(),
@@ -694,6 +763,126 @@ pub async fn plan_changes(
         Some(items) => returning(&rewrite, items, returned, tag).await?,
     };
     Ok((changes, output))
+}
+
+/// The rows of ON CONFLICT DO UPDATE: each existing row with the assignments
+/// applied, where `excluded` is the row proposed for insertion. Evaluated in a
+/// context of its own over the two rows, like RETURNING.
+async fn upsert(
+    rewrite: &Rewrite,
+    assignments: &[(usize, String)],
+    selection: Option<&str>,
+    conflicts: Vec<(Row, crate::model::Entity)>,
+) -> Result<Vec<(Row, Vec<Change>)>> {
+    use super::convert::entities_to_batch;
+    if conflicts.is_empty() {
+        return Ok(Vec::new());
+    }
+    let def = &rewrite.def;
+    let all: Vec<usize> = (0..def.columns.len()).collect();
+    let mut fields: Vec<_> = def.columns.iter().map(super::types::arrow_field).collect();
+    fields.push(datafusion::arrow::datatypes::Field::new(
+        "__n",
+        DataType::Int64,
+        false,
+    ));
+    let schema = Arc::new(Schema::new(fields));
+    let numbers =
+        || -> ArrayRef { Arc::new(Int64Array::from_iter_values(0..conflicts.len() as i64)) };
+    let batch_of = |entities: &[crate::model::Entity]| -> Result<RecordBatch> {
+        let table_schema = Arc::new(Schema::new(schema.fields()[..def.columns.len()].to_vec()));
+        let batch = entities_to_batch(def, &all, table_schema, entities)?;
+        let mut columns = batch.columns().to_vec();
+        columns.push(numbers());
+        Ok(RecordBatch::try_new(schema.clone(), columns)?)
+    };
+    let proposed: Vec<crate::model::Entity> = conflicts
+        .iter()
+        .map(|(row, existing)| def.row_to_entity(existing.key.clone(), row))
+        .collect::<std::result::Result<_, _>>()?;
+    let existing: Vec<crate::model::Entity> = conflicts.iter().map(|(_, e)| e.clone()).collect();
+
+    let ctx = datafusion::prelude::SessionContext::new_with_config(
+        datafusion::prelude::SessionConfig::new()
+            .set_str("datafusion.sql_parser.dialect", "postgres"),
+    );
+    ctx.register_table(
+        "excluded",
+        Arc::new(MemTable::try_new(
+            schema.clone(),
+            vec![vec![batch_of(&proposed)?]],
+        )?),
+    )?;
+    ctx.register_table(
+        rewrite.alias.as_str(),
+        Arc::new(MemTable::try_new(
+            schema.clone(),
+            vec![vec![batch_of(&existing)?]],
+        )?),
+    )?;
+    let alias = quote(&rewrite.alias);
+    let columns: Vec<usize> = (0..def.columns.len())
+        .filter(|&i| def.columns[i].system.is_none())
+        .collect();
+    let mut select: Vec<String> = columns
+        .iter()
+        .map(|i| match assignments.iter().find(|(c, _)| c == i) {
+            Some((_, value)) => value.clone(),
+            None => format!("{alias}.{}", quote(&def.columns[*i].name)),
+        })
+        .collect();
+    select.push(format!("{alias}.\"__n\""));
+    let filter = selection.map(|s| format!(" WHERE {s}")).unwrap_or_default();
+    let sql = format!(
+        "SELECT {} FROM {alias} JOIN excluded ON {alias}.\"__n\" = excluded.\"__n\"{filter}",
+        aliased(&select)
+    );
+    let statement = Session::parse(&sql)?
+        .pop()
+        .ok_or_else(|| SqlError::Syntax("empty upsert".into()))?;
+    let plan = ctx.state().statement_to_plan(statement).await?;
+    let batches = ctx.execute_logical_plan(plan).await?.collect().await?;
+
+    let mut out = Vec::new();
+    for batch in batches {
+        let rows = batch_to_rows(def, &columns, &cast_columns(def, &columns, &batch, 0)?)?;
+        let numbers = batch
+            .column(columns.len())
+            .as_any()
+            .downcast_ref::<Int64Array>()
+            .cloned();
+        for (r, row) in rows.into_iter().enumerate() {
+            let n = numbers.as_ref().map(|a| a.value(r) as usize).unwrap_or(r);
+            let old = &conflicts[n].1;
+            def.check_row(&row)?;
+            let key = def.entity_key(&row)?;
+            let entity = def.row_to_entity(key.clone(), &row)?;
+            let mut changes = Vec::new();
+            if key == old.key {
+                changes.push(Change {
+                    table: def.name.clone(),
+                    key,
+                    read: old.etag.clone(),
+                    new: Some(entity),
+                });
+            } else {
+                changes.push(Change {
+                    table: def.name.clone(),
+                    key: old.key.clone(),
+                    read: old.etag.clone(),
+                    new: None,
+                });
+                changes.push(Change {
+                    table: def.name.clone(),
+                    key,
+                    read: None,
+                    new: Some(entity),
+                });
+            }
+            out.push((row, changes));
+        }
+    }
+    Ok(out)
 }
 
 /// The batch's columns from `offset` on, cast to the Arrow types of the given table columns.

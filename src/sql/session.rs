@@ -369,6 +369,12 @@ impl Session {
             match self.commit_changes(changes).await {
                 Ok(()) => return Ok(output),
                 Err(SqlError::SerializationFailure(_)) if attempt < MAX_RETRIES => attempt += 1,
+                // An upsert that lost a race to insert the same key re-reads it.
+                Err(SqlError::UniqueViolation { .. })
+                    if dml::is_upsert(statement) && attempt < MAX_RETRIES =>
+                {
+                    attempt += 1
+                }
                 Err(e) => return Err(e),
             }
         }

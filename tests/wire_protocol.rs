@@ -7,7 +7,7 @@ mod common;
 use std::sync::Arc;
 
 use common::TestServer;
-use futures::{SinkExt, StreamExt, TryStreamExt};
+use futures::{SinkExt, TryStreamExt};
 use tokio_postgres::types::Type;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

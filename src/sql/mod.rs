@@ -16,6 +16,7 @@ pub mod copy;
 mod ddl;
 mod dml;
 mod error;
+mod fastpath;
 mod provider;
 pub mod pushdown;
 mod scan;

@@ -31,17 +31,38 @@ pub fn dml_table_name(table: &str) -> String {
 }
 
 /// What a session's scans read through: a snapshot taken at the start of each
-/// statement (or transaction).
-#[derive(Default)]
-pub struct ReadView(RwLock<Option<Arc<dyn EntityRead>>>);
+/// statement (or transaction); and whether they push key predicates down
+/// (`SET tablegate.pushdown = off` reads whole tables, for comparison).
+pub struct ReadView {
+    view: RwLock<Option<Arc<dyn EntityRead>>>,
+    pushdown: std::sync::atomic::AtomicBool,
+}
+
+impl Default for ReadView {
+    fn default() -> Self {
+        ReadView {
+            view: RwLock::new(None),
+            pushdown: std::sync::atomic::AtomicBool::new(true),
+        }
+    }
+}
 
 impl ReadView {
     pub fn set(&self, view: Arc<dyn EntityRead>) {
-        *self.0.write().unwrap_or_else(|e| e.into_inner()) = Some(view);
+        *self.view.write().unwrap_or_else(|e| e.into_inner()) = Some(view);
     }
 
     fn get(&self) -> Option<Arc<dyn EntityRead>> {
-        self.0.read().unwrap_or_else(|e| e.into_inner()).clone()
+        self.view.read().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    pub fn set_pushdown(&self, on: bool) {
+        self.pushdown
+            .store(on, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    fn pushdown(&self) -> bool {
+        self.pushdown.load(std::sync::atomic::Ordering::Relaxed)
     }
 }
 
@@ -247,7 +268,11 @@ impl TableProvider for StoreTable {
         // The output is in key order. Within one partition that is the order
         // of the row key columns; across partitions, of all key columns. The
         // ordering is declared when those columns are all in the output.
-        let access = access_path(def, filters);
+        let access = if self.view.pushdown() {
+            access_path(def, filters)
+        } else {
+            AccessPath::Table
+        };
         let key_order = match &def.keys {
             Keys::Columns { partition, row } => {
                 let ordered: Vec<usize> = if single_partition(&access) {

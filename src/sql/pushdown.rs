@@ -132,7 +132,7 @@ struct Constraint {
 }
 
 /// A literal as a value of the column's type, when it converts exactly.
-fn literal_value(ty: SqlType, literal: &ScalarValue) -> Option<Value> {
+pub(super) fn literal_value(ty: SqlType, literal: &ScalarValue) -> Option<Value> {
     use ScalarValue as S;
     let int = |v: i128| -> Option<Value> {
         match ty {

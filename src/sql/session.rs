@@ -20,6 +20,7 @@ use datafusion::sql::sqlparser::dialect::PostgreSqlDialect;
 
 use super::copy::{CopyFormat, CopyIn};
 use super::error::{Result, SqlError};
+use super::fastpath::PointPlan;
 use super::provider::{ReadView, TablegateSchema};
 use super::txn::{Change, Transaction};
 use super::{ddl, dml};
@@ -84,6 +85,8 @@ pub struct Prepared {
     pub param_types: Vec<Option<DataType>>,
     /// Columns of the result, if the statement returns rows.
     pub result: Option<SchemaRef>,
+    /// Set when the statement is a point query that skips planning.
+    point: Option<Arc<PointPlan>>,
 }
 
 pub struct Session {
@@ -98,7 +101,15 @@ pub struct Session {
 
 /// How often an autocommit statement is re-run after losing a race with a
 /// concurrent writer before it reports a serialization failure.
-const MAX_RETRIES: usize = 20;
+const MAX_RETRIES: usize = 100;
+
+/// A cheap random number below `n` (for backoff jitter; not for anything secret).
+fn rand_below(n: u64) -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u64(n);
+    h.finish() % n.max(1)
+}
 
 impl Session {
     pub fn new(engine: Arc<Engine>) -> Self {
@@ -188,26 +199,21 @@ impl Session {
                 "cannot insert multiple commands into a prepared statement".into(),
             ));
         }
+        let mut prepared = Prepared {
+            sql: sql.to_owned(),
+            statement: None,
+            plan: None,
+            param_types: vec![],
+            result: None,
+            point: None,
+        };
         let Some(statement) = statements.pop() else {
-            return Ok(Prepared {
-                sql: sql.to_owned(),
-                statement: None,
-                plan: None,
-                param_types: vec![],
-                result: None,
-            });
+            return Ok(prepared);
         };
         self.refresh_view();
         match &statement {
             DfStatement::Statement(s) if dml::is_dml(s) => {
-                let (param_types, result) = dml::describe(self, s).await?;
-                Ok(Prepared {
-                    sql: sql.to_owned(),
-                    statement: Some(statement),
-                    plan: None,
-                    param_types,
-                    result,
-                })
+                (prepared.param_types, prepared.result) = dml::describe(self, s).await?;
             }
             _ if is_query(&statement) => {
                 let plan = self
@@ -215,24 +221,21 @@ impl Session {
                     .state()
                     .statement_to_plan(statement.clone())
                     .await?;
-                let param_types = param_types(&plan)?;
-                let result = Some(Arc::new(plan.schema().as_arrow().clone()));
-                Ok(Prepared {
-                    sql: sql.to_owned(),
-                    statement: Some(statement),
-                    plan: Some(plan),
-                    param_types,
-                    result,
-                })
+                prepared.param_types = param_types(&plan)?;
+                prepared.result = Some(Arc::new(plan.schema().as_arrow().clone()));
+                prepared.point = self
+                    .ctx
+                    .state()
+                    .optimize(&plan)
+                    .ok()
+                    .and_then(|optimized| PointPlan::detect(&optimized, &self.engine.catalog))
+                    .map(Arc::new);
+                prepared.plan = Some(plan);
             }
-            _ => Ok(Prepared {
-                sql: sql.to_owned(),
-                statement: Some(statement),
-                plan: None,
-                param_types: vec![],
-                result: None,
-            }),
+            _ => {}
         }
+        prepared.statement = Some(statement);
+        Ok(prepared)
     }
 
     /// Executes a prepared statement with parameter values.
@@ -241,6 +244,17 @@ impl Session {
         prepared: &Prepared,
         params: ParamValues,
     ) -> Result<Output> {
+        if let Some(point) = &prepared.point {
+            self.check_not_failed()?;
+            match point
+                .execute(&self.engine.catalog, self.current_view(), &params)
+                .await
+            {
+                Ok(Some(output)) => return Ok(output),
+                Ok(None) => {}
+                Err(e) => return Err(self.fail(e)),
+            }
+        }
         let result = match (&prepared.plan, &prepared.statement) {
             (Some(plan), _) => {
                 self.check_not_failed()?;
@@ -366,17 +380,24 @@ impl Session {
                 txn.apply(changes);
                 return Ok(output);
             }
-            match self.commit_changes(changes).await {
+            let error = match self.commit_changes(changes).await {
                 Ok(()) => return Ok(output),
-                Err(SqlError::SerializationFailure(_)) if attempt < MAX_RETRIES => attempt += 1,
-                // An upsert that lost a race to insert the same key re-reads it.
-                Err(SqlError::UniqueViolation { .. })
-                    if dml::is_upsert(statement) && attempt < MAX_RETRIES =>
-                {
-                    attempt += 1
-                }
-                Err(e) => return Err(e),
+                Err(e) => e,
+            };
+            // A lost race re-reads; so does an upsert that lost a race to
+            // insert the same key.
+            let retry = match &error {
+                SqlError::SerializationFailure(_) => true,
+                SqlError::UniqueViolation { .. } => dml::is_upsert(statement),
+                _ => false,
+            };
+            if !retry || attempt >= MAX_RETRIES {
+                return Err(error);
             }
+            attempt += 1;
+            // Writers racing for one row take turns instead of colliding again.
+            let cap = 50u64 << attempt.min(8);
+            tokio::time::sleep(std::time::Duration::from_micros(rand_below(cap))).await;
         }
     }
 
@@ -580,8 +601,14 @@ impl Session {
                     .map(|v| v.to_string().trim_matches('\'').to_owned())
                     .collect::<Vec<_>>()
                     .join(", ");
-                self.settings
-                    .insert(variable.to_string().to_lowercase(), value);
+                let name = variable.to_string().to_lowercase();
+                if name == "tablegate.pushdown" {
+                    self.view.set_pushdown(!matches!(
+                        value.to_lowercase().as_str(),
+                        "off" | "false" | "0"
+                    ));
+                }
+                self.settings.insert(name, value);
             }
             Set::SetTimeZone { value, .. } => {
                 self.settings.insert(

@@ -1,0 +1,191 @@
+//! Point queries without a planning round trip.
+//!
+//! A prepared `SELECT <columns> FROM t WHERE <every key column> = <parameter
+//! or constant>` is recognised once, when it is prepared, from its optimized
+//! plan. Each execution then encodes the key from the parameters and makes one
+//! point get: no DataFusion optimizer or physical planner per query. Anything
+//! else (or a parameter that does not fit its column) takes the general path.
+
+use std::sync::Arc;
+
+use datafusion::arrow::datatypes::SchemaRef;
+use datafusion::common::{ParamValues, ScalarValue};
+use datafusion::logical_expr::utils::split_conjunction;
+use datafusion::logical_expr::{BinaryExpr, Expr, LogicalPlan, Operator};
+use datafusion::physical_plan::memory::MemoryStream;
+
+use super::convert::entities_to_batch;
+use super::error::Result;
+use super::pushdown::literal_value;
+use super::session::Output;
+use crate::catalog::{Catalog, Keys, Row, TableDef};
+use crate::store::EntityRead;
+
+/// Where a key column's value comes from.
+#[derive(Debug, Clone)]
+enum Source {
+    /// The parameter at this position (0 for `$1`).
+    Param(usize),
+    Constant(ScalarValue),
+}
+
+/// A prepared point query.
+#[derive(Debug)]
+pub struct PointPlan {
+    table: Arc<TableDef>,
+    keys: Vec<(usize, Source)>,
+    /// The table column of each output column.
+    outputs: Vec<usize>,
+    /// Properties to decode.
+    projection: Vec<String>,
+    schema: SchemaRef,
+}
+
+fn column_index(def: &TableDef, expr: &Expr) -> Option<usize> {
+    match expr {
+        Expr::Column(c) => def.column_index(&c.name),
+        Expr::Alias(a) => column_index(def, &a.expr),
+        _ => None,
+    }
+}
+
+fn source(expr: &Expr) -> Option<Source> {
+    match expr {
+        Expr::Placeholder(p) => Some(Source::Param(
+            p.id.strip_prefix('$')?
+                .parse::<usize>()
+                .ok()?
+                .checked_sub(1)?,
+        )),
+        Expr::Literal(v, _) => Some(Source::Constant(v.clone())),
+        _ => None,
+    }
+}
+
+impl PointPlan {
+    /// Recognises a point query in an optimized plan.
+    pub fn detect(plan: &LogicalPlan, catalog: &Catalog) -> Option<PointPlan> {
+        let (outputs_expr, scan) = match plan {
+            LogicalPlan::Projection(p) => (Some(&p.expr), p.input.as_ref()),
+            other => (None, other),
+        };
+        let LogicalPlan::TableScan(scan) = scan else {
+            return None;
+        };
+        if scan.fetch.is_some() {
+            return None;
+        }
+        let def = catalog.get(scan.table_name.table())?;
+        let Keys::Columns { partition, row } = &def.keys else {
+            return None;
+        };
+        let key_columns: Vec<usize> = partition.iter().chain(row).copied().collect();
+
+        let mut keys: Vec<(usize, Source)> = Vec::new();
+        for filter in scan.filters.iter().flat_map(split_conjunction) {
+            let Expr::BinaryExpr(BinaryExpr {
+                left,
+                op: Operator::Eq,
+                right,
+            }) = filter
+            else {
+                return None;
+            };
+            let (column, value) = match (
+                column_index(&def, left),
+                source(right),
+                column_index(&def, right),
+                source(left),
+            ) {
+                (Some(c), Some(s), _, _) | (_, _, Some(c), Some(s)) => (c, s),
+                _ => return None,
+            };
+            if !key_columns.contains(&column) || keys.iter().any(|(c, _)| *c == column) {
+                return None;
+            }
+            keys.push((column, value));
+        }
+        if keys.len() != key_columns.len() {
+            return None;
+        }
+
+        let scanned: Vec<usize> = match &scan.projection {
+            Some(p) => p.clone(),
+            None => (0..def.columns.len()).collect(),
+        };
+        let outputs: Vec<usize> = match outputs_expr {
+            Some(exprs) => exprs
+                .iter()
+                .map(|e| column_index(&def, e))
+                .collect::<Option<_>>()?,
+            None => scanned.clone(),
+        };
+        if outputs.iter().any(|&i| i >= def.columns.len()) {
+            return None;
+        }
+        let projection = outputs
+            .iter()
+            .filter(|&&i| !def.is_key_column(i) && def.columns[i].system.is_none())
+            .map(|&i| def.columns[i].name.clone())
+            .collect();
+        let schema = Arc::new(plan.schema().as_arrow().clone());
+        Some(PointPlan {
+            table: def,
+            keys,
+            outputs,
+            projection,
+            schema,
+        })
+    }
+
+    /// Runs the query, or returns `None` when the general path must (a
+    /// parameter that does not convert, or a table changed since preparing).
+    pub async fn execute(
+        &self,
+        catalog: &Catalog,
+        view: Arc<dyn EntityRead>,
+        params: &ParamValues,
+    ) -> Result<Option<Output>> {
+        let def = &self.table;
+        match catalog.get(&def.name) {
+            Some(current) if Arc::ptr_eq(&current, def) => {}
+            _ => return Ok(None),
+        }
+        let ParamValues::List(values) = params else {
+            return Ok(None);
+        };
+        let mut row: Row = vec![None; def.columns.len()];
+        for (column, source) in &self.keys {
+            let scalar = match source {
+                Source::Param(i) => match values.get(*i) {
+                    Some(v) => &v.value,
+                    None => return Ok(None),
+                },
+                Source::Constant(v) => v,
+            };
+            if scalar.is_null() {
+                return Ok(Some(self.rows(&[])?));
+            }
+            match literal_value(def.columns[*column].ty, scalar) {
+                Some(v) => row[*column] = Some(v),
+                None => return Ok(None),
+            }
+        }
+        // A value no key can hold matches no row.
+        let Ok(key) = def.entity_key(&row) else {
+            return Ok(Some(self.rows(&[])?));
+        };
+        let entity = view.get(&def.name, &key, Some(&self.projection)).await?;
+        Ok(Some(self.rows(entity.as_slice())?))
+    }
+
+    fn rows(&self, entities: &[crate::model::Entity]) -> Result<Output> {
+        let batch = entities_to_batch(&self.table, &self.outputs, self.schema.clone(), entities)?;
+        let stream = MemoryStream::try_new(vec![batch], self.schema.clone(), None)?;
+        Ok(Output::Rows {
+            schema: self.schema.clone(),
+            stream: Box::pin(stream),
+            tag: "SELECT".into(),
+        })
+    }
+}

@@ -366,3 +366,39 @@ async fn concurrent_increments_are_never_lost() {
         .get(0);
     assert_eq!(after, n + committed);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tables_and_rows_survive_a_restart() {
+    let server = TestServer::start().await;
+    let client = server.client().await;
+    client
+        .batch_execute(
+            "CREATE TABLE kept (p text, r int, v text, PRIMARY KEY (p, r)) WITH (partition_key = 'p'); \
+             INSERT INTO kept VALUES ('a', 1, 'one'), ('a', 2, 'two'); \
+             ALTER TABLE kept ADD COLUMN extra int; \
+             CREATE TABLE gone (k int PRIMARY KEY); DROP TABLE gone",
+        )
+        .await
+        .unwrap();
+    drop(client);
+    let dir = server.stop().await;
+    let server = TestServer::start_in(dir).await;
+    let client = server.client().await;
+    let rows = client
+        .query("SELECT r, v, extra FROM kept WHERE p = 'a' ORDER BY r", &[])
+        .await
+        .unwrap();
+    let values: Vec<(i32, String, Option<i32>)> = rows
+        .iter()
+        .map(|r| (r.get(0), r.get(1), r.get(2)))
+        .collect();
+    assert_eq!(
+        values,
+        vec![(1, "one".into(), None), (2, "two".into(), None)]
+    );
+    let err = client
+        .batch_execute("SELECT * FROM gone")
+        .await
+        .unwrap_err();
+    assert_eq!(err.code().map(|c| c.code()), Some("42P01"));
+}

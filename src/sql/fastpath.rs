@@ -65,11 +65,17 @@ fn source(expr: &Expr) -> Option<Source> {
 impl PointPlan {
     /// Recognises a point query in an optimized plan.
     pub fn detect(plan: &LogicalPlan, catalog: &Catalog) -> Option<PointPlan> {
-        let (outputs_expr, scan) = match plan {
+        // Projection? -> Filter? -> TableScan: a filter with parameters stays
+        // above the scan until the parameters are known.
+        let (outputs_expr, below) = match plan {
             LogicalPlan::Projection(p) => (Some(&p.expr), p.input.as_ref()),
             other => (None, other),
         };
-        let LogicalPlan::TableScan(scan) = scan else {
+        let (filter, below) = match below {
+            LogicalPlan::Filter(f) => (Some(&f.predicate), f.input.as_ref()),
+            other => (None, other),
+        };
+        let LogicalPlan::TableScan(scan) = below else {
             return None;
         };
         if scan.fetch.is_some() {
@@ -82,7 +88,12 @@ impl PointPlan {
         let key_columns: Vec<usize> = partition.iter().chain(row).copied().collect();
 
         let mut keys: Vec<(usize, Source)> = Vec::new();
-        for filter in scan.filters.iter().flat_map(split_conjunction) {
+        for filter in scan
+            .filters
+            .iter()
+            .chain(filter)
+            .flat_map(split_conjunction)
+        {
             let Expr::BinaryExpr(BinaryExpr {
                 left,
                 op: Operator::Eq,
@@ -92,10 +103,10 @@ impl PointPlan {
                 return None;
             };
             let (column, value) = match (
-                column_index(&def, left),
-                source(right),
-                column_index(&def, right),
-                source(left),
+                column_index(&def, left.as_ref()),
+                source(right.as_ref()),
+                column_index(&def, right.as_ref()),
+                source(left.as_ref()),
             ) {
                 (Some(c), Some(s), _, _) | (_, _, Some(c), Some(s)) => (c, s),
                 _ => return None,

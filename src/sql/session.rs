@@ -89,6 +89,13 @@ pub struct Prepared {
     point: Option<Arc<PointPlan>>,
 }
 
+impl Prepared {
+    /// Whether executions skip planning (a point query by the whole key).
+    pub fn is_point_query(&self) -> bool {
+        self.point.is_some()
+    }
+}
+
 pub struct Session {
     engine: Arc<Engine>,
     ctx: SessionContext,

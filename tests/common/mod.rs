@@ -33,12 +33,16 @@ pub fn int(e: &Entity, name: &str) -> i64 {
 pub struct TestServer {
     pub port: u16,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
-    _dir: tempfile::TempDir,
+    dir: tempfile::TempDir,
 }
 
 impl TestServer {
     pub async fn start() -> TestServer {
-        let dir = tempfile::tempdir().expect("tempdir");
+        Self::start_in(tempfile::tempdir().expect("tempdir")).await
+    }
+
+    /// A server over an existing data dir (to restart over the same data).
+    pub async fn start_in(dir: tempfile::TempDir) -> TestServer {
         let store = std::sync::Arc::new(NativeStore::open(dir.path()).expect("open store"));
         let engine = tablegate::sql::Engine::open(store).await.expect("engine");
         let server = tablegate::pg::Server::bind("127.0.0.1:0", engine)
@@ -52,7 +56,7 @@ impl TestServer {
         TestServer {
             port,
             stop: Some(stop),
-            _dir: dir,
+            dir,
         }
     }
 
@@ -65,6 +69,19 @@ impl TestServer {
         .expect("connect");
         tokio::spawn(connection);
         client
+    }
+}
+
+impl TestServer {
+    /// Stops the server and hands back its data dir.
+    pub async fn stop(mut self) -> tempfile::TempDir {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        // Let the server and its store shut down before the dir is reused.
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+        let dir = std::mem::replace(&mut self.dir, tempfile::tempdir().expect("tempdir"));
+        dir
     }
 }
 

@@ -73,23 +73,24 @@ fn option_text(expr: &AstExpr) -> String {
     expr.to_string().trim_matches('\'').to_owned()
 }
 
-/// `WITH (partition_key = 'a, b')`.
+/// `WITH (partition_key = 'a, b')`; any other table option is refused.
 fn partition_option(options: &CreateTableOptions) -> Result<Option<Vec<String>>> {
     let CreateTableOptions::With(options) = options else {
         return Ok(None);
     };
+    let mut partition = None;
     for option in options {
         match option {
             SqlOption::KeyValue { key, value }
                 if key.value.eq_ignore_ascii_case("partition_key") =>
             {
-                return Ok(Some(
+                partition = Some(
                     option_text(value)
                         .split(',')
                         .map(|s| s.trim().to_owned())
                         .filter(|s| !s.is_empty())
                         .collect(),
-                ));
+                );
             }
             other => {
                 return Err(SqlError::FeatureNotSupported(format!(
@@ -98,7 +99,7 @@ fn partition_option(options: &CreateTableOptions) -> Result<Option<Vec<String>>>
             }
         }
     }
-    Ok(None)
+    Ok(partition)
 }
 
 fn column_index(columns: &[Column], name: &str) -> Result<usize> {

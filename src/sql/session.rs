@@ -174,6 +174,9 @@ impl Session {
     /// Runs every statement of a simple query; stops at the first error, which
     /// is the last element.
     pub async fn execute(&mut self, sql: &str) -> Vec<Result<Output>> {
+        if let Some((statement, data)) = inline_copy(sql) {
+            return vec![self.copy_inline(statement, data).await];
+        }
         let statements = match Self::parse(sql) {
             Ok(s) => s,
             Err(e) => return vec![Err(self.fail(e))],
@@ -326,9 +329,9 @@ impl Session {
                 target,
                 options,
                 legacy_options,
-                values,
+                ..
             } => {
-                self.copy(source, to, target, &options, &legacy_options, values)
+                self.copy(source, to, target, &options, &legacy_options)
                     .await
             }
             Statement::Set(set) if !set.to_string().to_lowercase().contains("datafusion.") => {
@@ -440,7 +443,6 @@ impl Session {
         target: CopyTarget,
         options: &[CopyOption],
         legacy: &[CopyLegacyOption],
-        values: Vec<Option<String>>,
     ) -> Result<Output> {
         let format = CopyFormat::parse(options, legacy)?;
         if to {
@@ -507,26 +509,24 @@ impl Session {
                 })
                 .collect::<Result<_>>()?
         };
-        let mut copy = CopyIn::new(def, columns, format);
-        if !values.is_empty() {
-            // Data that came inside the statement (a pg_dump script).
-            let width = copy.columns();
-            let mut text = String::new();
-            for row in values.chunks(width) {
-                let fields: Vec<String> = row
-                    .iter()
-                    .map(|v| v.clone().unwrap_or_else(|| "\\N".into()))
-                    .collect();
-                text.push_str(&fields.join("\t"));
-                text.push('\n');
-            }
-            copy.feed(text.as_bytes())?;
-            let count = self.apply_copy(copy).await?;
-            return Ok(Output::Command(format!("COPY {count}")));
-        }
+        let copy = CopyIn::new(def, columns, format);
         let columns = copy.columns();
         self.copy_in = Some(Ok(copy));
         Ok(Output::CopyIn { columns })
+    }
+
+    async fn copy_inline(&mut self, statement: &str, data: &str) -> Result<Output> {
+        let parsed = Self::parse(statement)?
+            .pop()
+            .ok_or_else(|| SqlError::Syntax("empty COPY".into()))?;
+        match self.run(parsed, None).await {
+            Ok(Output::CopyIn { .. }) => {
+                self.copy_data(data.as_bytes());
+                Ok(Output::Command(self.copy_done().await?))
+            }
+            Ok(_) => Err(SqlError::Syntax("expected COPY ... FROM STDIN".into())),
+            Err(e) => Err(self.fail(e)),
+        }
     }
 
     /// A chunk of COPY FROM STDIN data. A bad chunk ends the COPY; its error
@@ -632,6 +632,20 @@ impl Session {
     pub fn setting(&self, name: &str) -> Option<&str> {
         self.settings.get(&name.to_lowercase()).map(String::as_str)
     }
+}
+
+/// `COPY ... FROM STDIN;` followed by its data in the same query string (a
+/// pg_dump script run as one query): the statement and the data.
+fn inline_copy(sql: &str) -> Option<(&str, &str)> {
+    let start = sql.trim_start();
+    if start.len() < 4 || !start[..4].eq_ignore_ascii_case("copy") {
+        return None;
+    }
+    let (statement, rest) = start
+        .split_once(";\n")
+        .or_else(|| start.split_once(";\r\n"))?;
+    (statement.to_lowercase().contains("from stdin") && !rest.trim().is_empty())
+        .then_some((statement, rest))
 }
 
 fn is_query(statement: &DfStatement) -> bool {

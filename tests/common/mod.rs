@@ -80,8 +80,7 @@ impl TestServer {
         }
         // Let the server and its store shut down before the dir is reused.
         tokio::time::sleep(std::time::Duration::from_millis(200)).await;
-        let dir = std::mem::replace(&mut self.dir, tempfile::tempdir().expect("tempdir"));
-        dir
+        std::mem::replace(&mut self.dir, tempfile::tempdir().expect("tempdir"))
     }
 }
 

@@ -61,49 +61,24 @@ pub fn fields(schema: &Schema, format: &Format) -> PgWireResult<Vec<FieldInfo>> 
         .collect()
 }
 
-/// A uuid held as text, encoded as PostgreSQL's 16 bytes or its text form.
+/// A uuid, json or jsonb value held as text. Its text form is the text; its
+/// binary form is 16 bytes for uuid, the text for json, and a version byte
+/// then the text for jsonb.
 #[derive(Debug)]
-struct UuidText<'a>(&'a str);
+struct TypedText<'a>(&'a str);
 
-impl ToSql for UuidText<'_> {
-    fn to_sql(
-        &self,
-        _ty: &Type,
-        out: &mut BytesMut,
-    ) -> Result<IsNull, Box<dyn Error + Sync + Send>> {
-        let guid = crate::sql::types::parse_uuid(self.0)
-            .ok_or_else(|| format!("invalid uuid {:?}", self.0))?;
-        out.put_slice(&guid.0);
-        Ok(IsNull::No)
-    }
-    fn accepts(ty: &Type) -> bool {
-        *ty == Type::UUID
-    }
-    postgres_types::to_sql_checked!();
-}
-
-impl ToSqlText for UuidText<'_> {
-    fn to_sql_text(
-        &self,
-        _ty: &Type,
-        out: &mut BytesMut,
-        _: &FormatOptions,
-    ) -> Result<IsNull, Box<dyn Error + Sync + Send>> {
-        out.put_slice(self.0.as_bytes());
-        Ok(IsNull::No)
-    }
-}
-
-/// JSON text; jsonb's binary form is a version byte and the text.
-#[derive(Debug)]
-struct JsonText<'a>(&'a str);
-
-impl ToSql for JsonText<'_> {
+impl ToSql for TypedText<'_> {
     fn to_sql(
         &self,
         ty: &Type,
         out: &mut BytesMut,
     ) -> Result<IsNull, Box<dyn Error + Sync + Send>> {
+        if *ty == Type::UUID {
+            let guid = crate::sql::types::parse_uuid(self.0)
+                .ok_or_else(|| format!("invalid uuid {:?}", self.0))?;
+            out.put_slice(&guid.0);
+            return Ok(IsNull::No);
+        }
         if *ty == Type::JSONB {
             out.put_u8(1);
         }
@@ -111,12 +86,12 @@ impl ToSql for JsonText<'_> {
         Ok(IsNull::No)
     }
     fn accepts(ty: &Type) -> bool {
-        *ty == Type::JSON || *ty == Type::JSONB
+        *ty == Type::UUID || *ty == Type::JSON || *ty == Type::JSONB
     }
     postgres_types::to_sql_checked!();
 }
 
-impl ToSqlText for JsonText<'_> {
+impl ToSqlText for TypedText<'_> {
     fn to_sql_text(
         &self,
         _ty: &Type,
@@ -251,12 +226,8 @@ fn encode_row<E: arrow_pg::encoder::Encoder>(
                 .ok_or_else(|| {
                     PgWireError::ApiError(format!("column {} is not text", pg_field.name()).into())
                 })?;
-            let value = strings.is_valid(row).then(|| strings.value(row));
-            match (value, *ty == Type::UUID) {
-                (None, _) => encoder.encode_field(&None::<&str>, pg_field)?,
-                (Some(v), true) => encoder.encode_field(&UuidText(v), pg_field)?,
-                (Some(v), false) => encoder.encode_field(&JsonText(v), pg_field)?,
-            }
+            let value = strings.is_valid(row).then(|| TypedText(strings.value(row)));
+            encoder.encode_field(&value, pg_field)?;
         } else {
             arrow_pg::encoder::encode_value(encoder, array, row, schema.field(col), pg_field)?;
         }

@@ -382,6 +382,25 @@ fn key_select(def: &TableDef, alias: &str) -> Vec<String> {
         .collect()
 }
 
+/// The SELECT that reads the rows an UPDATE or DELETE touches, with their ETags.
+fn scan_sql(
+    select: &[String],
+    table: &str,
+    alias: &str,
+    joins: &str,
+    from: &[TableWithJoins],
+    selection: Option<&AstExpr>,
+) -> String {
+    let from: String = from.iter().map(|t| format!(", {t}")).collect();
+    let selection = selection.map(|s| format!(" WHERE {s}")).unwrap_or_default();
+    format!(
+        "SELECT {} FROM {} AS {} {joins}{from}{selection}",
+        aliased(select),
+        quote(&dml_table_name(table)),
+        quote(alias)
+    )
+}
+
 fn rewrite_update(session: &Session, update: &Update) -> Result<Rewrite> {
     let (table, alias, joins) = target(&update.table)?;
     let def = session.engine().catalog.table(&table)?;
@@ -425,31 +444,20 @@ fn rewrite_update(session: &Session, update: &Update) -> Result<Rewrite> {
     let old_key_columns = old_keys.len();
     select.extend(old_keys);
     select.push(format!("{}.{}", quote(&alias), quote(ETAG_COLUMN)));
-    let from = match &update.from {
+    let from: &[TableWithJoins] = match &update.from {
         Some(
             datafusion::sql::sqlparser::ast::UpdateTableFromKind::BeforeSet(f)
             | datafusion::sql::sqlparser::ast::UpdateTableFromKind::AfterSet(f),
-        ) => {
-            format!(
-                ", {}",
-                f.iter()
-                    .map(|t| t.to_string())
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            )
-        }
-        None => String::new(),
+        ) => f,
+        None => &[],
     };
-    let selection = update
-        .selection
-        .as_ref()
-        .map(|s| format!(" WHERE {s}"))
-        .unwrap_or_default();
-    let sql = format!(
-        "SELECT {} FROM {} AS {} {joins}{from}{selection}",
-        aliased(&select),
-        quote(&dml_table_name(&table)),
-        quote(&alias)
+    let sql = scan_sql(
+        &select,
+        &table,
+        &alias,
+        &joins,
+        from,
+        update.selection.as_ref(),
     );
     Ok(Rewrite {
         def,
@@ -490,26 +498,14 @@ fn rewrite_delete(session: &Session, delete: &Delete) -> Result<Rewrite> {
         .map(|&i| format!("{}.{}", quote(&alias), quote(&def.columns[i].name)))
         .collect();
     select.push(format!("{}.{}", quote(&alias), quote(ETAG_COLUMN)));
-    let using = match &delete.using {
-        Some(u) => format!(
-            ", {}",
-            u.iter()
-                .map(|t| t.to_string())
-                .collect::<Vec<_>>()
-                .join(", ")
-        ),
-        None => String::new(),
-    };
-    let selection = delete
-        .selection
-        .as_ref()
-        .map(|s| format!(" WHERE {s}"))
-        .unwrap_or_default();
-    let sql = format!(
-        "SELECT {} FROM {} AS {} {joins}{using}{selection}",
-        aliased(&select),
-        quote(&dml_table_name(&table)),
-        quote(&alias)
+    let using = delete.using.as_deref().unwrap_or_default();
+    let sql = scan_sql(
+        &select,
+        &table,
+        &alias,
+        &joins,
+        using,
+        delete.selection.as_ref(),
     );
     Ok(Rewrite {
         def,

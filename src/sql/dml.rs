@@ -692,28 +692,8 @@ pub async fn plan_changes(
                     }
                     def.check_row(&row)?;
                     let key = def.entity_key(&row)?;
-                    let entity = def.row_to_entity(key.clone(), &row)?;
-                    if key == old {
-                        changes.push(Change {
-                            table: def.name.clone(),
-                            key,
-                            read,
-                            new: Some(entity),
-                        });
-                    } else {
-                        changes.push(Change {
-                            table: def.name.clone(),
-                            key: old,
-                            read,
-                            new: None,
-                        });
-                        changes.push(Change {
-                            table: def.name.clone(),
-                            key,
-                            read: None,
-                            new: Some(entity),
-                        });
-                    }
+                    let entity = def.row_to_entity(key, &row)?;
+                    changes.extend(Change::rewrite(&def.name, old, read, entity));
                 }
                 Kind::Delete => {
                     let key = def.entity_key(&row)?;
@@ -852,29 +832,8 @@ async fn upsert(
             let old = &conflicts[n].1;
             def.check_row(&row)?;
             let key = def.entity_key(&row)?;
-            let entity = def.row_to_entity(key.clone(), &row)?;
-            let mut changes = Vec::new();
-            if key == old.key {
-                changes.push(Change {
-                    table: def.name.clone(),
-                    key,
-                    read: old.etag.clone(),
-                    new: Some(entity),
-                });
-            } else {
-                changes.push(Change {
-                    table: def.name.clone(),
-                    key: old.key.clone(),
-                    read: old.etag.clone(),
-                    new: None,
-                });
-                changes.push(Change {
-                    table: def.name.clone(),
-                    key,
-                    read: None,
-                    new: Some(entity),
-                });
-            }
+            let entity = def.row_to_entity(key, &row)?;
+            let changes = Change::rewrite(&def.name, old.key.clone(), old.etag.clone(), entity);
             out.push((row, changes));
         }
     }

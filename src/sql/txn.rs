@@ -17,7 +17,9 @@ use async_trait::async_trait;
 
 use crate::model::codec::key::encode_entity_key;
 use crate::model::{ETag, Entity, EntityKey, IfMatch};
-use crate::store::{Continuation, EntityRead, Page, Query, Result as StoreResult, WriteOp};
+use crate::store::{
+    bounds_contain, Continuation, EntityRead, Page, Query, Result as StoreResult, WriteOp,
+};
 
 /// The new state of one row, and the version it was computed from.
 #[derive(Debug, Clone)]
@@ -31,6 +33,33 @@ pub struct Change {
 }
 
 impl Change {
+    /// The changes that rewrite a row read under `old` (at `read`) as
+    /// `entity`: one replace, or a delete and an insert when its key moved.
+    pub fn rewrite(table: &str, old: EntityKey, read: Option<ETag>, entity: Entity) -> Vec<Change> {
+        if entity.key == old {
+            return vec![Change {
+                table: table.to_owned(),
+                key: old,
+                read,
+                new: Some(entity),
+            }];
+        }
+        vec![
+            Change {
+                table: table.to_owned(),
+                key: old,
+                read,
+                new: None,
+            },
+            Change {
+                table: table.to_owned(),
+                key: entity.key.clone(),
+                read: None,
+                new: Some(entity),
+            },
+        ]
+    }
+
     /// The store operation that applies the change only if the row is still
     /// as read; `None` when there is nothing to write.
     pub fn into_op(self) -> Option<(String, WriteOp)> {
@@ -144,20 +173,6 @@ fn project(mut e: Entity, projection: Option<&[String]>) -> Entity {
     e
 }
 
-fn in_bounds(key: &[u8], lower: &Bound<Vec<u8>>, upper: &Bound<Vec<u8>>) -> bool {
-    let above = match lower {
-        Bound::Included(l) => key >= l.as_slice(),
-        Bound::Excluded(l) => key > l.as_slice(),
-        Bound::Unbounded => true,
-    };
-    let below = match upper {
-        Bound::Included(u) => key <= u.as_slice(),
-        Bound::Excluded(u) => key < u.as_slice(),
-        Bound::Unbounded => true,
-    };
-    above && below
-}
-
 #[async_trait]
 impl EntityRead for TxnView {
     async fn get(
@@ -198,7 +213,7 @@ impl EntityRead for TxnView {
         }
         let overlay: Vec<(&Vec<u8>, &(Option<ETag>, Option<Entity>))> = rows
             .iter()
-            .filter(|(k, _)| in_bounds(k, &lower, &upper))
+            .filter(|(k, _)| bounds_contain(&lower, &upper, k))
             .collect();
         if overlay.is_empty() {
             return Ok(page);

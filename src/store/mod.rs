@@ -22,7 +22,9 @@ mod stream;
 pub mod native;
 
 pub use error::{Result, StoreError};
-pub use query::{Continuation, KeyRange, Page, Query, DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE};
+pub use query::{
+    bounds_contain, Continuation, KeyRange, Page, Query, DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE,
+};
 pub use stream::{for_each_page, query_all};
 
 use async_trait::async_trait;

@@ -114,7 +114,7 @@ impl Query {
         };
         let next = token.decode()?;
         let next = encode_entity_key(&next.partition_key, &next.row_key);
-        if !contains(&lower, &upper, &next) {
+        if !bounds_contain(&lower, &upper, &next) {
             return Err(StoreError::InvalidContinuation(
                 "the token does not belong to this query's key range".into(),
             ));
@@ -170,7 +170,8 @@ impl KeyRange {
     }
 }
 
-fn contains(lower: &Bound<Vec<u8>>, upper: &Bound<Vec<u8>>, key: &[u8]) -> bool {
+/// Whether an encoded key lies within bounds.
+pub fn bounds_contain(lower: &Bound<Vec<u8>>, upper: &Bound<Vec<u8>>, key: &[u8]) -> bool {
     let above = match lower {
         Bound::Included(l) => key >= l.as_slice(),
         Bound::Excluded(l) => key > l.as_slice(),

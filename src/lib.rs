@@ -6,12 +6,16 @@
 //! Layers, each depending only on the ones below it:
 //!
 //! ```text
+//! pg        wire protocol: sessions, COPY, parameters, result encoding, SQLSTATEs
+//!   |
+//! sql       DataFusion sessions; table provider and scan; pushdown; DDL, DML,
+//!   |       COPY, transactions; the point-query fast path
+//! catalog   table definitions (SQL columns <-> entity properties, key columns
+//!   |       <-> PartitionKey/RowKey), persisted in a system table of the store
 //! store     the TableStore traits and their backends (native: embedded, default)
 //!   |
 //! model     Entity, Value, keys and their order-preserving encodings, limits
 //! ```
-//!
-//! The SQL gateway (catalog, sql, pg) is built on top of these.
 //!
 //! # Layout
 //!
@@ -20,14 +24,23 @@
 //! - [`store`]: the operations of the model as capability traits
 //!   ([`store::EntityRead`], [`store::EntityWrite`], ...), paged queries with
 //!   continuation tokens, and the native backend ([`store::native`]).
+//! - [`catalog`]: [`catalog::TableDef`] and the [`catalog::Catalog`] that keeps them.
+//! - [`sql`]: [`sql::Session`] runs statements; [`sql::pushdown`] decides how
+//!   each scan reads the store.
+//! - [`pg`]: [`pg::Server`] serves sessions over the PostgreSQL protocol.
 //!
 //! # Invariants
 //!
-//! - Byte order of encoded entity keys is the order of `(PartitionKey, RowKey)`.
+//! - Byte order of encoded entity keys is the order of `(PartitionKey, RowKey)`,
+//!   and the text of key columns sorts like their SQL values, so a range on
+//!   key columns is a range of keys.
 //! - A write is acknowledged only once it survives a process kill; a batch is
 //!   visible whole or not at all, before and after a crash.
-//! - Every entity write gets a new version; conditional writes compare it, so
-//!   of concurrent conditional writers on one entity exactly one wins.
+//! - Every entity write gets a new version; writes are conditional on the
+//!   version read, so of concurrent writers of one row exactly one wins and
+//!   no update is lost.
+//! - A scan applies every filter it is given; the access path only narrows
+//!   what it reads.
 //! - Bad input yields an error that names the limit, key or table involved;
 //!   nothing input can reach panics.
 

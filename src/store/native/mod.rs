@@ -21,12 +21,12 @@
 //! - **Whole-keyspace deletion**: each table is its own keyspace, so dropping a
 //!   table deletes its files without reading it. fjall has no range deletion,
 //!   so a whole partition is deleted by a version watermark in its header
-//!   (see [`layout`]).
+//!   (see the `layout` module).
 //!
 //! # Concurrency
 //!
 //! Reads go straight to fjall through a snapshot, from any thread. Writes go
-//! to the single writer thread ([`writer`]), which checks and commits them in
+//! to the single writer thread (the `writer` module), which checks and commits them in
 //! groups. A write is acknowledged only after its group's journal sync.
 //!
 //! Reads run on the caller's thread: a point get or a page is a short,

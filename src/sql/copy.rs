@@ -324,15 +324,7 @@ impl CopyIn {
         }
         let batch = RecordBatch::try_new(Arc::new(Schema::new(fields)), arrays)?;
         for row in batch_to_rows(&self.def, &self.columns, &batch)? {
-            self.def.check_row(&row)?;
-            let key = self.def.entity_key(&row)?;
-            let entity = self.def.row_to_entity(key.clone(), &row)?;
-            self.changes.push(Change {
-                table: self.def.name.clone(),
-                key,
-                read: None,
-                new: Some(entity),
-            });
+            self.changes.push(Change::insert(&self.def, &row)?);
         }
         Ok(())
     }

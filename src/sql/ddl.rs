@@ -325,15 +325,7 @@ async fn fill(
             arrays,
         )?;
         for row in batch_to_rows(def, &columns, &batch)? {
-            def.check_row(&row)?;
-            let key = def.entity_key(&row)?;
-            let entity = def.row_to_entity(key.clone(), &row)?;
-            changes.push(Change {
-                table: def.name.clone(),
-                key,
-                read: None,
-                new: Some(entity),
-            });
+            changes.push(Change::insert(def, &row)?);
         }
     }
     let count = changes.len();

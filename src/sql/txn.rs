@@ -33,6 +33,22 @@ pub struct Change {
 }
 
 impl Change {
+    /// The insert of a new row (its checks done: NOT NULL, read-only columns, key).
+    pub fn insert(
+        def: &crate::catalog::TableDef,
+        row: &crate::catalog::Row,
+    ) -> Result<Change, super::SqlError> {
+        def.check_row(row)?;
+        let key = def.entity_key(row)?;
+        let entity = def.row_to_entity(key.clone(), row)?;
+        Ok(Change {
+            table: def.name.clone(),
+            key,
+            read: None,
+            new: Some(entity),
+        })
+    }
+
     /// The changes that rewrite a row read under `old` (at `read`) as
     /// `entity`: one replace, or a delete and an insert when its key moved.
     pub fn rewrite(table: &str, old: EntityKey, read: Option<ETag>, entity: Entity) -> Vec<Change> {

@@ -9,7 +9,9 @@ use std::error::Error;
 use std::sync::Arc;
 
 use bytes::{BufMut, BytesMut};
-use datafusion::arrow::array::{Array, Float32Array, Float64Array, RecordBatch, StringArray};
+use datafusion::arrow::array::{
+    Array, Float32Array, Float64Array, RecordBatch, StringArray, TimestampMicrosecondArray,
+};
 use datafusion::arrow::datatypes::{Field, Schema};
 use futures::{Stream, StreamExt};
 use pgwire::api::portal::Format;
@@ -202,6 +204,61 @@ impl ToSqlText for Float {
     }
 }
 
+/// A timestamp: binary as PostgreSQL's microseconds, text as PostgreSQL
+/// prints it (`2026-11-21 10:11:12.5`, fraction only when not zero, `+00`
+/// with a time zone, shown in UTC).
+#[derive(Debug)]
+struct Timestamp {
+    micros: i64,
+    zoned: bool,
+}
+
+impl Timestamp {
+    fn utc(&self) -> Option<chrono::DateTime<chrono::Utc>> {
+        chrono::DateTime::from_timestamp_micros(self.micros)
+    }
+}
+
+impl ToSql for Timestamp {
+    fn to_sql(
+        &self,
+        ty: &Type,
+        out: &mut BytesMut,
+    ) -> Result<IsNull, Box<dyn Error + Sync + Send>> {
+        let t = self.utc().ok_or("timestamp out of range")?;
+        if self.zoned {
+            t.to_sql(ty, out)
+        } else {
+            t.naive_utc().to_sql(ty, out)
+        }
+    }
+    fn accepts(ty: &Type) -> bool {
+        *ty == Type::TIMESTAMP || *ty == Type::TIMESTAMPTZ
+    }
+    postgres_types::to_sql_checked!();
+}
+
+impl ToSqlText for Timestamp {
+    fn to_sql_text(
+        &self,
+        _ty: &Type,
+        out: &mut BytesMut,
+        _: &FormatOptions,
+    ) -> Result<IsNull, Box<dyn Error + Sync + Send>> {
+        let t = self.utc().ok_or("timestamp out of range")?;
+        let mut text = t.format("%Y-%m-%d %H:%M:%S").to_string();
+        let micros = self.micros.rem_euclid(1_000_000);
+        if micros != 0 {
+            text.push_str(format!(".{micros:06}").trim_end_matches('0'));
+        }
+        if self.zoned {
+            text.push_str("+00");
+        }
+        out.put_slice(text.as_bytes());
+        Ok(IsNull::No)
+    }
+}
+
 /// Appends row `row` of `batch` to the encoder.
 fn encode_row<E: arrow_pg::encoder::Encoder>(
     encoder: &mut E,
@@ -213,7 +270,14 @@ fn encode_row<E: arrow_pg::encoder::Encoder>(
     for (col, pg_field) in fields.iter().enumerate() {
         let array = batch.column(col);
         let ty = pg_field.datatype();
-        if let Some(floats) = array.as_any().downcast_ref::<Float64Array>() {
+        if let Some(times) = array.as_any().downcast_ref::<TimestampMicrosecondArray>() {
+            let zoned = times.timezone().is_some();
+            let value = times.is_valid(row).then(|| Timestamp {
+                micros: times.value(row),
+                zoned,
+            });
+            encoder.encode_field(&value, pg_field)?;
+        } else if let Some(floats) = array.as_any().downcast_ref::<Float64Array>() {
             let value = floats.is_valid(row).then(|| Float::F64(floats.value(row)));
             encoder.encode_field(&value, pg_field)?;
         } else if let Some(floats) = array.as_any().downcast_ref::<Float32Array>() {

@@ -299,19 +299,23 @@ fn encode_row<E: arrow_pg::encoder::Encoder>(
     Ok(())
 }
 
-/// The data rows of a stream of record batches.
-pub fn rows(
+/// Encodes every row of a stream of record batches, with a fresh encoder per batch.
+fn encode_batches<E>(
     batches: impl Stream<Item = datafusion::error::Result<RecordBatch>> + Send + 'static,
     fields: Arc<Vec<FieldInfo>>,
-) -> impl Stream<Item = PgWireResult<DataRow>> + Send + 'static {
+    make_encoder: impl Fn() -> E + Send + 'static,
+) -> impl Stream<Item = PgWireResult<E::Item>> + Send + 'static
+where
+    E: arrow_pg::encoder::Encoder,
+    E::Item: Send + 'static,
+{
     batches.flat_map(move |batch| {
-        let fields = fields.clone();
-        let rows: Vec<PgWireResult<DataRow>> = match batch {
+        let rows: Vec<PgWireResult<E::Item>> = match batch {
             Err(e) => vec![Err(super::error::to_pgwire(
                 crate::sql::SqlError::DataFusion(e),
             ))],
             Ok(batch) => {
-                let mut encoder = DataRowEncoder::new(fields.clone());
+                let mut encoder = make_encoder();
                 (0..batch.num_rows())
                     .map(|r| {
                         encode_row(&mut encoder, &batch, r, &fields)?;
@@ -321,6 +325,17 @@ pub fn rows(
             }
         };
         futures::stream::iter(rows)
+    })
+}
+
+/// The data rows of a stream of record batches.
+pub fn rows(
+    batches: impl Stream<Item = datafusion::error::Result<RecordBatch>> + Send + 'static,
+    fields: Arc<Vec<FieldInfo>>,
+) -> impl Stream<Item = PgWireResult<DataRow>> + Send + 'static {
+    let for_encoder = fields.clone();
+    encode_batches(batches, fields, move || {
+        DataRowEncoder::new(for_encoder.clone())
     })
 }
 
@@ -364,22 +379,7 @@ pub fn copy_rows(
         let names: Vec<&str> = schema.fields().iter().map(|f| f.name().as_str()).collect();
         format!("{}\n", names.join(&delimiter))
     });
-    let rows = batches.flat_map(move |batch| {
-        let fields = fields.clone();
-        let mut encoder = make_encoder();
-        let rows: Vec<PgWireResult<CopyData>> = match batch {
-            Err(e) => vec![Err(super::error::to_pgwire(
-                crate::sql::SqlError::DataFusion(e),
-            ))],
-            Ok(batch) => (0..batch.num_rows())
-                .map(|r| {
-                    encode_row(&mut encoder, &batch, r, &fields)?;
-                    Ok(encoder.take_copy())
-                })
-                .collect(),
-        };
-        futures::stream::iter(rows)
-    });
+    let rows = encode_batches(batches, fields, make_encoder);
     let rows = rows.map(move |row| match (header.take(), row) {
         (Some(h), Ok(data)) => {
             let mut bytes = h.into_bytes();

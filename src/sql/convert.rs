@@ -13,9 +13,10 @@ use datafusion::arrow::array::{
 use datafusion::arrow::datatypes::SchemaRef;
 
 use super::error::{Result, SqlError};
-use super::types::{parse_uuid, UTC};
+use super::types::{arrow_type, parse_uuid};
 use crate::catalog::{Row, SqlType, TableDef};
 use crate::model::{Date, DateTime, Decimal, Entity, Value};
+use datafusion::arrow::datatypes::DataType;
 
 /// One column's values being collected into an Arrow array.
 enum Builder {
@@ -33,38 +34,29 @@ enum Builder {
 }
 
 impl Builder {
+    /// A builder for the column's Arrow type (see `types::arrow_type`).
     fn new(ty: SqlType, capacity: usize) -> Self {
-        match ty {
-            SqlType::Text
-            | SqlType::Varchar(_)
-            | SqlType::Char(_)
-            | SqlType::Uuid
-            | SqlType::Json
-            | SqlType::Jsonb => {
-                Builder::Utf8(StringBuilder::with_capacity(capacity, capacity * 16))
-            }
-            SqlType::Int2 => Builder::Int16(Int16Builder::with_capacity(capacity)),
-            SqlType::Int4 => Builder::Int32(Int32Builder::with_capacity(capacity)),
-            SqlType::Int8 => Builder::Int64(Int64Builder::with_capacity(capacity)),
-            SqlType::Float4 => Builder::Float32(Float32Builder::with_capacity(capacity)),
-            SqlType::Float8 => Builder::Float64(Float64Builder::with_capacity(capacity)),
-            SqlType::Numeric { precision, scale } => Builder::Decimal(
+        match arrow_type(ty) {
+            DataType::Int16 => Builder::Int16(Int16Builder::with_capacity(capacity)),
+            DataType::Int32 => Builder::Int32(Int32Builder::with_capacity(capacity)),
+            DataType::Int64 => Builder::Int64(Int64Builder::with_capacity(capacity)),
+            DataType::Float32 => Builder::Float32(Float32Builder::with_capacity(capacity)),
+            DataType::Float64 => Builder::Float64(Float64Builder::with_capacity(capacity)),
+            DataType::Decimal128(precision, scale) => Builder::Decimal(
                 Decimal128Builder::with_capacity(capacity)
-                    .with_precision_and_scale(precision, scale as i8)
+                    .with_precision_and_scale(precision, scale)
                     .unwrap_or_default(),
-                scale,
+                scale as u8,
             ),
-            SqlType::Bool => Builder::Bool(BooleanBuilder::with_capacity(capacity)),
-            SqlType::Date => Builder::Date(Date32Builder::with_capacity(capacity)),
-            SqlType::Timestamp => {
-                Builder::Timestamp(TimestampMicrosecondBuilder::with_capacity(capacity))
-            }
-            SqlType::Timestamptz => Builder::Timestamp(
-                TimestampMicrosecondBuilder::with_capacity(capacity).with_timezone(UTC),
+            DataType::Boolean => Builder::Bool(BooleanBuilder::with_capacity(capacity)),
+            DataType::Date32 => Builder::Date(Date32Builder::with_capacity(capacity)),
+            DataType::Timestamp(_, zone) => Builder::Timestamp(
+                TimestampMicrosecondBuilder::with_capacity(capacity).with_timezone_opt(zone),
             ),
-            SqlType::Bytea => {
+            DataType::Binary => {
                 Builder::Binary(BinaryBuilder::with_capacity(capacity, capacity * 16))
             }
+            _ => Builder::Utf8(StringBuilder::with_capacity(capacity, capacity * 16)),
         }
     }
 

@@ -13,11 +13,11 @@ use datafusion::logical_expr::utils::conjunction;
 use datafusion::logical_expr::{Expr, TableProviderFilterPushDown};
 use datafusion::physical_plan::ExecutionPlan;
 
-use super::pushdown::{access_path, AccessPath};
+use super::pushdown::{access_path, needs_split_points, split, AccessPath};
 use super::scan::{ScanSpec, StoreScan};
 use super::types::arrow_field;
 use crate::catalog::{Catalog, Keys, TableDef};
-use crate::store::{EntityRead, KeyRange};
+use crate::store::{EntityRead, KeyRange, Statistics};
 
 /// The name of the extra column that carries each row's ETag in the scans of
 /// UPDATE and DELETE (see [`dml_table_name`]).
@@ -69,6 +69,7 @@ impl ReadView {
 /// The `public` schema: every table of the catalog.
 pub struct TablegateSchema {
     catalog: Arc<Catalog>,
+    stats: Arc<dyn Statistics>,
     view: Arc<ReadView>,
 }
 
@@ -79,8 +80,12 @@ impl std::fmt::Debug for TablegateSchema {
 }
 
 impl TablegateSchema {
-    pub fn new(catalog: Arc<Catalog>, view: Arc<ReadView>) -> Self {
-        TablegateSchema { catalog, view }
+    pub fn new(catalog: Arc<Catalog>, stats: Arc<dyn Statistics>, view: Arc<ReadView>) -> Self {
+        TablegateSchema {
+            catalog,
+            stats,
+            view,
+        }
     }
 }
 
@@ -96,7 +101,13 @@ impl SchemaProvider for TablegateSchema {
             None => (name, false),
         };
         Ok(self.catalog.get(name).map(|def| {
-            Arc::new(StoreTable::new(def, self.view.clone(), with_etag)) as Arc<dyn TableProvider>
+            Arc::new(StoreTable {
+                schema: table_schema(&def, with_etag),
+                def,
+                stats: self.stats.clone(),
+                view: self.view.clone(),
+                with_etag,
+            }) as Arc<dyn TableProvider>
         }))
     }
 
@@ -108,12 +119,20 @@ impl SchemaProvider for TablegateSchema {
 }
 
 /// One table, as DataFusion plans it.
-#[derive(Debug)]
 pub struct StoreTable {
     def: Arc<TableDef>,
     schema: SchemaRef,
+    stats: Arc<dyn Statistics>,
     view: Arc<ReadView>,
     with_etag: bool,
+}
+
+impl std::fmt::Debug for StoreTable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StoreTable")
+            .field("table", &self.def.name)
+            .finish()
+    }
 }
 
 impl std::fmt::Debug for ReadView {
@@ -122,19 +141,13 @@ impl std::fmt::Debug for ReadView {
     }
 }
 
-impl StoreTable {
-    pub fn new(def: Arc<TableDef>, view: Arc<ReadView>, with_etag: bool) -> Self {
-        let mut fields: Vec<Field> = def.columns.iter().map(arrow_field).collect();
-        if with_etag {
-            fields.push(Field::new(ETAG_COLUMN, DataType::Utf8, true));
-        }
-        StoreTable {
-            def,
-            schema: Arc::new(Schema::new(fields)),
-            view,
-            with_etag,
-        }
+/// The columns DataFusion sees: the table's, and the ETag for DML scans.
+fn table_schema(def: &TableDef, with_etag: bool) -> SchemaRef {
+    let mut fields: Vec<Field> = def.columns.iter().map(arrow_field).collect();
+    if with_etag {
+        fields.push(Field::new(ETAG_COLUMN, DataType::Utf8, true));
     }
+    Arc::new(Schema::new(fields))
 }
 
 /// Whether an access path stays inside one partition.
@@ -289,9 +302,26 @@ impl TableProvider for StoreTable {
             Keys::Generated => Vec::new(),
         };
 
+        // A scan whose limit ends it early is not worth cutting.
+        let parts = state.config().target_partitions();
+        let splits = if parts < 2 || (limit.is_some() && filters.is_empty()) {
+            vec![access.clone()]
+        } else {
+            let points = if needs_split_points(&access) {
+                self.stats
+                    .split_points(&def.name, parts)
+                    .await
+                    .map_err(|e| datafusion::error::DataFusionError::External(Box::new(e)))?
+            } else {
+                Vec::new()
+            };
+            split(&access, &points, parts)
+        };
+
         let spec = ScanSpec {
             table: def.clone(),
             access,
+            splits,
             decoded,
             output: output_count,
             with_etag,

@@ -620,6 +620,79 @@ fn split_or<'a>(expr: &'a Expr, out: &mut Vec<&'a Expr>) {
     }
 }
 
+/// Point gets a piece of a split scan makes at least.
+const MIN_POINTS_PER_PIECE: usize = 256;
+
+/// Whether cutting `access` into pieces needs the table's split points.
+pub fn needs_split_points(access: &AccessPath) -> bool {
+    matches!(access, AccessPath::Table)
+        || matches!(access, AccessPath::Ranges(r) if matches!(r.as_slice(), [KeyRange::Partitions { .. }]))
+}
+
+/// Cuts an access path into at most `parts` pieces that together read the
+/// same keys, each in key order, so the pieces can be scanned in parallel.
+/// Whole-table and PartitionKey-range scans are cut at `points` (from
+/// [`crate::store::Statistics::split_points`]); lists of ranges and of
+/// points are cut into runs of about equal length.
+pub fn split(access: &AccessPath, points: &[String], parts: usize) -> Vec<AccessPath> {
+    fn chunks<T: Clone>(items: &[T], parts: usize) -> Vec<Vec<T>> {
+        let size = items.len().div_ceil(parts.max(1));
+        items.chunks(size.max(1)).map(<[T]>::to_vec).collect()
+    }
+    let pieces = match access {
+        AccessPath::Table => split_partitions(Bound::Unbounded, Bound::Unbounded, points),
+        AccessPath::Ranges(ranges) => match ranges.as_slice() {
+            [KeyRange::Partitions { from, to }] => {
+                split_partitions(from.clone(), to.clone(), points)
+            }
+            _ => chunks(ranges, parts)
+                .into_iter()
+                .map(AccessPath::Ranges)
+                .collect(),
+        },
+        AccessPath::Points(keys) => {
+            let parts = parts.min(keys.len() / MIN_POINTS_PER_PIECE).max(1);
+            chunks(keys, parts)
+                .into_iter()
+                .map(AccessPath::Points)
+                .collect()
+        }
+    };
+    if pieces.len() < 2 {
+        return vec![access.clone()];
+    }
+    pieces
+}
+
+/// A PartitionKey range cut at the points that fall strictly inside it.
+fn split_partitions(from: Bound<String>, to: Bound<String>, points: &[String]) -> Vec<AccessPath> {
+    let inside: Vec<&String> = points
+        .iter()
+        .filter(|p| {
+            let above = match &from {
+                Bound::Included(f) | Bound::Excluded(f) => p.as_str() > f.as_str(),
+                Bound::Unbounded => true,
+            };
+            let below = match &to {
+                Bound::Included(t) | Bound::Excluded(t) => p.as_str() < t.as_str(),
+                Bound::Unbounded => true,
+            };
+            above && below
+        })
+        .collect();
+    let mut lows = vec![from];
+    lows.extend(inside.iter().map(|p| Bound::Included((*p).clone())));
+    let mut highs: Vec<Bound<String>> = inside
+        .iter()
+        .map(|p| Bound::Excluded((*p).clone()))
+        .collect();
+    highs.push(to);
+    lows.into_iter()
+        .zip(highs)
+        .map(|(from, to)| AccessPath::Ranges(vec![KeyRange::Partitions { from, to }]))
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -706,6 +779,69 @@ mod tests {
                 col("id").lt_eq(lit(9)),
             ],
             r#"range ["S" rows ("0000000005", "0000000009"]]"#,
+        );
+    }
+
+    fn partitions(from: Bound<&str>, to: Bound<&str>) -> AccessPath {
+        AccessPath::Ranges(vec![KeyRange::Partitions {
+            from: from.map(str::to_owned),
+            to: to.map(str::to_owned),
+        }])
+    }
+
+    #[test]
+    fn table_scans_split_at_points() {
+        let points = ["g".to_owned(), "p".to_owned()];
+        assert_eq!(
+            split(&AccessPath::Table, &points, 3),
+            vec![
+                partitions(Bound::Unbounded, Bound::Excluded("g")),
+                partitions(Bound::Included("g"), Bound::Excluded("p")),
+                partitions(Bound::Included("p"), Bound::Unbounded),
+            ]
+        );
+        assert_eq!(split(&AccessPath::Table, &[], 3), vec![AccessPath::Table]);
+    }
+
+    #[test]
+    fn partition_ranges_split_only_inside_their_bounds() {
+        let points = ["b".to_owned(), "g".to_owned(), "p".to_owned()];
+        let range = partitions(Bound::Excluded("b"), Bound::Included("m"));
+        assert_eq!(
+            split(&range, &points, 4),
+            vec![
+                partitions(Bound::Excluded("b"), Bound::Excluded("g")),
+                partitions(Bound::Included("g"), Bound::Included("m")),
+            ]
+        );
+        let narrow = partitions(Bound::Included("h"), Bound::Excluded("k"));
+        assert_eq!(split(&narrow, &points, 4), vec![narrow.clone()]);
+    }
+
+    #[test]
+    fn lists_split_into_runs() {
+        let ranges: Vec<KeyRange> = (0..5)
+            .map(|i| KeyRange::Rows {
+                partition_key: format!("p{i}"),
+                from: Bound::Unbounded,
+                to: Bound::Unbounded,
+            })
+            .collect();
+        let pieces = split(&AccessPath::Ranges(ranges.clone()), &[], 2);
+        assert_eq!(
+            pieces,
+            vec![
+                AccessPath::Ranges(ranges[..3].to_vec()),
+                AccessPath::Ranges(ranges[3..].to_vec()),
+            ]
+        );
+        let keys: Vec<EntityKey> = (0..600)
+            .map(|i| EntityKey::new("p", format!("{i:04}")))
+            .collect();
+        assert_eq!(split(&AccessPath::Points(keys.clone()), &[], 2).len(), 2);
+        assert_eq!(
+            split(&AccessPath::Points(keys[..300].to_vec()), &[], 2).len(),
+            1
         );
     }
 }

@@ -32,7 +32,7 @@ use super::convert::entities_to_batch;
 use super::pushdown::AccessPath;
 use crate::catalog::TableDef;
 use crate::model::Entity;
-use crate::store::{Continuation, EntityRead, KeyRange, Query};
+use crate::store::{Continuation, EntityRead, Query};
 
 /// Entities a page holds when no limit bounds the scan.
 const PAGE: usize = 4096;
@@ -44,6 +44,8 @@ const POINTS_PER_BATCH: usize = 256;
 pub struct ScanSpec {
     pub table: Arc<TableDef>,
     pub access: AccessPath,
+    /// Pieces of `access`, read in parallel, one output partition each.
+    pub splits: Vec<AccessPath>,
     /// Table columns decoded from each entity: the output columns first, then
     /// those only the filter needs.
     pub decoded: Vec<usize>,
@@ -100,7 +102,7 @@ impl StoreScan {
         }
         let properties = PlanProperties::new(
             eq,
-            Partitioning::UnknownPartitioning(1),
+            Partitioning::UnknownPartitioning(spec.splits.len().max(1)),
             EmissionType::Incremental,
             Boundedness::Bounded,
         );
@@ -121,6 +123,9 @@ impl DisplayAs for StoreScan {
     fn fmt_as(&self, _t: DisplayFormatType, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let s = &self.spec;
         write!(f, "StoreScan: table={}, access={}", s.table.name, s.access)?;
+        if s.splits.len() > 1 {
+            write!(f, ", splits={}", s.splits.len())?;
+        }
         let names: Vec<&str> = s.decoded[..s.output]
             .iter()
             .map(|&i| s.table.columns[i].name.as_str())
@@ -226,15 +231,18 @@ impl ExecutionPlan for StoreScan {
 
     fn execute(
         &self,
-        _partition: usize,
+        partition: usize,
         _context: Arc<TaskContext>,
     ) -> DfResult<SendableRecordBatchStream> {
-        let read = MetricBuilder::new(&self.metrics).counter("entities_read", 0);
-        let returned = MetricBuilder::new(&self.metrics).output_rows(0);
+        let access = self.spec.splits.get(partition).ok_or_else(|| {
+            DataFusionError::Internal(format!("StoreScan has no partition {partition}"))
+        })?;
+        let read = MetricBuilder::new(&self.metrics).counter("entities_read", partition);
+        let returned = MetricBuilder::new(&self.metrics).output_rows(partition);
         let state = ScanState {
             spec: self.spec.clone(),
             reader: self.reader.clone(),
-            cursor: Cursor::new(&self.spec),
+            cursor: Cursor::new(access, self.spec.reverse),
             returned: 0,
             entities_read: read,
             rows_returned: returned,
@@ -266,18 +274,18 @@ enum Cursor {
 }
 
 impl Cursor {
-    fn new(spec: &ScanSpec) -> Self {
-        match &spec.access {
+    fn new(access: &AccessPath, reverse: bool) -> Self {
+        match access {
             AccessPath::Points(keys) => {
                 let mut keys = keys.clone();
-                if spec.reverse {
+                if reverse {
                     keys.reverse();
                 }
                 Cursor::Points { keys, next: 0 }
             }
             AccessPath::Ranges(ranges) => {
                 let mut queries: Vec<Query> = ranges.iter().cloned().map(Query::new).collect();
-                if spec.reverse {
+                if reverse {
                     queries.reverse();
                 }
                 Cursor::Ranges {
@@ -287,10 +295,7 @@ impl Cursor {
                 }
             }
             AccessPath::Table => Cursor::Ranges {
-                queries: vec![Query::new(KeyRange::Partitions {
-                    from: std::ops::Bound::Unbounded,
-                    to: std::ops::Bound::Unbounded,
-                })],
+                queries: vec![Query::table()],
                 next: 0,
                 continuation: None,
             },

@@ -135,7 +135,11 @@ impl Session {
         let catalog = MemoryCatalogProvider::new();
         let _ = catalog.register_schema(
             SCHEMA_NAME,
-            Arc::new(TablegateSchema::new(engine.catalog.clone(), view.clone())),
+            Arc::new(TablegateSchema::new(
+                engine.catalog.clone(),
+                engine.store().clone(),
+                view.clone(),
+            )),
         );
         ctx.register_catalog(CATALOG_NAME, Arc::new(catalog));
         Session {

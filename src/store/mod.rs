@@ -166,6 +166,79 @@ pub trait Statistics: Send + Sync {
         page_size: usize,
         continuation: Option<&Continuation>,
     ) -> Result<PartitionStatsPage>;
+
+    /// PartitionKeys that cut the table into at most `parts` pieces of about
+    /// the same number of entities, for scanning the pieces in parallel:
+    /// piece `i` holds the partitions from point `i - 1` (included) to point
+    /// `i` (excluded). Empty when the table is too small to be worth cutting.
+    async fn split_points(&self, table: &str, parts: usize) -> Result<Vec<String>> {
+        compute_split_points(self, table, parts).await
+    }
+}
+
+/// [`Statistics::split_points`] from the partition statistics, read in full.
+pub async fn compute_split_points<S: Statistics + ?Sized>(
+    store: &S,
+    table: &str,
+    parts: usize,
+) -> Result<Vec<String>> {
+    let totals = store.table_stats(table).await?;
+    let mut cutter = SplitCutter::new(totals, parts);
+    let mut continuation = None;
+    while !cutter.is_done() {
+        let page = store
+            .list_partition_stats(table, MAX_PAGE_SIZE, continuation.as_ref())
+            .await?;
+        for partition in &page.partitions {
+            cutter.visit(partition);
+        }
+        continuation = page.continuation;
+        if continuation.is_none() {
+            break;
+        }
+    }
+    Ok(cutter.points)
+}
+
+/// A table smaller than this many entities per piece is not cut.
+pub const MIN_SPLIT_ENTITIES: u64 = 16_384;
+
+/// Walks partitions in key order and cuts where the running entity count
+/// passes each `i / parts` of the table.
+struct SplitCutter {
+    total: u64,
+    parts: u64,
+    seen: u64,
+    points: Vec<String>,
+}
+
+impl SplitCutter {
+    fn new(totals: TableStats, parts: usize) -> Self {
+        let parts = (parts as u64)
+            .min(totals.entities / MIN_SPLIT_ENTITIES)
+            .min(totals.partitions);
+        SplitCutter {
+            total: totals.entities,
+            parts,
+            seen: 0,
+            points: Vec::new(),
+        }
+    }
+
+    fn is_done(&self) -> bool {
+        self.parts < 2 || self.points.len() as u64 + 1 >= self.parts
+    }
+
+    fn visit(&mut self, partition: &PartitionStats) {
+        if self.is_done() {
+            return;
+        }
+        let next_cut = self.total * (self.points.len() as u64 + 1) / self.parts;
+        if self.seen >= next_cut && self.seen > 0 {
+            self.points.push(partition.partition_key.clone());
+        }
+        self.seen += partition.entities;
+    }
 }
 
 /// Everything a backend offers; what the layers above hold as `Arc<dyn TableStore>`.
@@ -230,4 +303,47 @@ pub fn check_op(op: &WriteOp) -> Result<()> {
         | WriteOp::Merge { entity: e, .. } => check_entity(e)?,
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cut(sizes: &[u64], parts: usize) -> Vec<String> {
+        let totals = TableStats {
+            entities: sizes.iter().sum(),
+            bytes: 0,
+            partitions: sizes.len() as u64,
+        };
+        let mut cutter = SplitCutter::new(totals, parts);
+        for (i, &entities) in sizes.iter().enumerate() {
+            cutter.visit(&PartitionStats {
+                partition_key: format!("p{i:03}"),
+                entities,
+                bytes: 0,
+            });
+        }
+        cutter.points
+    }
+
+    #[test]
+    fn even_partitions_are_cut_evenly() {
+        let sizes = vec![MIN_SPLIT_ENTITIES; 8];
+        assert_eq!(cut(&sizes, 2), vec!["p004"]);
+        assert_eq!(cut(&sizes, 4), vec!["p002", "p004", "p006"]);
+    }
+
+    #[test]
+    fn uneven_partitions_are_cut_by_entities() {
+        // One large partition first: the cut falls right after it.
+        let sizes = [4 * MIN_SPLIT_ENTITIES, 1000, 1000, 1000];
+        assert_eq!(cut(&sizes, 2), vec!["p001"]);
+    }
+
+    #[test]
+    fn small_tables_and_single_partitions_are_not_cut() {
+        assert!(cut(&[MIN_SPLIT_ENTITIES - 1, 1], 2).is_empty());
+        assert!(cut(&[10 * MIN_SPLIT_ENTITIES], 4).is_empty());
+        assert!(cut(&vec![MIN_SPLIT_ENTITIES; 8], 1).is_empty());
+    }
 }

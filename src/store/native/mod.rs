@@ -70,6 +70,8 @@ pub(crate) struct Table {
     /// Set by the writer when the table is dropped; later writes through a
     /// stale handle fail instead of writing into a deleted keyspace.
     dropped: AtomicBool,
+    /// The last split points computed: (entities then, parts asked, points).
+    splits: Mutex<Option<(u64, usize, Vec<String>)>>,
 }
 
 impl Table {
@@ -90,6 +92,7 @@ impl Table {
             any_tombstone: AtomicBool::new(!tombstones.is_empty()),
             tombstones: RwLock::new(tombstones),
             dropped: AtomicBool::new(false),
+            splits: Mutex::new(None),
         }
     }
 
@@ -447,6 +450,29 @@ impl Statistics for NativeStore {
             bytes: totals.bytes,
             partitions: totals.partitions,
         })
+    }
+
+    /// Reading every partition header is proportional to the number of
+    /// partitions, so the points are kept until the table's entity count
+    /// moves by a quarter.
+    async fn split_points(&self, table: &str, parts: usize) -> Result<Vec<String>> {
+        let handle = self.shared.table(table)?;
+        let entities = handle
+            .totals
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .entities;
+        if let Some((then, asked, points)) =
+            &*handle.splits.lock().unwrap_or_else(|e| e.into_inner())
+        {
+            if *asked == parts && entities.abs_diff(*then) <= *then / 4 {
+                return Ok(points.clone());
+            }
+        }
+        let points = crate::store::compute_split_points(self, table, parts).await?;
+        *handle.splits.lock().unwrap_or_else(|e| e.into_inner()) =
+            Some((entities, parts, points.clone()));
+        Ok(points)
     }
 
     async fn partition_stats(&self, table: &str, partition_key: &str) -> Result<PartitionStats> {

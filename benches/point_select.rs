@@ -8,7 +8,8 @@
 //! connections that each prepare `SELECT ... WHERE k = $1` once and execute
 //! it with random keys. Prints queries per second, p50 and p99 latency, and
 //! the ratio tablegate / PostgreSQL; each figure is the median of 3 runs.
-//! Settings: `ROWS` (default 100000), `SECONDS` per run (default 5).
+//! Settings: `ROWS` (default 100000), `SECONDS` per run (default 5),
+//! `CONNS` (connection counts, default `1,8,32`).
 //! Without `--bench` (under `cargo test`) it runs a short tablegate-only check.
 
 use std::net::TcpListener;
@@ -249,7 +250,10 @@ fn main() {
             env("ROWS", 100_000),
             env("SECONDS", 5) as f64,
             3,
-            vec![1, 8, 32],
+            std::env::var("CONNS")
+                .ok()
+                .map(|v| v.split(',').filter_map(|c| c.trim().parse().ok()).collect())
+                .unwrap_or_else(|| vec![1, 8, 32]),
         )
     } else {
         (2_000, 0.5, 1, vec![1, 4])

@@ -39,8 +39,11 @@
 //! - Every entity write gets a new version; writes are conditional on the
 //!   version read, so of concurrent writers of one row exactly one wins and
 //!   no update is lost.
+//! - A transaction's definition changes (CREATE, ALTER, DROP TABLE) and row
+//!   changes commit in one atomic write; outside a block every DDL statement
+//!   is such a transaction of its own.
 //! - A scan applies every filter it is given; the access path only narrows
-//!   what it reads.
+//!   what it reads; the pieces of a parallel scan together read its range.
 //! - Bad input yields an error that names the limit, key or table involved;
 //!   nothing input can reach panics.
 

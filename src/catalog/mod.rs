@@ -34,6 +34,10 @@ pub enum CatalogError {
     TableNotFound(String),
     #[error("invalid table definition: {0}")]
     InvalidDefinition(String),
+    #[error(
+        "the definition of relation {0:?} was changed by another session; retry the transaction"
+    )]
+    ChangedConcurrently(String),
     #[error(transparent)]
     Store(#[from] StoreError),
 }
@@ -42,6 +46,9 @@ pub enum CatalogError {
 pub struct Catalog {
     store: Arc<dyn TableStore>,
     tables: RwLock<HashMap<String, Arc<TableDef>>>,
+    /// Held while a commit changes definitions, so that its check of what
+    /// the transaction read and its write are not interleaved with another's.
+    definitions_lock: tokio::sync::Mutex<()>,
 }
 
 impl Catalog {
@@ -67,6 +74,7 @@ impl Catalog {
         Ok(Catalog {
             store,
             tables: RwLock::new(tables),
+            definitions_lock: tokio::sync::Mutex::new(()),
         })
     }
 
@@ -106,88 +114,132 @@ impl Catalog {
         Ok(Entity::new(TABLES_PARTITION, def.name.clone()).with(DEFINITION, Value::Json(text)))
     }
 
-    /// Creates the table in the store and records its definition.
-    pub async fn create(&self, def: TableDef) -> Result<(), CatalogError> {
-        check_definition(&def)?;
-        if self.get(&def.name).is_some() {
-            return Err(CatalogError::TableExists(def.name));
-        }
-        match self.store.create_table(&def.name).await {
-            Ok(()) => {}
-            // A store table without a definition: left by a crash between the
-            // two steps of an earlier create or drop. It holds no SQL table.
-            Err(StoreError::TableAlreadyExists(_)) => {
-                self.store.drop_table(&def.name).await?;
-                self.store.create_table(&def.name).await?;
+    /// Commits a transaction: its definition changes and its data writes in
+    /// one atomic write, so a crash keeps all of them or none. Store tables
+    /// of created tables are made first (a crash before the write leaves an
+    /// empty store table without a definition, which a later create of the
+    /// same name replaces); those of dropped tables are removed after it.
+    /// A definition that another session changed since the transaction read
+    /// it fails the commit.
+    pub async fn commit(
+        &self,
+        definitions: Vec<DefinitionChange>,
+        writes: Vec<(String, WriteOp)>,
+    ) -> Result<(), CatalogError> {
+        if definitions.is_empty() {
+            if !writes.is_empty() {
+                self.store.write_atomic(writes).await?;
             }
-            Err(e) => return Err(e.into()),
+            return Ok(());
         }
-        match self
-            .store
-            .write(
-                SYSTEM_TABLE,
-                WriteOp::Insert(Self::definition_entity(&def)?),
-            )
-            .await
-        {
-            Ok(_) => {}
-            Err(StoreError::EntityAlreadyExists { .. }) => {
-                return Err(CatalogError::TableExists(def.name))
+        let _one_at_a_time = self.definitions_lock.lock().await;
+        let mut ops = Vec::with_capacity(definitions.len() + writes.len());
+        for change in &definitions {
+            let current = self.get(&change.name);
+            let unchanged = match (&current, &change.before) {
+                (Some(a), Some(b)) => Arc::ptr_eq(a, b),
+                (None, None) => true,
+                _ => false,
+            };
+            if !unchanged {
+                return Err(match (&change.before, current) {
+                    (None, Some(_)) => CatalogError::TableExists(change.name.clone()),
+                    _ => CatalogError::ChangedConcurrently(change.name.clone()),
+                });
             }
-            Err(e) => return Err(e.into()),
-        }
-        self.tables
-            .write()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(def.name.clone(), Arc::new(def));
-        Ok(())
-    }
-
-    /// Replaces a table's definition (for ALTER TABLE).
-    pub async fn replace(&self, def: TableDef) -> Result<(), CatalogError> {
-        check_definition(&def)?;
-        let op = WriteOp::Replace {
-            entity: Self::definition_entity(&def)?,
-            if_match: IfMatch::Any,
-        };
-        self.store.write(SYSTEM_TABLE, op).await?;
-        self.tables
-            .write()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(def.name.clone(), Arc::new(def));
-        Ok(())
-    }
-
-    /// Forgets the definition, then drops the store table with all its rows.
-    pub async fn drop_table(&self, name: &str) -> Result<(), CatalogError> {
-        self.table(name)?;
-        let key = EntityKey::new(TABLES_PARTITION, name);
-        match self
-            .store
-            .write(
-                SYSTEM_TABLE,
-                WriteOp::Delete {
+            let key = EntityKey::new(TABLES_PARTITION, change.name.as_str());
+            let op = match (&change.before, &change.after) {
+                (_, Some(after)) => {
+                    check_definition(after)?;
+                    let entity = Self::definition_entity(after)?;
+                    if change.before.is_some() {
+                        WriteOp::Replace {
+                            entity,
+                            if_match: IfMatch::Any,
+                        }
+                    } else {
+                        WriteOp::Insert(entity)
+                    }
+                }
+                (Some(_), None) => WriteOp::Delete {
                     key,
                     if_match: IfMatch::Any,
                 },
-            )
-            .await
-        {
-            Ok(_) | Err(StoreError::EntityNotFound { .. }) => {}
-            Err(e) => return Err(e.into()),
+                (None, None) => continue,
+            };
+            ops.push((SYSTEM_TABLE.to_owned(), op));
         }
-        self.tables
-            .write()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(name);
-        match self.store.drop_table(name).await {
-            Ok(()) | Err(StoreError::TableNotFound(_)) => Ok(()),
+        let created: Vec<&str> = definitions
+            .iter()
+            .filter(|c| c.before.is_none() && c.after.is_some())
+            .map(|c| c.name.as_str())
+            .collect();
+        for name in &created {
+            self.create_store_table(name).await?;
+        }
+        ops.extend(writes);
+        if let Err(e) = self.store.write_atomic(ops).await {
+            for name in &created {
+                let _ = self.store.drop_table(name).await;
+            }
+            return Err(match e.root() {
+                StoreError::EntityAlreadyExists { table, key } if table == SYSTEM_TABLE => {
+                    CatalogError::TableExists(key.row_key.clone())
+                }
+                _ => CatalogError::Store(e),
+            });
+        }
+        let mut dropped = Vec::new();
+        {
+            let mut tables = self.tables.write().unwrap_or_else(|e| e.into_inner());
+            for change in definitions {
+                match change.after {
+                    Some(after) => {
+                        tables.insert(change.name, after);
+                    }
+                    None => {
+                        if tables.remove(&change.name).is_some() {
+                            dropped.push(change.name);
+                        }
+                    }
+                }
+            }
+        }
+        for name in dropped {
+            match self.store.drop_table(&name).await {
+                Ok(()) | Err(StoreError::TableNotFound(_)) => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Ok(())
+    }
+
+    async fn create_store_table(&self, name: &str) -> Result<(), CatalogError> {
+        match self.store.create_table(name).await {
+            Ok(()) => Ok(()),
+            // A store table without a definition: left by a crash between the
+            // steps of an earlier create or drop. It holds no SQL table.
+            Err(StoreError::TableAlreadyExists(_)) => {
+                self.store.drop_table(name).await?;
+                Ok(self.store.create_table(name).await?)
+            }
             Err(e) => Err(e.into()),
         }
     }
 }
 
-fn check_definition(def: &TableDef) -> Result<(), CatalogError> {
+/// A change of one table's definition, made by a transaction.
+#[derive(Debug, Clone)]
+pub struct DefinitionChange {
+    pub name: String,
+    /// The definition the transaction found; `None` when there was no such table.
+    pub before: Option<Arc<TableDef>>,
+    /// The definition it leaves; `None` when it dropped the table.
+    pub after: Option<Arc<TableDef>>,
+}
+
+/// Checks a definition against the model: names, key column types, property count.
+pub fn check_definition(def: &TableDef) -> Result<(), CatalogError> {
     let invalid = |m: String| Err(CatalogError::InvalidDefinition(m));
     if def.name == SYSTEM_TABLE {
         return invalid(format!("{SYSTEM_TABLE:?} is reserved"));

@@ -34,6 +34,7 @@ pub fn sqlstate(e: &SqlError) -> &'static str {
         SqlError::InvalidTransactionState(_) => "25000",
         SqlError::UndefinedColumn(_) => "42703",
         SqlError::DataFusion(d) => datafusion_state(d),
+        SqlError::Internal(_) => "XX000",
     }
 }
 
@@ -42,6 +43,7 @@ fn catalog_state(e: &CatalogError) -> &'static str {
         CatalogError::TableExists(_) => "42P07",
         CatalogError::TableNotFound(_) => "42P01",
         CatalogError::InvalidDefinition(_) => "42P16",
+        CatalogError::ChangedConcurrently(_) => "40001",
         CatalogError::Store(s) => store_state(s),
     }
 }

@@ -22,7 +22,9 @@ use super::error::{Result, SqlError};
 use super::session::{normalize, table_name, Output, Session};
 use super::txn::Change;
 use super::types::{arrow_type, sql_type, PG_TYPE_KEY};
-use crate::catalog::{CatalogError, Column, Keys, SqlType, SystemField, TableDef};
+use crate::catalog::{
+    check_definition, CatalogError, Column, Keys, SqlType, SystemField, TableDef,
+};
 use crate::store::StoreError;
 
 fn column_of(def: &ColumnDef) -> Result<(Column, bool)> {
@@ -219,13 +221,27 @@ fn type_of_field(field: &datafusion::arrow::datatypes::Field) -> Result<SqlType>
     })
 }
 
+/// Records a definition change in the session's transaction.
+fn define(session: &mut Session, name: &str, after: Option<TableDef>) -> Result<()> {
+    let before = session.engine().catalog.get(name);
+    session
+        .transaction()?
+        .define(name, before, after.map(Arc::new));
+    Ok(())
+}
+
 pub async fn create_table(session: &mut Session, create: CreateTable) -> Result<Output> {
     let name = table_name(&create.name)?;
-    if session.engine().catalog.get(&name).is_some() {
+    if session.table_def(&name).is_some() {
         if create.if_not_exists {
             return Ok(Output::Command("CREATE TABLE".into()));
         }
         return Err(CatalogError::TableExists(name).into());
+    }
+    if session.engine().catalog.get(&name).is_some() {
+        return Err(SqlError::FeatureNotSupported(format!(
+            "table {name:?} was dropped in this transaction; create it again after COMMIT"
+        )));
     }
     let mut primary = Vec::new();
     let mut columns = Vec::new();
@@ -250,15 +266,13 @@ pub async fn create_table(session: &mut Session, create: CreateTable) -> Result<
 
     let Some(query) = &create.query else {
         let keys = keys_of(&mut columns, primary, partition)?;
-        session
-            .engine()
-            .catalog
-            .create(TableDef {
-                name,
-                columns,
-                keys,
-            })
-            .await?;
+        let def = TableDef {
+            name: name.clone(),
+            columns,
+            keys,
+        };
+        check_definition(&def)?;
+        define(session, &name, Some(def))?;
         return Ok(Output::Command("CREATE TABLE".into()));
     };
 
@@ -293,12 +307,9 @@ pub async fn create_table(session: &mut Session, create: CreateTable) -> Result<
         columns,
         keys,
     };
-    session.engine().catalog.create(def.clone()).await?;
-    let result = fill(session, &def, plan).await;
-    if result.is_err() {
-        let _ = session.engine().catalog.drop_table(&name).await;
-    }
-    let rows = result?;
+    check_definition(&def)?;
+    define(session, &name, Some(def.clone()))?;
+    let rows = fill(session, &def, plan).await?;
     Ok(Output::Command(format!("SELECT {rows}")))
 }
 
@@ -329,7 +340,7 @@ async fn fill(
         }
     }
     let count = changes.len();
-    session.commit_changes(changes).await?;
+    session.apply_to_transaction(changes)?;
     Ok(count)
 }
 
@@ -340,19 +351,31 @@ pub async fn drop_tables(
 ) -> Result<Output> {
     for name in names {
         let name = table_name(name)?;
-        match session.engine().catalog.drop_table(&name).await {
-            Ok(()) => {}
-            Err(CatalogError::TableNotFound(_)) if if_exists => {}
-            Err(e) => return Err(e.into()),
+        match session.table_def(&name) {
+            Some(_) => define(session, &name, None)?,
+            None if if_exists => {}
+            None => return Err(CatalogError::TableNotFound(name).into()),
         }
     }
     Ok(Output::Command("DROP TABLE".into()))
 }
 
+/// TRUNCATE empties tables at once, outside any transaction: the store
+/// drops a table's data without visiting it, which cannot be part of an
+/// atomic write. Inside a block it only empties tables the block created.
 pub async fn truncate(session: &mut Session, truncate: Truncate) -> Result<Output> {
     for target in &truncate.table_names {
         let name = table_name(&target.name)?;
-        session.engine().catalog.table(&name)?;
+        session.table(&name)?;
+        if let Some(txn) = &mut session.txn {
+            if !txn.created(&name) {
+                return Err(SqlError::InvalidTransactionState(format!(
+                    "TRUNCATE {name:?} cannot run inside a transaction block (only tables created in the block can be truncated there); use DELETE FROM {name:?}, or TRUNCATE outside the block"
+                )));
+            }
+            txn.clear_writes(&name);
+            continue;
+        }
         let store = session.engine().store();
         store.drop_table(&name).await?;
         match store.create_table(&name).await {
@@ -365,7 +388,7 @@ pub async fn truncate(session: &mut Session, truncate: Truncate) -> Result<Outpu
 
 pub async fn alter_table(session: &mut Session, alter: AlterTable) -> Result<Output> {
     let name = table_name(&alter.name)?;
-    let mut def = (*session.engine().catalog.table(&name)?).clone();
+    let mut def = (*session.table(&name)?).clone();
     for operation in &alter.operations {
         match operation {
             AlterTableOperation::AddColumn {
@@ -397,6 +420,7 @@ pub async fn alter_table(session: &mut Session, alter: AlterTable) -> Result<Out
             }
         }
     }
-    session.engine().catalog.replace(def).await?;
+    check_definition(&def)?;
+    define(session, &name, Some(def))?;
     Ok(Output::Command("ALTER TABLE".into()))
 }

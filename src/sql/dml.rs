@@ -214,7 +214,7 @@ fn rewrite_insert(session: &Session, insert: &Insert) -> Result<Rewrite> {
         ));
     };
     let table = table_name(name)?;
-    let def = session.engine().catalog.table(&table)?;
+    let def = session.table(&table)?;
     let targets: Vec<usize> = if insert.columns.is_empty() {
         (0..def.columns.len())
             .filter(|&i| def.columns[i].system.is_none())
@@ -403,7 +403,7 @@ fn scan_sql(
 
 fn rewrite_update(session: &Session, update: &Update) -> Result<Rewrite> {
     let (table, alias, joins) = target(&update.table)?;
-    let def = session.engine().catalog.table(&table)?;
+    let def = session.table(&table)?;
     let mut assigned: HashMap<usize, String> = HashMap::new();
     let mut hints = HashMap::new();
     for a in &update.assignments {
@@ -483,7 +483,7 @@ fn rewrite_delete(session: &Session, delete: &Delete) -> Result<Rewrite> {
         ));
     };
     let (table, alias, joins) = target(relation)?;
-    let def = session.engine().catalog.table(&table)?;
+    let def = session.table(&table)?;
     // With RETURNING every column is read; otherwise only the keys.
     let columns: Vec<usize> = if delete.returning.is_some() {
         (0..def.columns.len())
@@ -682,6 +682,7 @@ pub async fn plan_changes(
                         key,
                         read: None,
                         new: Some(entity),
+                        creates: true,
                     });
                 }
                 Kind::Update => {
@@ -705,6 +706,7 @@ pub async fn plan_changes(
                         key,
                         read,
                         new: None,
+                        creates: false,
                     });
                 }
             }

@@ -42,6 +42,9 @@ pub enum SqlError {
     UndefinedColumn(String),
     #[error("{0}")]
     DataFusion(#[from] DataFusionError),
+    /// A broken invariant of the gateway itself.
+    #[error("internal error: {0}")]
+    Internal(String),
 }
 
 impl SqlError {

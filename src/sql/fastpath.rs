@@ -153,12 +153,12 @@ impl PointPlan {
     /// parameter that does not convert, or a table changed since preparing).
     pub async fn execute(
         &self,
-        catalog: &Catalog,
+        current: Option<Arc<TableDef>>,
         view: Arc<dyn EntityRead>,
         params: &ParamValues,
     ) -> Result<Option<Output>> {
         let def = &self.table;
-        match catalog.get(&def.name) {
+        match current {
             Some(current) if Arc::ptr_eq(&current, def) => {}
             _ => return Ok(None),
         }
@@ -188,6 +188,10 @@ impl PointPlan {
         };
         let entity = view.get(&def.name, &key, Some(&self.projection)).await?;
         Ok(Some(self.rows(entity.as_slice())?))
+    }
+
+    pub fn table_name(&self) -> &str {
+        &self.table.name
     }
 
     fn rows(&self, entities: &[crate::model::Entity]) -> Result<Output> {

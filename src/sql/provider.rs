@@ -15,6 +15,7 @@ use datafusion::physical_plan::ExecutionPlan;
 
 use super::pushdown::{access_path, needs_split_points, split, AccessPath};
 use super::scan::{ScanSpec, StoreScan};
+use super::txn::Definitions;
 use super::types::arrow_field;
 use crate::catalog::{Catalog, Keys, TableDef};
 use crate::store::{EntityRead, KeyRange, Statistics};
@@ -31,10 +32,12 @@ pub fn dml_table_name(table: &str) -> String {
 }
 
 /// What a session's scans read through: a snapshot taken at the start of each
-/// statement (or transaction); and whether they push key predicates down
-/// (`SET tablegate.pushdown = off` reads whole tables, for comparison).
+/// statement (or transaction) and the table definitions its open transaction
+/// changed; and whether they push key predicates down (`SET
+/// tablegate.pushdown = off` reads whole tables, for comparison).
 pub struct ReadView {
     view: RwLock<Option<Arc<dyn EntityRead>>>,
+    definitions: RwLock<Definitions>,
     pushdown: std::sync::atomic::AtomicBool,
 }
 
@@ -42,18 +45,50 @@ impl Default for ReadView {
     fn default() -> Self {
         ReadView {
             view: RwLock::new(None),
+            definitions: RwLock::new(Definitions::new()),
             pushdown: std::sync::atomic::AtomicBool::new(true),
         }
     }
 }
 
 impl ReadView {
-    pub fn set(&self, view: Arc<dyn EntityRead>) {
+    pub fn set(&self, view: Arc<dyn EntityRead>, definitions: Definitions) {
         *self.view.write().unwrap_or_else(|e| e.into_inner()) = Some(view);
+        *self.definitions.write().unwrap_or_else(|e| e.into_inner()) = definitions;
     }
 
     fn get(&self) -> Option<Arc<dyn EntityRead>> {
         self.view.read().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// The definition of a table as the statement sees it.
+    fn definition(&self, catalog: &Catalog, name: &str) -> Option<Arc<TableDef>> {
+        match self
+            .definitions
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(name)
+        {
+            Some(own) => own.clone(),
+            None => catalog.get(name),
+        }
+    }
+
+    fn table_names(&self, catalog: &Catalog) -> Vec<String> {
+        let own = self.definitions.read().unwrap_or_else(|e| e.into_inner());
+        let mut names: Vec<String> = catalog
+            .list()
+            .iter()
+            .map(|t| t.name.clone())
+            .filter(|name| !own.contains_key(name))
+            .collect();
+        names.extend(
+            own.iter()
+                .filter(|(_, def)| def.is_some())
+                .map(|(name, _)| name.clone()),
+        );
+        names.sort();
+        names
     }
 
     pub fn set_pushdown(&self, on: bool) {
@@ -92,7 +127,7 @@ impl TablegateSchema {
 #[async_trait]
 impl SchemaProvider for TablegateSchema {
     fn table_names(&self) -> Vec<String> {
-        self.catalog.list().iter().map(|t| t.name.clone()).collect()
+        self.view.table_names(&self.catalog)
     }
 
     async fn table(&self, name: &str) -> DfResult<Option<Arc<dyn TableProvider>>> {
@@ -100,7 +135,7 @@ impl SchemaProvider for TablegateSchema {
             Some(base) => (base, true),
             None => (name, false),
         };
-        Ok(self.catalog.get(name).map(|def| {
+        Ok(self.view.definition(&self.catalog, name).map(|def| {
             Arc::new(StoreTable {
                 schema: table_schema(&def, with_etag),
                 def,
@@ -112,8 +147,8 @@ impl SchemaProvider for TablegateSchema {
     }
 
     fn table_exist(&self, name: &str) -> bool {
-        self.catalog
-            .get(name.strip_prefix(DML_PREFIX).unwrap_or(name))
+        self.view
+            .definition(&self.catalog, name.strip_prefix(DML_PREFIX).unwrap_or(name))
             .is_some()
     }
 }
@@ -308,10 +343,12 @@ impl TableProvider for StoreTable {
             vec![access.clone()]
         } else {
             let points = if needs_split_points(&access) {
+                // Only a hint: a table created in the open transaction has no
+                // statistics yet, and a scan reads every piece either way.
                 self.stats
                     .split_points(&def.name, parts)
                     .await
-                    .map_err(|e| datafusion::error::DataFusionError::External(Box::new(e)))?
+                    .unwrap_or_default()
             } else {
                 Vec::new()
             };

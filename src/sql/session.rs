@@ -22,9 +22,10 @@ use super::copy::{CopyFormat, CopyIn};
 use super::error::{Result, SqlError};
 use super::fastpath::PointPlan;
 use super::provider::{ReadView, TablegateSchema};
-use super::txn::{Change, Transaction};
+use super::txn::{Change, Definitions, Transaction};
 use super::{ddl, dml};
-use crate::catalog::Catalog;
+use crate::catalog::{Catalog, CatalogError, DefinitionChange, TableDef};
+use crate::model::EntityKey;
 use crate::store::{StoreError, TableStore};
 
 pub const CATALOG_NAME: &str = "tablegate";
@@ -261,7 +262,11 @@ impl Session {
         if let Some(point) = &prepared.point {
             self.check_not_failed()?;
             match point
-                .execute(&self.engine.catalog, self.current_view(), &params)
+                .execute(
+                    self.table_def(point.table_name()),
+                    self.current_view(),
+                    &params,
+                )
                 .await
             {
                 Ok(Some(output)) => return Ok(output),
@@ -298,9 +303,78 @@ impl Session {
     }
 
     /// Points scans at the data this statement must see: the transaction's
-    /// view, or a fresh snapshot.
+    /// view and definitions, or a fresh snapshot.
     pub(super) fn refresh_view(&self) {
-        self.view.set(self.current_view());
+        let definitions = match &self.txn {
+            Some(txn) => txn.definitions(),
+            None => Definitions::new(),
+        };
+        self.view.set(self.current_view(), definitions);
+    }
+
+    /// A table's definition as this session sees it (its open transaction's
+    /// own changes first).
+    pub(super) fn table_def(&self, name: &str) -> Option<Arc<TableDef>> {
+        match self.txn.as_ref().and_then(|t| t.definition(name)) {
+            Some(own) => own,
+            None => self.engine.catalog.get(name),
+        }
+    }
+
+    pub(super) fn table(&self, name: &str) -> Result<Arc<TableDef>> {
+        self.table_def(name)
+            .ok_or_else(|| CatalogError::TableNotFound(name.to_owned()).into())
+    }
+
+    /// Runs a statement that changes definitions inside the open transaction,
+    /// or inside one of its own that commits when it succeeds.
+    async fn run_ddl(&mut self, statement: Statement) -> Result<Output> {
+        let implicit = self.txn.is_none();
+        if implicit {
+            self.txn = Some(Transaction::new(self.engine.store().read_view()));
+            self.refresh_view();
+        }
+        let result = match statement {
+            Statement::CreateTable(create) => ddl::create_table(self, create).await,
+            Statement::Drop {
+                names, if_exists, ..
+            } => ddl::drop_tables(self, &names, if_exists).await,
+            Statement::AlterTable(alter) => ddl::alter_table(self, alter).await,
+            other => Err(SqlError::Internal(format!(
+                "not a definition change: {other}"
+            ))),
+        };
+        if implicit {
+            let txn = self.txn.take().expect("the statement's own transaction");
+            if result.is_ok() {
+                self.commit_transaction(txn).await?;
+            }
+        }
+        result
+    }
+
+    /// Adds changes to the open transaction.
+    pub(super) fn apply_to_transaction(&mut self, changes: Vec<Change>) -> Result<()> {
+        let applied = self.transaction()?.apply(changes);
+        applied.map_err(|(table, key)| SqlError::UniqueViolation {
+            key: self.describe_key(&table, &key),
+            table,
+        })
+    }
+
+    /// A key as its table's key columns show it.
+    fn describe_key(&self, table: &str, key: &EntityKey) -> String {
+        match self.table_def(table) {
+            Some(def) => def.describe_key(key),
+            None => key.to_string(),
+        }
+    }
+
+    /// The open transaction, which DDL statements change.
+    pub(super) fn transaction(&mut self) -> Result<&mut Transaction> {
+        self.txn
+            .as_mut()
+            .ok_or_else(|| SqlError::Internal("no open transaction".into()))
     }
 
     async fn run(&mut self, statement: DfStatement, params: Option<ParamValues>) -> Result<Output> {
@@ -318,15 +392,13 @@ impl Session {
             return self.run_query(statement, params).await;
         };
         match *s {
-            Statement::CreateTable(create) => ddl::create_table(self, create).await,
-            Statement::Drop {
+            s @ (Statement::CreateTable(_)
+            | Statement::AlterTable(_)
+            | Statement::Drop {
                 object_type: datafusion::sql::sqlparser::ast::ObjectType::Table,
-                names,
-                if_exists,
                 ..
-            } => ddl::drop_tables(self, &names, if_exists).await,
+            }) => self.run_ddl(s).await,
             Statement::Truncate(truncate) => ddl::truncate(self, truncate).await,
-            Statement::AlterTable(alter) => ddl::alter_table(self, alter).await,
             Statement::Copy {
                 source,
                 to,
@@ -390,8 +462,8 @@ impl Session {
         loop {
             self.refresh_view();
             let (changes, output) = dml::plan_changes(self, statement, params.clone()).await?;
-            if let Some(txn) = &mut self.txn {
-                txn.apply(changes);
+            if self.txn.is_some() {
+                self.apply_to_transaction(changes)?;
                 return Ok(output);
             }
             let error = match self.commit_changes(changes).await {
@@ -417,19 +489,26 @@ impl Session {
 
     /// Commits changes in one atomic write, conditional on what was read.
     pub(super) async fn commit_changes(&self, changes: Vec<Change>) -> Result<()> {
+        self.commit_with_definitions(Vec::new(), changes).await
+    }
+
+    async fn commit_transaction(&self, txn: Transaction) -> Result<()> {
+        let (definitions, changes) = txn.into_parts();
+        self.commit_with_definitions(definitions, changes).await
+    }
+
+    async fn commit_with_definitions(
+        &self,
+        definitions: Vec<DefinitionChange>,
+        changes: Vec<Change>,
+    ) -> Result<()> {
         let ops: Vec<_> = changes.into_iter().filter_map(Change::into_op).collect();
-        if ops.is_empty() {
-            return Ok(());
-        }
-        match self.engine.store().write_atomic(ops).await {
-            Ok(_) => Ok(()),
-            Err(e) => Err(match e.root() {
+        match self.engine.catalog.commit(definitions, ops).await {
+            Ok(()) => Ok(()),
+            Err(CatalogError::Store(e)) => Err(match e.root() {
                 StoreError::EntityAlreadyExists { table, key } => SqlError::UniqueViolation {
                     table: table.clone(),
-                    key: match self.engine.catalog.get(table) {
-                        Some(def) => def.describe_key(key),
-                        None => key.to_string(),
-                    },
+                    key: self.describe_key(table, key),
                 },
                 StoreError::ConditionNotMet { table, key }
                 | StoreError::EntityNotFound { table, key } => SqlError::SerializationFailure(
@@ -437,6 +516,7 @@ impl Session {
                 ),
                 _ => SqlError::Store(e),
             }),
+            Err(e) => Err(e.into()),
         }
     }
 
@@ -499,7 +579,7 @@ impl Session {
         else {
             return Err(SqlError::Syntax("COPY FROM needs a table".into()));
         };
-        let def = self.engine.catalog.table(&table_name(&name)?)?;
+        let def = self.table(&table_name(&name)?)?;
         let columns: Vec<usize> = if columns.is_empty() {
             (0..def.columns.len())
                 .filter(|&i| def.columns[i].system.is_none())
@@ -570,8 +650,8 @@ impl Session {
     async fn apply_copy(&mut self, copy: CopyIn) -> Result<usize> {
         let changes = copy.finish()?;
         let count = changes.len();
-        match &mut self.txn {
-            Some(txn) => txn.apply(changes),
+        match &self.txn {
+            Some(_) => self.apply_to_transaction(changes)?,
             None => self.commit_changes(changes).await?,
         }
         Ok(count)
@@ -592,7 +672,7 @@ impl Session {
         if txn.failed {
             return Ok(Output::TransactionEnd("ROLLBACK".into()));
         }
-        self.commit_changes(txn.into_changes()).await?;
+        self.commit_transaction(txn).await?;
         Ok(Output::TransactionEnd("COMMIT".into()))
     }
 

@@ -9,12 +9,13 @@
 //! COMMIT. A version that changed in between is a conflict, never a silent
 //! overwrite (optimistic concurrency with first-committer-wins).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::ops::Bound;
 use std::sync::Arc;
 
 use async_trait::async_trait;
 
+use crate::catalog::{DefinitionChange, TableDef};
 use crate::model::codec::key::encode_entity_key;
 use crate::model::{ETag, Entity, EntityKey, IfMatch};
 use crate::store::{
@@ -30,6 +31,9 @@ pub struct Change {
     pub read: Option<ETag>,
     /// The new entity, or `None` to delete the row.
     pub new: Option<Entity>,
+    /// Whether the change adds a row that must not exist yet (an insert,
+    /// or the new key of an update that moves a row).
+    pub creates: bool,
 }
 
 impl Change {
@@ -46,6 +50,7 @@ impl Change {
             key,
             read: None,
             new: Some(entity),
+            creates: true,
         })
     }
 
@@ -58,6 +63,7 @@ impl Change {
                 key: old,
                 read,
                 new: Some(entity),
+                creates: false,
             }];
         }
         vec![
@@ -66,12 +72,14 @@ impl Change {
                 key: old,
                 read,
                 new: None,
+                creates: false,
             },
             Change {
                 table: table.to_owned(),
                 key: entity.key.clone(),
                 read: None,
                 new: Some(entity),
+                creates: true,
             },
         ]
     }
@@ -99,10 +107,16 @@ impl Change {
 /// first read and the latest state.
 type Writes = BTreeMap<String, BTreeMap<Vec<u8>, (Option<ETag>, Option<Entity>)>>;
 
-/// An open transaction block.
+/// Table definitions as a transaction sees them where it changed them:
+/// `Some` for a table it created or altered, `None` for one it dropped.
+pub type Definitions = BTreeMap<String, Option<Arc<TableDef>>>;
+
+/// An open transaction block (or the implicit one of a DDL statement).
 pub struct Transaction {
     snapshot: Arc<dyn EntityRead>,
     writes: Writes,
+    /// The definitions it changed, by table name.
+    definitions: BTreeMap<String, DefinitionChange>,
     /// Set after an error: statements are refused until ROLLBACK.
     pub failed: bool,
 }
@@ -112,32 +126,92 @@ impl Transaction {
         Transaction {
             snapshot,
             writes: Writes::new(),
+            definitions: BTreeMap::new(),
             failed: false,
         }
     }
 
+    /// The transaction's own definition of a table, if it changed it:
+    /// `Some(None)` when it dropped the table.
+    pub fn definition(&self, name: &str) -> Option<Option<Arc<TableDef>>> {
+        self.definitions.get(name).map(|c| c.after.clone())
+    }
+
+    pub fn definitions(&self) -> Definitions {
+        self.definitions
+            .iter()
+            .map(|(name, c)| (name.clone(), c.after.clone()))
+            .collect()
+    }
+
+    /// Whether the table was created in this transaction (so nothing of it
+    /// is in the store yet).
+    pub fn created(&self, name: &str) -> bool {
+        self.definitions
+            .get(name)
+            .is_some_and(|c| c.before.is_none() && c.after.is_some())
+    }
+
+    /// Records a definition change: `before` is the definition outside the
+    /// transaction, used the first time the table is changed in it.
+    pub fn define(
+        &mut self,
+        name: &str,
+        before: Option<Arc<TableDef>>,
+        after: Option<Arc<TableDef>>,
+    ) {
+        let change = self
+            .definitions
+            .entry(name.to_owned())
+            .or_insert_with(|| DefinitionChange {
+                name: name.to_owned(),
+                before,
+                after: None,
+            });
+        change.after = after;
+        if change.after.is_none() {
+            // A dropped table's rows are not written.
+            self.writes.remove(name);
+            if change.before.is_none() {
+                self.definitions.remove(name);
+            }
+        }
+    }
+
+    /// Forgets the rows written to a table (TRUNCATE of a table created in
+    /// the transaction).
+    pub fn clear_writes(&mut self, table: &str) {
+        self.writes.remove(table);
+    }
+
     /// Adds a statement's changes. A row written before in this transaction
-    /// keeps the version it was first read at.
-    pub fn apply(&mut self, changes: Vec<Change>) {
+    /// keeps the version it was first read at. Inserting a row the
+    /// transaction already holds fails with its table and key (the
+    /// transaction is then aborted, so the changes applied before it do not
+    /// matter).
+    pub fn apply(&mut self, changes: Vec<Change>) -> Result<(), (String, EntityKey)> {
         for change in changes {
             let encoded = encode_entity_key(&change.key.partition_key, &change.key.row_key);
-            let rows = self.writes.entry(change.table).or_default();
+            let rows = self.writes.entry(change.table.clone()).or_default();
             let new = change.new.map(|mut e| {
                 e.etag = None;
                 e.timestamp = None;
                 e
             });
             match rows.get_mut(&encoded) {
+                Some((_, Some(_))) if change.creates => return Err((change.table, change.key)),
                 Some(entry) => entry.1 = new,
                 None => {
                     rows.insert(encoded, (change.read, new));
                 }
             }
         }
+        Ok(())
     }
 
-    /// The changes to commit.
-    pub fn into_changes(self) -> Vec<Change> {
+    /// The definition changes and row changes to commit.
+    pub fn into_parts(self) -> (Vec<DefinitionChange>, Vec<Change>) {
+        let definitions = self.definitions.into_values().collect();
         let mut out = Vec::new();
         for (table, rows) in self.writes {
             for (encoded, (read, new)) in rows {
@@ -151,19 +225,27 @@ impl Transaction {
                 out.push(Change {
                     table: table.clone(),
                     key,
+                    creates: read.is_none() && new.is_some(),
                     read,
                     new,
                 });
             }
         }
-        out
+        (definitions, out)
     }
 
     /// Reads of the transaction: its snapshot with its own writes over it.
     pub fn view(&self) -> Arc<dyn EntityRead> {
+        let created = self
+            .definitions
+            .keys()
+            .filter(|name| self.created(name))
+            .cloned()
+            .collect();
         Arc::new(TxnView {
             snapshot: self.snapshot.clone(),
             writes: Arc::new(self.writes.clone()),
+            created,
         })
     }
 }
@@ -172,6 +254,8 @@ impl Transaction {
 struct TxnView {
     snapshot: Arc<dyn EntityRead>,
     writes: Arc<Writes>,
+    /// Tables created in the transaction: the snapshot holds none of their rows.
+    created: BTreeSet<String>,
 }
 
 /// An overlay entity as a read shows it: with the ETag first read, so that
@@ -201,6 +285,9 @@ impl EntityRead for TxnView {
         if let Some((read, new)) = self.writes.get(table).and_then(|rows| rows.get(&encoded)) {
             return Ok(new.as_ref().map(|e| project(shown(e, read), projection)));
         }
+        if self.created.contains(table) {
+            return Ok(None);
+        }
         self.snapshot.get(table, key, projection).await
     }
 
@@ -212,7 +299,15 @@ impl EntityRead for TxnView {
         query: &Query,
         continuation: Option<&Continuation>,
     ) -> StoreResult<Page> {
-        let page = self.snapshot.query(table, query, continuation).await?;
+        let page = if self.created.contains(table) {
+            query.check()?;
+            Page {
+                entities: Vec::new(),
+                continuation: None,
+            }
+        } else {
+            self.snapshot.query(table, query, continuation).await?
+        };
         let Some(rows) = self.writes.get(table) else {
             return Ok(page);
         };

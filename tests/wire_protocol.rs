@@ -402,3 +402,63 @@ async fn tables_and_rows_survive_a_restart() {
         .unwrap_err();
     assert_eq!(err.code().map(|c| c.code()), Some("42P01"));
 }
+
+/// A frontend message: type byte, length, body.
+fn message(kind: u8, body: &[u8]) -> Vec<u8> {
+    let mut m = vec![kind];
+    m.extend_from_slice(&(body.len() as i32 + 4).to_be_bytes());
+    m.extend_from_slice(body);
+    m
+}
+
+/// Reads backend messages until one of type `until`, returning their types.
+async fn read_until(stream: &mut tokio::net::TcpStream, until: u8) -> Vec<u8> {
+    use tokio::io::AsyncReadExt;
+    let mut kinds = Vec::new();
+    loop {
+        let mut header = [0u8; 5];
+        stream.read_exact(&mut header).await.unwrap();
+        let len = i32::from_be_bytes(header[1..5].try_into().unwrap()) as usize;
+        let mut body = vec![0u8; len - 4];
+        stream.read_exact(&mut body).await.unwrap();
+        kinds.push(header[0]);
+        if header[0] == until {
+            return kinds;
+        }
+    }
+}
+
+/// Replies wait for Sync, as in PostgreSQL, but a Flush sends them at once:
+/// a client that pipelines Parse/Bind/Execute and then Flush gets its rows
+/// without ending the pipeline.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn flush_sends_pending_replies() {
+    use tokio::io::AsyncWriteExt;
+    let server = TestServer::start().await;
+    let mut stream = tokio::net::TcpStream::connect(("127.0.0.1", server.port))
+        .await
+        .unwrap();
+    let mut startup = Vec::new();
+    startup.extend_from_slice(&196608i32.to_be_bytes());
+    startup.extend_from_slice(b"user\0test\0\0");
+    let mut packet = ((startup.len() + 4) as i32).to_be_bytes().to_vec();
+    packet.extend_from_slice(&startup);
+    stream.write_all(&packet).await.unwrap();
+    read_until(&mut stream, b'Z').await;
+
+    let mut pipeline = message(b'P', b"\0SELECT 1 + 1\0\0\0");
+    pipeline.extend(message(b'B', b"\0\0\0\0\0\0\0\0"));
+    pipeline.extend(message(b'E', b"\0\0\0\0\0"));
+    pipeline.extend(message(b'H', b""));
+    stream.write_all(&pipeline).await.unwrap();
+    let replies = tokio::time::timeout(
+        std::time::Duration::from_secs(5),
+        read_until(&mut stream, b'C'),
+    )
+    .await
+    .expect("Flush must send the replies without a Sync");
+    assert_eq!(replies, b"12DC");
+
+    stream.write_all(&message(b'S', b"")).await.unwrap();
+    assert_eq!(read_until(&mut stream, b'Z').await, b"Z");
+}

@@ -9,6 +9,7 @@
 //! Layer rule: `pg` depends on `sql` (and the types `sql` returns); it knows
 //! nothing of keys, entities or the store.
 
+mod deferred;
 mod encode;
 mod error;
 mod handler;

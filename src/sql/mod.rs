@@ -7,6 +7,7 @@
 //! - `ddl` / `dml`: statements tablegate runs itself.
 //! - `txn`: changes conditional on what was read; transaction blocks.
 //! - `convert` / `types`: entities and rows to and from Arrow.
+//! - `names`: PostgreSQL's names for unnamed result columns.
 //!
 //! Layer rule: `sql` depends on `catalog`, `store` and `model`; it knows
 //! nothing of the wire protocol.
@@ -17,6 +18,7 @@ mod ddl;
 mod dml;
 mod error;
 mod fastpath;
+mod names;
 mod provider;
 pub mod pushdown;
 mod scan;

@@ -23,7 +23,7 @@ use super::error::{Result, SqlError};
 use super::fastpath::PointPlan;
 use super::provider::{ReadView, TablegateSchema};
 use super::txn::{Change, Definitions, Transaction};
-use super::{ddl, dml};
+use super::{ddl, dml, names};
 use crate::catalog::{Catalog, CatalogError, DefinitionChange, TableDef};
 use crate::model::EntityKey;
 use crate::store::{StoreError, TableStore};
@@ -88,6 +88,8 @@ pub struct Prepared {
     pub result: Option<SchemaRef>,
     /// Set when the statement is a point query that skips planning.
     point: Option<Arc<PointPlan>>,
+    /// PostgreSQL's names of the result columns, where they differ.
+    names: Option<Vec<Option<String>>>,
 }
 
 impl Prepared {
@@ -221,6 +223,7 @@ impl Session {
             param_types: vec![],
             result: None,
             point: None,
+            names: None,
         };
         let Some(statement) = statements.pop() else {
             return Ok(prepared);
@@ -237,7 +240,12 @@ impl Session {
                     .statement_to_plan(statement.clone())
                     .await?;
                 prepared.param_types = param_types(&plan)?;
-                prepared.result = Some(Arc::new(plan.schema().as_arrow().clone()));
+                let schema = Arc::new(plan.schema().as_arrow().clone());
+                prepared.names = column_names_of(&statement, schema.fields().len());
+                prepared.result = Some(match &prepared.names {
+                    Some(names) => names::rename(&schema, names),
+                    None => schema,
+                });
                 prepared.point = self
                     .ctx
                     .state()
@@ -269,7 +277,7 @@ impl Session {
                 )
                 .await
             {
-                Ok(Some(output)) => return Ok(output),
+                Ok(Some(output)) => return Ok(with_names(output, prepared.names.as_deref())),
                 Ok(None) => {}
                 Err(e) => return Err(self.fail(e)),
             }
@@ -279,7 +287,9 @@ impl Session {
                 self.check_not_failed()?;
                 self.refresh_view();
                 let plan = plan.clone().with_param_values(params)?;
-                self.run_plan(plan).await
+                self.run_plan(plan)
+                    .await
+                    .map(|output| with_names(output, prepared.names.as_deref()))
             }
             (None, Some(statement)) => self.run(statement.clone(), Some(params)).await,
             (None, None) => Ok(Output::Command(String::new())),
@@ -426,11 +436,16 @@ impl Session {
         statement: DfStatement,
         params: Option<ParamValues>,
     ) -> Result<Output> {
-        let mut plan = self.ctx.state().statement_to_plan(statement).await?;
+        let mut plan = self
+            .ctx
+            .state()
+            .statement_to_plan(statement.clone())
+            .await?;
         if let Some(params) = params {
             plan = plan.with_param_values(params)?;
         }
-        self.run_plan(plan).await
+        let names = column_names_of(&statement, plan.schema().fields().len());
+        Ok(with_names(self.run_plan(plan).await?, names.as_deref()))
     }
 
     async fn run_plan(&self, plan: LogicalPlan) -> Result<Output> {
@@ -730,6 +745,32 @@ fn inline_copy(sql: &str) -> Option<(&str, &str)> {
         .or_else(|| start.split_once(";\r\n"))?;
     (statement.to_lowercase().contains("from stdin") && !rest.trim().is_empty())
         .then_some((statement, rest))
+}
+
+fn column_names_of(statement: &DfStatement, columns: usize) -> Option<Vec<Option<String>>> {
+    match statement {
+        DfStatement::Statement(s) => names::column_names(s, columns),
+        _ => None,
+    }
+}
+
+/// Rows under PostgreSQL's column names.
+fn with_names(output: Output, names: Option<&[Option<String>]>) -> Output {
+    match (output, names) {
+        (
+            Output::Rows {
+                schema,
+                stream,
+                tag,
+            },
+            Some(names),
+        ) => Output::Rows {
+            schema: names::rename(&schema, names),
+            stream,
+            tag,
+        },
+        (output, _) => output,
+    }
 }
 
 fn is_query(statement: &DfStatement) -> bool {

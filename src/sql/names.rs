@@ -1,0 +1,215 @@
+//! The names PostgreSQL gives result columns that the query does not name:
+//! `count(*)` is `count`, `x::text` is `x`, `1::int` is `int4`, `SELECT 1` is
+//! `?column?` (PostgreSQL's `FigureColname`). DataFusion names such columns
+//! after their expression (`count(*)`, `Int64(1)`); clients that read results
+//! by column name (pandas, BI tools) expect PostgreSQL's. PostgreSQL allows
+//! two columns of one name, DataFusion's plans do not, so the names are put
+//! on the result's schema, not into the plan.
+
+use std::sync::Arc;
+
+use datafusion::arrow::datatypes::{Field, Schema, SchemaRef};
+use datafusion::sql::sqlparser::ast::{DataType, Expr, Query, SelectItem, SetExpr, Statement};
+
+/// What PostgreSQL names an unnamed column when nothing better is known.
+const UNNAMED: &str = "?column?";
+
+/// A name and how sure it is: a column or function name beats a type name
+/// (from a cast), which beats nothing.
+#[derive(Clone, Copy, PartialEq, PartialOrd)]
+enum Strength {
+    None,
+    TypeName,
+    Name,
+}
+
+/// PostgreSQL's internal name of a type, as a cast names its column.
+fn type_name(ty: &DataType) -> String {
+    let text = ty.to_string().to_lowercase();
+    let base = text.split('(').next().unwrap_or(&text).trim();
+    match base {
+        "int" | "integer" | "int4" => "int4",
+        "bigint" | "int8" => "int8",
+        "smallint" | "int2" => "int2",
+        "real" | "float4" => "float4",
+        "double precision" | "float8" | "double" => "float8",
+        "boolean" | "bool" => "bool",
+        "character varying" | "varchar" => "varchar",
+        "character" | "char" => "bpchar",
+        "decimal" | "numeric" => "numeric",
+        "timestamp with time zone" | "timestamptz" => "timestamptz",
+        "timestamp" | "timestamp without time zone" => "timestamp",
+        other => return other.to_owned(),
+    }
+    .to_owned()
+}
+
+fn figure(expr: &Expr) -> (String, Strength) {
+    match expr {
+        Expr::Identifier(ident) => (ident.value.clone(), Strength::Name),
+        Expr::CompoundIdentifier(parts) => match parts.last() {
+            Some(last) => (last.value.clone(), Strength::Name),
+            None => (UNNAMED.into(), Strength::None),
+        },
+        Expr::Function(f) => {
+            let name = f
+                .name
+                .0
+                .last()
+                .and_then(|part| part.as_ident())
+                .map(|ident| ident.value.to_lowercase());
+            match name {
+                Some(name) => (name, Strength::Name),
+                None => (UNNAMED.into(), Strength::None),
+            }
+        }
+        Expr::Cast {
+            expr, data_type, ..
+        } => {
+            let (name, strength) = figure(expr);
+            if strength == Strength::Name {
+                (name, strength)
+            } else {
+                (type_name(data_type), Strength::TypeName)
+            }
+        }
+        Expr::Nested(inner) => figure(inner),
+        Expr::Case { .. } => ("case".into(), Strength::TypeName),
+        Expr::Exists { .. } => ("exists".into(), Strength::Name),
+        Expr::Array(_) => ("array".into(), Strength::TypeName),
+        Expr::Subquery(query) => match first_name(query) {
+            Some(name) => (name, Strength::Name),
+            None => (UNNAMED.into(), Strength::None),
+        },
+        Expr::Position { .. } => ("position".into(), Strength::Name),
+        Expr::Substring { .. } => ("substring".into(), Strength::Name),
+        Expr::Trim { .. } => ("btrim".into(), Strength::Name),
+        Expr::Extract { .. } => ("extract".into(), Strength::Name),
+        Expr::Ceil { .. } => ("ceil".into(), Strength::Name),
+        Expr::Floor { .. } => ("floor".into(), Strength::Name),
+        Expr::Overlay { .. } => ("overlay".into(), Strength::Name),
+        _ => (UNNAMED.into(), Strength::None),
+    }
+}
+
+/// The first column name of a subquery (what `(SELECT max(x) FROM t)` is called).
+fn first_name(query: &Query) -> Option<String> {
+    let select = leftmost_select(&query.body)?;
+    match select.first()? {
+        SelectItem::UnnamedExpr(e) => Some(figure(e).0),
+        SelectItem::ExprWithAlias { alias, .. } => Some(alias.value.clone()),
+        _ => None,
+    }
+}
+
+fn leftmost_select(body: &SetExpr) -> Option<&Vec<SelectItem>> {
+    match body {
+        SetExpr::Select(select) => Some(&select.projection),
+        SetExpr::SetOperation { left, .. } => leftmost_select(left),
+        SetExpr::Query(q) => leftmost_select(&q.body),
+        _ => None,
+    }
+}
+
+/// The result column names of a query as PostgreSQL gives them, one per
+/// output column, or `None` where the name DataFusion gives is right
+/// (explicit aliases, `*`). `None` as a whole when the statement is not a
+/// query whose columns can be lined up with its items (more than one `*`).
+pub fn column_names(statement: &Statement, columns: usize) -> Option<Vec<Option<String>>> {
+    let Statement::Query(query) = statement else {
+        return None;
+    };
+    let items = leftmost_select(&query.body)?;
+    let wildcards = items
+        .iter()
+        .filter(|i| {
+            matches!(
+                i,
+                SelectItem::Wildcard(_) | SelectItem::QualifiedWildcard(..)
+            )
+        })
+        .count();
+    let named = items.len() - wildcards;
+    if wildcards > 1 || named > columns || (wildcards == 0 && named != columns) {
+        return None;
+    }
+    let mut names = Vec::with_capacity(columns);
+    for item in items {
+        match item {
+            SelectItem::UnnamedExpr(e) => names.push(Some(figure(e).0)),
+            SelectItem::ExprWithAlias { .. } | SelectItem::ExprWithAliases { .. } => {
+                names.push(None)
+            }
+            SelectItem::Wildcard(_) | SelectItem::QualifiedWildcard(..) => {
+                names.extend(std::iter::repeat_n(None, columns - named));
+            }
+        }
+    }
+    Some(names)
+}
+
+/// A schema with the given names on its fields (where a name is given).
+pub fn rename(schema: &SchemaRef, names: &[Option<String>]) -> SchemaRef {
+    if names.iter().all(Option::is_none) || names.len() != schema.fields().len() {
+        return schema.clone();
+    }
+    let fields: Vec<Field> = schema
+        .fields()
+        .iter()
+        .zip(names)
+        .map(|(field, name)| match name {
+            Some(name) => field.as_ref().clone().with_name(name),
+            None => field.as_ref().clone(),
+        })
+        .collect();
+    Arc::new(Schema::new_with_metadata(fields, schema.metadata().clone()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn names(sql: &str, columns: usize) -> Vec<String> {
+        let statement = crate::sql::Session::parse(sql).unwrap().pop().unwrap();
+        let datafusion::sql::parser::Statement::Statement(s) = statement else {
+            panic!("not a statement")
+        };
+        column_names(&s, columns)
+            .unwrap()
+            .into_iter()
+            .map(|n| n.unwrap_or_else(|| "<kept>".into()))
+            .collect()
+    }
+
+    #[test]
+    fn postgres_names() {
+        assert_eq!(names("SELECT 1", 1), ["?column?"]);
+        assert_eq!(
+            names("SELECT count(*), sum(t.v), max(v) AS top FROM t", 3),
+            ["count", "sum", "<kept>"]
+        );
+        assert_eq!(
+            names(
+                "SELECT x::text, 1::int, '2'::bigint, CAST(y AS varchar(3)) FROM t",
+                4
+            ),
+            ["x", "int4", "int8", "y"]
+        );
+        assert_eq!(
+            names(
+                "SELECT a + 1, (b), CASE WHEN a THEN 1 END, pg_catalog.version() FROM t",
+                4
+            ),
+            ["?column?", "b", "case", "version"]
+        );
+        assert_eq!(
+            names("SELECT (SELECT max(x) FROM u), EXISTS (SELECT 1) FROM t", 2),
+            ["max", "exists"]
+        );
+        assert_eq!(
+            names("SELECT *, count(*) OVER () FROM t", 3),
+            ["<kept>", "<kept>", "count"]
+        );
+        assert_eq!(names("SELECT 1 UNION SELECT 2", 1), ["?column?"]);
+    }
+}

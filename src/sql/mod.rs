@@ -8,6 +8,9 @@
 //! - `txn`: changes conditional on what was read; transaction blocks.
 //! - `convert` / `types`: entities and rows to and from Arrow.
 //! - `names`: PostgreSQL's names for unnamed result columns.
+//! - `pg_catalog` / `functions` / `settings` / `rewrite`: what PostgreSQL
+//!   clients ask before their own queries: system catalogs, session and
+//!   catalog functions, run-time parameters, PostgreSQL-only spellings.
 //!
 //! Layer rule: `sql` depends on `catalog`, `store` and `model`; it knows
 //! nothing of the wire protocol.
@@ -18,11 +21,15 @@ mod ddl;
 mod dml;
 mod error;
 mod fastpath;
+mod functions;
 mod names;
+mod pg_catalog;
 mod provider;
 pub mod pushdown;
+mod rewrite;
 mod scan;
 pub mod session;
+mod settings;
 mod txn;
 pub mod types;
 

@@ -111,41 +111,65 @@ fn leftmost_select(body: &SetExpr) -> Option<&Vec<SelectItem>> {
     }
 }
 
-/// The result column names of a query as PostgreSQL gives them, one per
-/// output column, or `None` where the name DataFusion gives is right
-/// (explicit aliases, `*`). `None` as a whole when the statement is not a
-/// query whose columns can be lined up with its items (more than one `*`).
-pub fn column_names(statement: &Statement, columns: usize) -> Option<Vec<Option<String>>> {
-    let Statement::Query(query) = statement else {
-        return None;
-    };
-    let items = leftmost_select(&query.body)?;
-    let wildcards = items
-        .iter()
-        .filter(|i| {
-            matches!(
-                i,
-                SelectItem::Wildcard(_) | SelectItem::QualifiedWildcard(..)
-            )
-        })
-        .count();
-    let named = items.len() - wildcards;
-    if wildcards > 1 || named > columns || (wildcards == 0 && named != columns) {
-        return None;
+/// What a query's select list says about its result column names, read
+/// before the query is rewritten or planned.
+#[derive(Debug, Clone)]
+pub struct ColumnNames(Vec<Item>);
+
+#[derive(Debug, Clone)]
+enum Item {
+    /// PostgreSQL's name for an unnamed expression.
+    Named(String),
+    /// An alias: DataFusion keeps it.
+    Kept,
+    /// `*` or `t.*`: DataFusion's column names.
+    Wildcard,
+}
+
+impl ColumnNames {
+    /// The select list of a query; `None` for other statements.
+    pub fn of(statement: &Statement) -> Option<ColumnNames> {
+        let Statement::Query(query) = statement else {
+            return None;
+        };
+        let items = leftmost_select(&query.body)?;
+        Some(ColumnNames(
+            items
+                .iter()
+                .map(|item| match item {
+                    SelectItem::UnnamedExpr(e) => Item::Named(figure(e).0),
+                    SelectItem::ExprWithAlias { .. } | SelectItem::ExprWithAliases { .. } => {
+                        Item::Kept
+                    }
+                    SelectItem::Wildcard(_) | SelectItem::QualifiedWildcard(..) => Item::Wildcard,
+                })
+                .collect(),
+        ))
     }
-    let mut names = Vec::with_capacity(columns);
-    for item in items {
-        match item {
-            SelectItem::UnnamedExpr(e) => names.push(Some(figure(e).0)),
-            SelectItem::ExprWithAlias { .. } | SelectItem::ExprWithAliases { .. } => {
-                names.push(None)
-            }
-            SelectItem::Wildcard(_) | SelectItem::QualifiedWildcard(..) => {
-                names.extend(std::iter::repeat_n(None, columns - named));
+
+    /// The names of `columns` result columns, `None` where DataFusion's
+    /// name is right; `None` as a whole when the items cannot be lined up
+    /// with the columns (more than one `*`).
+    pub fn resolve(&self, columns: usize) -> Option<Vec<Option<String>>> {
+        let wildcards = self
+            .0
+            .iter()
+            .filter(|i| matches!(i, Item::Wildcard))
+            .count();
+        let named = self.0.len() - wildcards;
+        if wildcards > 1 || named > columns || (wildcards == 0 && named != columns) {
+            return None;
+        }
+        let mut names = Vec::with_capacity(columns);
+        for item in &self.0 {
+            match item {
+                Item::Named(name) => names.push(Some(name.clone())),
+                Item::Kept => names.push(None),
+                Item::Wildcard => names.extend(std::iter::repeat_n(None, columns - named)),
             }
         }
+        Some(names)
     }
-    Some(names)
 }
 
 /// A schema with the given names on its fields (where a name is given).
@@ -174,7 +198,9 @@ mod tests {
         let datafusion::sql::parser::Statement::Statement(s) = statement else {
             panic!("not a statement")
         };
-        column_names(&s, columns)
+        ColumnNames::of(&s)
+            .unwrap()
+            .resolve(columns)
             .unwrap()
             .into_iter()
             .map(|n| n.unwrap_or_else(|| "<kept>".into()))

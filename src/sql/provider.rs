@@ -62,7 +62,7 @@ impl ReadView {
     }
 
     /// The definition of a table as the statement sees it.
-    fn definition(&self, catalog: &Catalog, name: &str) -> Option<Arc<TableDef>> {
+    pub(super) fn definition(&self, catalog: &Catalog, name: &str) -> Option<Arc<TableDef>> {
         match self
             .definitions
             .read()
@@ -74,7 +74,7 @@ impl ReadView {
         }
     }
 
-    fn table_names(&self, catalog: &Catalog) -> Vec<String> {
+    pub(super) fn table_names(&self, catalog: &Catalog) -> Vec<String> {
         let own = self.definitions.read().unwrap_or_else(|e| e.into_inner());
         let mut names: Vec<String> = catalog
             .list()
@@ -106,6 +106,9 @@ pub struct TablegateSchema {
     catalog: Arc<Catalog>,
     stats: Arc<dyn Statistics>,
     view: Arc<ReadView>,
+    /// Where unqualified names that are not tables resolve: `pg_catalog`,
+    /// which PostgreSQL searches implicitly.
+    system: Arc<dyn SchemaProvider>,
 }
 
 impl std::fmt::Debug for TablegateSchema {
@@ -115,11 +118,17 @@ impl std::fmt::Debug for TablegateSchema {
 }
 
 impl TablegateSchema {
-    pub fn new(catalog: Arc<Catalog>, stats: Arc<dyn Statistics>, view: Arc<ReadView>) -> Self {
+    pub fn new(
+        catalog: Arc<Catalog>,
+        stats: Arc<dyn Statistics>,
+        view: Arc<ReadView>,
+        system: Arc<dyn SchemaProvider>,
+    ) -> Self {
         TablegateSchema {
             catalog,
             stats,
             view,
+            system,
         }
     }
 }
@@ -135,7 +144,13 @@ impl SchemaProvider for TablegateSchema {
             Some(base) => (base, true),
             None => (name, false),
         };
-        Ok(self.view.definition(&self.catalog, name).map(|def| {
+        let Some(def) = self.view.definition(&self.catalog, name) else {
+            return match with_etag {
+                false => self.system.table(name).await,
+                true => Ok(None),
+            };
+        };
+        Ok(Some({
             Arc::new(StoreTable {
                 schema: table_schema(&def, with_etag),
                 def,

@@ -2,7 +2,6 @@
 //! transaction, and the dispatch of each statement to DataFusion (queries) or
 //! to tablegate's own DDL and DML.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use datafusion::arrow::datatypes::{DataType, SchemaRef};
@@ -21,9 +20,11 @@ use datafusion::sql::sqlparser::dialect::PostgreSqlDialect;
 use super::copy::{CopyFormat, CopyIn};
 use super::error::{Result, SqlError};
 use super::fastpath::PointPlan;
+use super::names::ColumnNames;
 use super::provider::{ReadView, TablegateSchema};
+use super::settings::Settings;
 use super::txn::{Change, Definitions, Transaction};
-use super::{ddl, dml, names};
+use super::{ddl, dml, functions, names, pg_catalog, rewrite};
 use crate::catalog::{Catalog, CatalogError, DefinitionChange, TableDef};
 use crate::model::EntityKey;
 use crate::store::{StoreError, TableStore};
@@ -104,9 +105,15 @@ pub struct Session {
     ctx: SessionContext,
     view: Arc<ReadView>,
     pub(super) txn: Option<Transaction>,
-    settings: HashMap<String, String>,
+    settings: Settings,
     /// A COPY FROM STDIN receiving data, or the error that ended it.
     copy_in: Option<Result<CopyIn>>,
+}
+
+/// A number for each session, reported by `pg_backend_pid()`.
+fn next_backend_pid() -> i32 {
+    static NEXT: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(1);
+    NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
 }
 
 /// How often an autocommit statement is re-run after losing a race with a
@@ -136,21 +143,38 @@ impl Session {
         let ctx = SessionContext::new_with_state(state);
         let view = Arc::new(ReadView::default());
         let catalog = MemoryCatalogProvider::new();
+        let settings = Settings::default();
+        let shown = settings.clone();
+        let system: Arc<dyn datafusion::catalog::SchemaProvider> =
+            Arc::new(pg_catalog::PgCatalogSchema::new(
+                engine.catalog.clone(),
+                view.clone(),
+                Arc::new(move || shown.all()),
+            ));
+        let _ = catalog.register_schema(pg_catalog::SCHEMA, system.clone());
         let _ = catalog.register_schema(
             SCHEMA_NAME,
             Arc::new(TablegateSchema::new(
                 engine.catalog.clone(),
                 engine.store().clone(),
                 view.clone(),
+                system,
             )),
         );
         ctx.register_catalog(CATALOG_NAME, Arc::new(catalog));
+        functions::register_all(
+            &ctx,
+            settings.clone(),
+            engine.catalog.clone(),
+            view.clone(),
+            next_backend_pid(),
+        );
         Session {
             engine,
             ctx,
             view,
             txn: None,
-            settings: HashMap::new(),
+            settings,
             copy_in: None,
         }
     }
@@ -225,9 +249,14 @@ impl Session {
             point: None,
             names: None,
         };
-        let Some(statement) = statements.pop() else {
+        let Some(mut statement) = statements.pop() else {
             return Ok(prepared);
         };
+        let mut names = None;
+        if let DfStatement::Statement(s) = &mut statement {
+            names = ColumnNames::of(s);
+            rewrite::rewrite(s);
+        }
         self.refresh_view();
         match &statement {
             DfStatement::Statement(s) if dml::is_dml(s) => {
@@ -241,7 +270,7 @@ impl Session {
                     .await?;
                 prepared.param_types = param_types(&plan)?;
                 let schema = Arc::new(plan.schema().as_arrow().clone());
-                prepared.names = column_names_of(&statement, schema.fields().len());
+                prepared.names = names.and_then(|n| n.resolve(schema.fields().len()));
                 prepared.result = Some(match &prepared.names {
                     Some(names) => names::rename(&schema, names),
                     None => schema,
@@ -388,6 +417,12 @@ impl Session {
     }
 
     async fn run(&mut self, statement: DfStatement, params: Option<ParamValues>) -> Result<Output> {
+        let mut statement = statement;
+        let mut names = None;
+        if let DfStatement::Statement(s) = &mut statement {
+            names = ColumnNames::of(s);
+            rewrite::rewrite(s);
+        }
         if let DfStatement::Statement(s) = &statement {
             match s.as_ref() {
                 Statement::StartTransaction { .. } => return self.begin(),
@@ -399,7 +434,7 @@ impl Session {
         self.check_not_failed()?;
         self.refresh_view();
         let DfStatement::Statement(s) = statement else {
-            return self.run_query(statement, params).await;
+            return self.run_query(statement, params, names).await;
         };
         match *s {
             s @ (Statement::CreateTable(_)
@@ -423,9 +458,37 @@ impl Session {
             Statement::Set(set) if !set.to_string().to_lowercase().contains("datafusion.") => {
                 self.set(set)
             }
+            Statement::ShowVariable { variable }
+                if !variable
+                    .first()
+                    .is_some_and(|v| v.value.eq_ignore_ascii_case("datafusion")) =>
+            {
+                self.show(&variable)
+            }
+            Statement::Reset(reset) => {
+                match reset.reset {
+                    datafusion::sql::sqlparser::ast::Reset::ALL => self.settings.reset_all(),
+                    datafusion::sql::sqlparser::ast::Reset::ConfigurationParameter(name) => {
+                        self.settings.reset(&name.to_string())
+                    }
+                }
+                Ok(Output::Command("RESET".into()))
+            }
+            Statement::Discard { object_type } => {
+                // Settings go back to their start; prepared statements and
+                // portals belong to the protocol layer, which keeps them.
+                if object_type == datafusion::sql::sqlparser::ast::DiscardObject::ALL {
+                    self.settings.reset_all();
+                    self.view.set_pushdown(true);
+                }
+                Ok(Output::Command(format!("DISCARD {object_type}")))
+            }
+            Statement::Deallocate { name, .. } if name.value.eq_ignore_ascii_case("all") => {
+                Ok(Output::Command("DEALLOCATE ALL".into()))
+            }
             s if dml::is_dml(&s) => self.run_dml(&s, params).await,
             s => {
-                self.run_query(DfStatement::Statement(Box::new(s)), params)
+                self.run_query(DfStatement::Statement(Box::new(s)), params, names)
                     .await
             }
         }
@@ -435,16 +498,13 @@ impl Session {
         &mut self,
         statement: DfStatement,
         params: Option<ParamValues>,
+        names: Option<ColumnNames>,
     ) -> Result<Output> {
-        let mut plan = self
-            .ctx
-            .state()
-            .statement_to_plan(statement.clone())
-            .await?;
+        let mut plan = self.ctx.state().statement_to_plan(statement).await?;
         if let Some(params) = params {
             plan = plan.with_param_values(params)?;
         }
-        let names = column_names_of(&statement, plan.schema().fields().len());
+        let names = names.and_then(|n| n.resolve(plan.schema().fields().len()));
         Ok(with_names(self.run_plan(plan).await?, names.as_deref()))
     }
 
@@ -571,7 +631,7 @@ impl Session {
             let statement = Self::parse(&query)?
                 .pop()
                 .ok_or_else(|| SqlError::Syntax("empty COPY query".into()))?;
-            return match self.run_query(statement, None).await? {
+            return match self.run_query(statement, None, None).await? {
                 Output::Rows { schema, stream, .. } => Ok(Output::CopyOut {
                     schema,
                     stream,
@@ -698,38 +758,128 @@ impl Session {
 
     fn set(&mut self, set: datafusion::sql::sqlparser::ast::Set) -> Result<Output> {
         use datafusion::sql::sqlparser::ast::Set;
-        match set {
+        let (name, value) = match set {
             Set::SingleAssignment {
                 variable, values, ..
-            } => {
-                let value = values
+            } => (
+                variable.to_string(),
+                values
                     .iter()
-                    .map(|v| v.to_string().trim_matches('\'').to_owned())
+                    .map(setting_text)
                     .collect::<Vec<_>>()
-                    .join(", ");
-                let name = variable.to_string().to_lowercase();
-                if name == "tablegate.pushdown" {
-                    self.view.set_pushdown(!matches!(
-                        value.to_lowercase().as_str(),
-                        "off" | "false" | "0"
-                    ));
+                    .join(", "),
+            ),
+            Set::SetTimeZone { value, .. } => ("timezone".to_owned(), setting_text(&value)),
+            Set::SetTransaction { modes, .. } => {
+                for mode in modes {
+                    if let datafusion::sql::sqlparser::ast::TransactionMode::IsolationLevel(level) =
+                        mode
+                    {
+                        let level = level.to_string().to_lowercase();
+                        self.set_parameter("transaction_isolation", &level)?;
+                    }
                 }
-                self.settings.insert(name, value);
+                return Ok(Output::Command("SET".into()));
             }
-            Set::SetTimeZone { value, .. } => {
-                self.settings.insert(
-                    "timezone".into(),
-                    value.to_string().trim_matches('\'').to_owned(),
-                );
-            }
-            _ => {}
-        }
+            _ => return Ok(Output::Command("SET".into())),
+        };
+        let value = if value.eq_ignore_ascii_case("default") {
+            self.settings.reset(&name);
+            self.settings.get(&name).unwrap_or_default()
+        } else {
+            value
+        };
+        self.set_parameter(&name, &value)?;
         Ok(Output::Command("SET".into()))
     }
 
-    /// The value of a setting made with SET in this session.
-    pub fn setting(&self, name: &str) -> Option<&str> {
-        self.settings.get(&name.to_lowercase()).map(String::as_str)
+    fn set_parameter(&mut self, name: &str, value: &str) -> Result<()> {
+        if name.eq_ignore_ascii_case("tablegate.pushdown") {
+            self.view.set_pushdown(!matches!(
+                value.to_lowercase().as_str(),
+                "off" | "false" | "0"
+            ));
+        }
+        self.settings.set(name, value).map_err(|e| {
+            SqlError::value("55P02", format!("parameter \"{}\" cannot be changed", e.0))
+        })
+    }
+
+    /// `SHOW name`, `SHOW ALL`.
+    fn show(&self, variable: &[datafusion::sql::sqlparser::ast::Ident]) -> Result<Output> {
+        let name = variable
+            .iter()
+            .map(|i| i.value.clone())
+            .collect::<Vec<_>>()
+            .join(".");
+        let rows: Vec<(String, String)> = if name.eq_ignore_ascii_case("all") {
+            self.settings.all()
+        } else {
+            match self.settings.get(&name) {
+                Some(v) => vec![(name.clone(), v)],
+                None => {
+                    return Err(SqlError::value(
+                        "42704",
+                        format!("unrecognized configuration parameter \"{name}\""),
+                    ))
+                }
+            }
+        };
+        let all = name.eq_ignore_ascii_case("all");
+        let mut fields = Vec::new();
+        let mut columns: Vec<datafusion::arrow::array::ArrayRef> = Vec::new();
+        if all {
+            fields.push(datafusion::arrow::datatypes::Field::new(
+                "name",
+                DataType::Utf8,
+                false,
+            ));
+            columns.push(Arc::new(
+                datafusion::arrow::array::StringArray::from_iter_values(
+                    rows.iter().map(|r| r.0.as_str()),
+                ),
+            ));
+        }
+        fields.push(datafusion::arrow::datatypes::Field::new(
+            if all {
+                "setting".to_owned()
+            } else {
+                name.to_lowercase()
+            },
+            DataType::Utf8,
+            false,
+        ));
+        columns.push(Arc::new(
+            datafusion::arrow::array::StringArray::from_iter_values(
+                rows.iter().map(|r| r.1.as_str()),
+            ),
+        ));
+        let schema = Arc::new(datafusion::arrow::datatypes::Schema::new(fields));
+        let batch = datafusion::arrow::array::RecordBatch::try_new(schema.clone(), columns)?;
+        let stream = datafusion::physical_plan::memory::MemoryStream::try_new(
+            vec![batch],
+            schema.clone(),
+            None,
+        )?;
+        Ok(Output::Rows {
+            schema,
+            stream: Box::pin(stream),
+            tag: "SHOW".into(),
+        })
+    }
+}
+
+/// A SET value as text: quotes and identifiers unwrapped.
+fn setting_text(expr: &datafusion::sql::sqlparser::ast::Expr) -> String {
+    use datafusion::sql::sqlparser::ast::Expr;
+    match expr {
+        Expr::Value(v) => v
+            .value
+            .clone()
+            .into_string()
+            .unwrap_or_else(|| v.to_string()),
+        Expr::Identifier(i) => i.value.clone(),
+        other => other.to_string().trim_matches('\'').to_owned(),
     }
 }
 
@@ -745,13 +895,6 @@ fn inline_copy(sql: &str) -> Option<(&str, &str)> {
         .or_else(|| start.split_once(";\r\n"))?;
     (statement.to_lowercase().contains("from stdin") && !rest.trim().is_empty())
         .then_some((statement, rest))
-}
-
-fn column_names_of(statement: &DfStatement, columns: usize) -> Option<Vec<Option<String>>> {
-    match statement {
-        DfStatement::Statement(s) => names::column_names(s, columns),
-        _ => None,
-    }
 }
 
 /// Rows under PostgreSQL's column names.

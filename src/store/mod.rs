@@ -344,6 +344,6 @@ mod tests {
     fn small_tables_and_single_partitions_are_not_cut() {
         assert!(cut(&[MIN_SPLIT_ENTITIES - 1, 1], 2).is_empty());
         assert!(cut(&[10 * MIN_SPLIT_ENTITIES], 4).is_empty());
-        assert!(cut(&vec![MIN_SPLIT_ENTITIES; 8], 1).is_empty());
+        assert!(cut(&[MIN_SPLIT_ENTITIES; 8], 1).is_empty());
     }
 }

@@ -1,0 +1,490 @@
+//! PostgreSQL's session and catalog functions that clients call before
+//! their own queries: `version()`, `current_setting`, `set_config`,
+//! `current_database()`, `format_type`, `pg_get_indexdef`, ... Each is
+//! evaluated row by row on scalar values; they run over catalog rows, never
+//! over user data.
+
+use std::hash::{Hash, Hasher};
+use std::sync::Arc;
+
+use datafusion::arrow::datatypes::DataType;
+use datafusion::common::{exec_err, Result as DfResult, ScalarValue};
+use datafusion::logical_expr::{
+    ColumnarValue, ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl, Signature, TypeSignature,
+    Volatility,
+};
+use datafusion::prelude::SessionContext;
+
+use super::pg_catalog::{
+    constraint_definition, format_type, index_definition, oid_of, primary_key_name, quote_ident,
+    table_oid, DATABASE, OWNER,
+};
+use super::provider::ReadView;
+use super::settings::{Settings, SERVER_VERSION};
+use crate::catalog::Catalog;
+
+type Body = Arc<dyn Fn(&[ScalarValue]) -> DfResult<ScalarValue> + Send + Sync>;
+
+/// A function evaluated on each row's argument values.
+struct RowFunction {
+    name: &'static str,
+    signature: Signature,
+    returns: DataType,
+    body: Body,
+}
+
+impl std::fmt::Debug for RowFunction {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}()", self.name)
+    }
+}
+
+impl PartialEq for RowFunction {
+    fn eq(&self, other: &Self) -> bool {
+        self.name == other.name && Arc::ptr_eq(&self.body, &other.body)
+    }
+}
+
+impl Eq for RowFunction {}
+
+impl Hash for RowFunction {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        self.name.hash(state);
+    }
+}
+
+impl ScalarUDFImpl for RowFunction {
+    fn name(&self) -> &str {
+        self.name
+    }
+
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+
+    fn return_type(&self, _: &[DataType]) -> DfResult<DataType> {
+        Ok(self.returns.clone())
+    }
+
+    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> DfResult<ColumnarValue> {
+        let all_scalar = args
+            .args
+            .iter()
+            .all(|a| matches!(a, ColumnarValue::Scalar(_)));
+        if all_scalar {
+            let values: Vec<ScalarValue> = args
+                .args
+                .iter()
+                .map(|a| match a {
+                    ColumnarValue::Scalar(s) => s.clone(),
+                    ColumnarValue::Array(_) => ScalarValue::Null,
+                })
+                .collect();
+            return Ok(ColumnarValue::Scalar((self.body)(&values)?));
+        }
+        let arrays = ColumnarValue::values_to_arrays(&args.args)?;
+        let mut out = Vec::with_capacity(args.number_rows);
+        for row in 0..args.number_rows {
+            let values = arrays
+                .iter()
+                .map(|a| ScalarValue::try_from_array(a, row))
+                .collect::<DfResult<Vec<_>>>()?;
+            out.push((self.body)(&values)?);
+        }
+        if out.is_empty() {
+            return Ok(ColumnarValue::Array(
+                datafusion::arrow::array::new_empty_array(&self.returns),
+            ));
+        }
+        Ok(ColumnarValue::Array(ScalarValue::iter_to_array(out)?))
+    }
+}
+
+fn register(
+    ctx: &SessionContext,
+    name: &'static str,
+    arities: &[usize],
+    returns: DataType,
+    volatility: Volatility,
+    body: impl Fn(&[ScalarValue]) -> DfResult<ScalarValue> + Send + Sync + 'static,
+) {
+    let signatures = arities
+        .iter()
+        .map(|&n| {
+            if n == 0 {
+                TypeSignature::Nullary
+            } else {
+                TypeSignature::Any(n)
+            }
+        })
+        .collect();
+    ctx.register_udf(ScalarUDF::new_from_impl(RowFunction {
+        name,
+        signature: Signature::one_of(signatures, volatility),
+        returns,
+        body: Arc::new(body),
+    }));
+}
+
+fn text(value: &ScalarValue) -> Option<String> {
+    match value {
+        ScalarValue::Utf8(s) | ScalarValue::LargeUtf8(s) | ScalarValue::Utf8View(s) => s.clone(),
+        v if v.is_null() => None,
+        v => Some(v.to_string()),
+    }
+}
+
+fn int(value: &ScalarValue) -> Option<i64> {
+    match value.cast_to(&DataType::Int64).ok()? {
+        ScalarValue::Int64(v) => v,
+        _ => None,
+    }
+}
+
+fn utf8(value: Option<String>) -> ScalarValue {
+    ScalarValue::Utf8(value)
+}
+
+/// What `version()` answers; clients parse the leading "PostgreSQL 15.0".
+pub fn version_string() -> String {
+    format!(
+        "PostgreSQL {SERVER_VERSION} (tablegate {}) on {}-{}, 64-bit",
+        env!("CARGO_PKG_VERSION"),
+        std::env::consts::ARCH,
+        std::env::consts::OS
+    )
+}
+
+/// Registers the functions on a session's context.
+pub fn register_all(
+    ctx: &SessionContext,
+    settings: Settings,
+    catalog: Arc<Catalog>,
+    view: Arc<ReadView>,
+    backend_pid: i32,
+) {
+    use DataType::{Boolean, Int32, Utf8};
+    use Volatility::{Immutable, Stable, Volatile};
+
+    ctx.register_udaf(SingleValue::udaf());
+    register(ctx, "version", &[0], Utf8, Immutable, |_| {
+        Ok(utf8(Some(version_string())))
+    });
+    register(ctx, "current_database", &[0], Utf8, Immutable, |_| {
+        Ok(utf8(Some(DATABASE.into())))
+    });
+    register(ctx, "current_schema", &[0], Utf8, Stable, |_| {
+        Ok(utf8(Some("public".into())))
+    });
+    register(ctx, "current_user", &[0], Utf8, Stable, |_| {
+        Ok(utf8(Some(OWNER.into())))
+    });
+    register(ctx, "session_user", &[0], Utf8, Stable, |_| {
+        Ok(utf8(Some(OWNER.into())))
+    });
+    register(ctx, "pg_backend_pid", &[0], Int32, Stable, move |_| {
+        Ok(ScalarValue::Int32(Some(backend_pid)))
+    });
+    register(ctx, "pg_is_in_recovery", &[0], Boolean, Stable, |_| {
+        Ok(ScalarValue::Boolean(Some(false)))
+    });
+    register(
+        ctx,
+        "current_schemas",
+        &[1],
+        DataType::new_list(Utf8, true),
+        Stable,
+        |args| {
+            let mut schemas = vec![];
+            if args.first().and_then(|a| a.cast_to(&Boolean).ok())
+                == Some(ScalarValue::Boolean(Some(true)))
+            {
+                schemas.push(ScalarValue::Utf8(Some("pg_catalog".into())));
+            }
+            schemas.push(ScalarValue::Utf8(Some("public".into())));
+            Ok(ScalarValue::List(ScalarValue::new_list_nullable(
+                &schemas, &Utf8,
+            )))
+        },
+    );
+
+    let s = settings.clone();
+    register(ctx, "current_setting", &[1, 2], Utf8, Stable, move |args| {
+        let name = text(&args[0]).unwrap_or_default();
+        let missing_ok = args.get(1).and_then(|a| a.cast_to(&Boolean).ok())
+            == Some(ScalarValue::Boolean(Some(true)));
+        match s.get(&name) {
+            Some(v) => Ok(utf8(Some(v))),
+            None if missing_ok => Ok(utf8(None)),
+            None => exec_err!("unrecognized configuration parameter \"{name}\""),
+        }
+    });
+    register(ctx, "set_config", &[3], Utf8, Volatile, move |args| {
+        let name = text(&args[0]).unwrap_or_default();
+        let value = text(&args[1]).unwrap_or_default();
+        match settings.set(&name, &value) {
+            Ok(()) => Ok(utf8(Some(value))),
+            Err(_) => exec_err!("parameter \"{name}\" cannot be changed"),
+        }
+    });
+
+    register(ctx, "pg_get_userbyid", &[1], Utf8, Stable, |_| {
+        Ok(utf8(Some(OWNER.into())))
+    });
+    register(ctx, "pg_encoding_to_char", &[1], Utf8, Immutable, |_| {
+        Ok(utf8(Some("UTF8".into())))
+    });
+    register(ctx, "format_type", &[2], Utf8, Stable, |args| {
+        match int(&args[0]) {
+            Some(oid) => Ok(utf8(format_type(oid, int(&args[1])).or(Some("???".into())))),
+            None => Ok(utf8(None)),
+        }
+    });
+    register(ctx, "pg_get_expr", &[2, 3], Utf8, Stable, |args| {
+        Ok(utf8(text(&args[0])))
+    });
+    for name in ["obj_description", "col_description", "shobj_description"] {
+        register(ctx, name, &[1, 2], Utf8, Stable, |_| Ok(utf8(None)));
+    }
+    for name in [
+        "pg_table_is_visible",
+        "pg_type_is_visible",
+        "pg_function_is_visible",
+    ] {
+        register(ctx, name, &[1], Boolean, Stable, |args| {
+            Ok(ScalarValue::Boolean((!args[0].is_null()).then_some(true)))
+        });
+    }
+    // Every table is readable and writable by every user until roles exist.
+    for name in [
+        "has_table_privilege",
+        "has_schema_privilege",
+        "has_database_privilege",
+        "has_column_privilege",
+        "has_any_column_privilege",
+        "has_sequence_privilege",
+        "has_function_privilege",
+    ] {
+        register(ctx, name, &[2, 3, 4], Boolean, Stable, |_| {
+            Ok(ScalarValue::Boolean(Some(true)))
+        });
+    }
+    register(ctx, "quote_ident", &[1], Utf8, Immutable, |args| {
+        Ok(utf8(text(&args[0]).map(|s| quote_ident(&s))))
+    });
+
+    let (c, v) = (catalog.clone(), view.clone());
+    register(ctx, "pg_get_indexdef", &[1, 3], Utf8, Stable, move |args| {
+        let Some(oid) = int(&args[0]) else {
+            return Ok(utf8(None));
+        };
+        let column = args.get(1).and_then(int).unwrap_or(0);
+        Ok(utf8(
+            find_table(&c, &v, |name| {
+                oid_of("index", &primary_key_name(name)) as i64 == oid
+            })
+            .map(|def| {
+                if column > 0 {
+                    let (p, r) = def.key_columns();
+                    p.iter()
+                        .chain(r)
+                        .nth(column as usize - 1)
+                        .map(|&i| quote_ident(&def.columns[i].name))
+                        .unwrap_or_default()
+                } else {
+                    index_definition(&def)
+                }
+            }),
+        ))
+    });
+    let (c, v) = (catalog.clone(), view.clone());
+    register(
+        ctx,
+        "pg_get_constraintdef",
+        &[1, 2],
+        Utf8,
+        Stable,
+        move |args| {
+            let Some(oid) = int(&args[0]) else {
+                return Ok(utf8(None));
+            };
+            Ok(utf8(
+                find_table(&c, &v, |name| {
+                    oid_of("constraint", &primary_key_name(name)) as i64 == oid
+                })
+                .map(|def| constraint_definition(&def)),
+            ))
+        },
+    );
+    let (c, v) = (catalog.clone(), view.clone());
+    register(ctx, "regclass", &[1], Int32, Stable, move |args| {
+        let Some(name) = text(&args[0]) else {
+            return Ok(ScalarValue::Int32(None));
+        };
+        match v.definition(&c, relation_name(&name)) {
+            Some(def) => Ok(ScalarValue::Int32(Some(table_oid(&def.name)))),
+            None => exec_err!("relation \"{name}\" does not exist"),
+        }
+    });
+    let (c, v) = (catalog.clone(), view.clone());
+    register(ctx, "relation_name", &[1], Utf8, Stable, move |args| {
+        let Some(oid) = int(&args[0]) else {
+            return Ok(utf8(None));
+        };
+        Ok(utf8(Some(
+            find_table(&c, &v, |name| i64::from(table_oid(name)) == oid)
+                .map(|def| quote_ident(&def.name))
+                .unwrap_or_else(|| oid.to_string()),
+        )))
+    });
+    let (c, v) = (catalog, view);
+    register(ctx, "to_regclass", &[1], Int32, Stable, move |args| {
+        let Some(name) = text(&args[0]) else {
+            return Ok(ScalarValue::Int32(None));
+        };
+        Ok(ScalarValue::Int32(
+            v.definition(&c, relation_name(&name))
+                .map(|def| table_oid(&def.name)),
+        ))
+    });
+}
+
+/// A relation name as `regclass` reads it: optionally `public.`-qualified,
+/// optionally quoted.
+fn relation_name(name: &str) -> &str {
+    let name = name.strip_prefix("public.").unwrap_or(name);
+    name.strip_prefix('"')
+        .and_then(|n| n.strip_suffix('"'))
+        .unwrap_or(name)
+}
+
+/// The table (as the session sees it) whose name satisfies `matches`.
+fn find_table(
+    catalog: &Catalog,
+    view: &ReadView,
+    matches: impl Fn(&str) -> bool,
+) -> Option<Arc<crate::catalog::TableDef>> {
+    view.table_names(catalog)
+        .into_iter()
+        .find(|name| matches(name))
+        .and_then(|name| view.definition(catalog, &name))
+}
+
+/// The value of a scalar subquery: its only row's value, NULL when it has
+/// none, and PostgreSQL's error when it has more than one. DataFusion plans
+/// a correlated scalar subquery only around an aggregate; wrapping the
+/// subquery's expression in this one keeps PostgreSQL's meaning exactly.
+#[derive(Debug, PartialEq, Eq, Hash)]
+pub struct SingleValue {
+    signature: Signature,
+}
+
+pub const SINGLE_VALUE: &str = "single_value";
+
+impl SingleValue {
+    pub fn udaf() -> datafusion::logical_expr::AggregateUDF {
+        datafusion::logical_expr::AggregateUDF::new_from_impl(SingleValue {
+            signature: Signature::any(1, Volatility::Immutable),
+        })
+    }
+}
+
+fn more_than_one_row<T>() -> DfResult<T> {
+    exec_err!("more than one row returned by a subquery used as an expression")
+}
+
+impl datafusion::logical_expr::AggregateUDFImpl for SingleValue {
+    fn name(&self) -> &str {
+        SINGLE_VALUE
+    }
+
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+
+    fn return_type(&self, arg_types: &[DataType]) -> DfResult<DataType> {
+        Ok(arg_types[0].clone())
+    }
+
+    fn accumulator(
+        &self,
+        args: datafusion::logical_expr::function::AccumulatorArgs,
+    ) -> DfResult<Box<dyn datafusion::logical_expr::Accumulator>> {
+        Ok(Box::new(SingleValueAccumulator {
+            value: ScalarValue::try_from(args.return_field.data_type())?,
+            rows: 0,
+        }))
+    }
+
+    fn state_fields(
+        &self,
+        args: datafusion::logical_expr::function::StateFieldsArgs,
+    ) -> DfResult<Vec<datafusion::arrow::datatypes::FieldRef>> {
+        use datafusion::logical_expr::utils::format_state_name;
+        Ok(vec![
+            Arc::new(datafusion::arrow::datatypes::Field::new(
+                format_state_name(args.name, "value"),
+                args.return_field.data_type().clone(),
+                true,
+            )),
+            Arc::new(datafusion::arrow::datatypes::Field::new(
+                format_state_name(args.name, "rows"),
+                DataType::UInt64,
+                false,
+            )),
+        ])
+    }
+}
+
+#[derive(Debug)]
+struct SingleValueAccumulator {
+    value: ScalarValue,
+    rows: u64,
+}
+
+impl datafusion::logical_expr::Accumulator for SingleValueAccumulator {
+    fn update_batch(&mut self, values: &[datafusion::arrow::array::ArrayRef]) -> DfResult<()> {
+        let column = &values[0];
+        for row in 0..column.len() {
+            self.rows += 1;
+            if self.rows > 1 {
+                return more_than_one_row();
+            }
+            self.value = ScalarValue::try_from_array(column, row)?;
+        }
+        Ok(())
+    }
+
+    fn evaluate(&mut self) -> DfResult<ScalarValue> {
+        Ok(self.value.clone())
+    }
+
+    fn size(&self) -> usize {
+        std::mem::size_of_val(self) + self.value.size()
+    }
+
+    fn state(&mut self) -> DfResult<Vec<ScalarValue>> {
+        Ok(vec![
+            self.value.clone(),
+            ScalarValue::UInt64(Some(self.rows)),
+        ])
+    }
+
+    fn merge_batch(&mut self, states: &[datafusion::arrow::array::ArrayRef]) -> DfResult<()> {
+        let rows = datafusion::arrow::array::AsArray::as_primitive::<
+            datafusion::arrow::datatypes::UInt64Type,
+        >(states[1].as_ref());
+        for row in 0..rows.len() {
+            let n = rows.value(row);
+            if n == 0 {
+                continue;
+            }
+            self.rows += n;
+            if self.rows > 1 {
+                return more_than_one_row();
+            }
+            self.value = ScalarValue::try_from_array(&states[0], row)?;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,1463 @@
+//! `pg_catalog`: PostgreSQL's system catalogs, describing tablegate's own
+//! tables (as the session sees them, its open transaction included), so that
+//! psql's `\d` commands, JDBC's `DatabaseMetaData` and SQLAlchemy's inspector
+//! find the real tables, columns, types and primary keys.
+//!
+//! Object ids are stable: a table's is derived from its name, so they agree
+//! between sessions and across restarts. Each table is built when a query
+//! names it; none holds more than a few rows per user table.
+//!
+//! Catalogs without a tablegate counterpart (triggers, policies, rules,
+//! inheritance, publications, ...) exist with their columns and no rows, so
+//! clients that look into them get the right answer: there are none.
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use datafusion::arrow::array::{
+    ArrayRef, BooleanBuilder, Float32Builder, Int16Builder, Int32Builder, Int64Builder,
+    ListBuilder, RecordBatch, StringBuilder,
+};
+use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use datafusion::catalog::{SchemaProvider, TableProvider};
+use datafusion::common::Result as DfResult;
+use datafusion::datasource::MemTable;
+
+use super::provider::ReadView;
+use crate::catalog::{Catalog, Keys, SqlType, TableDef};
+
+pub const SCHEMA: &str = "pg_catalog";
+
+/// Object ids of the fixed objects, as in PostgreSQL.
+pub const PG_CATALOG_OID: i32 = 11;
+pub const PUBLIC_OID: i32 = 2200;
+pub const INFORMATION_SCHEMA_OID: i32 = 13_000;
+const DATABASE_OID: i32 = 16_384 - 1;
+const OWNER_OID: i32 = 10;
+const BTREE_OID: i32 = 403;
+const HEAP_OID: i32 = 2;
+const DEFAULT_TABLESPACE_OID: i32 = 1663;
+const PG_INDEX_RELKIND: &str = "i";
+
+/// The name of the server's only database and of the role that owns everything.
+pub const DATABASE: &str = "tablegate";
+pub const OWNER: &str = "tablegate";
+
+/// A stable object id for a named object of some kind, above PostgreSQL's
+/// reserved range.
+pub fn oid_of(kind: &str, name: &str) -> i32 {
+    // FNV-1a: stable across builds and platforms.
+    let mut hash: u32 = 0x811c_9dc5;
+    for byte in kind.bytes().chain([0]).chain(name.bytes()) {
+        hash ^= u32::from(byte);
+        hash = hash.wrapping_mul(0x0100_0193);
+    }
+    16_384 + (hash % 1_000_000_000) as i32
+}
+
+pub fn table_oid(table: &str) -> i32 {
+    oid_of("table", table)
+}
+
+pub fn primary_key_name(table: &str) -> String {
+    format!("{table}_pkey")
+}
+
+fn index_oid(index: &str) -> i32 {
+    oid_of("index", index)
+}
+
+/// A type's object id, type modifier (`-1` for none) and storage length.
+pub fn type_info(ty: SqlType) -> (i32, i32, i16) {
+    match ty {
+        SqlType::Bool => (16, -1, 1),
+        SqlType::Bytea => (17, -1, -1),
+        SqlType::Int8 => (20, -1, 8),
+        SqlType::Int2 => (21, -1, 2),
+        SqlType::Int4 => (23, -1, 4),
+        SqlType::Text => (25, -1, -1),
+        SqlType::Json => (114, -1, -1),
+        SqlType::Float4 => (700, -1, 4),
+        SqlType::Float8 => (701, -1, 8),
+        SqlType::Char(n) => (1042, n as i32 + 4, -1),
+        SqlType::Varchar(n) => (1043, n.map_or(-1, |n| n as i32 + 4), -1),
+        SqlType::Date => (1082, -1, 4),
+        SqlType::Timestamp => (1114, -1, 8),
+        SqlType::Timestamptz => (1184, -1, 8),
+        SqlType::Numeric { precision, scale } => (
+            1700,
+            ((i32::from(precision) << 16) | i32::from(scale)) + 4,
+            -1,
+        ),
+        SqlType::Uuid => (2950, -1, 16),
+        SqlType::Jsonb => (3802, -1, -1),
+    }
+}
+
+/// The types `pg_type` lists: (oid, name, length, category, array type oid).
+const TYPES: &[(i32, &str, i16, &str, i32)] = &[
+    (16, "bool", 1, "B", 1000),
+    (17, "bytea", -1, "U", 1001),
+    (18, "char", 1, "Z", 1002),
+    (19, "name", 64, "S", 1003),
+    (20, "int8", 8, "N", 1016),
+    (21, "int2", 2, "N", 1005),
+    (22, "int2vector", -1, "A", 1006),
+    (23, "int4", 4, "N", 1007),
+    (25, "text", -1, "S", 1009),
+    (26, "oid", 4, "N", 1028),
+    (114, "json", -1, "U", 199),
+    (700, "float4", 4, "N", 1021),
+    (701, "float8", 8, "N", 1022),
+    (1042, "bpchar", -1, "S", 1014),
+    (1043, "varchar", -1, "S", 1015),
+    (1082, "date", 4, "D", 1182),
+    (1083, "time", 8, "D", 1183),
+    (1114, "timestamp", 8, "D", 1115),
+    (1184, "timestamptz", 8, "D", 1185),
+    (1700, "numeric", -1, "N", 1231),
+    (2950, "uuid", 16, "U", 2951),
+    (3802, "jsonb", -1, "U", 3807),
+    (1000, "_bool", -1, "A", 0),
+    (1005, "_int2", -1, "A", 0),
+    (1007, "_int4", -1, "A", 0),
+    (1009, "_text", -1, "A", 0),
+    (1016, "_int8", -1, "A", 0),
+    (1021, "_float4", -1, "A", 0),
+    (1022, "_float8", -1, "A", 0),
+    (1015, "_varchar", -1, "A", 0),
+];
+
+/// The element type of an array type in [`TYPES`].
+fn element_of(array: i32) -> i32 {
+    TYPES.iter().find(|t| t.4 == array).map_or(0, |t| t.0)
+}
+
+/// The name `format_type` gives a type id and modifier.
+pub fn format_type(oid: i64, typmod: Option<i64>) -> Option<String> {
+    let typmod = typmod.unwrap_or(-1);
+    let with_length = |base: &str| {
+        if typmod >= 4 {
+            format!("{base}({})", typmod - 4)
+        } else {
+            base.to_owned()
+        }
+    };
+    Some(match oid {
+        16 => "boolean".into(),
+        17 => "bytea".into(),
+        18 => "\"char\"".into(),
+        19 => "name".into(),
+        20 => "bigint".into(),
+        21 => "smallint".into(),
+        22 => "int2vector".into(),
+        23 => "integer".into(),
+        25 => "text".into(),
+        26 => "oid".into(),
+        114 => "json".into(),
+        700 => "real".into(),
+        701 => "double precision".into(),
+        1042 => with_length("character"),
+        1043 => with_length("character varying"),
+        1082 => "date".into(),
+        1083 => "time without time zone".into(),
+        1114 => "timestamp without time zone".into(),
+        1184 => "timestamp with time zone".into(),
+        1700 if typmod >= 4 => {
+            let m = typmod - 4;
+            format!("numeric({},{})", m >> 16, m & 0xffff)
+        }
+        1700 => "numeric".into(),
+        2950 => "uuid".into(),
+        3802 => "jsonb".into(),
+        other => {
+            let (_, name, ..) = TYPES.iter().find(|t| i64::from(t.0) == other)?;
+            match name.strip_prefix('_') {
+                Some(element) => format!("{element}[]"),
+                None => (*name).to_owned(),
+            }
+        }
+    })
+}
+
+/// The column kinds the catalogs use.
+#[derive(Clone, Copy)]
+enum Ty {
+    Int2,
+    Int4,
+    Int8,
+    Float4,
+    Bool,
+    Text,
+    Int2Array,
+    TextArray,
+}
+
+/// One value of a catalog row.
+#[derive(Clone)]
+enum Cell {
+    Null,
+    Int(i64),
+    Float(f32),
+    Bool(bool),
+    Text(String),
+    Ints(Vec<i64>),
+}
+
+impl From<i32> for Cell {
+    fn from(v: i32) -> Self {
+        Cell::Int(v.into())
+    }
+}
+impl From<i16> for Cell {
+    fn from(v: i16) -> Self {
+        Cell::Int(v.into())
+    }
+}
+impl From<i64> for Cell {
+    fn from(v: i64) -> Self {
+        Cell::Int(v)
+    }
+}
+impl From<bool> for Cell {
+    fn from(v: bool) -> Self {
+        Cell::Bool(v)
+    }
+}
+impl From<&str> for Cell {
+    fn from(v: &str) -> Self {
+        Cell::Text(v.to_owned())
+    }
+}
+impl From<String> for Cell {
+    fn from(v: String) -> Self {
+        Cell::Text(v)
+    }
+}
+
+fn arrow_type(ty: Ty) -> DataType {
+    match ty {
+        Ty::Int2 => DataType::Int16,
+        Ty::Int4 => DataType::Int32,
+        Ty::Int8 => DataType::Int64,
+        Ty::Float4 => DataType::Float32,
+        Ty::Bool => DataType::Boolean,
+        Ty::Text => DataType::Utf8,
+        Ty::Int2Array => DataType::List(Arc::new(Field::new("item", DataType::Int16, true))),
+        Ty::TextArray => DataType::List(Arc::new(Field::new("item", DataType::Utf8, true))),
+    }
+}
+
+fn column(ty: Ty, rows: &[Vec<Cell>], i: usize) -> ArrayRef {
+    let cells = rows.iter().map(|r| &r[i]);
+    let int = |c: &Cell| match c {
+        Cell::Int(v) => Some(*v),
+        _ => None,
+    };
+    match ty {
+        Ty::Int2 => {
+            let mut b = Int16Builder::new();
+            cells.for_each(|c| b.append_option(int(c).map(|v| v as i16)));
+            Arc::new(b.finish())
+        }
+        Ty::Int4 => {
+            let mut b = Int32Builder::new();
+            cells.for_each(|c| b.append_option(int(c).map(|v| v as i32)));
+            Arc::new(b.finish())
+        }
+        Ty::Int8 => {
+            let mut b = Int64Builder::new();
+            cells.for_each(|c| b.append_option(int(c)));
+            Arc::new(b.finish())
+        }
+        Ty::Float4 => {
+            let mut b = Float32Builder::new();
+            cells.for_each(|c| {
+                b.append_option(match c {
+                    Cell::Float(v) => Some(*v),
+                    _ => None,
+                })
+            });
+            Arc::new(b.finish())
+        }
+        Ty::Bool => {
+            let mut b = BooleanBuilder::new();
+            cells.for_each(|c| {
+                b.append_option(match c {
+                    Cell::Bool(v) => Some(*v),
+                    _ => None,
+                })
+            });
+            Arc::new(b.finish())
+        }
+        Ty::Text => {
+            let mut b = StringBuilder::new();
+            cells.for_each(|c| {
+                b.append_option(match c {
+                    Cell::Text(v) => Some(v.as_str()),
+                    _ => None,
+                })
+            });
+            Arc::new(b.finish())
+        }
+        Ty::Int2Array => {
+            let mut b = ListBuilder::new(Int16Builder::new());
+            for c in cells {
+                match c {
+                    Cell::Ints(v) => {
+                        v.iter().for_each(|&x| b.values().append_value(x as i16));
+                        b.append(true);
+                    }
+                    _ => b.append(false),
+                }
+            }
+            Arc::new(b.finish())
+        }
+        // Access lists and options: none in tablegate.
+        Ty::TextArray => {
+            let mut b = ListBuilder::new(StringBuilder::new());
+            cells.for_each(|_| b.append(false));
+            Arc::new(b.finish())
+        }
+    }
+}
+
+/// A catalog's columns and rows, as a table DataFusion can scan.
+fn table(columns: &[(&str, Ty)], rows: Vec<Vec<Cell>>) -> DfResult<Arc<dyn TableProvider>> {
+    let schema: SchemaRef = Arc::new(Schema::new(
+        columns
+            .iter()
+            .map(|(name, ty)| Field::new(*name, arrow_type(*ty), true))
+            .collect::<Vec<_>>(),
+    ));
+    let arrays: Vec<ArrayRef> = columns
+        .iter()
+        .enumerate()
+        .map(|(i, (_, ty))| column(*ty, &rows, i))
+        .collect();
+    let batch = RecordBatch::try_new(schema.clone(), arrays)?;
+    Ok(Arc::new(MemTable::try_new(schema, vec![vec![batch]])?))
+}
+
+use Ty::*;
+
+const PG_NAMESPACE: &[(&str, Ty)] = &[
+    ("oid", Int4),
+    ("nspname", Text),
+    ("nspowner", Int4),
+    ("nspacl", TextArray),
+];
+
+const PG_CLASS: &[(&str, Ty)] = &[
+    ("oid", Int4),
+    ("relname", Text),
+    ("relnamespace", Int4),
+    ("reltype", Int4),
+    ("reloftype", Int4),
+    ("relowner", Int4),
+    ("relam", Int4),
+    ("relfilenode", Int4),
+    ("reltablespace", Int4),
+    ("relpages", Int4),
+    ("reltuples", Float4),
+    ("relallvisible", Int4),
+    ("reltoastrelid", Int4),
+    ("relhasindex", Bool),
+    ("relisshared", Bool),
+    ("relpersistence", Text),
+    ("relkind", Text),
+    ("relnatts", Int2),
+    ("relchecks", Int2),
+    ("relhasrules", Bool),
+    ("relhastriggers", Bool),
+    ("relhassubclass", Bool),
+    ("relrowsecurity", Bool),
+    ("relforcerowsecurity", Bool),
+    ("relispopulated", Bool),
+    ("relreplident", Text),
+    ("relispartition", Bool),
+    ("relrewrite", Int4),
+    ("relfrozenxid", Int4),
+    ("relminmxid", Int4),
+    ("relacl", TextArray),
+    ("reloptions", TextArray),
+    ("relpartbound", Text),
+];
+
+const PG_ATTRIBUTE: &[(&str, Ty)] = &[
+    ("attrelid", Int4),
+    ("attname", Text),
+    ("atttypid", Int4),
+    ("attstattarget", Int4),
+    ("attlen", Int2),
+    ("attnum", Int2),
+    ("attndims", Int4),
+    ("attcacheoff", Int4),
+    ("atttypmod", Int4),
+    ("attbyval", Bool),
+    ("attalign", Text),
+    ("attstorage", Text),
+    ("attcompression", Text),
+    ("attnotnull", Bool),
+    ("atthasdef", Bool),
+    ("atthasmissing", Bool),
+    ("attidentity", Text),
+    ("attgenerated", Text),
+    ("attisdropped", Bool),
+    ("attislocal", Bool),
+    ("attinhcount", Int4),
+    ("attcollation", Int4),
+    ("attacl", TextArray),
+    ("attoptions", TextArray),
+    ("attfdwoptions", TextArray),
+];
+
+const PG_INDEX: &[(&str, Ty)] = &[
+    ("indexrelid", Int4),
+    ("indrelid", Int4),
+    ("indnatts", Int2),
+    ("indnkeyatts", Int2),
+    ("indisunique", Bool),
+    ("indnullsnotdistinct", Bool),
+    ("indisprimary", Bool),
+    ("indisexclusion", Bool),
+    ("indimmediate", Bool),
+    ("indisclustered", Bool),
+    ("indisvalid", Bool),
+    ("indcheckxmin", Bool),
+    ("indisready", Bool),
+    ("indislive", Bool),
+    ("indisreplident", Bool),
+    ("indkey", Int2Array),
+    ("indcollation", Int2Array),
+    ("indclass", Int2Array),
+    ("indoption", Int2Array),
+    ("indexprs", Text),
+    ("indpred", Text),
+];
+
+const PG_CONSTRAINT: &[(&str, Ty)] = &[
+    ("oid", Int4),
+    ("conname", Text),
+    ("connamespace", Int4),
+    ("contype", Text),
+    ("condeferrable", Bool),
+    ("condeferred", Bool),
+    ("convalidated", Bool),
+    ("conrelid", Int4),
+    ("contypid", Int4),
+    ("conindid", Int4),
+    ("conparentid", Int4),
+    ("confrelid", Int4),
+    ("confupdtype", Text),
+    ("confdeltype", Text),
+    ("confmatchtype", Text),
+    ("conislocal", Bool),
+    ("coninhcount", Int4),
+    ("connoinherit", Bool),
+    ("conkey", Int2Array),
+    ("confkey", Int2Array),
+    ("conbin", Text),
+];
+
+const PG_ATTRDEF: &[(&str, Ty)] = &[
+    ("oid", Int4),
+    ("adrelid", Int4),
+    ("adnum", Int2),
+    ("adbin", Text),
+];
+
+const PG_TYPE: &[(&str, Ty)] = &[
+    ("oid", Int4),
+    ("typname", Text),
+    ("typnamespace", Int4),
+    ("typowner", Int4),
+    ("typlen", Int2),
+    ("typbyval", Bool),
+    ("typtype", Text),
+    ("typcategory", Text),
+    ("typispreferred", Bool),
+    ("typisdefined", Bool),
+    ("typdelim", Text),
+    ("typrelid", Int4),
+    ("typsubscript", Text),
+    ("typelem", Int4),
+    ("typarray", Int4),
+    ("typinput", Text),
+    ("typoutput", Text),
+    ("typreceive", Text),
+    ("typsend", Text),
+    ("typmodin", Text),
+    ("typmodout", Text),
+    ("typanalyze", Text),
+    ("typalign", Text),
+    ("typstorage", Text),
+    ("typnotnull", Bool),
+    ("typbasetype", Int4),
+    ("typtypmod", Int4),
+    ("typndims", Int4),
+    ("typcollation", Int4),
+    ("typdefaultbin", Text),
+    ("typdefault", Text),
+    ("typacl", TextArray),
+];
+
+const PG_DATABASE: &[(&str, Ty)] = &[
+    ("oid", Int4),
+    ("datname", Text),
+    ("datdba", Int4),
+    ("encoding", Int4),
+    ("datlocprovider", Text),
+    ("datistemplate", Bool),
+    ("datallowconn", Bool),
+    ("datconnlimit", Int4),
+    ("datfrozenxid", Int4),
+    ("datminmxid", Int4),
+    ("dattablespace", Int4),
+    ("datcollate", Text),
+    ("datctype", Text),
+    ("daticulocale", Text),
+    ("datcollversion", Text),
+    ("datacl", TextArray),
+];
+
+const PG_ROLES: &[(&str, Ty)] = &[
+    ("rolname", Text),
+    ("rolsuper", Bool),
+    ("rolinherit", Bool),
+    ("rolcreaterole", Bool),
+    ("rolcreatedb", Bool),
+    ("rolcanlogin", Bool),
+    ("rolreplication", Bool),
+    ("rolconnlimit", Int4),
+    ("rolpassword", Text),
+    ("rolvaliduntil", Text),
+    ("rolbypassrls", Bool),
+    ("rolconfig", TextArray),
+    ("oid", Int4),
+];
+
+const PG_AM: &[(&str, Ty)] = &[
+    ("oid", Int4),
+    ("amname", Text),
+    ("amhandler", Text),
+    ("amtype", Text),
+];
+
+const PG_TABLES: &[(&str, Ty)] = &[
+    ("schemaname", Text),
+    ("tablename", Text),
+    ("tableowner", Text),
+    ("tablespace", Text),
+    ("hasindexes", Bool),
+    ("hasrules", Bool),
+    ("hastriggers", Bool),
+    ("rowsecurity", Bool),
+];
+
+const PG_INDEXES: &[(&str, Ty)] = &[
+    ("schemaname", Text),
+    ("tablename", Text),
+    ("indexname", Text),
+    ("tablespace", Text),
+    ("indexdef", Text),
+];
+
+const PG_VIEWS: &[(&str, Ty)] = &[
+    ("schemaname", Text),
+    ("viewname", Text),
+    ("viewowner", Text),
+    ("definition", Text),
+];
+
+const PG_MATVIEWS: &[(&str, Ty)] = &[
+    ("schemaname", Text),
+    ("matviewname", Text),
+    ("matviewowner", Text),
+    ("tablespace", Text),
+    ("hasindexes", Bool),
+    ("ispopulated", Bool),
+    ("definition", Text),
+];
+
+const PG_TABLESPACE: &[(&str, Ty)] = &[
+    ("oid", Int4),
+    ("spcname", Text),
+    ("spcowner", Int4),
+    ("spcacl", TextArray),
+    ("spcoptions", TextArray),
+];
+
+const PG_DESCRIPTION: &[(&str, Ty)] = &[
+    ("objoid", Int4),
+    ("classoid", Int4),
+    ("objsubid", Int4),
+    ("description", Text),
+];
+
+const PG_SETTINGS: &[(&str, Ty)] = &[
+    ("name", Text),
+    ("setting", Text),
+    ("unit", Text),
+    ("category", Text),
+    ("short_desc", Text),
+    ("extra_desc", Text),
+    ("context", Text),
+    ("vartype", Text),
+    ("source", Text),
+    ("min_val", Text),
+    ("max_val", Text),
+    ("enumvals", TextArray),
+    ("boot_val", Text),
+    ("reset_val", Text),
+    ("sourcefile", Text),
+    ("sourceline", Int4),
+    ("pending_restart", Bool),
+];
+
+const PG_PROC: &[(&str, Ty)] = &[
+    ("oid", Int4),
+    ("proname", Text),
+    ("pronamespace", Int4),
+    ("proowner", Int4),
+    ("prolang", Int4),
+    ("prokind", Text),
+    ("prosecdef", Bool),
+    ("proretset", Bool),
+    ("provolatile", Text),
+    ("pronargs", Int2),
+    ("prorettype", Int4),
+    ("proargtypes", Int2Array),
+    ("proargnames", TextArray),
+    ("prosrc", Text),
+];
+
+/// Catalogs that tablegate has nothing to put in: their columns, no rows.
+const EMPTY: &[(&str, &[(&str, Ty)])] = &[
+    (
+        "pg_inherits",
+        &[
+            ("inhrelid", Int4),
+            ("inhparent", Int4),
+            ("inhseqno", Int4),
+            ("inhdetachpending", Bool),
+        ],
+    ),
+    (
+        "pg_auth_members",
+        &[
+            ("roleid", Int4),
+            ("member", Int4),
+            ("grantor", Int4),
+            ("admin_option", Bool),
+        ],
+    ),
+    (
+        "pg_trigger",
+        &[
+            ("oid", Int4),
+            ("tgrelid", Int4),
+            ("tgparentid", Int4),
+            ("tgname", Text),
+            ("tgfoid", Int4),
+            ("tgtype", Int2),
+            ("tgenabled", Text),
+            ("tgisinternal", Bool),
+            ("tgconstrrelid", Int4),
+            ("tgconstrindid", Int4),
+            ("tgconstraint", Int4),
+        ],
+    ),
+    (
+        "pg_rewrite",
+        &[
+            ("oid", Int4),
+            ("rulename", Text),
+            ("ev_class", Int4),
+            ("ev_type", Text),
+            ("ev_enabled", Text),
+            ("is_instead", Bool),
+        ],
+    ),
+    (
+        "pg_policy",
+        &[
+            ("oid", Int4),
+            ("polname", Text),
+            ("polrelid", Int4),
+            ("polcmd", Text),
+            ("polpermissive", Bool),
+            ("polroles", Int2Array),
+            ("polqual", Text),
+            ("polwithcheck", Text),
+        ],
+    ),
+    (
+        "pg_statistic_ext",
+        &[
+            ("oid", Int4),
+            ("stxrelid", Int4),
+            ("stxname", Text),
+            ("stxnamespace", Int4),
+            ("stxowner", Int4),
+            ("stxstattarget", Int4),
+            ("stxkeys", Int2Array),
+            ("stxkind", TextArray),
+            ("stxexprs", Text),
+        ],
+    ),
+    (
+        "pg_publication",
+        &[
+            ("oid", Int4),
+            ("pubname", Text),
+            ("pubowner", Int4),
+            ("puballtables", Bool),
+            ("pubinsert", Bool),
+            ("pubupdate", Bool),
+            ("pubdelete", Bool),
+            ("pubtruncate", Bool),
+            ("pubviaroot", Bool),
+        ],
+    ),
+    (
+        "pg_publication_rel",
+        &[
+            ("oid", Int4),
+            ("prpubid", Int4),
+            ("prrelid", Int4),
+            ("prqual", Text),
+            ("prattrs", Int2Array),
+        ],
+    ),
+    (
+        "pg_publication_namespace",
+        &[("oid", Int4), ("pnpubid", Int4), ("pnnspid", Int4)],
+    ),
+    (
+        "pg_foreign_table",
+        &[
+            ("ftrelid", Int4),
+            ("ftserver", Int4),
+            ("ftoptions", TextArray),
+        ],
+    ),
+    (
+        "pg_partitioned_table",
+        &[
+            ("partrelid", Int4),
+            ("partstrat", Text),
+            ("partnatts", Int2),
+            ("partdefid", Int4),
+            ("partattrs", Int2Array),
+        ],
+    ),
+    (
+        "pg_extension",
+        &[
+            ("oid", Int4),
+            ("extname", Text),
+            ("extowner", Int4),
+            ("extnamespace", Int4),
+            ("extrelocatable", Bool),
+            ("extversion", Text),
+        ],
+    ),
+    (
+        "pg_enum",
+        &[
+            ("oid", Int4),
+            ("enumtypid", Int4),
+            ("enumsortorder", Float4),
+            ("enumlabel", Text),
+        ],
+    ),
+    (
+        "pg_sequence",
+        &[
+            ("seqrelid", Int4),
+            ("seqtypid", Int4),
+            ("seqstart", Int8),
+            ("seqincrement", Int8),
+            ("seqmax", Int8),
+            ("seqmin", Int8),
+            ("seqcache", Int8),
+            ("seqcycle", Bool),
+        ],
+    ),
+    (
+        "pg_depend",
+        &[
+            ("classid", Int4),
+            ("objid", Int4),
+            ("objsubid", Int4),
+            ("refclassid", Int4),
+            ("refobjid", Int4),
+            ("refobjsubid", Int4),
+            ("deptype", Text),
+        ],
+    ),
+    (
+        "pg_collation",
+        &[
+            ("oid", Int4),
+            ("collname", Text),
+            ("collnamespace", Int4),
+            ("collowner", Int4),
+            ("collprovider", Text),
+            ("collisdeterministic", Bool),
+            ("collencoding", Int4),
+            ("collcollate", Text),
+            ("collctype", Text),
+        ],
+    ),
+    (
+        "pg_stat_user_tables",
+        &[
+            ("relid", Int4),
+            ("schemaname", Text),
+            ("relname", Text),
+            ("seq_scan", Int8),
+            ("n_live_tup", Int8),
+        ],
+    ),
+];
+
+const NAMES: &[&str] = &[
+    "pg_namespace",
+    "pg_class",
+    "pg_attribute",
+    "pg_index",
+    "pg_constraint",
+    "pg_attrdef",
+    "pg_type",
+    "pg_database",
+    "pg_roles",
+    "pg_user",
+    "pg_am",
+    "pg_tables",
+    "pg_indexes",
+    "pg_views",
+    "pg_matviews",
+    "pg_tablespace",
+    "pg_description",
+    "pg_settings",
+    "pg_proc",
+];
+
+/// The `pg_catalog` schema of a session.
+pub struct PgCatalogSchema {
+    catalog: Arc<Catalog>,
+    view: Arc<ReadView>,
+    /// `SHOW`-able settings of the session, for `pg_settings`.
+    settings: Arc<dyn Fn() -> Vec<(String, String)> + Send + Sync>,
+}
+
+impl std::fmt::Debug for PgCatalogSchema {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("PgCatalogSchema")
+    }
+}
+
+impl PgCatalogSchema {
+    pub fn new(
+        catalog: Arc<Catalog>,
+        view: Arc<ReadView>,
+        settings: Arc<dyn Fn() -> Vec<(String, String)> + Send + Sync>,
+    ) -> Self {
+        PgCatalogSchema {
+            catalog,
+            view,
+            settings,
+        }
+    }
+
+    /// The user tables as the session sees them, by name.
+    fn tables(&self) -> Vec<Arc<TableDef>> {
+        self.view
+            .table_names(&self.catalog)
+            .iter()
+            .filter_map(|name| self.view.definition(&self.catalog, name))
+            .collect()
+    }
+
+    fn build(&self, name: &str) -> DfResult<Option<Arc<dyn TableProvider>>> {
+        let tables = self.tables();
+        let provider = match name {
+            "pg_namespace" => table(PG_NAMESPACE, namespaces()),
+            "pg_class" => table(PG_CLASS, classes(&tables)),
+            "pg_attribute" => table(PG_ATTRIBUTE, attributes(&tables)),
+            "pg_index" => table(PG_INDEX, indexes(&tables)),
+            "pg_constraint" => table(PG_CONSTRAINT, constraints(&tables)),
+            "pg_attrdef" => table(PG_ATTRDEF, defaults(&tables)),
+            "pg_type" => table(PG_TYPE, types()),
+            "pg_database" => table(
+                PG_DATABASE,
+                vec![vec![
+                    DATABASE_OID.into(),
+                    DATABASE.into(),
+                    OWNER_OID.into(),
+                    6.into(),
+                    "c".into(),
+                    false.into(),
+                    true.into(),
+                    (-1).into(),
+                    0.into(),
+                    0.into(),
+                    DEFAULT_TABLESPACE_OID.into(),
+                    "C.UTF-8".into(),
+                    "C.UTF-8".into(),
+                    Cell::Null,
+                    Cell::Null,
+                    Cell::Null,
+                ]],
+            ),
+            "pg_roles" | "pg_user" => table(
+                PG_ROLES,
+                vec![vec![
+                    OWNER.into(),
+                    true.into(),
+                    true.into(),
+                    true.into(),
+                    true.into(),
+                    true.into(),
+                    false.into(),
+                    (-1).into(),
+                    "********".into(),
+                    Cell::Null,
+                    false.into(),
+                    Cell::Null,
+                    OWNER_OID.into(),
+                ]],
+            ),
+            "pg_am" => table(
+                PG_AM,
+                vec![
+                    vec![
+                        HEAP_OID.into(),
+                        "heap".into(),
+                        "heap_tableam_handler".into(),
+                        "t".into(),
+                    ],
+                    vec![
+                        BTREE_OID.into(),
+                        "btree".into(),
+                        "bthandler".into(),
+                        "i".into(),
+                    ],
+                ],
+            ),
+            "pg_tables" => table(
+                PG_TABLES,
+                tables
+                    .iter()
+                    .map(|t| {
+                        vec![
+                            "public".into(),
+                            t.name.clone().into(),
+                            OWNER.into(),
+                            Cell::Null,
+                            has_primary_key(t).into(),
+                            false.into(),
+                            false.into(),
+                            false.into(),
+                        ]
+                    })
+                    .collect(),
+            ),
+            "pg_indexes" => table(
+                PG_INDEXES,
+                tables
+                    .iter()
+                    .filter(|t| has_primary_key(t))
+                    .map(|t| {
+                        vec![
+                            "public".into(),
+                            t.name.clone().into(),
+                            primary_key_name(&t.name).into(),
+                            Cell::Null,
+                            index_definition(t).into(),
+                        ]
+                    })
+                    .collect(),
+            ),
+            "pg_views" => table(PG_VIEWS, Vec::new()),
+            "pg_matviews" => table(PG_MATVIEWS, Vec::new()),
+            "pg_tablespace" => table(
+                PG_TABLESPACE,
+                vec![vec![
+                    DEFAULT_TABLESPACE_OID.into(),
+                    "pg_default".into(),
+                    OWNER_OID.into(),
+                    Cell::Null,
+                    Cell::Null,
+                ]],
+            ),
+            "pg_description" => table(PG_DESCRIPTION, Vec::new()),
+            "pg_settings" => table(
+                PG_SETTINGS,
+                (self.settings)()
+                    .into_iter()
+                    .map(|(name, value)| {
+                        let mut row = vec![Cell::Null; PG_SETTINGS.len()];
+                        row[0] = name.into();
+                        row[1] = value.clone().into();
+                        row[6] = "user".into();
+                        row[7] = "string".into();
+                        row[8] = "session".into();
+                        row[12] = value.clone().into();
+                        row[13] = value.into();
+                        row[16] = false.into();
+                        row
+                    })
+                    .collect(),
+            ),
+            "pg_proc" => table(PG_PROC, Vec::new()),
+            other => match EMPTY.iter().find(|(n, _)| *n == other) {
+                Some((_, columns)) => table(columns, Vec::new()),
+                None => return Ok(None),
+            },
+        };
+        provider.map(Some)
+    }
+}
+
+#[async_trait]
+impl SchemaProvider for PgCatalogSchema {
+    fn table_names(&self) -> Vec<String> {
+        NAMES
+            .iter()
+            .copied()
+            .chain(EMPTY.iter().map(|(n, _)| *n))
+            .map(str::to_owned)
+            .collect()
+    }
+
+    async fn table(&self, name: &str) -> DfResult<Option<Arc<dyn TableProvider>>> {
+        self.build(name)
+    }
+
+    fn table_exist(&self, name: &str) -> bool {
+        NAMES.contains(&name) || EMPTY.iter().any(|(n, _)| *n == name)
+    }
+}
+
+fn has_primary_key(def: &TableDef) -> bool {
+    matches!(def.keys, Keys::Columns { .. })
+}
+
+/// The primary key columns of a table, as attribute numbers (1-based).
+fn key_attnums(def: &TableDef) -> Vec<i64> {
+    let (partition, row) = def.key_columns();
+    partition.iter().chain(row).map(|&i| i as i64 + 1).collect()
+}
+
+pub fn index_definition(def: &TableDef) -> String {
+    let (partition, row) = def.key_columns();
+    let columns: Vec<String> = partition
+        .iter()
+        .chain(row)
+        .map(|&i| quote_ident(&def.columns[i].name))
+        .collect();
+    format!(
+        "CREATE UNIQUE INDEX {} ON public.{} USING btree ({})",
+        quote_ident(&primary_key_name(&def.name)),
+        quote_ident(&def.name),
+        columns.join(", ")
+    )
+}
+
+pub fn constraint_definition(def: &TableDef) -> String {
+    let (partition, row) = def.key_columns();
+    let columns: Vec<String> = partition
+        .iter()
+        .chain(row)
+        .map(|&i| quote_ident(&def.columns[i].name))
+        .collect();
+    format!("PRIMARY KEY ({})", columns.join(", "))
+}
+
+/// An identifier as PostgreSQL prints it: quoted unless plain lower case.
+pub fn quote_ident(name: &str) -> String {
+    let plain = name
+        .chars()
+        .next()
+        .is_some_and(|c| c.is_ascii_lowercase() || c == '_')
+        && name
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_');
+    if plain {
+        name.to_owned()
+    } else {
+        format!("\"{}\"", name.replace('"', "\"\""))
+    }
+}
+
+fn namespaces() -> Vec<Vec<Cell>> {
+    [
+        (PG_CATALOG_OID, "pg_catalog"),
+        (PUBLIC_OID, "public"),
+        (INFORMATION_SCHEMA_OID, "information_schema"),
+    ]
+    .into_iter()
+    .map(|(oid, name)| vec![oid.into(), name.into(), OWNER_OID.into(), Cell::Null])
+    .collect()
+}
+
+fn class_row(oid: i32, name: &str, kind: &str, natts: usize, has_index: bool) -> Vec<Cell> {
+    vec![
+        oid.into(),
+        name.into(),
+        PUBLIC_OID.into(),
+        0.into(),
+        0.into(),
+        OWNER_OID.into(),
+        (if kind == PG_INDEX_RELKIND {
+            BTREE_OID
+        } else {
+            HEAP_OID
+        })
+        .into(),
+        oid.into(),
+        0.into(),
+        0.into(),
+        Cell::Float(-1.0),
+        0.into(),
+        0.into(),
+        has_index.into(),
+        false.into(),
+        "p".into(),
+        kind.into(),
+        (natts as i16).into(),
+        0i16.into(),
+        false.into(),
+        false.into(),
+        false.into(),
+        false.into(),
+        false.into(),
+        true.into(),
+        "d".into(),
+        false.into(),
+        0.into(),
+        0.into(),
+        0.into(),
+        Cell::Null,
+        Cell::Null,
+        Cell::Null,
+    ]
+}
+
+fn classes(tables: &[Arc<TableDef>]) -> Vec<Vec<Cell>> {
+    let mut rows = Vec::new();
+    for t in tables {
+        let keyed = has_primary_key(t);
+        rows.push(class_row(
+            table_oid(&t.name),
+            &t.name,
+            "r",
+            t.columns.len(),
+            keyed,
+        ));
+        if keyed {
+            let index = primary_key_name(&t.name);
+            rows.push(class_row(
+                index_oid(&index),
+                &index,
+                PG_INDEX_RELKIND,
+                key_attnums(t).len(),
+                false,
+            ));
+        }
+    }
+    rows
+}
+
+fn attribute_row(
+    relid: i32,
+    name: &str,
+    ty: SqlType,
+    num: i64,
+    not_null: bool,
+    has_default: bool,
+) -> Vec<Cell> {
+    let (oid, typmod, len) = type_info(ty);
+    vec![
+        relid.into(),
+        name.into(),
+        oid.into(),
+        (-1).into(),
+        len.into(),
+        (num as i16).into(),
+        0.into(),
+        (-1).into(),
+        typmod.into(),
+        (len > 0 && len <= 8).into(),
+        "i".into(),
+        "x".into(),
+        "".into(),
+        not_null.into(),
+        has_default.into(),
+        false.into(),
+        "".into(),
+        "".into(),
+        false.into(),
+        true.into(),
+        0.into(),
+        0.into(),
+        Cell::Null,
+        Cell::Null,
+        Cell::Null,
+    ]
+}
+
+fn attributes(tables: &[Arc<TableDef>]) -> Vec<Vec<Cell>> {
+    let mut rows = Vec::new();
+    for t in tables {
+        let relid = table_oid(&t.name);
+        for (i, c) in t.columns.iter().enumerate() {
+            let not_null = !c.nullable || t.is_key_column(i);
+            rows.push(attribute_row(
+                relid,
+                &c.name,
+                c.ty,
+                i as i64 + 1,
+                not_null,
+                c.default.is_some(),
+            ));
+        }
+        if has_primary_key(t) {
+            let index = index_oid(&primary_key_name(&t.name));
+            for (n, attnum) in key_attnums(t).into_iter().enumerate() {
+                let c = &t.columns[attnum as usize - 1];
+                rows.push(attribute_row(
+                    index,
+                    &c.name,
+                    c.ty,
+                    n as i64 + 1,
+                    true,
+                    false,
+                ));
+            }
+        }
+    }
+    rows
+}
+
+fn indexes(tables: &[Arc<TableDef>]) -> Vec<Vec<Cell>> {
+    tables
+        .iter()
+        .filter(|t| has_primary_key(t))
+        .map(|t| {
+            let keys = key_attnums(t);
+            let n = keys.len() as i16;
+            vec![
+                index_oid(&primary_key_name(&t.name)).into(),
+                table_oid(&t.name).into(),
+                n.into(),
+                n.into(),
+                true.into(),
+                false.into(),
+                true.into(),
+                false.into(),
+                true.into(),
+                false.into(),
+                true.into(),
+                false.into(),
+                true.into(),
+                true.into(),
+                false.into(),
+                Cell::Ints(keys.clone()),
+                Cell::Ints(vec![0; keys.len()]),
+                Cell::Ints(vec![0; keys.len()]),
+                Cell::Ints(vec![0; keys.len()]),
+                Cell::Null,
+                Cell::Null,
+            ]
+        })
+        .collect()
+}
+
+fn constraints(tables: &[Arc<TableDef>]) -> Vec<Vec<Cell>> {
+    tables
+        .iter()
+        .filter(|t| has_primary_key(t))
+        .map(|t| {
+            let name = primary_key_name(&t.name);
+            vec![
+                oid_of("constraint", &name).into(),
+                name.clone().into(),
+                PUBLIC_OID.into(),
+                "p".into(),
+                false.into(),
+                false.into(),
+                true.into(),
+                table_oid(&t.name).into(),
+                0.into(),
+                index_oid(&name).into(),
+                0.into(),
+                0.into(),
+                " ".into(),
+                " ".into(),
+                " ".into(),
+                true.into(),
+                0.into(),
+                true.into(),
+                Cell::Ints(key_attnums(t)),
+                Cell::Null,
+                Cell::Null,
+            ]
+        })
+        .collect()
+}
+
+fn defaults(tables: &[Arc<TableDef>]) -> Vec<Vec<Cell>> {
+    let mut rows = Vec::new();
+    for t in tables {
+        for (i, c) in t.columns.iter().enumerate() {
+            if let Some(default) = &c.default {
+                rows.push(vec![
+                    oid_of("default", &format!("{}.{}", t.name, c.name)).into(),
+                    table_oid(&t.name).into(),
+                    (i as i16 + 1).into(),
+                    default.clone().into(),
+                ]);
+            }
+        }
+    }
+    rows
+}
+
+fn types() -> Vec<Vec<Cell>> {
+    TYPES
+        .iter()
+        .map(|&(oid, name, len, category, array)| {
+            let is_array = category == "A" && name.starts_with('_');
+            let mut row = vec![Cell::Null; PG_TYPE.len()];
+            let values: Vec<Cell> = vec![
+                oid.into(),
+                name.into(),
+                PG_CATALOG_OID.into(),
+                OWNER_OID.into(),
+                len.into(),
+                (len > 0 && len <= 8).into(),
+                "b".into(),
+                category.into(),
+                false.into(),
+                true.into(),
+                ",".into(),
+                0.into(),
+                (if is_array {
+                    "array_subscript_handler"
+                } else {
+                    "-"
+                })
+                .into(),
+                (if is_array { element_of(oid) } else { 0 }).into(),
+                array.into(),
+                format!("{name}in").into(),
+                format!("{name}out").into(),
+                format!("{name}recv").into(),
+                format!("{name}send").into(),
+                "-".into(),
+                "-".into(),
+                "-".into(),
+                "i".into(),
+                "x".into(),
+                false.into(),
+                0.into(),
+                (-1).into(),
+                0.into(),
+                0.into(),
+            ];
+            for (i, v) in values.into_iter().enumerate() {
+                row[i] = v;
+            }
+            row
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn oids_are_stable_and_outside_the_reserved_range() {
+        assert_eq!(table_oid("employees"), table_oid("employees"));
+        assert_ne!(table_oid("employees"), table_oid("employee"));
+        assert!(table_oid("x") >= 16_384);
+    }
+
+    #[test]
+    fn format_type_names() {
+        for (ty, name) in [
+            (SqlType::Varchar(Some(20)), "character varying(20)"),
+            (SqlType::Char(3), "character(3)"),
+            (
+                SqlType::Numeric {
+                    precision: 10,
+                    scale: 2,
+                },
+                "numeric(10,2)",
+            ),
+            (SqlType::Int4, "integer"),
+            (SqlType::Timestamptz, "timestamp with time zone"),
+        ] {
+            let (oid, typmod, _) = type_info(ty);
+            assert_eq!(
+                format_type(oid.into(), Some(typmod.into())).as_deref(),
+                Some(name)
+            );
+            assert_eq!(ty.pg_name(), name);
+        }
+        assert_eq!(format_type(1009, None).as_deref(), Some("text[]"));
+    }
+
+    #[test]
+    fn catalog_rows_match_their_columns() {
+        let def = Arc::new(TableDef {
+            name: "T".into(),
+            columns: vec![
+                crate::catalog::Column {
+                    name: "id".into(),
+                    ty: SqlType::Int4,
+                    nullable: false,
+                    system: None,
+                    default: Some("0".into()),
+                },
+                crate::catalog::Column {
+                    name: "v".into(),
+                    ty: SqlType::Text,
+                    nullable: true,
+                    system: None,
+                    default: None,
+                },
+            ],
+            keys: Keys::Columns {
+                partition: vec![0],
+                row: vec![],
+            },
+        });
+        let tables = vec![def];
+        for (columns, rows) in [
+            (PG_CLASS, classes(&tables)),
+            (PG_ATTRIBUTE, attributes(&tables)),
+            (PG_INDEX, indexes(&tables)),
+            (PG_CONSTRAINT, constraints(&tables)),
+            (PG_ATTRDEF, defaults(&tables)),
+            (PG_NAMESPACE, namespaces()),
+            (PG_TYPE, types()),
+        ] {
+            assert!(!rows.is_empty());
+            for row in &rows {
+                assert_eq!(row.len(), columns.len());
+            }
+            table(columns, rows).unwrap();
+        }
+        assert_eq!(quote_ident("T"), "\"T\"");
+        assert_eq!(
+            index_definition(&tables[0]),
+            "CREATE UNIQUE INDEX \"T_pkey\" ON public.\"T\" USING btree (id)"
+        );
+    }
+}

@@ -1,0 +1,455 @@
+//! PostgreSQL spellings DataFusion does not plan, rewritten into the ones it
+//! does, each with the same meaning:
+//!
+//! - `current_user`, `session_user`, `user`, `current_role`,
+//!   `current_catalog` and a bare `current_schema` (keywords that take no
+//!   parentheses) become function calls;
+//! - `OPERATOR(pg_catalog.~)` and the like become the plain operator;
+//! - `COLLATE pg_catalog.default` (or `"default"`, `"C"`) is dropped: text
+//!   compares by bytes, which is the C collation;
+//! - `pg_catalog.f(...)` becomes `f(...)`, the functions being registered
+//!   without a schema;
+//! - casts to `pg_catalog.text`, `"char"`, `name`, `oid` and the other
+//!   catalog types become casts to the SQL types that hold them;
+//! - `'name'::regclass` (a literal or parameter) becomes the table's object
+//!   id (an error if there is no such table, as in PostgreSQL), while
+//!   `oid_column::regclass` becomes the table's name, and
+//!   `oid_column::regtype` the type's name: a `regclass` compares as a
+//!   number and prints as a name, and these are the two uses.
+//!
+//! - a scalar subquery that does not aggregate, `(SELECT x FROM t WHERE
+//!   t.k = o.k)`, returns `single_value(x)`: DataFusion plans correlated
+//!   scalar subqueries only around an aggregate, and this one gives exactly
+//!   PostgreSQL's answer (the only row's value, NULL for none, an error for
+//!   more than one).
+//!
+//! Anything else is left for DataFusion, which reports what it cannot plan.
+
+use std::ops::ControlFlow;
+
+use datafusion::sql::sqlparser::ast::{
+    visit_expressions_mut, BinaryOperator, CastKind, DataType, Expr, Function, FunctionArguments,
+    GroupByExpr, Ident, ObjectName, ObjectNamePart, Query, SelectItem, SetExpr, Statement,
+};
+
+use super::functions::SINGLE_VALUE;
+
+/// Functions that PostgreSQL calls without parentheses.
+const KEYWORD_FUNCTIONS: &[(&str, &str)] = &[
+    ("current_user", "current_user"),
+    ("session_user", "session_user"),
+    ("user", "current_user"),
+    ("current_role", "current_user"),
+    ("current_catalog", "current_database"),
+    ("current_schema", "current_schema"),
+];
+
+fn call(name: &str, args: Vec<Expr>) -> Expr {
+    let args = args
+        .into_iter()
+        .map(|a| {
+            datafusion::sql::sqlparser::ast::FunctionArg::Unnamed(
+                datafusion::sql::sqlparser::ast::FunctionArgExpr::Expr(a),
+            )
+        })
+        .collect();
+    Expr::Function(Function {
+        name: ObjectName(vec![ObjectNamePart::Identifier(Ident::new(name))]),
+        uses_odbc_syntax: false,
+        parameters: FunctionArguments::None,
+        args: FunctionArguments::List(datafusion::sql::sqlparser::ast::FunctionArgumentList {
+            duplicate_treatment: None,
+            args,
+            clauses: vec![],
+        }),
+        filter: None,
+        null_treatment: None,
+        over: None,
+        within_group: vec![],
+    })
+}
+
+fn is_pg_catalog(part: &ObjectNamePart) -> bool {
+    part.as_ident()
+        .is_some_and(|i| i.value.eq_ignore_ascii_case("pg_catalog"))
+}
+
+/// The plain operator an `OPERATOR(pg_catalog.op)` names.
+fn plain_operator(parts: &[String]) -> Option<BinaryOperator> {
+    let op = match parts {
+        [schema, op] if schema.eq_ignore_ascii_case("pg_catalog") => op.as_str(),
+        [op] => op.as_str(),
+        _ => return None,
+    };
+    Some(match op {
+        "~" => BinaryOperator::PGRegexMatch,
+        "~*" => BinaryOperator::PGRegexIMatch,
+        "!~" => BinaryOperator::PGRegexNotMatch,
+        "!~*" => BinaryOperator::PGRegexNotIMatch,
+        "=" => BinaryOperator::Eq,
+        "<>" | "!=" => BinaryOperator::NotEq,
+        "<" => BinaryOperator::Lt,
+        "<=" => BinaryOperator::LtEq,
+        ">" => BinaryOperator::Gt,
+        ">=" => BinaryOperator::GtEq,
+        "~~" => return None,
+        _ => return None,
+    })
+}
+
+/// The name of a type the parser does not know (`pg_catalog.text`,
+/// `"char"`, `regclass`), without its schema.
+fn custom_type(data_type: &DataType) -> Option<String> {
+    match data_type {
+        DataType::Custom(name, _) => name
+            .0
+            .last()
+            .and_then(|p| p.as_ident())
+            .map(|i| i.value.to_lowercase()),
+        DataType::Regclass => Some("regclass".into()),
+        _ => None,
+    }
+}
+
+/// The SQL type that holds values of a catalog type (named with or without
+/// `pg_catalog.`).
+fn builtin(name: &str) -> Option<DataType> {
+    Some(match name {
+        "text" | "name" | "char" | "bpchar" | "varchar" => DataType::Text,
+        "int2" | "smallint" => DataType::SmallInt(None),
+        "int4" | "int" | "integer" | "oid" | "regproc" | "xid" | "cid" => DataType::Int(None),
+        "int8" | "bigint" => DataType::BigInt(None),
+        "bool" | "boolean" => DataType::Boolean,
+        "float4" | "real" => DataType::Real,
+        "float8" => DataType::DoublePrecision,
+        "numeric" => DataType::Numeric(datafusion::sql::sqlparser::ast::ExactNumberInfo::None),
+        "date" => DataType::Date,
+        _ => return None,
+    })
+}
+
+fn is_value(expr: &Expr) -> bool {
+    matches!(expr, Expr::Value(_))
+}
+
+/// Aggregate functions, whose presence makes a subquery return one row.
+const AGGREGATES: &[&str] = &[
+    "count",
+    "sum",
+    "min",
+    "max",
+    "avg",
+    "array_agg",
+    "string_agg",
+    "bool_and",
+    "bool_or",
+    "every",
+    "stddev",
+    "stddev_pop",
+    "stddev_samp",
+    "variance",
+    "var_pop",
+    "var_samp",
+    "json_agg",
+    "jsonb_agg",
+    "first_value",
+    "last_value",
+];
+
+fn aggregates(expr: &Expr) -> bool {
+    let mut found = false;
+    let _ = datafusion::sql::sqlparser::ast::visit_expressions(expr, |e| {
+        if let Expr::Function(f) = e {
+            let name = f.name.to_string().to_lowercase();
+            if f.over.is_some() || AGGREGATES.contains(&name.as_str()) {
+                found = true;
+                return ControlFlow::Break(());
+            }
+        }
+        ControlFlow::Continue(())
+    });
+    found
+}
+
+/// The names a subquery's FROM clause gives its tables (aliases, or the
+/// table names).
+fn inner_names(select: &datafusion::sql::sqlparser::ast::Select) -> Vec<String> {
+    use datafusion::sql::sqlparser::ast::TableFactor;
+    let mut names = Vec::new();
+    let factors = select
+        .from
+        .iter()
+        .flat_map(|t| std::iter::once(&t.relation).chain(t.joins.iter().map(|j| &j.relation)));
+    for factor in factors {
+        match factor {
+            TableFactor::Table { name, alias, .. } => {
+                if let Some(last) = name.0.last().and_then(|p| p.as_ident()) {
+                    names.push(last.value.to_lowercase());
+                }
+                if let Some(alias) = alias {
+                    names.push(alias.name.value.to_lowercase());
+                }
+            }
+            TableFactor::Derived {
+                alias: Some(alias), ..
+            } => names.push(alias.name.value.to_lowercase()),
+            _ => return Vec::new(),
+        }
+    }
+    names
+}
+
+/// Whether every column an expression names is qualified by a table that
+/// is not among `inner` (so it belongs to the outer query).
+fn only_outer(expr: &Expr, inner: &[String]) -> bool {
+    let mut outer = true;
+    let mut any = false;
+    let _ = datafusion::sql::sqlparser::ast::visit_expressions(expr, |e| {
+        match e {
+            Expr::CompoundIdentifier(parts) if parts.len() == 2 => {
+                any = true;
+                if inner.contains(&parts[0].value.to_lowercase()) {
+                    outer = false;
+                }
+            }
+            Expr::Identifier(_) | Expr::CompoundIdentifier(_) | Expr::Subquery(_) => outer = false,
+            _ => {}
+        }
+        if outer {
+            ControlFlow::Continue(())
+        } else {
+            ControlFlow::Break(())
+        }
+    });
+    outer && any
+}
+
+fn conjuncts(expr: Expr, out: &mut Vec<Expr>) {
+    match expr {
+        Expr::BinaryOp {
+            left,
+            op: BinaryOperator::And,
+            right,
+        } => {
+            conjuncts(*left, out);
+            conjuncts(*right, out);
+        }
+        Expr::Nested(inner)
+            if matches!(
+                inner.as_ref(),
+                Expr::BinaryOp {
+                    op: BinaryOperator::And,
+                    ..
+                }
+            ) =>
+        {
+            conjuncts(*inner, out)
+        }
+        other => out.push(other),
+    }
+}
+
+fn and_all(mut exprs: Vec<Expr>) -> Option<Expr> {
+    let first = exprs.pop()?;
+    Some(
+        exprs
+            .into_iter()
+            .rev()
+            .fold(first, |acc, e| Expr::BinaryOp {
+                left: Box::new(e),
+                op: BinaryOperator::And,
+                right: Box::new(acc),
+            }),
+    )
+}
+
+/// Wraps the expression of a scalar subquery that returns its rows as they
+/// are (no aggregate, grouping, DISTINCT, ORDER BY or LIMIT) in
+/// `single_value`, and takes out the conditions of its WHERE that only test
+/// the outer row: returned, to guard the whole subquery (`CASE WHEN cond
+/// THEN (subquery) END`: a false or NULL condition leaves no rows, hence
+/// NULL), since DataFusion decorrelates only conditions that join.
+fn single_value(query: &mut Query) -> Option<Expr> {
+    if query.order_by.is_some() || query.limit_clause.is_some() || query.fetch.is_some() {
+        return None;
+    }
+    let SetExpr::Select(select) = query.body.as_mut() else {
+        return None;
+    };
+    let ungrouped =
+        matches!(&select.group_by, GroupByExpr::Expressions(e, m) if e.is_empty() && m.is_empty());
+    if !ungrouped || select.having.is_some() || select.distinct.is_some() {
+        return None;
+    }
+    let inner = inner_names(select);
+    let [item] = select.projection.as_mut_slice() else {
+        return None;
+    };
+    let expr = match item {
+        SelectItem::UnnamedExpr(e) | SelectItem::ExprWithAlias { expr: e, .. } => e,
+        _ => return None,
+    };
+    if aggregates(expr) {
+        return None;
+    }
+    *expr = call(SINGLE_VALUE, vec![expr.clone()]);
+    if inner.is_empty() {
+        return None;
+    }
+    let mut all = Vec::new();
+    conjuncts(select.selection.take()?, &mut all);
+    let (outer, kept): (Vec<Expr>, Vec<Expr>) =
+        all.into_iter().partition(|c| only_outer(c, &inner));
+    select.selection = and_all(kept);
+    and_all(outer)
+}
+
+fn rewrite_expr(expr: &mut Expr) {
+    match expr {
+        Expr::Subquery(query) => {
+            if let Some(condition) = single_value(query) {
+                let subquery = expr.clone();
+                *expr = Expr::Case {
+                    case_token: datafusion::sql::sqlparser::ast::helpers::attached_token::AttachedToken::empty(),
+                    end_token: datafusion::sql::sqlparser::ast::helpers::attached_token::AttachedToken::empty(),
+                    operand: None,
+                    conditions: vec![datafusion::sql::sqlparser::ast::CaseWhen {
+                        condition,
+                        result: subquery,
+                    }],
+                    else_result: None,
+                };
+            }
+        }
+        Expr::Identifier(ident) if ident.quote_style.is_none() => {
+            let name = ident.value.to_lowercase();
+            if let Some((_, function)) = KEYWORD_FUNCTIONS.iter().find(|(k, _)| *k == name) {
+                *expr = call(function, vec![]);
+            }
+        }
+        Expr::BinaryOp { op, .. } => {
+            if let BinaryOperator::PGCustomBinaryOperator(parts) = op {
+                if let Some(plain) = plain_operator(parts) {
+                    *op = plain;
+                }
+            }
+        }
+        Expr::Collate {
+            expr: inner,
+            collation,
+        } => {
+            let name = collation
+                .0
+                .last()
+                .and_then(|p| p.as_ident())
+                .map(|i| i.value.clone())
+                .unwrap_or_default();
+            if name == "default" || name == "C" || name == "POSIX" {
+                *expr = (**inner).clone();
+            }
+        }
+        Expr::Function(f) => {
+            if f.name.0.len() == 2 && is_pg_catalog(&f.name.0[0]) {
+                f.name.0.remove(0);
+            }
+            let name = f.name.to_string().to_lowercase();
+            if matches!(f.args, FunctionArguments::None) {
+                if let Some((_, function)) = KEYWORD_FUNCTIONS.iter().find(|(k, _)| *k == name) {
+                    *expr = call(function, vec![]);
+                }
+            }
+        }
+        Expr::Cast {
+            kind: CastKind::DoubleColon | CastKind::Cast,
+            expr: inner,
+            data_type,
+            ..
+        } => match custom_type(data_type).as_deref() {
+            Some("regclass") if is_value(inner) => {
+                *expr = call("regclass", vec![(**inner).clone()])
+            }
+            Some("regclass") => *expr = call("relation_name", vec![(**inner).clone()]),
+            Some("regtype") if !is_value(inner) => {
+                *expr = call(
+                    "format_type",
+                    vec![
+                        (**inner).clone(),
+                        Expr::Value(datafusion::sql::sqlparser::ast::Value::Null.into()),
+                    ],
+                )
+            }
+            Some(name) => {
+                if let Some(ty) = builtin(name) {
+                    *data_type = ty;
+                }
+            }
+            None => {}
+        },
+        _ => {}
+    }
+}
+
+/// Rewrites a statement in place.
+pub fn rewrite(statement: &mut Statement) {
+    let _ = visit_expressions_mut(statement, |expr| {
+        rewrite_expr(expr);
+        ControlFlow::<()>::Continue(())
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rewritten(sql: &str) -> String {
+        let mut statements = crate::sql::Session::parse(sql).unwrap();
+        let datafusion::sql::parser::Statement::Statement(s) = statements.pop().unwrap() else {
+            panic!()
+        };
+        let mut s = *s;
+        rewrite(&mut s);
+        s.to_string()
+    }
+
+    #[test]
+    fn postgres_spellings() {
+        assert_eq!(
+            rewritten("SELECT current_user, session_user, current_catalog"),
+            "SELECT current_user(), session_user(), current_database()"
+        );
+        assert_eq!(
+            rewritten("SELECT \"user\" FROM t"),
+            "SELECT \"user\" FROM t"
+        );
+        assert_eq!(
+            rewritten(
+                "SELECT 1 FROM c WHERE c.relname OPERATOR(pg_catalog.~) '^(t)$' COLLATE pg_catalog.default"
+            ),
+            "SELECT 1 FROM c WHERE c.relname ~ '^(t)$'"
+        );
+        assert_eq!(
+            rewritten("SELECT pg_catalog.pg_get_userbyid(c.relowner) FROM c"),
+            "SELECT pg_get_userbyid(c.relowner) FROM c"
+        );
+        assert_eq!(
+            rewritten("SELECT 'employees'::regclass, '42'::oid, c.oid::regclass::text FROM c"),
+            "SELECT regclass('employees'), '42'::INT, relation_name(c.oid)::TEXT FROM c"
+        );
+        assert_eq!(
+            rewritten("SELECT x::pg_catalog.text, t.typname::\"char\", a.atttypid::regtype FROM t"),
+            "SELECT x::TEXT, t.typname::TEXT, format_type(a.atttypid, NULL) FROM t"
+        );
+        assert_eq!(
+            rewritten("SELECT (SELECT d.x FROM d WHERE d.k = t.k), (SELECT max(y) FROM d), (SELECT z FROM d LIMIT 1) FROM t"),
+            "SELECT (SELECT single_value(d.x) FROM d WHERE d.k = t.k), (SELECT max(y) FROM d), (SELECT z FROM d LIMIT 1) FROM t"
+        );
+        assert_eq!(
+            rewritten("SELECT (SELECT d.x FROM d WHERE d.k = a.k AND a.flag AND d.y > 1) FROM t AS a"),
+            "SELECT CASE WHEN a.flag THEN (SELECT single_value(d.x) FROM d WHERE d.k = a.k AND d.y > 1) END FROM t AS a"
+        );
+        assert_eq!(
+            rewritten("SELECT a COLLATE \"de_DE\" FROM t"),
+            "SELECT a COLLATE \"de_DE\" FROM t"
+        );
+    }
+}

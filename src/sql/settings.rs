@@ -1,0 +1,150 @@
+//! A session's run-time parameters, as PostgreSQL clients see them: `SET`,
+//! `SHOW`, `RESET`, `current_setting()`, `set_config()` and `pg_settings`
+//! all read and write the same map. Parameters tablegate does not act on are
+//! still kept and shown, since clients set them and read them back.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, RwLock};
+
+/// The PostgreSQL version tablegate answers as (clients check the major one).
+pub const SERVER_VERSION: &str = "15.0";
+pub const SERVER_VERSION_NUM: &str = "150000";
+
+/// The parameters a session starts with: (name, value).
+const DEFAULTS: &[(&str, &str)] = &[
+    ("application_name", ""),
+    ("client_encoding", "UTF8"),
+    ("client_min_messages", "notice"),
+    ("datestyle", "ISO, MDY"),
+    ("default_transaction_isolation", "read committed"),
+    ("default_transaction_read_only", "off"),
+    ("extra_float_digits", "1"),
+    ("integer_datetimes", "on"),
+    ("intervalstyle", "postgres"),
+    ("is_superuser", "on"),
+    ("lc_collate", "C.UTF-8"),
+    ("lc_ctype", "C.UTF-8"),
+    ("lc_messages", "C.UTF-8"),
+    ("lc_monetary", "C.UTF-8"),
+    ("lc_numeric", "C.UTF-8"),
+    ("lc_time", "C.UTF-8"),
+    ("max_identifier_length", "63"),
+    ("search_path", "\"$user\", public"),
+    ("server_encoding", "UTF8"),
+    ("server_version", SERVER_VERSION),
+    ("server_version_num", SERVER_VERSION_NUM),
+    ("standard_conforming_strings", "on"),
+    ("statement_timeout", "0"),
+    ("tablegate.pushdown", "on"),
+    ("timezone", "UTC"),
+    ("transaction_isolation", "read committed"),
+    ("transaction_read_only", "off"),
+];
+
+/// Parameters that only the server sets.
+const READ_ONLY: &[&str] = &[
+    "integer_datetimes",
+    "is_superuser",
+    "lc_collate",
+    "lc_ctype",
+    "max_identifier_length",
+    "server_encoding",
+    "server_version",
+    "server_version_num",
+];
+
+/// A session's parameters; cheap to clone, shared with the functions that
+/// read and set them.
+#[derive(Clone)]
+pub struct Settings(Arc<RwLock<BTreeMap<String, String>>>);
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings(Arc::new(RwLock::new(defaults())))
+    }
+}
+
+fn defaults() -> BTreeMap<String, String> {
+    DEFAULTS
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+        .collect()
+}
+
+/// Why a parameter cannot be set.
+#[derive(Debug, PartialEq, Eq)]
+pub struct ReadOnly(pub String);
+
+impl Settings {
+    pub fn get(&self, name: &str) -> Option<String> {
+        self.0
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&name.to_lowercase())
+            .cloned()
+    }
+
+    /// Sets a parameter (any name: clients set their own, like `myapp.user`).
+    pub fn set(&self, name: &str, value: &str) -> Result<(), ReadOnly> {
+        let name = name.to_lowercase();
+        if READ_ONLY.contains(&name.as_str()) {
+            return Err(ReadOnly(name));
+        }
+        self.0
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(name, value.to_owned());
+        Ok(())
+    }
+
+    /// Back to the session's starting value (or gone, for a parameter
+    /// without one).
+    pub fn reset(&self, name: &str) {
+        let name = name.to_lowercase();
+        let mut map = self.0.write().unwrap_or_else(|e| e.into_inner());
+        match DEFAULTS.iter().find(|(k, _)| *k == name) {
+            Some((_, v)) => {
+                map.insert(name, (*v).to_owned());
+            }
+            None => {
+                map.remove(&name);
+            }
+        }
+    }
+
+    pub fn reset_all(&self) {
+        *self.0.write().unwrap_or_else(|e| e.into_inner()) = defaults();
+    }
+
+    /// Every parameter, by name.
+    pub fn all(&self) -> Vec<(String, String)> {
+        self.0
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn set_show_reset() {
+        let s = Settings::default();
+        assert_eq!(s.get("TimeZone").as_deref(), Some("UTC"));
+        s.set("TimeZone", "Europe/Paris").unwrap();
+        assert_eq!(s.get("timezone").as_deref(), Some("Europe/Paris"));
+        s.set("myapp.user", "ann").unwrap();
+        s.reset("timezone");
+        s.reset("myapp.user");
+        assert_eq!(s.get("timezone").as_deref(), Some("UTC"));
+        assert_eq!(s.get("myapp.user"), None);
+        assert_eq!(
+            s.set("server_version", "16"),
+            Err(ReadOnly("server_version".into()))
+        );
+    }
+}

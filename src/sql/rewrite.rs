@@ -23,6 +23,13 @@
 //!   PostgreSQL's answer (the only row's value, NULL for none, an error for
 //!   more than one).
 //!
+//! - `ARRAY(SELECT x FROM ... ORDER BY y)` becomes
+//!   `coalesce((SELECT array_agg(x ORDER BY y) FROM ...), make_array())`:
+//!   the rows' values in order, and an empty array for no rows.
+//!
+//! - a column compared with an integer array literal (`polroles = '{0}'`)
+//!   is compared with `make_array(0)`.
+//!
 //! Anything else is left for DataFusion, which reports what it cannot plan.
 
 use std::ops::ControlFlow;
@@ -224,6 +231,74 @@ fn only_outer(expr: &Expr, inner: &[String]) -> bool {
     outer && any
 }
 
+/// Whether every column an expression names is qualified by one of `inner`.
+fn only_inner(expr: &Expr, inner: &[String]) -> bool {
+    let mut ok = true;
+    let mut any = false;
+    let _ = datafusion::sql::sqlparser::ast::visit_expressions(expr, |e| {
+        match e {
+            Expr::CompoundIdentifier(parts) if parts.len() == 2 => {
+                any = true;
+                ok &= inner.contains(&parts[0].value.to_lowercase());
+            }
+            Expr::Identifier(_) | Expr::CompoundIdentifier(_) | Expr::Subquery(_) => ok = false,
+            _ => {}
+        }
+        if ok {
+            ControlFlow::Continue(())
+        } else {
+            ControlFlow::Break(())
+        }
+    });
+    ok && any
+}
+
+/// Whether a condition equates an inner expression with an outer one.
+fn joins(c: &Expr, inner: &[String]) -> Option<(Expr, Expr)> {
+    let Expr::BinaryOp {
+        left,
+        op: BinaryOperator::Eq,
+        right,
+    } = c
+    else {
+        return None;
+    };
+    if only_inner(left, inner) && only_outer(right, inner) {
+        Some(((**right).clone(), (**left).clone()))
+    } else if only_outer(left, inner) && only_inner(right, inner) {
+        Some(((**left).clone(), (**right).clone()))
+    } else {
+        None
+    }
+}
+
+/// In conditions that compare the outer row with the inner rows other than
+/// by a join equality (`a.x <> t.y`), puts for an outer expression the inner
+/// one a join equality equates it with (`c.oid = a.x`): the same wherever
+/// the equality holds, and a condition DataFusion can decorrelate.
+fn substitute_joined(conditions: &mut [Expr], inner: &[String]) {
+    let joined: Vec<(String, Expr)> = conditions
+        .iter()
+        .filter_map(|c| joins(c, inner))
+        .map(|(outer, with)| (outer.to_string(), with))
+        .collect();
+    if joined.is_empty() {
+        return;
+    }
+    for c in conditions.iter_mut() {
+        if joins(c, inner).is_some() || only_outer(c, inner) || only_inner(c, inner) {
+            continue;
+        }
+        let _ = visit_expressions_mut(c, |e| {
+            let text = e.to_string();
+            if let Some((_, with)) = joined.iter().find(|(outer, _)| *outer == text) {
+                *e = with.clone();
+            }
+            ControlFlow::<()>::Continue(())
+        });
+    }
+}
+
 fn conjuncts(expr: Expr, out: &mut Vec<Expr>) {
     match expr {
         Expr::BinaryOp {
@@ -298,14 +373,100 @@ fn single_value(query: &mut Query) -> Option<Expr> {
     }
     let mut all = Vec::new();
     conjuncts(select.selection.take()?, &mut all);
+    substitute_joined(&mut all, &inner);
     let (outer, kept): (Vec<Expr>, Vec<Expr>) =
         all.into_iter().partition(|c| only_outer(c, &inner));
     select.selection = and_all(kept);
     and_all(outer)
 }
 
+/// `ARRAY(subquery)` as an aggregate of the subquery's rows; `None` when
+/// the subquery is not one plain SELECT of one column without LIMIT.
+fn array_of(query: &Query) -> Option<Expr> {
+    use datafusion::sql::sqlparser::ast::{FunctionArgumentClause, OrderByKind};
+    if query.limit_clause.is_some() || query.fetch.is_some() {
+        return None;
+    }
+    let mut query = query.clone();
+    let order = match query.order_by.take() {
+        Some(o) => match o.kind {
+            OrderByKind::Expressions(e) => e,
+            OrderByKind::All(_) => return None,
+        },
+        None => Vec::new(),
+    };
+    let SetExpr::Select(select) = query.body.as_mut() else {
+        return None;
+    };
+    let [item] = select.projection.as_mut_slice() else {
+        return None;
+    };
+    let (value, alias) = match item {
+        SelectItem::UnnamedExpr(e) => (e, None),
+        SelectItem::ExprWithAlias { expr: e, alias } => (e, Some(alias.value.clone())),
+        _ => return None,
+    };
+    // `ORDER BY 1` or the alias name the selected value itself.
+    let mut order = order;
+    for o in &mut order {
+        let names_value = match &o.expr {
+            Expr::Value(v) => v.to_string() == "1",
+            Expr::Identifier(i) => alias.as_deref() == Some(i.value.as_str()),
+            _ => false,
+        };
+        if names_value {
+            o.expr = value.clone();
+        }
+    }
+    let mut aggregate = call("array_agg", vec![value.clone()]);
+    if let (Expr::Function(f), false) = (&mut aggregate, order.is_empty()) {
+        if let FunctionArguments::List(list) = &mut f.args {
+            list.clauses.push(FunctionArgumentClause::OrderBy(order));
+        }
+    }
+    *value = aggregate;
+    Some(call(
+        "coalesce",
+        vec![Expr::Subquery(Box::new(query)), call("make_array", vec![])],
+    ))
+}
+
+/// `'{1,2}'` as `make_array(1, 2)`, for a literal of integers only.
+fn integer_array(expr: &Expr) -> Option<Expr> {
+    let Expr::Value(v) = expr else {
+        return None;
+    };
+    let text = v.value.clone().into_string()?;
+    let inner = text.strip_prefix('{')?.strip_suffix('}')?;
+    let items: Vec<Expr> = if inner.trim().is_empty() {
+        Vec::new()
+    } else {
+        inner
+            .split(',')
+            .map(|n| {
+                n.trim().parse::<i64>().ok().map(|n| {
+                    Expr::Value(
+                        datafusion::sql::sqlparser::ast::Value::Number(n.to_string(), false).into(),
+                    )
+                })
+            })
+            .collect::<Option<_>>()?
+    };
+    Some(call("make_array", items))
+}
+
 fn rewrite_expr(expr: &mut Expr) {
     match expr {
+        Expr::Function(f)
+            if f.name.to_string().eq_ignore_ascii_case("array")
+                && matches!(f.args, FunctionArguments::Subquery(_)) =>
+        {
+            if let FunctionArguments::Subquery(query) = &f.args {
+                if let Some(array) = array_of(query) {
+                    *expr = array;
+                }
+            }
+        }
         Expr::Subquery(query) => {
             if let Some(condition) = single_value(query) {
                 let subquery = expr.clone();
@@ -327,10 +488,23 @@ fn rewrite_expr(expr: &mut Expr) {
                 *expr = call(function, vec![]);
             }
         }
-        Expr::BinaryOp { op, .. } => {
+        Expr::BinaryOp { left, op, right } => {
             if let BinaryOperator::PGCustomBinaryOperator(parts) = op {
                 if let Some(plain) = plain_operator(parts) {
                     *op = plain;
+                }
+            }
+            if matches!(op, BinaryOperator::Eq | BinaryOperator::NotEq) {
+                let is_column =
+                    |e: &Expr| matches!(e, Expr::Identifier(_) | Expr::CompoundIdentifier(_));
+                if is_column(left) {
+                    if let Some(array) = integer_array(right) {
+                        **right = array;
+                    }
+                } else if is_column(right) {
+                    if let Some(array) = integer_array(left) {
+                        **left = array;
+                    }
                 }
             }
         }
@@ -446,6 +620,18 @@ mod tests {
         assert_eq!(
             rewritten("SELECT (SELECT d.x FROM d WHERE d.k = a.k AND a.flag AND d.y > 1) FROM t AS a"),
             "SELECT CASE WHEN a.flag THEN (SELECT single_value(d.x) FROM d WHERE d.k = a.k AND d.y > 1) END FROM t AS a"
+        );
+        assert_eq!(
+            rewritten("SELECT (SELECT c.n FROM c, t WHERE c.oid = a.coll AND t.oid = a.ty AND a.coll <> t.coll) FROM x AS a"),
+            "SELECT (SELECT single_value(c.n) FROM c, t WHERE c.oid = a.coll AND t.oid = a.ty AND c.oid <> t.coll) FROM x AS a"
+        );
+        assert_eq!(
+            rewritten("SELECT ARRAY(SELECT b.n FROM b WHERE b.k = r.k ORDER BY 1) FROM r"),
+            "SELECT coalesce((SELECT array_agg(b.n ORDER BY b.n) FROM b WHERE b.k = r.k), make_array()) FROM r"
+        );
+        assert_eq!(
+            rewritten("SELECT 1 FROM p WHERE p.roles = '{0}' AND p.name <> '{x}'"),
+            "SELECT 1 FROM p WHERE p.roles = make_array(0) AND p.name <> '{x}'"
         );
         assert_eq!(
             rewritten("SELECT a COLLATE \"de_DE\" FROM t"),

@@ -14,13 +14,10 @@
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use datafusion::arrow::array::{
-    ArrayRef, BooleanBuilder, Float32Builder, Int16Builder, Int32Builder, Int64Builder,
-    ListBuilder, RecordBatch, StringBuilder,
-};
+use datafusion::arrow::array::{new_empty_array, ArrayRef, RecordBatch};
 use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use datafusion::catalog::{SchemaProvider, TableProvider};
-use datafusion::common::Result as DfResult;
+use datafusion::common::{Result as DfResult, ScalarValue};
 use datafusion::datasource::MemTable;
 
 use super::provider::ReadView;
@@ -248,78 +245,35 @@ fn arrow_type(ty: Ty) -> DataType {
     }
 }
 
-fn column(ty: Ty, rows: &[Vec<Cell>], i: usize) -> ArrayRef {
-    let cells = rows.iter().map(|r| &r[i]);
-    let int = |c: &Cell| match c {
-        Cell::Int(v) => Some(*v),
-        _ => None,
-    };
-    match ty {
-        Ty::Int2 => {
-            let mut b = Int16Builder::new();
-            cells.for_each(|c| b.append_option(int(c).map(|v| v as i16)));
-            Arc::new(b.finish())
+fn scalar(ty: Ty, cell: &Cell) -> DfResult<ScalarValue> {
+    Ok(match (ty, cell) {
+        (Ty::Int2, Cell::Int(v)) => ScalarValue::Int16(Some(*v as i16)),
+        (Ty::Int4, Cell::Int(v)) => ScalarValue::Int32(Some(*v as i32)),
+        (Ty::Int8, Cell::Int(v)) => ScalarValue::Int64(Some(*v)),
+        (Ty::Float4, Cell::Float(v)) => ScalarValue::Float32(Some(*v)),
+        (Ty::Bool, Cell::Bool(v)) => ScalarValue::Boolean(Some(*v)),
+        (Ty::Text, Cell::Text(v)) => ScalarValue::Utf8(Some(v.clone())),
+        (Ty::Int2Array, Cell::Ints(v)) => {
+            let items: Vec<ScalarValue> = v
+                .iter()
+                .map(|&x| ScalarValue::Int16(Some(x as i16)))
+                .collect();
+            ScalarValue::List(ScalarValue::new_list_nullable(&items, &DataType::Int16))
         }
-        Ty::Int4 => {
-            let mut b = Int32Builder::new();
-            cells.for_each(|c| b.append_option(int(c).map(|v| v as i32)));
-            Arc::new(b.finish())
-        }
-        Ty::Int8 => {
-            let mut b = Int64Builder::new();
-            cells.for_each(|c| b.append_option(int(c)));
-            Arc::new(b.finish())
-        }
-        Ty::Float4 => {
-            let mut b = Float32Builder::new();
-            cells.for_each(|c| {
-                b.append_option(match c {
-                    Cell::Float(v) => Some(*v),
-                    _ => None,
-                })
-            });
-            Arc::new(b.finish())
-        }
-        Ty::Bool => {
-            let mut b = BooleanBuilder::new();
-            cells.for_each(|c| {
-                b.append_option(match c {
-                    Cell::Bool(v) => Some(*v),
-                    _ => None,
-                })
-            });
-            Arc::new(b.finish())
-        }
-        Ty::Text => {
-            let mut b = StringBuilder::new();
-            cells.for_each(|c| {
-                b.append_option(match c {
-                    Cell::Text(v) => Some(v.as_str()),
-                    _ => None,
-                })
-            });
-            Arc::new(b.finish())
-        }
-        Ty::Int2Array => {
-            let mut b = ListBuilder::new(Int16Builder::new());
-            for c in cells {
-                match c {
-                    Cell::Ints(v) => {
-                        v.iter().for_each(|&x| b.values().append_value(x as i16));
-                        b.append(true);
-                    }
-                    _ => b.append(false),
-                }
-            }
-            Arc::new(b.finish())
-        }
-        // Access lists and options: none in tablegate.
-        Ty::TextArray => {
-            let mut b = ListBuilder::new(StringBuilder::new());
-            cells.for_each(|_| b.append(false));
-            Arc::new(b.finish())
-        }
+        // Access lists and options (text arrays): none in tablegate.
+        (ty, _) => ScalarValue::try_from(&arrow_type(ty))?,
+    })
+}
+
+fn column(ty: Ty, rows: &[Vec<Cell>], i: usize) -> DfResult<ArrayRef> {
+    if rows.is_empty() {
+        return Ok(new_empty_array(&arrow_type(ty)));
     }
+    let values = rows
+        .iter()
+        .map(|r| scalar(ty, &r[i]))
+        .collect::<DfResult<Vec<_>>>()?;
+    Ok(ScalarValue::iter_to_array(values)?)
 }
 
 /// A catalog's columns and rows, as a table DataFusion can scan.
@@ -330,11 +284,11 @@ fn table(columns: &[(&str, Ty)], rows: Vec<Vec<Cell>>) -> DfResult<Arc<dyn Table
             .map(|(name, ty)| Field::new(*name, arrow_type(*ty), true))
             .collect::<Vec<_>>(),
     ));
-    let arrays: Vec<ArrayRef> = columns
+    let arrays = columns
         .iter()
         .enumerate()
         .map(|(i, (_, ty))| column(*ty, &rows, i))
-        .collect();
+        .collect::<DfResult<Vec<ArrayRef>>>()?;
     let batch = RecordBatch::try_new(schema.clone(), arrays)?;
     Ok(Arc::new(MemTable::try_new(schema, vec![vec![batch]])?))
 }

@@ -206,51 +206,43 @@ fn inner_names(select: &datafusion::sql::sqlparser::ast::Select) -> Vec<String> 
     names
 }
 
-/// Whether every column an expression names is qualified by a table that
-/// is not among `inner` (so it belongs to the outer query).
-fn only_outer(expr: &Expr, inner: &[String]) -> bool {
-    let mut outer = true;
-    let mut any = false;
+/// Where an expression's columns come from: `Some(true)` when every one is
+/// qualified by a table of the subquery (`inner`), `Some(false)` when every
+/// one is qualified by another table, `None` otherwise (or without columns).
+fn side(expr: &Expr, inner: &[String]) -> Option<bool> {
+    let mut side = None;
+    let mut mixed = false;
     let _ = datafusion::sql::sqlparser::ast::visit_expressions(expr, |e| {
-        match e {
+        let this = match e {
             Expr::CompoundIdentifier(parts) if parts.len() == 2 => {
-                any = true;
-                if inner.contains(&parts[0].value.to_lowercase()) {
-                    outer = false;
-                }
+                Some(inner.contains(&parts[0].value.to_lowercase()))
             }
-            Expr::Identifier(_) | Expr::CompoundIdentifier(_) | Expr::Subquery(_) => outer = false,
-            _ => {}
+            Expr::Identifier(_) | Expr::CompoundIdentifier(_) | Expr::Subquery(_) => None,
+            _ => return ControlFlow::Continue(()),
+        };
+        match (this, side) {
+            (Some(t), None) => side = Some(t),
+            (Some(t), Some(s)) if t == s => {}
+            _ => {
+                mixed = true;
+                return ControlFlow::Break(());
+            }
         }
-        if outer {
-            ControlFlow::Continue(())
-        } else {
-            ControlFlow::Break(())
-        }
+        ControlFlow::Continue(())
     });
-    outer && any
+    if mixed {
+        None
+    } else {
+        side
+    }
 }
 
-/// Whether every column an expression names is qualified by one of `inner`.
+fn only_outer(expr: &Expr, inner: &[String]) -> bool {
+    side(expr, inner) == Some(false)
+}
+
 fn only_inner(expr: &Expr, inner: &[String]) -> bool {
-    let mut ok = true;
-    let mut any = false;
-    let _ = datafusion::sql::sqlparser::ast::visit_expressions(expr, |e| {
-        match e {
-            Expr::CompoundIdentifier(parts) if parts.len() == 2 => {
-                any = true;
-                ok &= inner.contains(&parts[0].value.to_lowercase());
-            }
-            Expr::Identifier(_) | Expr::CompoundIdentifier(_) | Expr::Subquery(_) => ok = false,
-            _ => {}
-        }
-        if ok {
-            ControlFlow::Continue(())
-        } else {
-            ControlFlow::Break(())
-        }
-    });
-    ok && any
+    side(expr, inner) == Some(true)
 }
 
 /// Whether a condition equates an inner expression with an outer one.

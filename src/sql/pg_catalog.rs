@@ -273,7 +273,7 @@ fn column(ty: Ty, rows: &[Vec<Cell>], i: usize) -> DfResult<ArrayRef> {
         .iter()
         .map(|r| scalar(ty, &r[i]))
         .collect::<DfResult<Vec<_>>>()?;
-    Ok(ScalarValue::iter_to_array(values)?)
+    ScalarValue::iter_to_array(values)
 }
 
 /// A catalog's columns and rows, as a table DataFusion can scan.

@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use clap::{Parser, Subcommand};
-use tablegate::pg::Server;
+use tablegate::pg::{tls_acceptor, Authentication, Server, Users};
 use tablegate::sql::Engine;
 use tablegate::store::native::NativeStore;
 use tablegate::store::{Statistics, TableAdmin};
@@ -35,6 +35,20 @@ enum Command {
         /// The port to listen on.
         #[arg(long, env = "TABLEGATE_PORT", default_value_t = 5433)]
         port: u16,
+        /// A file of `name:password` lines: clients then authenticate with
+        /// SCRAM-SHA-256. Without users, any user connects without a
+        /// password, which is allowed on a loopback address only.
+        #[arg(long, env = "TABLEGATE_USERS")]
+        users: Option<PathBuf>,
+        /// A user, as `name:password` (repeatable; added to `--users`).
+        #[arg(long = "user", value_name = "NAME:PASSWORD")]
+        user: Vec<String>,
+        /// PEM certificate chain for TLS (with `--tls-key`).
+        #[arg(long, env = "TABLEGATE_TLS_CERT", requires = "tls_key")]
+        tls_cert: Option<PathBuf>,
+        /// PEM private key for TLS (with `--tls-cert`).
+        #[arg(long, env = "TABLEGATE_TLS_KEY", requires = "tls_cert")]
+        tls_key: Option<PathBuf>,
     },
     /// List the tables of a data dir with their entity counts and sizes.
     Tables {
@@ -58,7 +72,18 @@ async fn main() -> ExitCode {
             data_dir,
             host,
             port,
-        } => serve(&data_dir, host, port).await,
+            users,
+            user,
+            tls_cert,
+            tls_key,
+        } => {
+            let access = Access {
+                users,
+                user,
+                tls: tls_cert.zip(tls_key),
+            };
+            serve(&data_dir, host, port, access).await
+        }
         Command::Tables { data_dir } => list_tables(&data_dir).await,
     };
     match result {
@@ -70,22 +95,71 @@ async fn main() -> ExitCode {
     }
 }
 
-async fn serve(data_dir: &Path, host: IpAddr, port: u16) -> Result<(), Box<dyn std::error::Error>> {
-    if !host.is_loopback() {
-        return Err(format!(
-            "refusing to listen on {host} without authentication; tablegate accepts any user without a password, \
-             which is only safe on a loopback address such as 127.0.0.1"
-        )
-        .into());
+/// Who may connect, and over what.
+struct Access {
+    users: Option<PathBuf>,
+    user: Vec<String>,
+    tls: Option<(PathBuf, PathBuf)>,
+}
+
+impl Access {
+    fn authentication(&self, host: IpAddr) -> Result<Authentication, String> {
+        let mut users = match &self.users {
+            Some(path) => Users::load(path)?,
+            None => Users::default(),
+        };
+        for entry in &self.user {
+            let (name, password) = entry
+                .split_once(':')
+                .filter(|(n, p)| !n.is_empty() && !p.is_empty())
+                .ok_or_else(|| format!("--user {entry:?}: expected NAME:PASSWORD"))?;
+            users.add(name, password);
+        }
+        if !users.is_empty() {
+            return Ok(Authentication::Scram(Arc::new(users)));
+        }
+        if !host.is_loopback() {
+            return Err(format!(
+                "refusing to listen on {host} without authentication: give users with --users FILE \
+                 or --user NAME:PASSWORD (clients then authenticate with SCRAM-SHA-256); \
+                 connecting without a password is only allowed on a loopback address such as 127.0.0.1"
+            ));
+        }
+        Ok(Authentication::Trust)
     }
+}
+
+async fn serve(
+    data_dir: &Path,
+    host: IpAddr,
+    port: u16,
+    access: Access,
+) -> Result<(), Box<dyn std::error::Error>> {
+    let authentication = access.authentication(host)?;
+    let tls = match &access.tls {
+        Some((cert, key)) => Some(tls_acceptor(cert, key)?),
+        None => None,
+    };
     std::fs::create_dir_all(data_dir)?;
     let store = Arc::new(NativeStore::open(data_dir)?);
     let engine = Engine::open(store).await?;
-    let server = Server::bind(&format!("{host}:{port}"), engine).await?;
+    let server = Server::bind_with(
+        &format!("{host}:{port}"),
+        engine,
+        authentication.clone(),
+        tls.clone(),
+    )
+    .await?;
     tracing::info!(data_dir = %data_dir.display(), "listening on {} (PostgreSQL protocol)", server.local_addr()?);
-    tracing::info!(
-        "trust authentication: any user may connect without a password on this loopback address"
-    );
+    match authentication {
+        Authentication::Trust => tracing::info!(
+            "trust authentication: any user may connect without a password on this loopback address"
+        ),
+        Authentication::Scram(_) => tracing::info!("SCRAM-SHA-256 authentication"),
+    }
+    if tls.is_some() {
+        tracing::info!("TLS on: clients may ask for an encrypted connection");
+    }
     server.run(shutdown_signal()).await;
     tracing::info!("shut down");
     Ok(())

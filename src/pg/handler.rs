@@ -7,7 +7,10 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use futures::{Sink, SinkExt};
 use pgwire::api::auth::noop::NoopStartupHandler;
-use pgwire::api::auth::StartupHandler;
+use pgwire::api::auth::sasl::scram::ScramAuth;
+use pgwire::api::auth::sasl::SASLAuthStartupHandler;
+use pgwire::api::auth::{DefaultServerParameterProvider, ServerParameterProvider, StartupHandler};
+use pgwire::api::cancel::{CancelHandler, DefaultCancelHandler};
 use pgwire::api::copy::CopyHandler;
 use pgwire::api::portal::{Format, Portal};
 use pgwire::api::query::{ExtendedQueryHandler, SimpleQueryHandler};
@@ -18,6 +21,7 @@ use pgwire::api::results::{
 use pgwire::api::stmt::{QueryParser, StoredStatement};
 use pgwire::api::store::Entry;
 use pgwire::api::store::PortalStore;
+use pgwire::api::ConnectionManager;
 use pgwire::api::{
     ClientInfo, ClientPortalStore, PgWireConnectionState, PgWireServerHandlers, Type, DEFAULT_NAME,
 };
@@ -27,9 +31,12 @@ use pgwire::messages::copy::{CopyData, CopyDone, CopyFail};
 use pgwire::messages::extendedquery::{
     Bind, BindComplete, Describe, Execute, Parse, ParseComplete,
 };
+use pgwire::messages::startup::ParameterStatus;
 use pgwire::messages::PgWireBackendMessage;
+use pgwire::messages::PgWireFrontendMessage;
 use tokio::sync::Mutex;
 
+use super::auth::{server_parameters, Authentication};
 use super::deferred::Deferred;
 use super::encode;
 use super::error::{error_info, to_pgwire};
@@ -42,23 +49,64 @@ struct Connection(Arc<Mutex<Session>>);
 pub struct Handlers {
     engine: Arc<Engine>,
     parser: Arc<Parser>,
+    authentication: Authentication,
+    /// Open connections, for cancel requests.
+    connections: Arc<ConnectionManager>,
 }
 
 impl Handlers {
-    pub fn new(engine: Arc<Engine>) -> Arc<Self> {
+    pub fn new(engine: Arc<Engine>, authentication: Authentication) -> Arc<Self> {
         Arc::new(Handlers {
             parser: Arc::new(Parser {
                 engine: engine.clone(),
             }),
             engine,
+            authentication,
+            connections: Arc::new(ConnectionManager::new()),
         })
+    }
+}
+
+/// The startup of one connection: trust, or a SCRAM exchange (whose state
+/// is the connection's own).
+pub enum Startup {
+    Trust(Handlers),
+    Scram(SASLAuthStartupHandler<DefaultServerParameterProvider>),
+}
+
+#[async_trait]
+impl StartupHandler for Startup {
+    async fn on_startup<C>(
+        &self,
+        client: &mut C,
+        message: PgWireFrontendMessage,
+    ) -> PgWireResult<()>
+    where
+        C: ClientInfo + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+        C::Error: Debug,
+        PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+    {
+        match self {
+            Startup::Trust(h) => h.on_startup(client, message).await,
+            Startup::Scram(h) => h.on_startup(client, message).await,
+        }
     }
 }
 
 fn session_of<C: ClientInfo>(engine: &Arc<Engine>, client: &C) -> Arc<Mutex<Session>> {
     client
         .session_extensions()
-        .get_or_insert_with(|| Connection(Arc::new(Mutex::new(Session::new(engine.clone())))))
+        .get_or_insert_with(|| {
+            let user = client
+                .metadata()
+                .get(pgwire::api::METADATA_USER)
+                .cloned()
+                .unwrap_or_default();
+            Connection(Arc::new(Mutex::new(Session::for_user(
+                engine.clone(),
+                &user,
+            ))))
+        })
         .0
         .clone()
 }
@@ -383,7 +431,37 @@ impl CopyHandler for Handlers {
     }
 }
 
-impl NoopStartupHandler for Handlers {}
+#[async_trait]
+impl NoopStartupHandler for Handlers {
+    fn connection_manager(&self) -> Option<Arc<ConnectionManager>> {
+        Some(self.connections.clone())
+    }
+
+    /// pgwire's trust startup reports its own defaults; tablegate's follow
+    /// and take their place (a client keeps the last value of each).
+    async fn post_startup<C>(
+        &self,
+        client: &mut C,
+        _message: PgWireFrontendMessage,
+    ) -> PgWireResult<()>
+    where
+        C: ClientInfo + Sink<PgWireBackendMessage> + Unpin + Send,
+        C::Error: Debug,
+        PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+    {
+        let parameters = server_parameters()
+            .server_parameters(client)
+            .unwrap_or_default();
+        for (name, value) in parameters {
+            client
+                .feed(PgWireBackendMessage::ParameterStatus(ParameterStatus::new(
+                    name, value,
+                )))
+                .await?;
+        }
+        Ok(())
+    }
+}
 
 impl PgWireServerHandlers for Handlers {
     fn simple_query_handler(&self) -> Arc<impl SimpleQueryHandler> {
@@ -395,7 +473,18 @@ impl PgWireServerHandlers for Handlers {
     }
 
     fn startup_handler(&self) -> Arc<impl StartupHandler> {
-        Arc::new(self.clone_ref())
+        Arc::new(match &self.authentication {
+            Authentication::Trust => Startup::Trust(self.clone_ref()),
+            Authentication::Scram(users) => Startup::Scram(
+                SASLAuthStartupHandler::new(Arc::new(server_parameters()))
+                    .with_scram(ScramAuth::new(users.clone()))
+                    .with_connection_manager(self.connections.clone()),
+            ),
+        })
+    }
+
+    fn cancel_handler(&self) -> Arc<impl CancelHandler> {
+        Arc::new(DefaultCancelHandler::new(self.connections.clone()))
     }
 
     fn copy_handler(&self) -> Arc<impl CopyHandler> {
@@ -408,6 +497,8 @@ impl Handlers {
         Handlers {
             engine: self.engine.clone(),
             parser: self.parser.clone(),
+            authentication: self.authentication.clone(),
+            connections: self.connections.clone(),
         }
     }
 }

@@ -5,10 +5,13 @@
 //! - `encode`: Arrow results to row descriptions and data rows.
 //! - `params`: parameter types and values.
 //! - `error`: every error's SQLSTATE, in one match.
+//! - `auth`: trust or SCRAM-SHA-256, and TLS.
+//! - `deferred`: replies held until the client's Sync or Flush.
 //!
 //! Layer rule: `pg` depends on `sql` (and the types `sql` returns); it knows
 //! nothing of keys, entities or the store.
 
+mod auth;
 mod deferred;
 mod encode;
 mod error;
@@ -21,7 +24,9 @@ use std::sync::Arc;
 
 use tokio::net::TcpListener;
 
+pub use auth::{tls_acceptor, Authentication, Users};
 pub use error::sqlstate;
+pub use pgwire::tokio::TlsAcceptor;
 
 use crate::sql::Engine;
 
@@ -29,14 +34,27 @@ use crate::sql::Engine;
 pub struct Server {
     listener: TcpListener,
     handlers: Arc<handler::Handlers>,
+    tls: Option<TlsAcceptor>,
 }
 
 impl Server {
+    /// A server that trusts every connection, without TLS (for loopback
+    /// addresses and tests).
     pub async fn bind(addr: &str, engine: Arc<Engine>) -> std::io::Result<Server> {
+        Server::bind_with(addr, engine, Authentication::Trust, None).await
+    }
+
+    pub async fn bind_with(
+        addr: &str,
+        engine: Arc<Engine>,
+        authentication: Authentication,
+        tls: Option<TlsAcceptor>,
+    ) -> std::io::Result<Server> {
         let listener = TcpListener::bind(addr).await?;
         Ok(Server {
             listener,
-            handlers: handler::Handlers::new(engine),
+            handlers: handler::Handlers::new(engine, authentication),
+            tls,
         })
     }
 
@@ -53,8 +71,9 @@ impl Server {
                 accepted = self.listener.accept() => match accepted {
                     Ok((socket, peer)) => {
                         let handlers = self.handlers.clone();
+                        let tls = self.tls.clone();
                         tokio::spawn(async move {
-                            if let Err(e) = pgwire::tokio::process_socket(socket, None, handlers).await {
+                            if let Err(e) = pgwire::tokio::process_socket(socket, tls, handlers).await {
                                 tracing::debug!(%peer, "connection ended with an error: {e}");
                             }
                         });

@@ -161,6 +161,7 @@ pub fn register_all(
     settings: Settings,
     catalog: Arc<Catalog>,
     view: Arc<ReadView>,
+    user: &str,
     backend_pid: i32,
 ) {
     use DataType::{Boolean, Int32, Utf8};
@@ -176,12 +177,12 @@ pub fn register_all(
     register(ctx, "current_schema", &[0], Utf8, Stable, |_| {
         Ok(utf8(Some("public".into())))
     });
-    register(ctx, "current_user", &[0], Utf8, Stable, |_| {
-        Ok(utf8(Some(OWNER.into())))
-    });
-    register(ctx, "session_user", &[0], Utf8, Stable, |_| {
-        Ok(utf8(Some(OWNER.into())))
-    });
+    for name in ["current_user", "session_user"] {
+        let user = user.to_owned();
+        register(ctx, name, &[0], Utf8, Stable, move |_| {
+            Ok(utf8(Some(user.clone())))
+        });
+    }
     register(ctx, "pg_backend_pid", &[0], Int32, Stable, move |_| {
         Ok(ScalarValue::Int32(Some(backend_pid)))
     });

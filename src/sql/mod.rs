@@ -36,3 +36,4 @@ pub mod types;
 pub use error::{Result, SqlError};
 pub use pushdown::{access_path, AccessPath};
 pub use session::{Engine, Output, Prepared, Session};
+pub use settings::SERVER_VERSION;

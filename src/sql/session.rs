@@ -130,6 +130,11 @@ fn rand_below(n: u64) -> u64 {
 
 impl Session {
     pub fn new(engine: Arc<Engine>) -> Self {
+        Session::for_user(engine, pg_catalog::OWNER)
+    }
+
+    /// A session of the user a client logged in as (what `current_user` says).
+    pub fn for_user(engine: Arc<Engine>, user: &str) -> Self {
         let config = SessionConfig::new()
             .with_default_catalog_and_schema(CATALOG_NAME, SCHEMA_NAME)
             .with_create_default_catalog_and_schema(false)
@@ -167,6 +172,7 @@ impl Session {
             settings.clone(),
             engine.catalog.clone(),
             view.clone(),
+            user,
             next_backend_pid(),
         );
         Session {

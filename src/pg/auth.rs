@@ -1,0 +1,130 @@
+//! Who may connect, and over what: trust (any user, no password; only on a
+//! loopback address), or SCRAM-SHA-256 against a list of users; and TLS
+//! with a given certificate.
+//!
+//! A user list is a text file of `name:password` lines (blank lines and
+//! lines starting with `#` are skipped). Passwords are kept only as SCRAM
+//! salted hashes, made when the list is loaded.
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use pgwire::api::auth::sasl::scram::{gen_salted_password, random_nonce, SCRAM_ITERATIONS};
+use pgwire::api::auth::{AuthSource, DefaultServerParameterProvider, LoginInfo, Password};
+use pgwire::error::{PgWireError, PgWireResult};
+use pgwire::tokio::TlsAcceptor;
+use rustls_pki_types::pem::PemObject;
+use rustls_pki_types::{CertificateDer, PrivateKeyDer};
+
+use crate::sql::SERVER_VERSION;
+
+/// How connections authenticate.
+#[derive(Clone)]
+pub enum Authentication {
+    /// Any user, no password.
+    Trust,
+    /// SCRAM-SHA-256 against these users.
+    Scram(Arc<Users>),
+}
+
+/// Users and their SCRAM salted passwords.
+#[derive(Debug, Default)]
+pub struct Users(HashMap<String, Password>);
+
+impl Users {
+    pub fn add(&mut self, name: &str, password: &str) {
+        let salt = random_nonce().into_bytes();
+        let salted = gen_salted_password(password, &salt, SCRAM_ITERATIONS);
+        self.0
+            .insert(name.to_owned(), Password::new(Some(salt), salted));
+    }
+
+    /// Users from `name:password` lines.
+    pub fn parse(text: &str) -> Result<Users, String> {
+        let mut users = Users::default();
+        for (n, line) in text.lines().enumerate() {
+            let line = line.trim();
+            if line.is_empty() || line.starts_with('#') {
+                continue;
+            }
+            let (name, password) = line
+                .split_once(':')
+                .filter(|(name, password)| !name.is_empty() && !password.is_empty())
+                .ok_or_else(|| format!("line {}: expected name:password", n + 1))?;
+            users.add(name.trim(), password);
+        }
+        Ok(users)
+    }
+
+    pub fn load(path: &Path) -> Result<Users, String> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| format!("cannot read the user list {}: {e}", path.display()))?;
+        Users::parse(&text).map_err(|e| format!("{}: {e}", path.display()))
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+#[async_trait]
+impl AuthSource for Users {
+    async fn get_password(&self, login: &LoginInfo) -> PgWireResult<Password> {
+        let user = login.user().unwrap_or_default();
+        // An unknown user fails the same way as a wrong password, as in
+        // PostgreSQL, so that names cannot be probed.
+        self.0
+            .get(user)
+            .cloned()
+            .ok_or_else(|| PgWireError::InvalidPassword(user.to_owned()))
+    }
+}
+
+/// The parameters every connection is told at startup.
+pub fn server_parameters() -> DefaultServerParameterProvider {
+    let mut parameters = DefaultServerParameterProvider::default();
+    parameters.server_version = SERVER_VERSION.to_owned();
+    parameters.time_zone = "UTC".to_owned();
+    parameters.date_style = "ISO, MDY".to_owned();
+    parameters
+}
+
+/// A TLS acceptor for a PEM certificate chain and private key.
+pub fn tls_acceptor(cert: &Path, key: &Path) -> Result<TlsAcceptor, String> {
+    let certs = CertificateDer::pem_file_iter(cert)
+        .and_then(|certs| certs.collect::<Result<Vec<_>, _>>())
+        .map_err(|e| format!("cannot read the certificate {}: {e}", cert.display()))?;
+    let key = PrivateKeyDer::from_pem_file(key)
+        .map_err(|e| format!("cannot read the private key {}: {e}", key.display()))?;
+    let config = tokio_rustls::rustls::ServerConfig::builder_with_provider(Arc::new(
+        tokio_rustls::rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .and_then(|b| b.with_no_client_auth().with_single_cert(certs, key))
+    .map_err(|e| format!("invalid certificate or key: {e}"))?;
+    Ok(TlsAcceptor::from(Arc::new(config)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn user_lists() {
+        let users = Users::parse("# team\nalice:s3cret:with:colons\n\nbob: pw \n").unwrap();
+        assert_eq!(users.0.len(), 2);
+        assert!(users.0["alice"].salt().is_some());
+        assert_eq!(
+            users.0["alice"].password(),
+            gen_salted_password(
+                "s3cret:with:colons",
+                users.0["alice"].salt().unwrap(),
+                SCRAM_ITERATIONS
+            )
+        );
+        assert!(Users::parse("nopassword\n").unwrap_err().contains("line 1"));
+        assert!(Users::parse(":pw\n").is_err());
+    }
+}

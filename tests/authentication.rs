@@ -58,13 +58,11 @@ async fn scram_accepts_the_right_password_only() {
 
     let wrong = connect(port, "alice", "S3cret")
         .await
-        .err()
-        .expect("wrong password refused");
+        .expect_err("wrong password refused");
     assert_eq!(code(&wrong).as_deref(), Some("28P01"), "{wrong}");
     let unknown = connect(port, "mallory", "s3cret")
         .await
-        .err()
-        .expect("unknown user refused");
+        .expect_err("unknown user refused");
     assert_eq!(code(&unknown).as_deref(), Some("28P01"), "{unknown}");
 
     // The refused attempts leave the server serving.

@@ -17,6 +17,7 @@
 
 mod convert;
 pub mod copy;
+mod cursor;
 mod ddl;
 mod dml;
 mod error;

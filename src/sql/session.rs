@@ -2,6 +2,7 @@
 //! transaction, and the dispatch of each statement to DataFusion (queries) or
 //! to tablegate's own DDL and DML.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use datafusion::arrow::datatypes::{DataType, SchemaRef};
@@ -18,6 +19,7 @@ use datafusion::sql::sqlparser::ast::{
 use datafusion::sql::sqlparser::dialect::PostgreSqlDialect;
 
 use super::copy::{CopyFormat, CopyIn};
+use super::cursor::{self, Cursor};
 use super::error::{Result, SqlError};
 use super::fastpath::PointPlan;
 use super::names::ColumnNames;
@@ -108,6 +110,8 @@ pub struct Session {
     settings: Settings,
     /// A COPY FROM STDIN receiving data, or the error that ended it.
     copy_in: Option<Result<CopyIn>>,
+    /// Open cursors, by name.
+    cursors: HashMap<String, Cursor>,
 }
 
 /// A number for each session, reported by `pg_backend_pid()`.
@@ -182,6 +186,7 @@ impl Session {
             txn: None,
             settings,
             copy_in: None,
+            cursors: HashMap::new(),
         }
     }
 
@@ -213,6 +218,20 @@ impl Session {
     pub async fn execute(&mut self, sql: &str) -> Vec<Result<Output>> {
         if let Some((statement, data)) = inline_copy(sql) {
             return vec![self.copy_inline(statement, data).await];
+        }
+        // The parser knows FETCH but not MOVE, which reads the same way.
+        if let Some(fetch) = as_fetch(sql) {
+            let result = match Self::parse(&fetch).map(|mut s| s.pop()) {
+                Ok(Some(DfStatement::Statement(s))) => match *s {
+                    Statement::Fetch {
+                        name, direction, ..
+                    } => self.fetch(&name.value, &direction, true).await,
+                    _ => Err(SqlError::Syntax(format!("not a MOVE: {sql}"))),
+                },
+                Ok(_) => Err(SqlError::Syntax(format!("not a MOVE: {sql}"))),
+                Err(e) => Err(e),
+            };
+            return vec![result.map_err(|e| self.fail(e))];
         }
         let statements = match Self::parse(sql) {
             Ok(s) => s,
@@ -486,11 +505,35 @@ impl Session {
                 if object_type == datafusion::sql::sqlparser::ast::DiscardObject::ALL {
                     self.settings.reset_all();
                     self.view.set_pushdown(true);
+                    self.cursors.clear();
                 }
                 Ok(Output::Command(format!("DISCARD {object_type}")))
             }
             Statement::Deallocate { name, .. } if name.value.eq_ignore_ascii_case("all") => {
                 Ok(Output::Command("DEALLOCATE ALL".into()))
+            }
+            Statement::Declare { mut stmts } if stmts.len() == 1 => {
+                self.declare(stmts.remove(0)).await
+            }
+            Statement::Fetch {
+                name,
+                direction,
+                into: None,
+                ..
+            } => self.fetch(&name.value, &direction, false).await,
+            Statement::Close { cursor } => {
+                match cursor {
+                    datafusion::sql::sqlparser::ast::CloseCursor::All => self.cursors.clear(),
+                    datafusion::sql::sqlparser::ast::CloseCursor::Specific { name } => {
+                        if self.cursors.remove(&name.value).is_none() {
+                            return Err(SqlError::value(
+                                "34000",
+                                format!("cursor \"{}\" does not exist", name.value),
+                            ));
+                        }
+                    }
+                }
+                Ok(Output::Command("CLOSE CURSOR".into()))
             }
             s if dml::is_dml(&s) => self.run_dml(&s, params).await,
             s => {
@@ -751,15 +794,104 @@ impl Session {
             return Ok(Output::TransactionEnd("COMMIT".into()));
         };
         if txn.failed {
+            self.end_cursors(false);
             return Ok(Output::TransactionEnd("ROLLBACK".into()));
         }
-        self.commit_transaction(txn).await?;
+        let committed = self.commit_transaction(txn).await;
+        self.end_cursors(committed.is_ok());
+        committed?;
         Ok(Output::TransactionEnd("COMMIT".into()))
     }
 
     fn rollback(&mut self) -> Result<Output> {
         self.txn = None;
+        self.end_cursors(false);
         Ok(Output::TransactionEnd("ROLLBACK".into()))
+    }
+
+    /// At the end of a transaction block: cursors without HOLD close, and
+    /// so do those the block declared if it did not commit.
+    fn end_cursors(&mut self, committed: bool) {
+        self.cursors
+            .retain(|_, c| c.hold && (committed || !c.in_block));
+        for cursor in self.cursors.values_mut() {
+            cursor.in_block = false;
+        }
+    }
+
+    /// `DECLARE name CURSOR [WITH HOLD] FOR query`.
+    async fn declare(
+        &mut self,
+        declare: datafusion::sql::sqlparser::ast::Declare,
+    ) -> Result<Output> {
+        let name = declare
+            .names
+            .first()
+            .map(|n| n.value.clone())
+            .ok_or_else(|| SqlError::Syntax("DECLARE needs a cursor name".into()))?;
+        let query = declare
+            .for_query
+            .ok_or_else(|| SqlError::Syntax("DECLARE CURSOR needs FOR query".into()))?;
+        let hold = declare.hold == Some(true);
+        if !hold && self.txn.is_none() {
+            return Err(SqlError::value(
+                "25P01",
+                "DECLARE CURSOR can only be used in transaction blocks",
+            ));
+        }
+        if self.cursors.contains_key(&name) {
+            return Err(SqlError::value(
+                "42P03",
+                format!("cursor \"{name}\" already exists"),
+            ));
+        }
+        let statement = Statement::Query(query);
+        let names = ColumnNames::of(&statement);
+        let mut statement = statement;
+        rewrite::rewrite(&mut statement);
+        self.refresh_view();
+        let output = self
+            .run_query(DfStatement::Statement(Box::new(statement)), None, names)
+            .await?;
+        let Output::Rows { schema, stream, .. } = output else {
+            return Err(SqlError::Internal(
+                "a cursor's query returned no rows".into(),
+            ));
+        };
+        let in_block = self.txn.is_some();
+        self.cursors
+            .insert(name, Cursor::new(schema, stream, hold, in_block));
+        Ok(Output::Command("DECLARE CURSOR".into()))
+    }
+
+    /// `FETCH` (rows out) or `MOVE` (rows skipped) on a cursor.
+    async fn fetch(
+        &mut self,
+        name: &str,
+        direction: &datafusion::sql::sqlparser::ast::FetchDirection,
+        skip: bool,
+    ) -> Result<Output> {
+        let count = cursor::count(direction)?;
+        let cursor = self
+            .cursors
+            .get_mut(name)
+            .ok_or_else(|| SqlError::value("34000", format!("cursor \"{name}\" does not exist")))?;
+        let batches = cursor.take(count).await?;
+        if skip {
+            let rows: usize = batches.iter().map(|b| b.num_rows()).sum();
+            return Ok(Output::Command(format!("MOVE {rows}")));
+        }
+        let schema = cursor.schema.clone();
+        let stream = datafusion::physical_plan::memory::MemoryStream::try_new(
+            batches,
+            schema.clone(),
+            None,
+        )?;
+        Ok(Output::Rows {
+            schema,
+            stream: Box::pin(stream),
+            tag: "FETCH".into(),
+        })
     }
 
     fn set(&mut self, set: datafusion::sql::sqlparser::ast::Set) -> Result<Output> {
@@ -873,6 +1005,15 @@ impl Session {
             tag: "SHOW".into(),
         })
     }
+}
+
+/// `MOVE ...` as the `FETCH ...` it mirrors, for the parser.
+fn as_fetch(sql: &str) -> Option<String> {
+    let trimmed = sql.trim_start();
+    let head = trimmed.get(..4)?;
+    let rest = &trimmed[4..];
+    (head.eq_ignore_ascii_case("move") && rest.starts_with(char::is_whitespace))
+        .then(|| format!("FETCH{rest}"))
 }
 
 /// A SET value as text: quotes and identifiers unwrapped.

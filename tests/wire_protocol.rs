@@ -462,3 +462,37 @@ async fn flush_sends_pending_replies() {
     stream.write_all(&message(b'S', b"")).await.unwrap();
     assert_eq!(read_until(&mut stream, b'Z').await, b"Z");
 }
+
+/// A CancelRequest from another connection stops a running query with
+/// 57014, and the session goes on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancel_requests_stop_a_running_query() {
+    let server = TestServer::start().await;
+    let client = server.client().await;
+    let token = client.cancel_token();
+    let canceller = tokio::spawn(async move {
+        tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+        token.cancel_query(tokio_postgres::NoTls).await
+    });
+    let started = std::time::Instant::now();
+    let error = client
+        .query(
+            "SELECT a.value * 2 FROM generate_series(1, 1000000000) AS a WHERE a.value % 7 = 0",
+            &[],
+        )
+        .await
+        .expect_err("the query is cancelled");
+    canceller.await.unwrap().unwrap();
+    assert_eq!(
+        error.as_db_error().map(|e| e.code().code()),
+        Some("57014"),
+        "{error}"
+    );
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(5),
+        "cancelled after {:?}",
+        started.elapsed()
+    );
+    let row = client.query_one("SELECT 1 + 1", &[]).await.unwrap();
+    assert_eq!(row.get::<_, i64>(0), 2);
+}

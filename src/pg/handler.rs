@@ -10,7 +10,7 @@ use pgwire::api::auth::noop::NoopStartupHandler;
 use pgwire::api::auth::sasl::scram::ScramAuth;
 use pgwire::api::auth::sasl::SASLAuthStartupHandler;
 use pgwire::api::auth::{DefaultServerParameterProvider, ServerParameterProvider, StartupHandler};
-use pgwire::api::cancel::{CancelHandler, DefaultCancelHandler};
+use pgwire::api::cancel::CancelHandler;
 use pgwire::api::copy::CopyHandler;
 use pgwire::api::portal::{Format, Portal};
 use pgwire::api::query::{ExtendedQueryHandler, SimpleQueryHandler};
@@ -37,14 +37,19 @@ use pgwire::messages::PgWireFrontendMessage;
 use tokio::sync::Mutex;
 
 use super::auth::{server_parameters, Authentication};
+use super::cancel::{cancellable, Canceller, Cancels, Registration};
 use super::deferred::Deferred;
 use super::encode;
 use super::error::{error_info, to_pgwire};
 use super::params;
 use crate::sql::{Engine, Output, Prepared, Session};
 
-/// A connection's session, shared by its handlers' calls.
-struct Connection(Arc<Mutex<Session>>);
+/// A connection's session, shared by its handlers' calls, and its cancel
+/// signal.
+struct Connection {
+    session: Arc<Mutex<Session>>,
+    cancel: Registration,
+}
 
 pub struct Handlers {
     engine: Arc<Engine>,
@@ -52,17 +57,21 @@ pub struct Handlers {
     authentication: Authentication,
     /// Open connections, for cancel requests.
     connections: Arc<ConnectionManager>,
+    cancels: Arc<Cancels>,
 }
 
 impl Handlers {
     pub fn new(engine: Arc<Engine>, authentication: Authentication) -> Arc<Self> {
+        let cancels = Arc::new(Cancels::default());
         Arc::new(Handlers {
             parser: Arc::new(Parser {
                 engine: engine.clone(),
+                cancels: cancels.clone(),
             }),
             engine,
             authentication,
             connections: Arc::new(ConnectionManager::new()),
+            cancels,
         })
     }
 }
@@ -93,26 +102,34 @@ impl StartupHandler for Startup {
     }
 }
 
-fn session_of<C: ClientInfo>(engine: &Arc<Engine>, client: &C) -> Arc<Mutex<Session>> {
-    client
-        .session_extensions()
-        .get_or_insert_with(|| {
-            let user = client
-                .metadata()
-                .get(pgwire::api::METADATA_USER)
-                .cloned()
-                .unwrap_or_default();
-            Connection(Arc::new(Mutex::new(Session::for_user(
-                engine.clone(),
-                &user,
-            ))))
-        })
-        .0
-        .clone()
+/// A connection's state, made at its first message after startup.
+fn connection_of<C: ClientInfo>(
+    engine: &Arc<Engine>,
+    cancels: &Arc<Cancels>,
+    client: &C,
+) -> Arc<Connection> {
+    client.session_extensions().get_or_insert_with(|| {
+        let user = client
+            .metadata()
+            .get(pgwire::api::METADATA_USER)
+            .cloned()
+            .unwrap_or_default();
+        let (pid, secret) = client.pid_and_secret_key();
+        Connection {
+            session: Arc::new(Mutex::new(Session::for_user(engine.clone(), &user))),
+            cancel: cancels.register(pid, &secret),
+        }
+    })
+}
+
+impl Handlers {
+    fn connection<C: ClientInfo>(&self, client: &C) -> Arc<Connection> {
+        connection_of(&self.engine, &self.cancels, client)
+    }
 }
 
 /// The response to one statement's output.
-fn response(output: Output, format: &Format) -> PgWireResult<Response> {
+fn response(output: Output, format: &Format, cancel: &Registration) -> PgWireResult<Response> {
     Ok(match output {
         Output::Rows {
             schema,
@@ -120,7 +137,8 @@ fn response(output: Output, format: &Format) -> PgWireResult<Response> {
             tag,
         } => {
             let fields = Arc::new(encode::fields(&schema, format)?);
-            let mut response = QueryResponse::new(fields.clone(), encode::rows(stream, fields));
+            let rows = cancellable(stream, cancel.signal.clone());
+            let mut response = QueryResponse::new(fields.clone(), encode::rows(rows, fields));
             response.set_command_tag(&tag);
             Response::Query(response)
         }
@@ -140,7 +158,7 @@ fn response(output: Output, format: &Format) -> PgWireResult<Response> {
             Response::CopyOut(CopyResponse::new(
                 0,
                 columns,
-                encode::copy_rows(&schema, stream, &format)?,
+                encode::copy_rows(&schema, cancellable(stream, cancel.signal.clone()), &format)?,
             ))
         }
     })
@@ -155,12 +173,14 @@ impl SimpleQueryHandler for Handlers {
         C::Error: Debug,
         PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
     {
-        let session = session_of(&self.engine, client);
-        let mut session = session.lock().await;
+        let connection = self.connection(client);
+        let mut session = connection.session.lock().await;
         let mut responses = Vec::new();
         for output in session.execute(query).await {
             match output {
-                Ok(output) => responses.push(response(output, &Format::UnifiedText)?),
+                Ok(output) => {
+                    responses.push(response(output, &Format::UnifiedText, &connection.cancel)?)
+                }
                 Err(e) => responses.push(Response::Error(Box::new(error_info(&e)))),
             }
         }
@@ -170,6 +190,7 @@ impl SimpleQueryHandler for Handlers {
 
 pub struct Parser {
     engine: Arc<Engine>,
+    cancels: Arc<Cancels>,
 }
 
 #[async_trait]
@@ -185,8 +206,8 @@ impl QueryParser for Parser {
     where
         C: ClientInfo + Unpin + Send + Sync,
     {
-        let session = session_of(&self.engine, client);
-        let mut session = session.lock().await;
+        let connection = connection_of(&self.engine, &self.cancels, client);
+        let mut session = connection.session.lock().await;
         session
             .prepare(sql)
             .await
@@ -319,13 +340,13 @@ impl ExtendedQueryHandler for Handlers {
         PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
     {
         let values = params::values(portal)?;
-        let session = session_of(&self.engine, client);
-        let mut session = session.lock().await;
+        let connection = self.connection(client);
+        let mut session = connection.session.lock().await;
         match session
             .execute_prepared(&portal.statement.statement, values)
             .await
         {
-            Ok(output) => response(output, &portal.result_column_format),
+            Ok(output) => response(output, &portal.result_column_format, &connection.cancel),
             Err(e) => Ok(Response::Error(Box::new(error_info(&e)))),
         }
     }
@@ -391,7 +412,9 @@ impl CopyHandler for Handlers {
         C::Error: Debug,
         PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
     {
-        session_of(&self.engine, client)
+        self.connection(client)
+            .session
+            .clone()
             .lock()
             .await
             .copy_data(&copy_data.data);
@@ -404,7 +427,10 @@ impl CopyHandler for Handlers {
         C::Error: Debug,
         PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
     {
-        let result = session_of(&self.engine, client)
+        let result = self
+            .connection(client)
+            .session
+            .clone()
             .lock()
             .await
             .copy_done()
@@ -423,7 +449,9 @@ impl CopyHandler for Handlers {
         PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
     {
         to_pgwire(
-            session_of(&self.engine, client)
+            self.connection(client)
+                .session
+                .clone()
                 .lock()
                 .await
                 .copy_failed(&fail.message),
@@ -484,7 +512,10 @@ impl PgWireServerHandlers for Handlers {
     }
 
     fn cancel_handler(&self) -> Arc<impl CancelHandler> {
-        Arc::new(DefaultCancelHandler::new(self.connections.clone()))
+        Arc::new(Canceller::new(
+            self.connections.clone(),
+            self.cancels.clone(),
+        ))
     }
 
     fn copy_handler(&self) -> Arc<impl CopyHandler> {
@@ -499,6 +530,7 @@ impl Handlers {
             parser: self.parser.clone(),
             authentication: self.authentication.clone(),
             connections: self.connections.clone(),
+            cancels: self.cancels.clone(),
         }
     }
 }

@@ -6,12 +6,14 @@
 //! - `params`: parameter types and values.
 //! - `error`: every error's SQLSTATE, in one match.
 //! - `auth`: trust or SCRAM-SHA-256, and TLS.
+//! - `cancel`: cancel requests that stop queries while their rows stream.
 //! - `deferred`: replies held until the client's Sync or Flush.
 //!
 //! Layer rule: `pg` depends on `sql` (and the types `sql` returns); it knows
 //! nothing of keys, entities or the store.
 
 mod auth;
+mod cancel;
 mod deferred;
 mod encode;
 mod error;

@@ -17,7 +17,7 @@ use datafusion::prelude::SessionContext;
 
 use super::pg_catalog::{
     constraint_definition, format_type, index_definition, oid_of, primary_key_name, quote_ident,
-    table_oid, DATABASE, OWNER,
+    table_oid, type_oid, DATABASE, OWNER,
 };
 use super::provider::ReadView;
 use super::settings::{Settings, SERVER_VERSION};
@@ -145,6 +145,22 @@ fn utf8(value: Option<String>) -> ScalarValue {
     ScalarValue::Utf8(value)
 }
 
+/// A value as JSON (numbers and booleans as such, the rest as text).
+fn json_value(value: &ScalarValue) -> serde_json::Value {
+    if value.is_null() {
+        return serde_json::Value::Null;
+    }
+    match value {
+        ScalarValue::Boolean(Some(b)) => serde_json::Value::Bool(*b),
+        v => match int(v) {
+            Some(n) if !matches!(v, ScalarValue::Utf8(_) | ScalarValue::LargeUtf8(_) | ScalarValue::Utf8View(_)) => {
+                serde_json::Value::from(n)
+            }
+            _ => serde_json::Value::String(text(v).unwrap_or_default()),
+        },
+    }
+}
+
 /// What `version()` answers; clients parse the leading "PostgreSQL 15.0".
 pub fn version_string() -> String {
     format!(
@@ -270,6 +286,31 @@ pub fn register_all(
             Ok(ScalarValue::Boolean(Some(true)))
         });
     }
+    // No sequences yet: no column owns one.
+    register(ctx, "pg_get_serial_sequence", &[2], Utf8, Stable, |_| {
+        Ok(utf8(None))
+    });
+    register(ctx, "pg_collation_is_visible", &[1], Boolean, Stable, |args| {
+        Ok(ScalarValue::Boolean((!args[0].is_null()).then_some(true)))
+    });
+    register(
+        ctx,
+        "json_build_object",
+        &[0, 2, 4, 6, 8, 10, 12, 14, 16],
+        Utf8,
+        Stable,
+        |args| {
+            let mut object = serde_json::Map::new();
+            for pair in args.chunks(2) {
+                let key = text(&pair[0]).unwrap_or_default();
+                object.insert(key, json_value(&pair[1]));
+            }
+            Ok(utf8(Some(serde_json::Value::Object(object).to_string())))
+        },
+    );
+    register(ctx, "to_regtype", &[1], Int32, Stable, |args| {
+        Ok(ScalarValue::Int32(text(&args[0]).and_then(|n| type_oid(&n))))
+    });
     register(ctx, "quote_ident", &[1], Utf8, Immutable, |args| {
         Ok(utf8(text(&args[0]).map(|s| quote_ident(&s))))
     });

@@ -177,6 +177,30 @@ pub fn format_type(oid: i64, typmod: Option<i64>) -> Option<String> {
     })
 }
 
+/// The object id of a type named as in SQL (`integer`, `int4`,
+/// `character varying`, `text[]`, optionally `pg_catalog.`-qualified).
+pub fn type_oid(name: &str) -> Option<i32> {
+    let name = name.trim().to_lowercase();
+    let name = name.strip_prefix("pg_catalog.").unwrap_or(&name);
+    if let Some(element) = name.strip_suffix("[]") {
+        let element = type_oid(element)?;
+        return TYPES.iter().find(|t| t.0 == element).map(|t| t.4).filter(|&a| a != 0);
+    }
+    let by_format = TYPES
+        .iter()
+        .find(|t| format_type(t.0.into(), None).as_deref() == Some(name));
+    let by_name = TYPES.iter().find(|t| t.1 == name);
+    let alias = match name {
+        "int" => Some(23),
+        "float" => Some(701),
+        "decimal" => Some(1700),
+        "varchar" => Some(1043),
+        "char" | "character" => Some(1042),
+        _ => None,
+    };
+    by_name.or(by_format).map(|t| t.0).or(alias)
+}
+
 /// The column kinds the catalogs use.
 #[derive(Clone, Copy)]
 enum Ty {
@@ -1365,6 +1389,11 @@ mod tests {
             assert_eq!(ty.pg_name(), name);
         }
         assert_eq!(format_type(1009, None).as_deref(), Some("text[]"));
+        assert_eq!(type_oid("integer"), Some(23));
+        assert_eq!(type_oid("int4"), Some(23));
+        assert_eq!(type_oid("pg_catalog.timestamptz"), Some(1184));
+        assert_eq!(type_oid("text[]"), Some(1009));
+        assert_eq!(type_oid("hstore"), None);
     }
 
     #[test]

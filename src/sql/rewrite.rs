@@ -214,8 +214,9 @@ fn side(expr: &Expr, inner: &[String]) -> Option<bool> {
     let mut mixed = false;
     let _ = datafusion::sql::sqlparser::ast::visit_expressions(expr, |e| {
         let this = match e {
-            Expr::CompoundIdentifier(parts) if parts.len() == 2 => {
-                Some(inner.contains(&parts[0].value.to_lowercase()))
+            // `t.col` or `schema.t.col`: the table is the part before the column.
+            Expr::CompoundIdentifier(parts) if parts.len() >= 2 => {
+                Some(inner.contains(&parts[parts.len() - 2].value.to_lowercase()))
             }
             Expr::Identifier(_) | Expr::CompoundIdentifier(_) | Expr::Subquery(_) => None,
             _ => return ControlFlow::Continue(()),
@@ -624,6 +625,10 @@ mod tests {
         assert_eq!(
             rewritten("SELECT 1 FROM p WHERE p.roles = '{0}' AND p.name <> '{x}'"),
             "SELECT 1 FROM p WHERE p.roles = make_array(0) AND p.name <> '{x}'"
+        );
+        assert_eq!(
+            rewritten("SELECT (SELECT pg_catalog.d.x FROM pg_catalog.d WHERE pg_catalog.a.flag AND pg_catalog.d.k = pg_catalog.a.k) FROM pg_catalog.a"),
+            "SELECT CASE WHEN pg_catalog.a.flag THEN (SELECT single_value(pg_catalog.d.x) FROM pg_catalog.d WHERE pg_catalog.d.k = pg_catalog.a.k) END FROM pg_catalog.a"
         );
         assert_eq!(
             rewritten("SELECT a COLLATE \"de_DE\" FROM t"),

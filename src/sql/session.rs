@@ -152,7 +152,7 @@ impl Session {
         let ctx = SessionContext::new_with_state(state);
         let view = Arc::new(ReadView::default());
         let catalog = MemoryCatalogProvider::new();
-        let settings = Settings::default();
+        let settings = Settings::for_user(user);
         let shown = settings.clone();
         let system: Arc<dyn datafusion::catalog::SchemaProvider> =
             Arc::new(pg_catalog::PgCatalogSchema::new(
@@ -452,7 +452,26 @@ impl Session {
             match s.as_ref() {
                 Statement::StartTransaction { .. } => return self.begin(),
                 Statement::Commit { .. } => return self.commit().await,
+                Statement::Rollback {
+                    savepoint: Some(name),
+                    ..
+                } => return self.savepoint_command(&name.value, Transaction::rollback_to, "ROLLBACK"),
                 Statement::Rollback { .. } => return self.rollback(),
+                Statement::Savepoint { name } => {
+                    let name = name.value.clone();
+                    return self.savepoint_command(
+                        &name,
+                        |txn, name| {
+                            txn.savepoint(name);
+                            true
+                        },
+                        "SAVEPOINT",
+                    );
+                }
+                Statement::ReleaseSavepoint { name } => {
+                    let name = name.value.clone();
+                    return self.savepoint_command(&name, Transaction::release, "RELEASE");
+                }
                 _ => {}
             }
         }
@@ -803,6 +822,32 @@ impl Session {
         Ok(Output::TransactionEnd("COMMIT".into()))
     }
 
+    /// SAVEPOINT, RELEASE and ROLLBACK TO, which need an open block (and,
+    /// but for ROLLBACK TO, one without an error).
+    fn savepoint_command(
+        &mut self,
+        name: &str,
+        apply: impl FnOnce(&mut Transaction, &str) -> bool,
+        tag: &str,
+    ) -> Result<Output> {
+        let Some(txn) = self.txn.as_mut() else {
+            return Err(SqlError::value(
+                "25P01",
+                format!("{tag} can only be used in transaction blocks"),
+            ));
+        };
+        if txn.failed && tag != "ROLLBACK" {
+            return Err(SqlError::InFailedTransaction);
+        }
+        if !apply(txn, name) {
+            return Err(self.fail(SqlError::value(
+                "3B001",
+                format!("savepoint \"{name}\" does not exist"),
+            )));
+        }
+        Ok(Output::Command(tag.into()))
+    }
+
     fn rollback(&mut self) -> Result<Output> {
         self.txn = None;
         self.end_cursors(false);
@@ -945,11 +990,18 @@ impl Session {
 
     /// `SHOW name`, `SHOW ALL`.
     fn show(&self, variable: &[datafusion::sql::sqlparser::ast::Ident]) -> Result<Output> {
-        let name = variable
-            .iter()
-            .map(|i| i.value.clone())
-            .collect::<Vec<_>>()
-            .join(".");
+        let words: Vec<String> = variable.iter().map(|i| i.value.to_lowercase()).collect();
+        // SHOW's multi-word spellings of some parameters.
+        let name = match words.join(" ").as_str() {
+            "transaction isolation level" => "transaction_isolation".to_owned(),
+            "time zone" => "timezone".to_owned(),
+            "session authorization" => "session_authorization".to_owned(),
+            _ => variable
+                .iter()
+                .map(|i| i.value.clone())
+                .collect::<Vec<_>>()
+                .join("."),
+        };
         let rows: Vec<(String, String)> = if name.eq_ignore_ascii_case("all") {
             self.settings.all()
         } else {

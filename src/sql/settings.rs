@@ -44,6 +44,7 @@ const DEFAULTS: &[(&str, &str)] = &[
 /// Parameters that only the server sets.
 const READ_ONLY: &[&str] = &[
     "integer_datetimes",
+    "session_authorization",
     "is_superuser",
     "lc_collate",
     "lc_ctype",
@@ -56,19 +57,33 @@ const READ_ONLY: &[&str] = &[
 /// A session's parameters; cheap to clone, shared with the functions that
 /// read and set them.
 #[derive(Clone)]
-pub struct Settings(Arc<RwLock<BTreeMap<String, String>>>);
+pub struct Settings(Arc<RwLock<Parameters>>);
+
+struct Parameters {
+    values: BTreeMap<String, String>,
+    /// What the session started with, for RESET.
+    initial: BTreeMap<String, String>,
+}
 
 impl Default for Settings {
     fn default() -> Self {
-        Settings(Arc::new(RwLock::new(defaults())))
+        Settings::for_user("")
     }
 }
 
-fn defaults() -> BTreeMap<String, String> {
-    DEFAULTS
-        .iter()
-        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-        .collect()
+impl Settings {
+    /// A session's parameters, `session_authorization` being its user.
+    pub fn for_user(user: &str) -> Self {
+        let mut initial: BTreeMap<String, String> = DEFAULTS
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect();
+        initial.insert("session_authorization".into(), user.to_owned());
+        Settings(Arc::new(RwLock::new(Parameters {
+            values: initial.clone(),
+            initial,
+        })))
+    }
 }
 
 /// Why a parameter cannot be set.
@@ -80,6 +95,7 @@ impl Settings {
         self.0
             .read()
             .unwrap_or_else(|e| e.into_inner())
+            .values
             .get(&name.to_lowercase())
             .cloned()
     }
@@ -93,6 +109,7 @@ impl Settings {
         self.0
             .write()
             .unwrap_or_else(|e| e.into_inner())
+            .values
             .insert(name, value.to_owned());
         Ok(())
     }
@@ -101,19 +118,20 @@ impl Settings {
     /// without one).
     pub fn reset(&self, name: &str) {
         let name = name.to_lowercase();
-        let mut map = self.0.write().unwrap_or_else(|e| e.into_inner());
-        match DEFAULTS.iter().find(|(k, _)| *k == name) {
-            Some((_, v)) => {
-                map.insert(name, (*v).to_owned());
+        let mut parameters = self.0.write().unwrap_or_else(|e| e.into_inner());
+        match parameters.initial.get(&name).cloned() {
+            Some(v) => {
+                parameters.values.insert(name, v);
             }
             None => {
-                map.remove(&name);
+                parameters.values.remove(&name);
             }
         }
     }
 
     pub fn reset_all(&self) {
-        *self.0.write().unwrap_or_else(|e| e.into_inner()) = defaults();
+        let mut parameters = self.0.write().unwrap_or_else(|e| e.into_inner());
+        parameters.values = parameters.initial.clone();
     }
 
     /// Every parameter, by name.
@@ -121,6 +139,7 @@ impl Settings {
         self.0
             .read()
             .unwrap_or_else(|e| e.into_inner())
+            .values
             .iter()
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect()

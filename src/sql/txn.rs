@@ -117,6 +117,9 @@ pub struct Transaction {
     writes: Writes,
     /// The definitions it changed, by table name.
     definitions: BTreeMap<String, DefinitionChange>,
+    /// Savepoints, innermost last: each name with the writes and definitions
+    /// as they were when it was set.
+    savepoints: Vec<(String, Writes, BTreeMap<String, DefinitionChange>)>,
     /// Set after an error: statements are refused until ROLLBACK.
     pub failed: bool,
 }
@@ -127,8 +130,47 @@ impl Transaction {
             snapshot,
             writes: Writes::new(),
             definitions: BTreeMap::new(),
+            savepoints: Vec::new(),
             failed: false,
         }
+    }
+
+    /// `SAVEPOINT name`.
+    pub fn savepoint(&mut self, name: &str) {
+        self.savepoints.push((
+            name.to_owned(),
+            self.writes.clone(),
+            self.definitions.clone(),
+        ));
+    }
+
+    fn savepoint_index(&self, name: &str) -> Option<usize> {
+        self.savepoints.iter().rposition(|(n, ..)| n == name)
+    }
+
+    /// `ROLLBACK TO SAVEPOINT name`: back to the state it saved (the
+    /// savepoint stays, later ones go), and usable again after an error.
+    /// False when there is no such savepoint.
+    pub fn rollback_to(&mut self, name: &str) -> bool {
+        let Some(i) = self.savepoint_index(name) else {
+            return false;
+        };
+        self.savepoints.truncate(i + 1);
+        let (_, writes, definitions) = &self.savepoints[i];
+        self.writes = writes.clone();
+        self.definitions = definitions.clone();
+        self.failed = false;
+        true
+    }
+
+    /// `RELEASE SAVEPOINT name`: forgets it and those after it, keeping
+    /// the changes. False when there is no such savepoint.
+    pub fn release(&mut self, name: &str) -> bool {
+        let Some(i) = self.savepoint_index(name) else {
+            return false;
+        };
+        self.savepoints.truncate(i);
+        true
     }
 
     /// The transaction's own definition of a table, if it changed it:

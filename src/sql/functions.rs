@@ -16,8 +16,8 @@ use datafusion::logical_expr::{
 use datafusion::prelude::SessionContext;
 
 use super::pg_catalog::{
-    constraint_definition, format_type, index_definition, oid_of, primary_key_name, quote_ident,
-    table_oid, type_oid, DATABASE, OWNER,
+    catalog_oid, constraint_definition, format_type, index_definition, oid_of, primary_key_name,
+    quote_ident, table_oid, type_oid, DATABASE, OWNER,
 };
 use super::provider::ReadView;
 use super::settings::{Settings, SERVER_VERSION};
@@ -153,7 +153,12 @@ fn json_value(value: &ScalarValue) -> serde_json::Value {
     match value {
         ScalarValue::Boolean(Some(b)) => serde_json::Value::Bool(*b),
         v => match int(v) {
-            Some(n) if !matches!(v, ScalarValue::Utf8(_) | ScalarValue::LargeUtf8(_) | ScalarValue::Utf8View(_)) => {
+            Some(n)
+                if !matches!(
+                    v,
+                    ScalarValue::Utf8(_) | ScalarValue::LargeUtf8(_) | ScalarValue::Utf8View(_)
+                ) =>
+            {
                 serde_json::Value::from(n)
             }
             _ => serde_json::Value::String(text(v).unwrap_or_default()),
@@ -290,9 +295,14 @@ pub fn register_all(
     register(ctx, "pg_get_serial_sequence", &[2], Utf8, Stable, |_| {
         Ok(utf8(None))
     });
-    register(ctx, "pg_collation_is_visible", &[1], Boolean, Stable, |args| {
-        Ok(ScalarValue::Boolean((!args[0].is_null()).then_some(true)))
-    });
+    register(
+        ctx,
+        "pg_collation_is_visible",
+        &[1],
+        Boolean,
+        Stable,
+        |args| Ok(ScalarValue::Boolean((!args[0].is_null()).then_some(true))),
+    );
     register(
         ctx,
         "json_build_object",
@@ -309,7 +319,9 @@ pub fn register_all(
         },
     );
     register(ctx, "to_regtype", &[1], Int32, Stable, |args| {
-        Ok(ScalarValue::Int32(text(&args[0]).and_then(|n| type_oid(&n))))
+        Ok(ScalarValue::Int32(
+            text(&args[0]).and_then(|n| type_oid(&n)),
+        ))
     });
     register(ctx, "quote_ident", &[1], Utf8, Immutable, |args| {
         Ok(utf8(text(&args[0]).map(|s| quote_ident(&s))))
@@ -365,7 +377,10 @@ pub fn register_all(
         };
         match v.definition(&c, relation_name(&name)) {
             Some(def) => Ok(ScalarValue::Int32(Some(table_oid(&def.name)))),
-            None => exec_err!("relation \"{name}\" does not exist"),
+            None => match catalog_oid(&name) {
+                Some(oid) => Ok(ScalarValue::Int32(Some(oid))),
+                None => exec_err!("relation \"{name}\" does not exist"),
+            },
         }
     });
     let (c, v) = (catalog.clone(), view.clone());

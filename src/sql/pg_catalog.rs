@@ -177,6 +177,25 @@ pub fn format_type(oid: i64, typmod: Option<i64>) -> Option<String> {
     })
 }
 
+/// PostgreSQL's object ids of the catalogs clients name with `::regclass`
+/// (as `classoid` values, say).
+pub fn catalog_oid(name: &str) -> Option<i32> {
+    let name = name.strip_prefix("pg_catalog.").unwrap_or(name);
+    Some(match name {
+        "pg_type" => 1247,
+        "pg_attribute" => 1249,
+        "pg_proc" => 1255,
+        "pg_class" => 1259,
+        "pg_attrdef" => 2604,
+        "pg_constraint" => 2606,
+        "pg_description" => 2609,
+        "pg_index" => 2610,
+        "pg_namespace" => 2615,
+        "pg_database" => 1262,
+        _ => return None,
+    })
+}
+
 /// The object id of a type named as in SQL (`integer`, `int4`,
 /// `character varying`, `text[]`, optionally `pg_catalog.`-qualified).
 pub fn type_oid(name: &str) -> Option<i32> {
@@ -184,7 +203,11 @@ pub fn type_oid(name: &str) -> Option<i32> {
     let name = name.strip_prefix("pg_catalog.").unwrap_or(&name);
     if let Some(element) = name.strip_suffix("[]") {
         let element = type_oid(element)?;
-        return TYPES.iter().find(|t| t.0 == element).map(|t| t.4).filter(|&a| a != 0);
+        return TYPES
+            .iter()
+            .find(|t| t.0 == element)
+            .map(|t| t.4)
+            .filter(|&a| a != 0);
     }
     let by_format = TYPES
         .iter()
@@ -787,6 +810,20 @@ const EMPTY: &[(&str, &[(&str, Ty)])] = &[
             ("collencoding", Int4),
             ("collcollate", Text),
             ("collctype", Text),
+        ],
+    ),
+    (
+        "pg_opclass",
+        &[
+            ("oid", Int4),
+            ("opcmethod", Int4),
+            ("opcname", Text),
+            ("opcnamespace", Int4),
+            ("opcowner", Int4),
+            ("opcfamily", Int4),
+            ("opcintype", Int4),
+            ("opcdefault", Bool),
+            ("opckeytype", Int4),
         ],
     ),
     (

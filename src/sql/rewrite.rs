@@ -27,6 +27,9 @@
 //!   `coalesce((SELECT array_agg(x ORDER BY y) FROM ...), make_array())`:
 //!   the rows' values in order, and an empty array for no rows.
 //!
+//! - `generate_subscripts(a, 1)` becomes `unnest(range(1, cardinality(a) +
+//!   1))` (the length cast to bigint), which a select list unnests in step with `unnest(a)`, as
+//!   PostgreSQL does;
 //! - a column compared with an integer array literal (`polroles = '{0}'`)
 //!   is compared with `make_array(0)`.
 //!
@@ -337,40 +340,127 @@ fn and_all(mut exprs: Vec<Expr>) -> Option<Expr> {
 /// the outer row: returned, to guard the whole subquery (`CASE WHEN cond
 /// THEN (subquery) END`: a false or NULL condition leaves no rows, hence
 /// NULL), since DataFusion decorrelates only conditions that join.
-fn single_value(query: &mut Query) -> Option<Expr> {
+///
+/// When the value also uses the outer row (`(SELECT f(o.x, t.y) FROM t
+/// WHERE ...)`), which DataFusion cannot decorrelate, the subquery returns
+/// its own columns in a struct and the value is computed outside:
+/// `CASE WHEN s IS NOT NULL THEN f(o.x, get_field(s, 'c0')) END`, the
+/// outside expression being returned with [`SUBQUERY`] standing for `s`.
+fn single_value(query: &mut Query) -> (Option<Expr>, Option<Expr>) {
     if query.order_by.is_some() || query.limit_clause.is_some() || query.fetch.is_some() {
-        return None;
+        return (None, None);
     }
     let SetExpr::Select(select) = query.body.as_mut() else {
-        return None;
+        return (None, None);
     };
     let ungrouped =
         matches!(&select.group_by, GroupByExpr::Expressions(e, m) if e.is_empty() && m.is_empty());
     if !ungrouped || select.having.is_some() || select.distinct.is_some() {
-        return None;
+        return (None, None);
     }
     let inner = inner_names(select);
     let [item] = select.projection.as_mut_slice() else {
-        return None;
+        return (None, None);
     };
     let expr = match item {
         SelectItem::UnnamedExpr(e) | SelectItem::ExprWithAlias { expr: e, .. } => e,
-        _ => return None,
+        _ => return (None, None),
     };
     if aggregates(expr) {
-        return None;
+        return (None, None);
     }
+    let outside = if inner.is_empty() {
+        None
+    } else {
+        pull_out(expr, &inner)
+    };
     *expr = call(SINGLE_VALUE, vec![expr.clone()]);
     if inner.is_empty() {
-        return None;
+        return (None, outside);
     }
+    let Some(selection) = select.selection.take() else {
+        return (None, outside);
+    };
     let mut all = Vec::new();
-    conjuncts(select.selection.take()?, &mut all);
+    conjuncts(selection, &mut all);
     substitute_joined(&mut all, &inner);
     let (outer, kept): (Vec<Expr>, Vec<Expr>) =
         all.into_iter().partition(|c| only_outer(c, &inner));
     select.selection = and_all(kept);
-    and_all(outer)
+    (and_all(outer), outside)
+}
+
+/// What stands for the subquery in the expression [`pull_out`] returns.
+const SUBQUERY: &str = "__tablegate_subquery";
+
+/// Replaces a subquery value that uses outer columns by a struct of the
+/// inner columns it uses, and returns the value computed from that struct
+/// (see [`single_value`]); `None` when the value uses no outer column or a
+/// column whose table is not named.
+fn pull_out(value: &mut Expr, inner: &[String]) -> Option<Expr> {
+    let mut inner_columns: Vec<Expr> = Vec::new();
+    let mut uses_outer = false;
+    let mut unqualified = false;
+    let _ = datafusion::sql::sqlparser::ast::visit_expressions(&*value, |e| {
+        match e {
+            Expr::CompoundIdentifier(parts) if parts.len() >= 2 => {
+                if inner.contains(&parts[parts.len() - 2].value.to_lowercase()) {
+                    if !inner_columns.iter().any(|c| c.to_string() == e.to_string()) {
+                        inner_columns.push(e.clone());
+                    }
+                } else {
+                    uses_outer = true;
+                }
+            }
+            Expr::Identifier(_) | Expr::Subquery(_) => unqualified = true,
+            _ => {}
+        }
+        ControlFlow::<()>::Continue(())
+    });
+    if !uses_outer || unqualified {
+        return None;
+    }
+    let text = |s: &str| {
+        Expr::Value(datafusion::sql::sqlparser::ast::Value::SingleQuotedString(s.into()).into())
+    };
+    let mut outside = value.clone();
+    let _ = visit_expressions_mut(&mut outside, |e| {
+        let shown = e.to_string();
+        if let Some(i) = inner_columns.iter().position(|c| c.to_string() == shown) {
+            *e = call(
+                "get_field",
+                vec![
+                    Expr::Identifier(Ident::new(SUBQUERY)),
+                    text(&format!("c{i}")),
+                ],
+            );
+        }
+        ControlFlow::<()>::Continue(())
+    });
+    let mut fields = Vec::new();
+    for (i, column) in inner_columns.into_iter().enumerate() {
+        fields.push(text(&format!("c{i}")));
+        fields.push(column);
+    }
+    if fields.is_empty() {
+        fields = vec![
+            text("c0"),
+            Expr::Value(datafusion::sql::sqlparser::ast::Value::Boolean(true).into()),
+        ];
+    }
+    *value = call("named_struct", fields);
+    Some(outside)
+}
+
+fn case_when(condition: Expr, result: Expr) -> Expr {
+    Expr::Case {
+        case_token: datafusion::sql::sqlparser::ast::helpers::attached_token::AttachedToken::empty(
+        ),
+        end_token: datafusion::sql::sqlparser::ast::helpers::attached_token::AttachedToken::empty(),
+        operand: None,
+        conditions: vec![datafusion::sql::sqlparser::ast::CaseWhen { condition, result }],
+        else_result: None,
+    }
 }
 
 /// `ARRAY(subquery)` as an aggregate of the subquery's rows; `None` when
@@ -461,19 +551,22 @@ fn rewrite_expr(expr: &mut Expr) {
             }
         }
         Expr::Subquery(query) => {
-            if let Some(condition) = single_value(query) {
-                let subquery = expr.clone();
-                *expr = Expr::Case {
-                    case_token: datafusion::sql::sqlparser::ast::helpers::attached_token::AttachedToken::empty(),
-                    end_token: datafusion::sql::sqlparser::ast::helpers::attached_token::AttachedToken::empty(),
-                    operand: None,
-                    conditions: vec![datafusion::sql::sqlparser::ast::CaseWhen {
-                        condition,
-                        result: subquery,
-                    }],
-                    else_result: None,
-                };
+            let (condition, outside) = single_value(query);
+            let mut value = expr.clone();
+            if let Some(mut outside) = outside {
+                let subquery = value.clone();
+                let _ = visit_expressions_mut(&mut outside, |e| {
+                    if matches!(e, Expr::Identifier(i) if i.value == SUBQUERY) {
+                        *e = subquery.clone();
+                    }
+                    ControlFlow::<()>::Continue(())
+                });
+                value = case_when(Expr::IsNotNull(Box::new(subquery)), outside);
             }
+            if let Some(condition) = condition {
+                value = case_when(condition, value);
+            }
+            *expr = value;
         }
         Expr::Identifier(ident) if ident.quote_style.is_none() => {
             let name = ident.value.to_lowercase();
@@ -520,6 +613,35 @@ fn rewrite_expr(expr: &mut Expr) {
                 f.name.0.remove(0);
             }
             let name = f.name.to_string().to_lowercase();
+            if name == "generate_subscripts" {
+                if let FunctionArguments::List(list) = &f.args {
+                    if let [datafusion::sql::sqlparser::ast::FunctionArg::Unnamed(
+                        datafusion::sql::sqlparser::ast::FunctionArgExpr::Expr(array),
+                    ), _] = list.args.as_slice()
+                    {
+                        let one = || {
+                            Expr::Value(
+                                datafusion::sql::sqlparser::ast::Value::Number("1".into(), false)
+                                    .into(),
+                            )
+                        };
+                        let length = Expr::Cast {
+                            kind: CastKind::Cast,
+                            expr: Box::new(call("cardinality", vec![array.clone()])),
+                            data_type: DataType::BigInt(None),
+                            array: false,
+                            format: None,
+                        };
+                        let end = Expr::BinaryOp {
+                            left: Box::new(length),
+                            op: BinaryOperator::Plus,
+                            right: Box::new(one()),
+                        };
+                        *expr = call("unnest", vec![call("range", vec![one(), end])]);
+                        return;
+                    }
+                }
+            }
             if matches!(f.args, FunctionArguments::None) {
                 if let Some((_, function)) = KEYWORD_FUNCTIONS.iter().find(|(k, _)| *k == name) {
                     *expr = call(function, vec![]);
@@ -629,6 +751,15 @@ mod tests {
         assert_eq!(
             rewritten("SELECT (SELECT pg_catalog.d.x FROM pg_catalog.d WHERE pg_catalog.a.flag AND pg_catalog.d.k = pg_catalog.a.k) FROM pg_catalog.a"),
             "SELECT CASE WHEN pg_catalog.a.flag THEN (SELECT single_value(pg_catalog.d.x) FROM pg_catalog.d WHERE pg_catalog.d.k = pg_catalog.a.k) END FROM pg_catalog.a"
+        );
+        assert_eq!(
+            rewritten("SELECT unnest(i.k), generate_subscripts(i.k, 1) FROM i"),
+            "SELECT unnest(i.k), unnest(range(1, CAST(cardinality(i.k) AS BIGINT) + 1)) FROM i"
+        );
+        assert_eq!(
+            rewritten("SELECT (SELECT f(a.x = 1, s.y) FROM s WHERE s.k = a.k) FROM a"),
+            "SELECT CASE WHEN (SELECT single_value(named_struct('c0', s.y)) FROM s WHERE s.k = a.k) IS NOT NULL \
+             THEN f(a.x = 1, get_field((SELECT single_value(named_struct('c0', s.y)) FROM s WHERE s.k = a.k), 'c0')) END FROM a"
         );
         assert_eq!(
             rewritten("SELECT a COLLATE \"de_DE\" FROM t"),

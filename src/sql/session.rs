@@ -455,7 +455,13 @@ impl Session {
                 Statement::Rollback {
                     savepoint: Some(name),
                     ..
-                } => return self.savepoint_command(&name.value, Transaction::rollback_to, "ROLLBACK"),
+                } => {
+                    return self.savepoint_command(
+                        &name.value,
+                        Transaction::rollback_to,
+                        "ROLLBACK",
+                    )
+                }
                 Statement::Rollback { .. } => return self.rollback(),
                 Statement::Savepoint { name } => {
                     let name = name.value.clone();

@@ -169,6 +169,34 @@ impl Catalog {
             };
             ops.push((SYSTEM_TABLE.to_owned(), op));
         }
+        // A table created again loses its old rows; a new row at an old
+        // key replaces it instead (one operation per key).
+        let mut writes = writes;
+        for change in definitions
+            .iter()
+            .filter(|c| c.recreated && c.after.is_some())
+        {
+            let mut old: std::collections::HashSet<EntityKey> =
+                self.row_keys(&change.name).await?.into_iter().collect();
+            for (table, op) in &mut writes {
+                if *table == change.name {
+                    if let WriteOp::Insert(entity) = op {
+                        if old.remove(&entity.key) {
+                            *op = WriteOp::InsertOrReplace(entity.clone());
+                        }
+                    }
+                }
+            }
+            ops.extend(old.into_iter().map(|key| {
+                (
+                    change.name.clone(),
+                    WriteOp::Delete {
+                        key,
+                        if_match: IfMatch::Any,
+                    },
+                )
+            }));
+        }
         let created: Vec<&str> = definitions
             .iter()
             .filter(|c| c.before.is_none() && c.after.is_some())
@@ -214,6 +242,25 @@ impl Catalog {
         Ok(())
     }
 
+    /// The keys of every row of a table, for a transaction that dropped it
+    /// and created it again.
+    async fn row_keys(&self, table: &str) -> Result<Vec<EntityKey>, CatalogError> {
+        let rows = self.store.table_stats(table).await?.entities;
+        if rows > MAX_RECREATED_ROWS {
+            return Err(CatalogError::InvalidDefinition(format!(
+                "table {table:?} holds {rows} rows; dropping and creating it again in one transaction \
+                 is limited to {MAX_RECREATED_ROWS} rows: drop it in a transaction of its own"
+            )));
+        }
+        let keys = query_all(
+            &*self.store,
+            table,
+            &Query::table().project(Vec::<String>::new()),
+        )
+        .await?;
+        Ok(keys.into_iter().map(|e| e.key).collect())
+    }
+
     async fn create_store_table(&self, name: &str) -> Result<(), CatalogError> {
         match self.store.create_table(name).await {
             Ok(()) => Ok(()),
@@ -236,7 +283,13 @@ pub struct DefinitionChange {
     pub before: Option<Arc<TableDef>>,
     /// The definition it leaves; `None` when it dropped the table.
     pub after: Option<Arc<TableDef>>,
+    /// Dropped and created again: the rows of `before` go.
+    pub recreated: bool,
 }
+
+/// Most rows a table dropped and created again in one transaction may hold:
+/// their deletes are part of the transaction's one atomic write.
+pub const MAX_RECREATED_ROWS: u64 = 100_000;
 
 /// Checks a definition against the model: names, key column types, property count.
 pub fn check_definition(def: &TableDef) -> Result<(), CatalogError> {

@@ -13,6 +13,7 @@ use pgwire::api::auth::{DefaultServerParameterProvider, ServerParameterProvider,
 use pgwire::api::cancel::CancelHandler;
 use pgwire::api::copy::CopyHandler;
 use pgwire::api::portal::{Format, Portal};
+use pgwire::api::query::send_describe_response;
 use pgwire::api::query::{ExtendedQueryHandler, SimpleQueryHandler};
 use pgwire::api::results::{
     CopyResponse, DescribePortalResponse, DescribeStatementResponse, FieldInfo, QueryResponse,
@@ -29,7 +30,7 @@ use pgwire::error::ErrorInfo;
 use pgwire::error::{PgWireError, PgWireResult};
 use pgwire::messages::copy::{CopyData, CopyDone, CopyFail};
 use pgwire::messages::extendedquery::{
-    Bind, BindComplete, Describe, Execute, Parse, ParseComplete,
+    Bind, BindComplete, Describe, Execute, Parse, ParseComplete, TARGET_TYPE_BYTE_PORTAL,
 };
 use pgwire::messages::startup::ParameterStatus;
 use pgwire::messages::PgWireBackendMessage;
@@ -316,7 +317,9 @@ impl ExtendedQueryHandler for Handlers {
         Ok(())
     }
 
-    /// pgwire's, with its replies left for the Sync to send.
+    /// pgwire's, with its replies left for the Sync to send. A portal that
+    /// the protocol does not know may be a cursor made by DECLARE, which in
+    /// PostgreSQL is a portal of the same name (psycopg describes it so).
     async fn on_describe<C>(&self, client: &mut C, message: Describe) -> PgWireResult<()>
     where
         C: ClientInfo + ClientPortalStore + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
@@ -324,6 +327,21 @@ impl ExtendedQueryHandler for Handlers {
         C::Error: Debug,
         PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
     {
+        let name = message.name.as_deref().unwrap_or(DEFAULT_NAME);
+        if message.target_type == TARGET_TYPE_BYTE_PORTAL
+            && client.portal_store().get_portal(name).is_none()
+        {
+            let connection = self.connection(client);
+            let schema = connection.session.lock().await.cursor_schema(name);
+            if let Some(schema) = schema {
+                let fields = encode::fields(&schema, &Format::UnifiedText)?;
+                return send_describe_response(
+                    &mut Deferred::new(client),
+                    &DescribePortalResponse::new(fields),
+                )
+                .await;
+            }
+        }
         self._on_describe(&mut Deferred::new(client), message).await
     }
 

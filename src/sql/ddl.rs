@@ -238,11 +238,6 @@ pub async fn create_table(session: &mut Session, create: CreateTable) -> Result<
         }
         return Err(CatalogError::TableExists(name).into());
     }
-    if session.engine().catalog.get(&name).is_some() {
-        return Err(SqlError::FeatureNotSupported(format!(
-            "table {name:?} was dropped in this transaction; create it again after COMMIT"
-        )));
-    }
     let mut primary = Vec::new();
     let mut columns = Vec::new();
     for def in &create.columns {

@@ -915,6 +915,11 @@ impl Session {
         Ok(Output::Command("DECLARE CURSOR".into()))
     }
 
+    /// The columns of an open cursor.
+    pub fn cursor_schema(&self, name: &str) -> Option<SchemaRef> {
+        self.cursors.get(name).map(|c| c.schema.clone())
+    }
+
     /// `FETCH` (rows out) or `MOVE` (rows skipped) on a cursor.
     async fn fetch(
         &mut self,

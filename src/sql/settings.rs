@@ -13,6 +13,9 @@ pub const SERVER_VERSION_NUM: &str = "150000";
 /// The parameters a session starts with: (name, value).
 const DEFAULTS: &[(&str, &str)] = &[
     ("application_name", ""),
+    ("block_size", "8192"),
+    ("default_table_access_method", "heap"),
+    ("default_tablespace", ""),
     ("client_encoding", "UTF8"),
     ("client_min_messages", "notice"),
     ("datestyle", "ISO, MDY"),
@@ -29,6 +32,7 @@ const DEFAULTS: &[(&str, &str)] = &[
     ("lc_numeric", "C.UTF-8"),
     ("lc_time", "C.UTF-8"),
     ("max_identifier_length", "63"),
+    ("max_index_keys", "32"),
     ("search_path", "\"$user\", public"),
     ("server_encoding", "UTF8"),
     ("server_version", SERVER_VERSION),
@@ -43,7 +47,9 @@ const DEFAULTS: &[(&str, &str)] = &[
 
 /// Parameters that only the server sets.
 const READ_ONLY: &[&str] = &[
+    "block_size",
     "integer_datetimes",
+    "max_index_keys",
     "session_authorization",
     "is_superuser",
     "lc_collate",

@@ -191,7 +191,7 @@ impl Transaction {
     pub fn created(&self, name: &str) -> bool {
         self.definitions
             .get(name)
-            .is_some_and(|c| c.before.is_none() && c.after.is_some())
+            .is_some_and(|c| (c.before.is_none() || c.recreated) && c.after.is_some())
     }
 
     /// Records a definition change: `before` is the definition outside the
@@ -207,9 +207,14 @@ impl Transaction {
             .entry(name.to_owned())
             .or_insert_with(|| DefinitionChange {
                 name: name.to_owned(),
+                after: before.clone(),
                 before,
-                after: None,
+                recreated: false,
             });
+        // Created after this transaction dropped it.
+        if change.before.is_some() && change.after.is_none() && after.is_some() {
+            change.recreated = true;
+        }
         change.after = after;
         if change.after.is_none() {
             // A dropped table's rows are not written.

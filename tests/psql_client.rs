@@ -1,0 +1,77 @@
+//! psql's meta-commands against tablegate, with their output checked: what a
+//! user typing `\dt` or `\d` sees.
+
+mod common;
+
+use std::process::Command;
+
+use common::TestServer;
+
+/// Runs psql with one command; returns what it printed (unaligned, no
+/// headers or footers beyond psql's own titles).
+async fn psql(port: u16, command: &str) -> String {
+    let owned = command.to_owned();
+    let out = tokio::task::spawn_blocking(move || {
+        Command::new("psql")
+            .arg(format!(
+                "host=127.0.0.1 port={port} user=ann dbname=tablegate"
+            ))
+            .args(["-X", "-A", "-F", "|", "-c", &owned])
+            .output()
+            .expect("psql is installed (scripts/test installs it)")
+    })
+    .await
+    .unwrap();
+    assert!(
+        out.status.success(),
+        "{command}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn meta_commands() {
+    let server = TestServer::start().await;
+    let client = server.client().await;
+    client
+        .batch_execute(
+            "CREATE TABLE employees (dept text, id int, name varchar(40) NOT NULL, age int DEFAULT 30, \
+             salary numeric(10,2), PRIMARY KEY (dept, id));
+             CREATE TABLE notes (body text)",
+        )
+        .await
+        .unwrap();
+    let port = server.port;
+
+    assert_eq!(
+        psql(port, "\\dt").await,
+        "List of relations\nSchema|Name|Type|Owner\npublic|employees|table|tablegate\npublic|notes|table|tablegate\n(2 rows)\n"
+    );
+    assert_eq!(
+        psql(port, "\\di").await,
+        "List of relations\nSchema|Name|Type|Owner|Table\npublic|employees_pkey|index|tablegate|employees\n(1 row)\n"
+    );
+    assert_eq!(
+        psql(port, "\\dn").await,
+        "List of schemas\nName|Owner\npublic|tablegate\n(1 row)\n"
+    );
+    let databases = psql(port, "\\l").await;
+    assert!(
+        databases.contains("\ntablegate|tablegate|UTF8|"),
+        "{databases}"
+    );
+    let roles = psql(port, "\\du").await;
+    assert!(roles.contains("\ntablegate|Superuser"), "{roles}");
+    let conninfo = psql(port, "\\conninfo").await;
+    assert!(
+        conninfo.contains(&format!(
+            "as user \"ann\" on host \"127.0.0.1\" at port \"{port}\""
+        )),
+        "{conninfo}"
+    );
+    assert_eq!(
+        psql(port, "SELECT count(*), 1 + 1, current_user").await,
+        "count|?column?|current_user\n1|2|ann\n(1 row)\n"
+    );
+}

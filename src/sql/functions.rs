@@ -7,6 +7,7 @@
 use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 
+use datafusion::arrow::array::Array;
 use datafusion::arrow::datatypes::DataType;
 use datafusion::common::{exec_err, Result as DfResult, ScalarValue};
 use datafusion::logical_expr::{
@@ -318,6 +319,69 @@ pub fn register_all(
             Ok(utf8(Some(serde_json::Value::Object(object).to_string())))
         },
     );
+    // `information_schema._pg_expandarray`: an array's elements with their
+    // positions, as a list of `(x, n)` (the rewrite unnests it).
+    let pair = DataType::Struct(
+        vec![
+            datafusion::arrow::datatypes::Field::new("x", DataType::Int64, true),
+            datafusion::arrow::datatypes::Field::new("n", DataType::Int64, false),
+        ]
+        .into(),
+    );
+    register(
+        ctx,
+        "_pg_expandarray",
+        &[1],
+        DataType::new_list(pair, true),
+        Immutable,
+        |args| {
+            let elements: Vec<Option<i64>> = match &args[0] {
+                ScalarValue::List(list) if !list.is_null(0) => {
+                    let values = list.value(0);
+                    (0..values.len())
+                        .map(|i| {
+                            ScalarValue::try_from_array(&values, i)
+                                .ok()
+                                .and_then(|v| int(&v))
+                        })
+                        .collect()
+                }
+                _ => Vec::new(),
+            };
+            let positions: Vec<i64> = (1..=elements.len() as i64).collect();
+            let pairs = datafusion::arrow::array::StructArray::from(vec![
+                (
+                    Arc::new(datafusion::arrow::datatypes::Field::new(
+                        "x",
+                        DataType::Int64,
+                        true,
+                    )),
+                    Arc::new(datafusion::arrow::array::Int64Array::from(elements))
+                        as datafusion::arrow::array::ArrayRef,
+                ),
+                (
+                    Arc::new(datafusion::arrow::datatypes::Field::new(
+                        "n",
+                        DataType::Int64,
+                        false,
+                    )),
+                    Arc::new(datafusion::arrow::array::Int64Array::from(positions)),
+                ),
+            ]);
+            Ok(
+                datafusion::common::utils::SingleRowListArrayBuilder::new(Arc::new(pairs))
+                    .build_list_scalar(),
+            )
+        },
+    );
+    // Arrays here start at 1: the lower bound is 1 unless the array is empty.
+    register(ctx, "array_lower", &[2], Int32, Immutable, |args| {
+        let empty = match &args[0] {
+            ScalarValue::List(list) => list.is_null(0) || list.value(0).is_empty(),
+            _ => true,
+        };
+        Ok(ScalarValue::Int32((!empty).then_some(1)))
+    });
     register(ctx, "to_regtype", &[1], Int32, Stable, |args| {
         Ok(ScalarValue::Int32(
             text(&args[0]).and_then(|n| type_oid(&n)),

@@ -1369,7 +1369,12 @@ fn types() -> Vec<Vec<Cell>> {
                 .into(),
                 (if is_array { element_of(oid) } else { 0 }).into(),
                 array.into(),
-                format!("{name}in").into(),
+                (if is_array {
+                    "array_in".to_owned()
+                } else {
+                    format!("{name}in")
+                })
+                .into(),
                 format!("{name}out").into(),
                 format!("{name}recv").into(),
                 format!("{name}send").into(),

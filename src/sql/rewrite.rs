@@ -30,6 +30,10 @@
 //! - `generate_subscripts(a, 1)` becomes `unnest(range(1, cardinality(a) +
 //!   1))` (the length cast to bigint), which a select list unnests in step with `unnest(a)`, as
 //!   PostgreSQL does;
+//! - `information_schema._pg_expandarray(a)` becomes
+//!   `unnest(_pg_expandarray(a))`, one `(x, n)` row per element, and
+//!   `array_upper(a, 1)` becomes `array_length(a)` (arrays start at 1),
+//!   and `(row).field` becomes `get_field(row, 'field')`;
 //! - a column compared with an integer array literal (`polroles = '{0}'`)
 //!   is compared with `make_array(0)`.
 //!
@@ -127,7 +131,7 @@ fn builtin(name: &str) -> Option<DataType> {
     Some(match name {
         "text" | "name" | "char" | "bpchar" | "varchar" => DataType::Text,
         "int2" | "smallint" => DataType::SmallInt(None),
-        "int4" | "int" | "integer" | "oid" | "regproc" | "xid" | "cid" => DataType::Int(None),
+        "int4" | "int" | "integer" | "oid" | "xid" | "cid" => DataType::Int(None),
         "int8" | "bigint" => DataType::BigInt(None),
         "bool" | "boolean" => DataType::Boolean,
         "float4" | "real" => DataType::Real,
@@ -550,6 +554,39 @@ fn rewrite_expr(expr: &mut Expr) {
                 }
             }
         }
+        // `(row_value).field`, which DataFusion reads as `get_field`.
+        Expr::CompoundFieldAccess { root, access_chain }
+            if !matches!(
+                root.as_ref(),
+                Expr::Identifier(_) | Expr::CompoundIdentifier(_)
+            ) && access_chain.iter().all(|a| {
+                matches!(
+                    a,
+                    datafusion::sql::sqlparser::ast::AccessExpr::Dot(Expr::Identifier(_))
+                )
+            }) =>
+        {
+            let mut value = (**root).clone();
+            for access in access_chain.iter() {
+                if let datafusion::sql::sqlparser::ast::AccessExpr::Dot(Expr::Identifier(field)) =
+                    access
+                {
+                    value = call(
+                        "get_field",
+                        vec![
+                            value,
+                            Expr::Value(
+                                datafusion::sql::sqlparser::ast::Value::SingleQuotedString(
+                                    field.value.clone(),
+                                )
+                                .into(),
+                            ),
+                        ],
+                    );
+                }
+            }
+            *expr = value;
+        }
         Expr::Subquery(query) => {
             let (condition, outside) = single_value(query);
             let mut value = expr.clone();
@@ -609,10 +646,41 @@ fn rewrite_expr(expr: &mut Expr) {
             }
         }
         Expr::Function(f) => {
-            if f.name.0.len() == 2 && is_pg_catalog(&f.name.0[0]) {
+            if f.name.0.len() == 2
+                && (is_pg_catalog(&f.name.0[0])
+                    || f.name.0[0]
+                        .as_ident()
+                        .is_some_and(|i| i.value.eq_ignore_ascii_case("information_schema")))
+            {
                 f.name.0.remove(0);
             }
             let name = f.name.to_string().to_lowercase();
+            if name == "array_upper" {
+                if let FunctionArguments::List(list) = &f.args {
+                    if let [array, dimension] = list.args.as_slice() {
+                        if dimension.to_string() == "1" {
+                            if let datafusion::sql::sqlparser::ast::FunctionArg::Unnamed(
+                                datafusion::sql::sqlparser::ast::FunctionArgExpr::Expr(array),
+                            ) = array
+                            {
+                                *expr = Expr::Cast {
+                                    kind: CastKind::Cast,
+                                    expr: Box::new(call("array_length", vec![array.clone()])),
+                                    data_type: DataType::BigInt(None),
+                                    array: false,
+                                    format: None,
+                                };
+                                return;
+                            }
+                        }
+                    }
+                }
+            }
+            if name == "_pg_expandarray" {
+                let expanded = expr.clone();
+                *expr = call("unnest", vec![expanded]);
+                return;
+            }
             if name == "generate_subscripts" {
                 if let FunctionArguments::List(list) = &f.args {
                     if let [datafusion::sql::sqlparser::ast::FunctionArg::Unnamed(
@@ -658,6 +726,22 @@ fn rewrite_expr(expr: &mut Expr) {
                 *expr = call("regclass", vec![(**inner).clone()])
             }
             Some("regclass") => *expr = call("relation_name", vec![(**inner).clone()]),
+            // Functions are named by their text in the catalog (`array_in`).
+            Some("regproc") => {
+                let name = match inner.as_ref() {
+                    Expr::Value(v) => v.value.clone().into_string(),
+                    _ => None,
+                };
+                *expr = match name {
+                    Some(name) => Expr::Value(
+                        datafusion::sql::sqlparser::ast::Value::SingleQuotedString(
+                            name.strip_prefix("pg_catalog.").unwrap_or(&name).to_owned(),
+                        )
+                        .into(),
+                    ),
+                    None => (**inner).clone(),
+                };
+            }
             Some("regtype") if !is_value(inner) => {
                 *expr = call(
                     "format_type",
@@ -760,6 +844,10 @@ mod tests {
             rewritten("SELECT (SELECT f(a.x = 1, s.y) FROM s WHERE s.k = a.k) FROM a"),
             "SELECT CASE WHEN (SELECT single_value(named_struct('c0', s.y)) FROM s WHERE s.k = a.k) IS NOT NULL \
              THEN f(a.x = 1, get_field((SELECT single_value(named_struct('c0', s.y)) FROM s WHERE s.k = a.k), 'c0')) END FROM a"
+        );
+        assert_eq!(
+            rewritten("SELECT (information_schema._pg_expandarray(i.k)).n, typinput = 'pg_catalog.array_in'::regproc, array_upper(a, 1) FROM i"),
+            "SELECT get_field((unnest(_pg_expandarray(i.k))), 'n'), typinput = 'array_in', CAST(array_length(a) AS BIGINT) FROM i"
         );
         assert_eq!(
             rewritten("SELECT a COLLATE \"de_DE\" FROM t"),

@@ -1,0 +1,133 @@
+// pgJDBC against a running tablegate: DatabaseMetaData and ResultSetMetaData,
+// with what comes back checked. Usage: java -cp postgresql.jar:. JdbcClient PORT
+// Prints "N passed, M failed".
+
+import java.sql.*;
+import java.util.*;
+
+public class JdbcClient {
+    static int passed = 0, failed = 0;
+
+    interface Check { void run() throws Exception; }
+
+    static void check(String name, Check c) {
+        try {
+            c.run();
+            passed++;
+            System.out.println("ok   " + name);
+        } catch (Throwable t) {
+            failed++;
+            System.out.println("FAIL " + name + ": " + t);
+        }
+    }
+
+    static void expect(boolean ok, String what) {
+        if (!ok) throw new AssertionError(what);
+    }
+
+    static List<String> column(ResultSet rs, String name) throws SQLException {
+        List<String> out = new ArrayList<>();
+        while (rs.next()) out.add(rs.getString(name));
+        return out;
+    }
+
+    public static void main(String[] args) throws Exception {
+        String url = "jdbc:postgresql://127.0.0.1:" + args[0] + "/tablegate";
+        Properties props = new Properties();
+        props.setProperty("user", "jdbc");
+        try (Connection conn = DriverManager.getConnection(url, props)) {
+            try (Statement st = conn.createStatement()) {
+                st.execute("DROP TABLE IF EXISTS employees");
+                st.execute("CREATE TABLE employees (dept text, id int, name varchar(40) NOT NULL,"
+                        + " age int DEFAULT 30, salary numeric(10,2), hired date, PRIMARY KEY (dept, id))");
+            }
+            DatabaseMetaData md = conn.getMetaData();
+
+            check("getDatabaseProductVersion", () -> {
+                expect(md.getDatabaseProductName().equals("PostgreSQL"), md.getDatabaseProductName());
+                expect(md.getDatabaseMajorVersion() == 15, md.getDatabaseProductVersion());
+            });
+            check("getSchemas", () -> {
+                List<String> schemas = column(md.getSchemas(), "TABLE_SCHEM");
+                expect(schemas.contains("public"), schemas.toString());
+            });
+            check("getTables", () -> {
+                ResultSet rs = md.getTables(null, "public", "emp%", new String[] {"TABLE"});
+                List<String> tables = new ArrayList<>();
+                while (rs.next()) tables.add(rs.getString("TABLE_SCHEM") + "." + rs.getString("TABLE_NAME") + ":" + rs.getString("TABLE_TYPE"));
+                expect(tables.equals(List.of("public.employees:TABLE")), tables.toString());
+                List<String> all = column(md.getTables(null, null, "%", new String[] {"TABLE"}), "TABLE_NAME");
+                expect(all.contains("employees") && !all.contains("pg_class"), all.toString());
+            });
+            check("getColumns", () -> {
+                ResultSet rs = md.getColumns(null, "public", "employees", "%");
+                List<String> seen = new ArrayList<>();
+                while (rs.next()) {
+                    seen.add(rs.getString("COLUMN_NAME") + ":" + rs.getString("TYPE_NAME") + ":"
+                            + rs.getInt("COLUMN_SIZE") + ":" + rs.getString("IS_NULLABLE") + ":"
+                            + rs.getString("COLUMN_DEF"));
+                }
+                expect(seen.equals(List.of(
+                        "dept:text:2147483647:NO:null",
+                        "id:int4:10:NO:null",
+                        "name:varchar:40:NO:null",
+                        "age:int4:10:YES:30",
+                        "salary:numeric:10:YES:null",
+                        "hired:date:13:YES:null")), seen.toString());
+            });
+            check("getPrimaryKeys", () -> {
+                ResultSet rs = md.getPrimaryKeys(null, "public", "employees");
+                List<String> keys = new ArrayList<>();
+                while (rs.next()) keys.add(rs.getString("COLUMN_NAME") + "@" + rs.getInt("KEY_SEQ") + ":" + rs.getString("PK_NAME"));
+                expect(keys.equals(List.of("dept@1:employees_pkey", "id@2:employees_pkey")), keys.toString());
+            });
+            check("getIndexInfo", () -> {
+                ResultSet rs = md.getIndexInfo(null, "public", "employees", false, false);
+                List<String> cols = new ArrayList<>();
+                while (rs.next()) cols.add(rs.getString("INDEX_NAME") + ":" + rs.getString("COLUMN_NAME") + ":" + rs.getBoolean("NON_UNIQUE"));
+                expect(cols.equals(List.of("employees_pkey:dept:false", "employees_pkey:id:false")), cols.toString());
+            });
+            check("getTypeInfo", () -> {
+                List<String> types = column(md.getTypeInfo(), "TYPE_NAME");
+                expect(types.containsAll(List.of("int4", "int8", "text", "varchar", "numeric", "bool", "date", "timestamptz", "uuid")), types.toString());
+            });
+            check("prepared statements and ResultSetMetaData", () -> {
+                try (PreparedStatement ins = conn.prepareStatement("INSERT INTO employees VALUES (?, ?, ?, ?, ?, ?)")) {
+                    ins.setString(1, "Sales"); ins.setInt(2, 1); ins.setString(3, "Ann");
+                    ins.setInt(4, 34); ins.setBigDecimal(5, new java.math.BigDecimal("10.50"));
+                    ins.setDate(6, java.sql.Date.valueOf("2024-02-29"));
+                    expect(ins.executeUpdate() == 1, "insert count");
+                }
+                try (PreparedStatement q = conn.prepareStatement("SELECT name, age, salary, hired, count(*) OVER () FROM employees WHERE dept = ? AND id = ?")) {
+                    q.setString(1, "Sales"); q.setInt(2, 1);
+                    ResultSet rs = q.executeQuery();
+                    ResultSetMetaData m = rs.getMetaData();
+                    expect(m.getColumnCount() == 5, "columns");
+                    expect(m.getColumnName(1).equals("name") && m.getColumnTypeName(1).equals("varchar"), m.getColumnTypeName(1));
+                    expect(m.getColumnType(2) == Types.INTEGER, "age type");
+                    expect(m.getColumnType(3) == Types.NUMERIC, "salary type");
+                    expect(m.getColumnType(4) == Types.DATE, "hired type");
+                    expect(m.getColumnName(5).equals("count"), m.getColumnName(5));
+                    expect(rs.next(), "a row");
+                    expect(rs.getString(1).equals("Ann") && rs.getInt(2) == 34, "values");
+                    expect(rs.getBigDecimal(3).equals(new java.math.BigDecimal("10.50")), rs.getBigDecimal(3).toString());
+                    expect(rs.getDate(4).toString().equals("2024-02-29"), rs.getDate(4).toString());
+                }
+            });
+            check("fetch size reads through a portal in pieces", () -> {
+                conn.setAutoCommit(false);
+                try (Statement st = conn.createStatement()) {
+                    st.setFetchSize(2);
+                    ResultSet rs = st.executeQuery("SELECT x FROM generate_series(1, 7) AS t(x)");
+                    int n = 0;
+                    while (rs.next()) n += rs.getInt(1);
+                    expect(n == 28, "sum " + n);
+                }
+                conn.commit();
+                conn.setAutoCommit(true);
+            });
+        }
+        System.out.println(passed + " passed, " + failed + " failed");
+        System.exit(failed == 0 ? 0 : 1);
+    }
+}

@@ -8,7 +8,7 @@
 //! - `txn`: changes conditional on what was read; transaction blocks.
 //! - `convert` / `types`: entities and rows to and from Arrow.
 //! - `names`: PostgreSQL's names for unnamed result columns.
-//! - `pg_catalog` / `functions` / `settings` / `rewrite`: what PostgreSQL
+//! - `pg_catalog` / `information_schema` / `functions` / `settings` / `rewrite`: what PostgreSQL
 //!   clients ask before their own queries: system catalogs, session and
 //!   catalog functions, run-time parameters, PostgreSQL-only spellings.
 //!
@@ -23,6 +23,7 @@ mod dml;
 mod error;
 mod fastpath;
 mod functions;
+mod information_schema;
 mod names;
 mod pg_catalog;
 mod provider;

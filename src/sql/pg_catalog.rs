@@ -226,7 +226,7 @@ pub fn type_oid(name: &str) -> Option<i32> {
 
 /// The column kinds the catalogs use.
 #[derive(Clone, Copy)]
-enum Ty {
+pub(super) enum Ty {
     Int2,
     Int4,
     Int8,
@@ -239,7 +239,7 @@ enum Ty {
 
 /// One value of a catalog row.
 #[derive(Clone)]
-enum Cell {
+pub(super) enum Cell {
     Null,
     Int(i64),
     Float(f32),
@@ -324,7 +324,10 @@ fn column(ty: Ty, rows: &[Vec<Cell>], i: usize) -> DfResult<ArrayRef> {
 }
 
 /// A catalog's columns and rows, as a table DataFusion can scan.
-fn table(columns: &[(&str, Ty)], rows: Vec<Vec<Cell>>) -> DfResult<Arc<dyn TableProvider>> {
+pub(super) fn table(
+    columns: &[(&str, Ty)],
+    rows: Vec<Vec<Cell>>,
+) -> DfResult<Arc<dyn TableProvider>> {
     let schema: SchemaRef = Arc::new(Schema::new(
         columns
             .iter()
@@ -1057,7 +1060,7 @@ impl SchemaProvider for PgCatalogSchema {
     }
 }
 
-fn has_primary_key(def: &TableDef) -> bool {
+pub(super) fn has_primary_key(def: &TableDef) -> bool {
     matches!(def.keys, Keys::Columns { .. })
 }
 

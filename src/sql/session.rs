@@ -26,7 +26,7 @@ use super::names::ColumnNames;
 use super::provider::{ReadView, TablegateSchema};
 use super::settings::Settings;
 use super::txn::{Change, Definitions, Transaction};
-use super::{ddl, dml, functions, names, pg_catalog, rewrite};
+use super::{ddl, dml, functions, information_schema, names, pg_catalog, rewrite};
 use crate::catalog::{Catalog, CatalogError, DefinitionChange, TableDef};
 use crate::model::EntityKey;
 use crate::store::{StoreError, TableStore};
@@ -142,7 +142,7 @@ impl Session {
         let config = SessionConfig::new()
             .with_default_catalog_and_schema(CATALOG_NAME, SCHEMA_NAME)
             .with_create_default_catalog_and_schema(false)
-            .with_information_schema(true)
+            .with_information_schema(false)
             .with_target_partitions(2)
             .set_str("datafusion.sql_parser.dialect", "postgres");
         let state = SessionStateBuilder::new()
@@ -161,6 +161,13 @@ impl Session {
                 Arc::new(move || shown.all()),
             ));
         let _ = catalog.register_schema(pg_catalog::SCHEMA, system.clone());
+        let _ = catalog.register_schema(
+            information_schema::SCHEMA,
+            Arc::new(information_schema::InformationSchema::new(
+                engine.catalog.clone(),
+                view.clone(),
+            )),
+        );
         let _ = catalog.register_schema(
             SCHEMA_NAME,
             Arc::new(TablegateSchema::new(

@@ -12,7 +12,6 @@ use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::common::{ParamValues, ScalarValue};
 use datafusion::logical_expr::utils::split_conjunction;
 use datafusion::logical_expr::{BinaryExpr, Expr, LogicalPlan, Operator};
-use datafusion::physical_plan::memory::MemoryStream;
 
 use super::convert::entities_to_batch;
 use super::error::Result;
@@ -196,11 +195,6 @@ impl PointPlan {
 
     fn rows(&self, entities: &[crate::model::Entity]) -> Result<Output> {
         let batch = entities_to_batch(&self.table, &self.outputs, self.schema.clone(), entities)?;
-        let stream = MemoryStream::try_new(vec![batch], self.schema.clone(), None)?;
-        Ok(Output::Rows {
-            schema: self.schema.clone(),
-            stream: Box::pin(stream),
-            tag: "SELECT".into(),
-        })
+        Output::from_batches(self.schema.clone(), vec![batch], "SELECT")
     }
 }

@@ -485,10 +485,9 @@ fn find_table(
     view: &ReadView,
     matches: impl Fn(&str) -> bool,
 ) -> Option<Arc<crate::catalog::TableDef>> {
-    view.table_names(catalog)
+    view.definitions(catalog)
         .into_iter()
-        .find(|name| matches(name))
-        .and_then(|name| view.definition(catalog, &name))
+        .find(|def| matches(&def.name))
 }
 
 /// The value of a scalar subquery: its only row's value, NULL when it has

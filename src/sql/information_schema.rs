@@ -126,11 +126,7 @@ impl InformationSchema {
     }
 
     fn tables(&self) -> Vec<Arc<TableDef>> {
-        self.view
-            .table_names(&self.catalog)
-            .iter()
-            .filter_map(|name| self.view.definition(&self.catalog, name))
-            .collect()
+        self.view.definitions(&self.catalog)
     }
 }
 

@@ -890,13 +890,8 @@ impl PgCatalogSchema {
         }
     }
 
-    /// The user tables as the session sees them, by name.
     fn tables(&self) -> Vec<Arc<TableDef>> {
-        self.view
-            .table_names(&self.catalog)
-            .iter()
-            .filter_map(|name| self.view.definition(&self.catalog, name))
-            .collect()
+        self.view.definitions(&self.catalog)
     }
 
     fn build(&self, name: &str) -> DfResult<Option<Arc<dyn TableProvider>>> {

@@ -74,6 +74,14 @@ impl ReadView {
         }
     }
 
+    /// Every table's definition as the statement sees it, by name.
+    pub(super) fn definitions(&self, catalog: &Catalog) -> Vec<Arc<TableDef>> {
+        self.table_names(catalog)
+            .iter()
+            .filter_map(|name| self.definition(catalog, name))
+            .collect()
+    }
+
     pub(super) fn table_names(&self, catalog: &Catalog) -> Vec<String> {
         let own = self.definitions.read().unwrap_or_else(|e| e.into_inner());
         let mut names: Vec<String> = catalog

@@ -51,6 +51,26 @@ impl Engine {
     }
 }
 
+impl Output {
+    /// Rows already in memory.
+    pub fn from_batches(
+        schema: SchemaRef,
+        batches: Vec<datafusion::arrow::array::RecordBatch>,
+        tag: &str,
+    ) -> Result<Output> {
+        let stream = datafusion::physical_plan::memory::MemoryStream::try_new(
+            batches,
+            schema.clone(),
+            None,
+        )?;
+        Ok(Output::Rows {
+            schema,
+            stream: Box::pin(stream),
+            tag: tag.into(),
+        })
+    }
+}
+
 /// What a statement returns.
 pub enum Output {
     /// Rows, and the command tag to report with their count (`SELECT`, or
@@ -944,17 +964,7 @@ impl Session {
             let rows: usize = batches.iter().map(|b| b.num_rows()).sum();
             return Ok(Output::Command(format!("MOVE {rows}")));
         }
-        let schema = cursor.schema.clone();
-        let stream = datafusion::physical_plan::memory::MemoryStream::try_new(
-            batches,
-            schema.clone(),
-            None,
-        )?;
-        Ok(Output::Rows {
-            schema,
-            stream: Box::pin(stream),
-            tag: "FETCH".into(),
-        })
+        Output::from_batches(cursor.schema.clone(), batches, "FETCH")
     }
 
     fn set(&mut self, set: datafusion::sql::sqlparser::ast::Set) -> Result<Output> {
@@ -1064,16 +1074,7 @@ impl Session {
         ));
         let schema = Arc::new(datafusion::arrow::datatypes::Schema::new(fields));
         let batch = datafusion::arrow::array::RecordBatch::try_new(schema.clone(), columns)?;
-        let stream = datafusion::physical_plan::memory::MemoryStream::try_new(
-            vec![batch],
-            schema.clone(),
-            None,
-        )?;
-        Ok(Output::Rows {
-            schema,
-            stream: Box::pin(stream),
-            tag: "SHOW".into(),
-        })
+        Output::from_batches(schema, vec![batch], "SHOW")
     }
 }
 

@@ -535,13 +535,7 @@ impl Session {
             Statement::Set(set) if !set.to_string().to_lowercase().contains("datafusion.") => {
                 self.set(set)
             }
-            Statement::ShowVariable { variable }
-                if !variable
-                    .first()
-                    .is_some_and(|v| v.value.eq_ignore_ascii_case("datafusion")) =>
-            {
-                self.show(&variable)
-            }
+            Statement::ShowVariable { variable } => self.show(&variable),
             Statement::Reset(reset) => {
                 match reset.reset {
                     datafusion::sql::sqlparser::ast::Reset::ALL => self.settings.reset_all(),
@@ -1030,10 +1024,20 @@ impl Session {
                 .collect::<Vec<_>>()
                 .join("."),
         };
+        // DataFusion's own options, as `SET datafusion.x = ...` sets them.
+        let engine_option = || {
+            self.ctx
+                .state()
+                .config_options()
+                .entries()
+                .into_iter()
+                .find(|e| e.key.eq_ignore_ascii_case(&name))
+                .map(|e| e.value.unwrap_or_default())
+        };
         let rows: Vec<(String, String)> = if name.eq_ignore_ascii_case("all") {
             self.settings.all()
         } else {
-            match self.settings.get(&name) {
+            match self.settings.get(&name).or_else(engine_option) {
                 Some(v) => vec![(name.clone(), v)],
                 None => {
                     return Err(SqlError::value(

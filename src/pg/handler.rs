@@ -20,18 +20,14 @@ use pgwire::api::results::{
     Response, Tag,
 };
 use pgwire::api::stmt::{QueryParser, StoredStatement};
-use pgwire::api::store::Entry;
 use pgwire::api::store::PortalStore;
 use pgwire::api::ConnectionManager;
 use pgwire::api::{
     ClientInfo, ClientPortalStore, PgWireConnectionState, PgWireServerHandlers, Type, DEFAULT_NAME,
 };
-use pgwire::error::ErrorInfo;
 use pgwire::error::{PgWireError, PgWireResult};
 use pgwire::messages::copy::{CopyData, CopyDone, CopyFail};
-use pgwire::messages::extendedquery::{
-    Bind, BindComplete, Describe, Execute, Parse, ParseComplete, TARGET_TYPE_BYTE_PORTAL,
-};
+use pgwire::messages::extendedquery::{Bind, Describe, Execute, Parse, TARGET_TYPE_BYTE_PORTAL};
 use pgwire::messages::startup::ParameterStatus;
 use pgwire::messages::PgWireBackendMessage;
 use pgwire::messages::PgWireFrontendMessage;
@@ -253,15 +249,9 @@ impl ExtendedQueryHandler for Handlers {
         C::Error: Debug,
         PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
     {
-        let name = message.name.as_deref().unwrap_or(DEFAULT_NAME);
-        match StoredStatement::parse(client, &message, self.query_parser()).await? {
-            Some(statement) => client.portal_store().put_statement(Arc::new(statement)),
-            None => client.portal_store().put_empty_statement(name),
-        }
-        client
-            .feed(PgWireBackendMessage::ParseComplete(ParseComplete::new()))
-            .await?;
-        Ok(())
+        PgwireDefaults(self)
+            .on_parse(&mut Deferred::new(client), message)
+            .await
     }
 
     /// pgwire's, with BindComplete left for the Sync to send.
@@ -272,32 +262,9 @@ impl ExtendedQueryHandler for Handlers {
         C::Error: Debug,
         PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
     {
-        let statement_name = message.statement_name.as_deref().unwrap_or(DEFAULT_NAME);
-        let portal_name = message.portal_name.as_deref().unwrap_or(DEFAULT_NAME);
-        match client.portal_store().get_statement(statement_name) {
-            Some(Entry::Value(statement)) => {
-                let portal = Portal::try_new(&message, statement)?;
-                client.portal_store().put_portal(Arc::new(portal));
-            }
-            Some(Entry::Empty) => {
-                if !message.parameters.is_empty() {
-                    return Err(PgWireError::UserError(Box::new(ErrorInfo::new(
-                        "ERROR".to_owned(),
-                        "08P01".to_owned(),
-                        format!(
-                            "bind message supplies {} parameters, but prepared statement {statement_name:?} requires 0",
-                            message.parameters.len()
-                        ),
-                    ))));
-                }
-                client.portal_store().put_empty_portal(portal_name);
-            }
-            None => return Err(PgWireError::StatementNotFound(statement_name.to_owned())),
-        }
-        client
-            .feed(PgWireBackendMessage::BindComplete(BindComplete::new()))
-            .await?;
-        Ok(())
+        PgwireDefaults(self)
+            .on_bind(&mut Deferred::new(client), message)
+            .await
     }
 
     /// pgwire's, with its replies left for the Sync to send, except the
@@ -474,6 +441,36 @@ impl CopyHandler for Handlers {
                 .await
                 .copy_failed(&fail.message),
         )
+    }
+}
+
+/// The handlers with pgwire's own Parse and Bind, which the overrides above
+/// run on a [`Deferred`] client (a trait's default cannot be called from
+/// its override otherwise).
+struct PgwireDefaults<'a>(&'a Handlers);
+
+#[async_trait]
+impl ExtendedQueryHandler for PgwireDefaults<'_> {
+    type Statement = Arc<Prepared>;
+    type QueryParser = Parser;
+
+    fn query_parser(&self) -> Arc<Self::QueryParser> {
+        self.0.parser.clone()
+    }
+
+    async fn do_query<C>(
+        &self,
+        client: &mut C,
+        portal: &Portal<Self::Statement>,
+        max_rows: usize,
+    ) -> PgWireResult<Response>
+    where
+        C: ClientInfo + ClientPortalStore + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+        C::PortalStore: PortalStore<Statement = Self::Statement>,
+        C::Error: Debug,
+        PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+    {
+        <Handlers as ExtendedQueryHandler>::do_query(self.0, client, portal, max_rows).await
     }
 }
 

@@ -17,8 +17,8 @@ use datafusion::logical_expr::{
 use datafusion::prelude::SessionContext;
 
 use super::pg_catalog::{
-    catalog_oid, constraint_definition, format_type, index_definition, oid_of, primary_key_name,
-    quote_ident, table_oid, type_oid, DATABASE, OWNER,
+    catalog_oid, constraint_definition, format_type, index_definition, primary_key_constraint_oid,
+    primary_key_oid, quote_ident, table_oid, type_oid, DATABASE, OWNER,
 };
 use super::provider::ReadView;
 use super::settings::{Settings, SERVER_VERSION};
@@ -398,10 +398,7 @@ pub fn register_all(
         };
         let column = args.get(1).and_then(int).unwrap_or(0);
         Ok(utf8(
-            find_table(&c, &v, |name| {
-                oid_of("index", &primary_key_name(name)) as i64 == oid
-            })
-            .map(|def| {
+            find_table(&c, &v, |name| i64::from(primary_key_oid(name)) == oid).map(|def| {
                 if column > 0 {
                     let (p, r) = def.key_columns();
                     p.iter()
@@ -428,7 +425,7 @@ pub fn register_all(
             };
             Ok(utf8(
                 find_table(&c, &v, |name| {
-                    oid_of("constraint", &primary_key_name(name)) as i64 == oid
+                    i64::from(primary_key_constraint_oid(name)) == oid
                 })
                 .map(|def| constraint_definition(&def)),
             ))
@@ -485,7 +482,7 @@ fn find_table(
     view: &ReadView,
     matches: impl Fn(&str) -> bool,
 ) -> Option<Arc<crate::catalog::TableDef>> {
-    view.definitions(catalog)
+    view.tables(catalog)
         .into_iter()
         .find(|def| matches(&def.name))
 }

@@ -124,10 +124,6 @@ impl InformationSchema {
     pub fn new(catalog: Arc<Catalog>, view: Arc<ReadView>) -> Self {
         InformationSchema { catalog, view }
     }
-
-    fn tables(&self) -> Vec<Arc<TableDef>> {
-        self.view.definitions(&self.catalog)
-    }
 }
 
 fn yes_no(b: bool) -> Cell {
@@ -156,6 +152,19 @@ fn type_names(ty: SqlType) -> (&'static str, &'static str) {
         SqlType::Json => ("json", "json"),
         SqlType::Jsonb => ("jsonb", "jsonb"),
     }
+}
+
+/// The columns a table's primary key constraint starts with: constraint
+/// catalog, schema and name, then table catalog, schema and name.
+fn primary_key_of(t: &TableDef) -> Vec<Cell> {
+    vec![
+        DATABASE.into(),
+        "public".into(),
+        primary_key_name(&t.name).into(),
+        DATABASE.into(),
+        "public".into(),
+        t.name.clone().into(),
+    ]
 }
 
 fn column_rows(t: &TableDef) -> Vec<Vec<Cell>> {
@@ -217,7 +226,7 @@ impl SchemaProvider for InformationSchema {
     }
 
     async fn table(&self, name: &str) -> DfResult<Option<Arc<dyn TableProvider>>> {
-        let tables = self.tables();
+        let tables = self.view.tables(&self.catalog);
         let keyed = || tables.iter().filter(|t| has_primary_key(t));
         let provider = match name {
             "schemata" => table(
@@ -261,18 +270,9 @@ impl SchemaProvider for InformationSchema {
                 TABLE_CONSTRAINTS,
                 keyed()
                     .map(|t| {
-                        vec![
-                            DATABASE.into(),
-                            "public".into(),
-                            primary_key_name(&t.name).into(),
-                            DATABASE.into(),
-                            "public".into(),
-                            t.name.clone().into(),
-                            "PRIMARY KEY".into(),
-                            "NO".into(),
-                            "NO".into(),
-                            "YES".into(),
-                        ]
+                        let mut row = primary_key_of(t);
+                        row.extend(["PRIMARY KEY".into(), "NO".into(), "NO".into(), "YES".into()]);
+                        row
                     })
                     .collect(),
             ),
@@ -286,17 +286,13 @@ impl SchemaProvider for InformationSchema {
                             .chain(row)
                             .enumerate()
                             .map(|(n, &i)| {
-                                vec![
-                                    DATABASE.into(),
-                                    "public".into(),
-                                    primary_key_name(&t.name).into(),
-                                    DATABASE.into(),
-                                    "public".into(),
-                                    t.name.clone().into(),
+                                let mut row = primary_key_of(t);
+                                row.extend([
                                     t.columns[i].name.clone().into(),
                                     (n as i32 + 1).into(),
                                     Cell::Null,
-                                ]
+                                ]);
+                                row
                             })
                             .collect::<Vec<_>>()
                     })

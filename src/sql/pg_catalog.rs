@@ -60,8 +60,14 @@ pub fn primary_key_name(table: &str) -> String {
     format!("{table}_pkey")
 }
 
-fn index_oid(index: &str) -> i32 {
-    oid_of("index", index)
+/// The object id of a table's primary key index.
+pub fn primary_key_oid(table: &str) -> i32 {
+    oid_of("index", &primary_key_name(table))
+}
+
+/// The object id of a table's primary key constraint.
+pub fn primary_key_constraint_oid(table: &str) -> i32 {
+    oid_of("constraint", &primary_key_name(table))
 }
 
 /// A type's object id, type modifier (`-1` for none) and storage length.
@@ -890,12 +896,8 @@ impl PgCatalogSchema {
         }
     }
 
-    fn tables(&self) -> Vec<Arc<TableDef>> {
-        self.view.definitions(&self.catalog)
-    }
-
     fn build(&self, name: &str) -> DfResult<Option<Arc<dyn TableProvider>>> {
-        let tables = self.tables();
+        let tables = self.view.tables(&self.catalog);
         let provider = match name {
             "pg_namespace" => table(PG_NAMESPACE, namespaces()),
             "pg_class" => table(PG_CLASS, classes(&tables)),
@@ -1174,7 +1176,7 @@ fn classes(tables: &[Arc<TableDef>]) -> Vec<Vec<Cell>> {
         if keyed {
             let index = primary_key_name(&t.name);
             rows.push(class_row(
-                index_oid(&index),
+                primary_key_oid(&t.name),
                 &index,
                 PG_INDEX_RELKIND,
                 key_attnums(t).len(),
@@ -1239,7 +1241,7 @@ fn attributes(tables: &[Arc<TableDef>]) -> Vec<Vec<Cell>> {
             ));
         }
         if has_primary_key(t) {
-            let index = index_oid(&primary_key_name(&t.name));
+            let index = primary_key_oid(&t.name);
             for (n, attnum) in key_attnums(t).into_iter().enumerate() {
                 let c = &t.columns[attnum as usize - 1];
                 rows.push(attribute_row(
@@ -1264,7 +1266,7 @@ fn indexes(tables: &[Arc<TableDef>]) -> Vec<Vec<Cell>> {
             let keys = key_attnums(t);
             let n = keys.len() as i16;
             vec![
-                index_oid(&primary_key_name(&t.name)).into(),
+                primary_key_oid(&t.name).into(),
                 table_oid(&t.name).into(),
                 n.into(),
                 n.into(),
@@ -1297,7 +1299,7 @@ fn constraints(tables: &[Arc<TableDef>]) -> Vec<Vec<Cell>> {
         .map(|t| {
             let name = primary_key_name(&t.name);
             vec![
-                oid_of("constraint", &name).into(),
+                primary_key_constraint_oid(&t.name).into(),
                 name.clone().into(),
                 PUBLIC_OID.into(),
                 "p".into(),
@@ -1306,7 +1308,7 @@ fn constraints(tables: &[Arc<TableDef>]) -> Vec<Vec<Cell>> {
                 true.into(),
                 table_oid(&t.name).into(),
                 0.into(),
-                index_oid(&name).into(),
+                primary_key_oid(&t.name).into(),
                 0.into(),
                 0.into(),
                 " ".into(),

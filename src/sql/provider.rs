@@ -75,7 +75,7 @@ impl ReadView {
     }
 
     /// Every table's definition as the statement sees it, by name.
-    pub(super) fn definitions(&self, catalog: &Catalog) -> Vec<Arc<TableDef>> {
+    pub(super) fn tables(&self, catalog: &Catalog) -> Vec<Arc<TableDef>> {
         self.table_names(catalog)
             .iter()
             .filter_map(|name| self.definition(catalog, name))

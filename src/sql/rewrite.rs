@@ -106,7 +106,6 @@ fn plain_operator(parts: &[String]) -> Option<BinaryOperator> {
         "<=" => BinaryOperator::LtEq,
         ">" => BinaryOperator::Gt,
         ">=" => BinaryOperator::GtEq,
-        "~~" => return None,
         _ => return None,
     })
 }

@@ -1,5 +1,5 @@
 //! psql's meta-commands against tablegate, with their output checked: what a
-//! user typing `\dt` or `\d` sees.
+//! user typing `\dt` or `\d NAME` sees.
 
 mod common;
 
@@ -73,5 +73,41 @@ async fn meta_commands() {
     assert_eq!(
         psql(port, "SELECT count(*), 1 + 1, current_user").await,
         "count|?column?|current_user\n1|2|ann\n(1 row)\n"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn describe_one_table() {
+    let server = TestServer::start().await;
+    let client = server.client().await;
+    client
+        .batch_execute(
+            "CREATE TABLE depts (id int PRIMARY KEY, name text);
+             CREATE TABLE employees (dept int REFERENCES depts, id int, name varchar(40) NOT NULL, \
+             age int DEFAULT 30, salary numeric(10,2), PRIMARY KEY (dept, id))",
+        )
+        .await
+        .unwrap();
+    let port = server.port;
+    assert_eq!(
+        psql(port, "\\d employees").await,
+        "Table \"public.employees\"\n\
+         Column|Type|Collation|Nullable|Default\n\
+         dept|integer||not null|\n\
+         id|integer||not null|\n\
+         name|character varying(40)||not null|\n\
+         age|integer|||30\n\
+         salary|numeric(10,2)|||\n\
+         Indexes:\n    \"employees_pkey\" PRIMARY KEY, btree (dept, id)\n\
+         Foreign-key constraints:\n    \"employees_dept_fkey\" FOREIGN KEY (dept) REFERENCES depts(id) NOT ENFORCED\n"
+    );
+    assert_eq!(
+        psql(port, "\\d depts").await,
+        "Table \"public.depts\"\n\
+         Column|Type|Collation|Nullable|Default\n\
+         id|integer||not null|\n\
+         name|text|||\n\
+         Indexes:\n    \"depts_pkey\" PRIMARY KEY, btree (id)\n\
+         Referenced by:\n    TABLE \"employees\" CONSTRAINT \"employees_dept_fkey\" FOREIGN KEY (dept) REFERENCES depts(id) NOT ENFORCED\n"
     );
 }

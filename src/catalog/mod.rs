@@ -13,7 +13,7 @@ use std::sync::{Arc, RwLock};
 
 pub use keys::{encode_component, join_components, KeyError};
 pub use table::{
-    Column, KeyParts, Keys, Row, RowError, SystemField, TableDef, GENERATED_PARTITIONS,
+    Column, ForeignKey, KeyParts, Keys, Row, RowError, SystemField, TableDef, GENERATED_PARTITIONS,
 };
 pub use types::{SqlType, DEFAULT_NUMERIC};
 

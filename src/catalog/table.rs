@@ -56,6 +56,19 @@ pub struct TableDef {
     pub name: String,
     pub columns: Vec<Column>,
     pub keys: Keys,
+    /// Declared references to other tables. They are recorded and described
+    /// (psql, JDBC, pg_dump see them) but not enforced on writes.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub foreign_keys: Vec<ForeignKey>,
+}
+
+/// `FOREIGN KEY (columns) REFERENCES table (referenced)`, by column names.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ForeignKey {
+    pub name: String,
+    pub columns: Vec<String>,
+    pub table: String,
+    pub referenced: Vec<String>,
 }
 
 /// A row: one optional value per column, in column order. `None` is NULL.
@@ -198,6 +211,14 @@ impl TableDef {
                 expected: column.ty.pg_name(),
             }),
         }
+    }
+
+    /// Every column of an entity, in column order.
+    pub fn entity_to_row(&self, entity: &Entity) -> Result<Row, RowError> {
+        let parts = self.key_parts(&entity.key)?;
+        (0..self.columns.len())
+            .map(|i| self.column_value(entity, &parts, i))
+            .collect()
     }
 
     /// A key as PostgreSQL shows it in messages: `(dept, id)=(Sales, 7)`.

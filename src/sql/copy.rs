@@ -339,6 +339,7 @@ mod tests {
             name: "t".into(),
             columns: vec![],
             keys: crate::catalog::Keys::Generated,
+            foreign_keys: vec![],
         };
         let format = CopyFormat::parse(
             &[],

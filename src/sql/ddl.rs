@@ -1,4 +1,5 @@
-//! CREATE TABLE (and AS SELECT), DROP TABLE, TRUNCATE, ALTER TABLE ADD COLUMN.
+//! CREATE TABLE (and AS SELECT), DROP TABLE, TRUNCATE, ALTER TABLE (ADD
+//! COLUMN, ADD PRIMARY KEY, ADD FOREIGN KEY, OWNER TO).
 //!
 //! Key mapping (the compound key pattern): `PRIMARY KEY (a, b, c)` stores `a`
 //! as the PartitionKey and `(b, c)` as the RowKey. `WITH (partition_key =
@@ -13,7 +14,8 @@ use std::sync::Arc;
 use datafusion::arrow::datatypes::DataType;
 use datafusion::sql::sqlparser::ast::{
     AlterTable, AlterTableOperation, ColumnDef, ColumnOption, CreateTable, CreateTableOptions,
-    Expr as AstExpr, ObjectName, SqlOption, TableConstraint, Truncate,
+    Expr as AstExpr, ForeignKeyConstraint, ObjectName, ReferentialAction, SqlOption,
+    TableConstraint, Truncate,
 };
 use futures::TryStreamExt;
 
@@ -23,11 +25,13 @@ use super::session::{normalize, table_name, Output, Session};
 use super::txn::Change;
 use super::types::{arrow_type, sql_type, PG_TYPE_KEY};
 use crate::catalog::{
-    check_definition, CatalogError, Column, Keys, SqlType, SystemField, TableDef,
+    check_definition, CatalogError, Column, ForeignKey, Keys, SqlType, SystemField, TableDef,
 };
-use crate::store::StoreError;
+use crate::store::{Query, StoreError};
 
-fn column_of(def: &ColumnDef) -> Result<(Column, bool)> {
+/// A column definition: the column, whether it is the primary key, and the
+/// table it references.
+fn column_of(def: &ColumnDef) -> Result<(Column, bool, Option<ForeignKeyConstraint>)> {
     let name = normalize(&def.name);
     let ty = sql_type(&def.data_type)?;
     let mut column = Column {
@@ -38,11 +42,18 @@ fn column_of(def: &ColumnDef) -> Result<(Column, bool)> {
         default: None,
     };
     let mut primary = false;
+    let mut references = None;
     for option in &def.options {
         match &option.option {
             ColumnOption::NotNull => column.nullable = false,
             ColumnOption::Null => {}
             ColumnOption::PrimaryKey(_) => primary = true,
+            ColumnOption::ForeignKey(fk) => {
+                let mut fk = fk.clone();
+                fk.name = fk.name.or_else(|| option.name.clone());
+                fk.columns = vec![def.name.clone()];
+                references = Some(fk);
+            }
             ColumnOption::Default(expr) => column.default = Some(expr.to_string()),
             other => {
                 return Err(SqlError::FeatureNotSupported(format!(
@@ -68,7 +79,7 @@ fn column_of(def: &ColumnDef) -> Result<(Column, bool)> {
         }
         _ => None,
     };
-    Ok((column, primary))
+    Ok((column, primary, references))
 }
 
 fn option_text(expr: &AstExpr) -> String {
@@ -164,21 +175,97 @@ fn keys_of(
     }
 }
 
-fn primary_columns(constraint: &TableConstraint) -> Result<Option<Vec<String>>> {
+fn primary_columns(constraint: &TableConstraint) -> Result<Vec<String>> {
     match constraint {
         TableConstraint::PrimaryKey(pk) => pk
             .columns
             .iter()
             .map(|c| match &c.column.expr {
                 AstExpr::Identifier(ident) => Ok(normalize(ident)),
-                other => Err(SqlError::FeatureNotSupported(format!("primary key expression {other} is not supported"))),
+                other => Err(SqlError::FeatureNotSupported(format!(
+                    "primary key expression {other} is not supported"
+                ))),
             })
-            .collect::<Result<Vec<_>>>()
-            .map(Some),
+            .collect(),
         other => Err(SqlError::FeatureNotSupported(format!(
-            "constraint {other} is not supported (only PRIMARY KEY; unique indexes come with CREATE UNIQUE INDEX)"
+            "constraint {other} is not supported (only PRIMARY KEY and FOREIGN KEY)"
         ))),
     }
+}
+
+/// Resolves `FOREIGN KEY (columns) REFERENCES table [(columns)]` of table
+/// `def`: the referenced columns must be the referenced table's primary key
+/// (its only unique constraint). Foreign keys are declared, not enforced, so
+/// the actions that would change rows (CASCADE, SET NULL, SET DEFAULT) are
+/// refused rather than silently skipped.
+fn foreign_key(session: &Session, def: &TableDef, fk: &ForeignKeyConstraint) -> Result<ForeignKey> {
+    for action in [fk.on_delete, fk.on_update].into_iter().flatten() {
+        if !matches!(
+            action,
+            ReferentialAction::NoAction | ReferentialAction::Restrict
+        ) {
+            return Err(SqlError::FeatureNotSupported(format!(
+                "foreign key action {action} is not supported: foreign keys are declared, not enforced"
+            )));
+        }
+    }
+    let columns: Vec<String> = fk.columns.iter().map(normalize).collect();
+    for column in &columns {
+        if def.column_index(column).is_none() {
+            return Err(SqlError::UndefinedColumn(column.clone()));
+        }
+    }
+    let table = table_name(&fk.foreign_table)?;
+    let target = if table == def.name {
+        Arc::new(def.clone())
+    } else {
+        session.table(&table)?
+    };
+    let (partition, row) = target.key_columns();
+    let key: Vec<String> = partition
+        .iter()
+        .chain(row)
+        .map(|&i| target.columns[i].name.clone())
+        .collect();
+    let referenced: Vec<String> = if fk.referred_columns.is_empty() {
+        key.clone()
+    } else {
+        fk.referred_columns.iter().map(normalize).collect()
+    };
+    let mut sorted = referenced.clone();
+    sorted.sort();
+    let mut sorted_key = key;
+    sorted_key.sort();
+    if referenced.is_empty() || sorted != sorted_key {
+        return Err(SqlError::value(
+            "42830",
+            format!(
+                "there is no unique constraint matching given keys for referenced table {table:?}"
+            ),
+        ));
+    }
+    if referenced.len() != columns.len() {
+        return Err(SqlError::value(
+            "42830",
+            "number of referencing and referenced columns for foreign key disagree",
+        ));
+    }
+    let name = match &fk.name {
+        Some(name) => normalize(name),
+        None => format!("{}_{}_fkey", def.name, columns.join("_")),
+    };
+    if def.foreign_keys.iter().any(|f| f.name == name) {
+        return Err(SqlError::InvalidDefinition(format!(
+            "constraint {name:?} for relation {:?} already exists",
+            def.name
+        )));
+    }
+    Ok(ForeignKey {
+        name,
+        columns,
+        table,
+        referenced,
+    })
 }
 
 /// The column type of a query result column.
@@ -240,32 +327,42 @@ pub async fn create_table(session: &mut Session, create: CreateTable) -> Result<
     }
     let mut primary = Vec::new();
     let mut columns = Vec::new();
+    let mut references = Vec::new();
     for def in &create.columns {
-        let (column, is_primary) = column_of(def)?;
+        let (column, is_primary, fk) = column_of(def)?;
         if is_primary {
             primary.push(column.name.clone());
         }
         columns.push(column);
+        references.extend(fk);
     }
     for constraint in &create.constraints {
-        if let Some(cols) = primary_columns(constraint)? {
-            if !primary.is_empty() {
-                return Err(SqlError::InvalidDefinition(format!(
-                    "multiple primary keys for table {name:?} are not allowed"
-                )));
+        match constraint {
+            TableConstraint::ForeignKey(fk) => references.push(fk.clone()),
+            other => {
+                if !primary.is_empty() {
+                    return Err(SqlError::InvalidDefinition(format!(
+                        "multiple primary keys for table {name:?} are not allowed"
+                    )));
+                }
+                primary = primary_columns(other)?;
             }
-            primary = cols;
         }
     }
     let partition = partition_option(&create.table_options)?;
 
     let Some(query) = &create.query else {
         let keys = keys_of(&mut columns, primary, partition)?;
-        let def = TableDef {
+        let mut def = TableDef {
             name: name.clone(),
             columns,
             keys,
+            foreign_keys: Vec::new(),
         };
+        for fk in &references {
+            let fk = foreign_key(session, &def, fk)?;
+            def.foreign_keys.push(fk);
+        }
         check_definition(&def)?;
         define(session, &name, Some(def))?;
         return Ok(Output::Command("CREATE TABLE".into()));
@@ -296,11 +393,17 @@ pub async fn create_table(session: &mut Session, create: CreateTable) -> Result<
             "CREATE TABLE AS names a different number of columns than the query returns".into(),
         ));
     }
+    if !references.is_empty() {
+        return Err(SqlError::FeatureNotSupported(
+            "CREATE TABLE AS does not declare foreign keys; add them with ALTER TABLE".into(),
+        ));
+    }
     let keys = keys_of(&mut columns, primary, partition)?;
     let def = TableDef {
         name: name.clone(),
         columns,
         keys,
+        foreign_keys: Vec::new(),
     };
     check_definition(&def)?;
     define(session, &name, Some(def.clone()))?;
@@ -384,6 +487,7 @@ pub async fn truncate(session: &mut Session, truncate: Truncate) -> Result<Outpu
 pub async fn alter_table(session: &mut Session, alter: AlterTable) -> Result<Output> {
     let name = table_name(&alter.name)?;
     let mut def = (*session.table(&name)?).clone();
+    let mut rekeyed = None;
     for operation in &alter.operations {
         match operation {
             AlterTableOperation::AddColumn {
@@ -391,7 +495,7 @@ pub async fn alter_table(session: &mut Session, alter: AlterTable) -> Result<Out
                 if_not_exists,
                 ..
             } => {
-                let (column, primary) = column_of(column_def)?;
+                let (column, primary, references) = column_of(column_def)?;
                 if def.column_index(&column.name).is_some() {
                     if *if_not_exists {
                         continue;
@@ -407,7 +511,31 @@ pub async fn alter_table(session: &mut Session, alter: AlterTable) -> Result<Out
                     ));
                 }
                 def.columns.push(column);
+                if let Some(fk) = references {
+                    let fk = foreign_key(session, &def, &fk)?;
+                    def.foreign_keys.push(fk);
+                }
             }
+            AlterTableOperation::AddConstraint {
+                constraint: TableConstraint::ForeignKey(fk),
+                ..
+            } => {
+                let fk = foreign_key(session, &def, fk)?;
+                def.foreign_keys.push(fk);
+            }
+            AlterTableOperation::AddConstraint { constraint, .. } => {
+                let primary = primary_columns(constraint)?;
+                if !matches!(def.keys, Keys::Generated) {
+                    return Err(SqlError::InvalidDefinition(format!(
+                        "multiple primary keys for table {name:?} are not allowed"
+                    )));
+                }
+                let old = def.clone();
+                def.keys = keys_of(&mut def.columns, primary, None)?;
+                rekeyed = Some(old);
+            }
+            // Ownership is not tracked: every table belongs to the gateway.
+            AlterTableOperation::OwnerTo { .. } => {}
             other => {
                 return Err(SqlError::FeatureNotSupported(format!(
                     "ALTER TABLE {other} is not supported"
@@ -416,6 +544,64 @@ pub async fn alter_table(session: &mut Session, alter: AlterTable) -> Result<Out
         }
     }
     check_definition(&def)?;
+    if let Some(old) = rekeyed {
+        rekey(session, &old, &def).await?;
+    }
     define(session, &name, Some(def))?;
     Ok(Output::Command("ALTER TABLE".into()))
+}
+
+/// Most rows ALTER TABLE ADD PRIMARY KEY moves: each row is deleted under
+/// its generated key and written under its primary key in the statement's
+/// one atomic write, which holds them in memory.
+pub const MAX_REKEYED_ROWS: usize = 1_000_000;
+
+/// Moves every row of a table without a primary key to the key `new`
+/// gives it. Two rows with the same key fail with 23505, a NULL key column
+/// with 23502.
+async fn rekey(session: &mut Session, old: &TableDef, new: &TableDef) -> Result<()> {
+    let view = session.current_view();
+    let mut deletes = Vec::new();
+    let mut inserts = Vec::new();
+    let mut continuation = None;
+    loop {
+        let page = view
+            .query(&old.name, &Query::table(), continuation.as_ref())
+            .await?;
+        for entity in page.entities {
+            if deletes.len() == MAX_REKEYED_ROWS {
+                return Err(SqlError::value(
+                    "54000",
+                    format!(
+                        "table {:?} holds more than {MAX_REKEYED_ROWS} rows, the most ADD PRIMARY KEY moves; \
+                         create the table with its primary key and copy the rows into it",
+                        old.name
+                    ),
+                ));
+            }
+            let row = old.entity_to_row(&entity)?;
+            new.check_row(&row)?;
+            let key = new.entity_key(&row)?;
+            inserts.push(Change {
+                table: new.name.clone(),
+                new: Some(new.row_to_entity(key.clone(), &row)?),
+                key,
+                read: None,
+                creates: true,
+            });
+            deletes.push(Change {
+                table: old.name.clone(),
+                key: entity.key,
+                read: entity.etag,
+                new: None,
+                creates: false,
+            });
+        }
+        continuation = page.continuation;
+        if continuation.is_none() {
+            break;
+        }
+    }
+    deletes.extend(inserts);
+    session.apply_to_transaction(deletes)
 }

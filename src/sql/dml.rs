@@ -31,7 +31,7 @@ use futures::TryStreamExt;
 
 use super::convert::batch_to_rows;
 use super::error::{Result, SqlError};
-use super::provider::{dml_table_name, ETAG_COLUMN};
+use super::provider::{dml_table_name, parse_row_identity, ROW_COLUMN};
 use super::session::{normalize, table_name, Output, Session};
 use super::txn::Change;
 use super::types::{arrow_type, cast_name};
@@ -70,9 +70,8 @@ struct Rewrite {
     sql: String,
     /// Table columns the first output columns hold, in order.
     columns: Vec<usize>,
-    /// For UPDATE: how many old key columns follow (then the ETag).
-    old_key_columns: usize,
-    with_etag: bool,
+    /// For UPDATE and DELETE: the last column holds each row's key and ETag.
+    with_row: bool,
     /// Types of parameters that appear alone where a column value goes.
     hints: HashMap<usize, DataType>,
     returning: Option<Vec<SelectItem>>,
@@ -349,8 +348,7 @@ fn rewrite_insert(session: &Session, insert: &Insert) -> Result<Rewrite> {
         def,
         sql,
         columns,
-        old_key_columns: 0,
-        with_etag: false,
+        with_row: false,
         hints,
         returning: insert.returning.clone(),
         on_conflict,
@@ -372,14 +370,6 @@ fn target(relation: &TableWithJoins) -> Result<(String, String, String)> {
         .unwrap_or_else(|| table.clone());
     let joins: Vec<String> = relation.joins.iter().map(|j| j.to_string()).collect();
     Ok((table, alias, joins.join(" ")))
-}
-
-fn key_select(def: &TableDef, alias: &str) -> Vec<String> {
-    let (p, r) = def.key_columns();
-    p.iter()
-        .chain(r)
-        .map(|&i| format!("{}.{}", quote(alias), quote(&def.columns[i].name)))
-        .collect()
 }
 
 /// The SELECT that reads the rows an UPDATE or DELETE touches, with their ETags.
@@ -440,10 +430,7 @@ fn rewrite_update(session: &Session, update: &Update) -> Result<Rewrite> {
                 .unwrap_or_else(|| format!("{}.{}", quote(&alias), quote(&def.columns[*i].name)))
         })
         .collect();
-    let old_keys = key_select(&def, &alias);
-    let old_key_columns = old_keys.len();
-    select.extend(old_keys);
-    select.push(format!("{}.{}", quote(&alias), quote(ETAG_COLUMN)));
+    select.push(format!("{}.{}", quote(&alias), quote(ROW_COLUMN)));
     let from: &[TableWithJoins] = match &update.from {
         Some(
             datafusion::sql::sqlparser::ast::UpdateTableFromKind::BeforeSet(f)
@@ -463,8 +450,7 @@ fn rewrite_update(session: &Session, update: &Update) -> Result<Rewrite> {
         def,
         sql,
         columns,
-        old_key_columns,
-        with_etag: true,
+        with_row: true,
         hints,
         returning: update.returning.clone(),
         alias,
@@ -497,7 +483,7 @@ fn rewrite_delete(session: &Session, delete: &Delete) -> Result<Rewrite> {
         .iter()
         .map(|&i| format!("{}.{}", quote(&alias), quote(&def.columns[i].name)))
         .collect();
-    select.push(format!("{}.{}", quote(&alias), quote(ETAG_COLUMN)));
+    select.push(format!("{}.{}", quote(&alias), quote(ROW_COLUMN)));
     let using = delete.using.as_deref().unwrap_or_default();
     let sql = scan_sql(
         &select,
@@ -511,8 +497,7 @@ fn rewrite_delete(session: &Session, delete: &Delete) -> Result<Rewrite> {
         def,
         sql,
         columns,
-        old_key_columns: 0,
-        with_etag: true,
+        with_row: true,
         hints: HashMap::new(),
         returning: delete.returning.clone(),
         alias,
@@ -613,34 +598,38 @@ pub async fn plan_changes(
     let mut count = 0usize;
     let mut conflicts: Vec<(Row, crate::model::Entity)> = Vec::new();
     while let Some(batch) = stream.try_next().await? {
-        let value_columns = rewrite.columns.len();
         let rows = batch_to_rows(
             &def,
             &rewrite.columns,
             &cast_columns(&def, &rewrite.columns, &batch, 0)?,
         )?;
-        let old_keys = if rewrite.old_key_columns > 0 {
-            let (p, r) = def.key_columns();
-            let key_cols: Vec<usize> = p.iter().chain(r).copied().collect();
-            Some(batch_to_rows(
-                &def,
-                &key_cols,
-                &cast_columns(&def, &key_cols, &batch, value_columns)?,
-            )?)
+        // UPDATE and DELETE read each row's key and ETag in a last column.
+        let identities: Option<Vec<(crate::model::EntityKey, Option<ETag>)>> = if rewrite.with_row {
+            let column = batch.column(batch.num_columns() - 1);
+            let values = column
+                .as_any()
+                .downcast_ref::<StringArray>()
+                .ok_or_else(|| SqlError::Internal("the row column is not text".into()))?;
+            Some(
+                (0..values.len())
+                    .map(|i| {
+                        parse_row_identity(values.value(i)).ok_or_else(|| {
+                            SqlError::Internal(format!(
+                                "malformed row column {:?}",
+                                values.value(i)
+                            ))
+                        })
+                    })
+                    .collect::<Result<_>>()?,
+            )
         } else {
             None
         };
-        let etags: Option<Vec<Option<ETag>>> = rewrite.with_etag.then(|| {
-            let column = batch.column(batch.num_columns() - 1);
-            match column.as_any().downcast_ref::<StringArray>() {
-                Some(a) => (0..a.len())
-                    .map(|i| a.is_valid(i).then(|| ETag(a.value(i).to_owned())))
-                    .collect(),
-                None => vec![None; batch.num_rows()],
-            }
-        });
         for (r, row) in rows.into_iter().enumerate() {
-            let read = etags.as_ref().and_then(|e| e[r].clone());
+            let (old, read) = match &identities {
+                Some(ids) => (Some(ids[r].0.clone()), ids[r].1.clone()),
+                None => (None, None),
+            };
             match rewrite.kind {
                 Kind::Insert => {
                     def.check_row(&row)?;
@@ -686,18 +675,23 @@ pub async fn plan_changes(
                     });
                 }
                 Kind::Update => {
-                    let old = def
-                        .entity_key(&old_keys.as_ref().map(|k| k[r].clone()).unwrap_or_default())?;
+                    let old =
+                        old.ok_or_else(|| SqlError::Internal("UPDATE without row keys".into()))?;
                     if !seen.insert(old.clone()) {
                         continue;
                     }
                     def.check_row(&row)?;
-                    let key = def.entity_key(&row)?;
+                    // A row without a primary key keeps its generated key.
+                    let key = match def.keys {
+                        crate::catalog::Keys::Generated => old.clone(),
+                        crate::catalog::Keys::Columns { .. } => def.entity_key(&row)?,
+                    };
                     let entity = def.row_to_entity(key, &row)?;
                     changes.extend(Change::rewrite(&def.name, old, read, entity));
                 }
                 Kind::Delete => {
-                    let key = def.entity_key(&row)?;
+                    let key =
+                        old.ok_or_else(|| SqlError::Internal("DELETE without row keys".into()))?;
                     if !seen.insert(key.clone()) {
                         continue;
                     }

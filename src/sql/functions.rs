@@ -17,8 +17,8 @@ use datafusion::logical_expr::{
 use datafusion::prelude::SessionContext;
 
 use super::pg_catalog::{
-    catalog_oid, constraint_definition, format_type, index_definition, primary_key_constraint_oid,
-    primary_key_oid, quote_ident, table_oid, type_oid, DATABASE, OWNER,
+    catalog_oid, constraints_of, format_type, index_definition, primary_key_oid, quote_ident,
+    table_oid, type_oid, DATABASE, NAMESPACES, OWNER,
 };
 use super::provider::ReadView;
 use super::settings::{Settings, SERVER_VERSION};
@@ -292,6 +292,33 @@ pub fn register_all(
             Ok(ScalarValue::Boolean(Some(true)))
         });
     }
+    let (c, v) = (catalog.clone(), view.clone());
+    register(
+        ctx,
+        "pg_relation_is_publishable",
+        &[1],
+        Boolean,
+        Stable,
+        move |args| {
+            let oid = int(&args[0]);
+            Ok(ScalarValue::Boolean(Some(oid.is_some_and(|oid| {
+                find_table(&c, &v, |name| i64::from(table_oid(name)) == oid).is_some()
+            }))))
+        },
+    );
+    // No extended statistics objects or triggers exist (pg_statistic_ext
+    // and pg_trigger are empty).
+    register(
+        ctx,
+        "pg_get_statisticsobjdef_columns",
+        &[1],
+        Utf8,
+        Stable,
+        |_| Ok(utf8(None)),
+    );
+    register(ctx, "pg_get_triggerdef", &[1, 2], Utf8, Stable, |_| {
+        Ok(utf8(None))
+    });
     // No sequences yet: no column owns one.
     register(ctx, "pg_get_serial_sequence", &[2], Utf8, Stable, |_| {
         Ok(utf8(None))
@@ -424,10 +451,11 @@ pub fn register_all(
                 return Ok(utf8(None));
             };
             Ok(utf8(
-                find_table(&c, &v, |name| {
-                    i64::from(primary_key_constraint_oid(name)) == oid
-                })
-                .map(|def| constraint_definition(&def)),
+                v.tables(&c)
+                    .iter()
+                    .flat_map(|t| constraints_of(t))
+                    .find(|constraint| i64::from(constraint.oid) == oid)
+                    .map(|constraint| constraint.definition()),
             ))
         },
     );
@@ -436,6 +464,10 @@ pub fn register_all(
         let Some(name) = text(&args[0]) else {
             return Ok(ScalarValue::Int32(None));
         };
+        // A number is an object id, as in PostgreSQL.
+        if let Ok(oid) = name.trim().parse::<i32>() {
+            return Ok(ScalarValue::Int32(Some(oid)));
+        }
         match v.definition(&c, relation_name(&name)) {
             Some(def) => Ok(ScalarValue::Int32(Some(table_oid(&def.name)))),
             None => match catalog_oid(&name) {
@@ -453,6 +485,17 @@ pub fn register_all(
             find_table(&c, &v, |name| i64::from(table_oid(name)) == oid)
                 .map(|def| quote_ident(&def.name))
                 .unwrap_or_else(|| oid.to_string()),
+        )))
+    });
+    register(ctx, "namespace_name", &[1], Utf8, Immutable, |args| {
+        let Some(oid) = int(&args[0]) else {
+            return Ok(utf8(None));
+        };
+        Ok(utf8(Some(
+            NAMESPACES
+                .iter()
+                .find(|(o, _)| i64::from(*o) == oid)
+                .map_or_else(|| oid.to_string(), |(_, name)| (*name).to_owned()),
         )))
     });
     let (c, v) = (catalog, view);

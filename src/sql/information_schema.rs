@@ -8,7 +8,9 @@ use async_trait::async_trait;
 use datafusion::catalog::{SchemaProvider, TableProvider};
 use datafusion::common::Result as DfResult;
 
-use super::pg_catalog::{has_primary_key, primary_key_name, table, Cell, Ty, DATABASE, OWNER};
+use super::pg_catalog::{
+    constraints_of, primary_key_name, table, Cell, Constraint, Ty, DATABASE, OWNER,
+};
 use super::provider::ReadView;
 use crate::catalog::{Catalog, SqlType, TableDef};
 
@@ -89,6 +91,18 @@ const KEY_COLUMN_USAGE: &[(&str, Ty)] = &[
     ("position_in_unique_constraint", Int4),
 ];
 
+const REFERENTIAL_CONSTRAINTS: &[(&str, Ty)] = &[
+    ("constraint_catalog", Text),
+    ("constraint_schema", Text),
+    ("constraint_name", Text),
+    ("unique_constraint_catalog", Text),
+    ("unique_constraint_schema", Text),
+    ("unique_constraint_name", Text),
+    ("match_option", Text),
+    ("update_rule", Text),
+    ("delete_rule", Text),
+];
+
 const VIEWS: &[(&str, Ty)] = &[
     ("table_catalog", Text),
     ("table_schema", Text),
@@ -105,6 +119,7 @@ const NAMES: &[&str] = &[
     "columns",
     "table_constraints",
     "key_column_usage",
+    "referential_constraints",
     "views",
 ];
 
@@ -154,17 +169,31 @@ fn type_names(ty: SqlType) -> (&'static str, &'static str) {
     }
 }
 
-/// The columns a table's primary key constraint starts with: constraint
-/// catalog, schema and name, then table catalog, schema and name.
-fn primary_key_of(t: &TableDef) -> Vec<Cell> {
+/// The columns a constraint's rows start with: constraint catalog, schema
+/// and name, then table catalog, schema and name.
+fn constraint_of(c: &Constraint) -> Vec<Cell> {
     vec![
         DATABASE.into(),
         "public".into(),
-        primary_key_name(&t.name).into(),
+        c.name.clone().into(),
         DATABASE.into(),
         "public".into(),
-        t.name.clone().into(),
+        c.table.clone().into(),
     ]
+}
+
+/// Where a referenced column stands in its table's primary key (1-based).
+fn unique_position(tables: &[Arc<TableDef>], table: &str, column: &str) -> Cell {
+    tables
+        .iter()
+        .find(|t| t.name == table)
+        .and_then(|t| {
+            constraints_of(t)
+                .into_iter()
+                .find(|c| c.references.is_none())
+        })
+        .and_then(|key| key.columns.iter().position(|c| c == column))
+        .map_or(Cell::Null, |n| (n as i32 + 1).into())
 }
 
 fn column_rows(t: &TableDef) -> Vec<Vec<Cell>> {
@@ -227,7 +256,7 @@ impl SchemaProvider for InformationSchema {
 
     async fn table(&self, name: &str) -> DfResult<Option<Arc<dyn TableProvider>>> {
         let tables = self.view.tables(&self.catalog);
-        let keyed = || tables.iter().filter(|t| has_primary_key(t));
+        let constraints = || tables.iter().flat_map(|t| constraints_of(t));
         let provider = match name {
             "schemata" => table(
                 SCHEMATA,
@@ -268,33 +297,67 @@ impl SchemaProvider for InformationSchema {
             ),
             "table_constraints" => table(
                 TABLE_CONSTRAINTS,
-                keyed()
-                    .map(|t| {
-                        let mut row = primary_key_of(t);
-                        row.extend(["PRIMARY KEY".into(), "NO".into(), "NO".into(), "YES".into()]);
+                constraints()
+                    .map(|c| {
+                        let foreign = c.references.is_some();
+                        let mut row = constraint_of(&c);
+                        row.extend([
+                            (if foreign {
+                                "FOREIGN KEY"
+                            } else {
+                                "PRIMARY KEY"
+                            })
+                            .into(),
+                            "NO".into(),
+                            "NO".into(),
+                            yes_no(!foreign),
+                        ]);
                         row
                     })
                     .collect(),
             ),
             "key_column_usage" => table(
                 KEY_COLUMN_USAGE,
-                keyed()
-                    .flat_map(|t| {
-                        let (partition, row) = t.key_columns();
-                        partition
+                constraints()
+                    .flat_map(|c| {
+                        c.columns
                             .iter()
-                            .chain(row)
                             .enumerate()
-                            .map(|(n, &i)| {
-                                let mut row = primary_key_of(t);
+                            .map(|(n, column)| {
+                                let mut row = constraint_of(&c);
+                                let position = n as i32 + 1;
                                 row.extend([
-                                    t.columns[i].name.clone().into(),
-                                    (n as i32 + 1).into(),
-                                    Cell::Null,
+                                    column.clone().into(),
+                                    position.into(),
+                                    match &c.references {
+                                        Some((table, referenced)) => {
+                                            unique_position(&tables, table, &referenced[n])
+                                        }
+                                        None => Cell::Null,
+                                    },
                                 ]);
                                 row
                             })
                             .collect::<Vec<_>>()
+                    })
+                    .collect(),
+            ),
+            "referential_constraints" => table(
+                REFERENTIAL_CONSTRAINTS,
+                constraints()
+                    .filter_map(|c| {
+                        let (table, _) = c.references.as_ref()?;
+                        Some(vec![
+                            DATABASE.into(),
+                            "public".into(),
+                            c.name.clone().into(),
+                            DATABASE.into(),
+                            "public".into(),
+                            primary_key_name(table).into(),
+                            "NONE".into(),
+                            "NO ACTION".into(),
+                            "NO ACTION".into(),
+                        ])
                     })
                     .collect(),
             ),

@@ -642,6 +642,11 @@ const PG_PROC: &[(&str, Ty)] = &[
     ("prosrc", Text),
 ];
 
+/// Whether a catalog never has rows: one of [`EMPTY`].
+pub fn is_always_empty(name: &str) -> bool {
+    EMPTY.iter().any(|(n, _)| *n == name)
+}
+
 /// Catalogs that tablegate has nothing to put in: their columns, no rows.
 const EMPTY: &[(&str, &[(&str, Ty)])] = &[
     (
@@ -1082,14 +1087,73 @@ pub fn index_definition(def: &TableDef) -> String {
     )
 }
 
-pub fn constraint_definition(def: &TableDef) -> String {
-    let (partition, row) = def.key_columns();
-    let columns: Vec<String> = partition
-        .iter()
-        .chain(row)
-        .map(|&i| quote_ident(&def.columns[i].name))
-        .collect();
-    format!("PRIMARY KEY ({})", columns.join(", "))
+/// A constraint of a table: its primary key, or a foreign key it declares.
+pub struct Constraint {
+    pub oid: i32,
+    pub name: String,
+    pub table: String,
+    pub columns: Vec<String>,
+    /// The referenced table and columns of a foreign key.
+    pub references: Option<(String, Vec<String>)>,
+}
+
+impl Constraint {
+    /// `p` or `f`, as in `pg_constraint.contype`.
+    pub fn kind(&self) -> &'static str {
+        if self.references.is_some() {
+            "f"
+        } else {
+            "p"
+        }
+    }
+
+    /// What `pg_get_constraintdef` prints. Foreign keys are recorded, not
+    /// checked, and say so.
+    pub fn definition(&self) -> String {
+        let list = |names: &[String]| {
+            names
+                .iter()
+                .map(|n| quote_ident(n))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        match &self.references {
+            None => format!("PRIMARY KEY ({})", list(&self.columns)),
+            Some((table, columns)) => format!(
+                "FOREIGN KEY ({}) REFERENCES {}({}) NOT ENFORCED",
+                list(&self.columns),
+                quote_ident(table),
+                list(columns)
+            ),
+        }
+    }
+}
+
+/// The constraints of a table: its primary key first, then its foreign keys.
+pub fn constraints_of(def: &TableDef) -> Vec<Constraint> {
+    let mut out = Vec::new();
+    if has_primary_key(def) {
+        let (partition, row) = def.key_columns();
+        out.push(Constraint {
+            oid: primary_key_constraint_oid(&def.name),
+            name: primary_key_name(&def.name),
+            table: def.name.clone(),
+            columns: partition
+                .iter()
+                .chain(row)
+                .map(|&i| def.columns[i].name.clone())
+                .collect(),
+            references: None,
+        });
+    }
+    out.extend(def.foreign_keys.iter().map(|fk| Constraint {
+        oid: oid_of("constraint", &format!("{}.{}", def.name, fk.name)),
+        name: fk.name.clone(),
+        table: def.name.clone(),
+        columns: fk.columns.clone(),
+        references: Some((fk.table.clone(), fk.referenced.clone())),
+    }));
+    out
 }
 
 /// An identifier as PostgreSQL prints it: quoted unless plain lower case.
@@ -1108,18 +1172,31 @@ pub fn quote_ident(name: &str) -> String {
     }
 }
 
+/// The schemas, by object id.
+pub const NAMESPACES: [(i32, &str); 3] = [
+    (PG_CATALOG_OID, "pg_catalog"),
+    (PUBLIC_OID, "public"),
+    (INFORMATION_SCHEMA_OID, "information_schema"),
+];
+
 fn namespaces() -> Vec<Vec<Cell>> {
-    [
-        (PG_CATALOG_OID, "pg_catalog"),
-        (PUBLIC_OID, "public"),
-        (INFORMATION_SCHEMA_OID, "information_schema"),
-    ]
-    .into_iter()
-    .map(|(oid, name)| vec![oid.into(), name.into(), OWNER_OID.into(), Cell::Null])
-    .collect()
+    NAMESPACES
+        .into_iter()
+        .map(|(oid, name)| vec![oid.into(), name.into(), OWNER_OID.into(), Cell::Null])
+        .collect()
 }
 
-fn class_row(oid: i32, name: &str, kind: &str, natts: usize, has_index: bool) -> Vec<Cell> {
+/// A `pg_class` row. `has_triggers` is what PostgreSQL sets for tables
+/// with foreign keys (its foreign keys are triggers), and what makes psql
+/// list them.
+fn class_row(
+    oid: i32,
+    name: &str,
+    kind: &str,
+    natts: usize,
+    has_index: bool,
+    has_triggers: bool,
+) -> Vec<Cell> {
     vec![
         oid.into(),
         name.into(),
@@ -1146,7 +1223,7 @@ fn class_row(oid: i32, name: &str, kind: &str, natts: usize, has_index: bool) ->
         (natts as i16).into(),
         0i16.into(),
         false.into(),
-        false.into(),
+        has_triggers.into(),
         false.into(),
         false.into(),
         false.into(),
@@ -1166,12 +1243,16 @@ fn classes(tables: &[Arc<TableDef>]) -> Vec<Vec<Cell>> {
     let mut rows = Vec::new();
     for t in tables {
         let keyed = has_primary_key(t);
+        let referenced = tables
+            .iter()
+            .any(|other| other.foreign_keys.iter().any(|fk| fk.table == t.name));
         rows.push(class_row(
             table_oid(&t.name),
             &t.name,
             "r",
             t.columns.len(),
             keyed,
+            referenced || !t.foreign_keys.is_empty(),
         ));
         if keyed {
             let index = primary_key_name(&t.name);
@@ -1180,6 +1261,7 @@ fn classes(tables: &[Arc<TableDef>]) -> Vec<Vec<Cell>> {
                 &index,
                 PG_INDEX_RELKIND,
                 key_attnums(t).len(),
+                false,
                 false,
             ));
         }
@@ -1293,32 +1375,52 @@ fn indexes(tables: &[Arc<TableDef>]) -> Vec<Vec<Cell>> {
 }
 
 fn constraints(tables: &[Arc<TableDef>]) -> Vec<Vec<Cell>> {
+    let attnums = |table: &str, columns: &[String]| -> Cell {
+        let def = tables.iter().find(|t| t.name == table);
+        Cell::Ints(
+            columns
+                .iter()
+                .filter_map(|c| def.and_then(|d| d.column_index(c)))
+                .map(|i| i as i64 + 1)
+                .collect(),
+        )
+    };
     tables
         .iter()
-        .filter(|t| has_primary_key(t))
-        .map(|t| {
-            let name = primary_key_name(&t.name);
+        .flat_map(|t| constraints_of(t))
+        .map(|c| {
+            let foreign = c.references.is_some();
+            let (index, referenced, referenced_attnums) = match &c.references {
+                None => (primary_key_oid(&c.table), 0, Cell::Null),
+                Some((table, columns)) => (
+                    primary_key_oid(table),
+                    table_oid(table),
+                    attnums(table, columns),
+                ),
+            };
+            let action = if foreign { "a" } else { " " };
             vec![
-                primary_key_constraint_oid(&t.name).into(),
-                name.clone().into(),
+                c.oid.into(),
+                c.name.clone().into(),
                 PUBLIC_OID.into(),
-                "p".into(),
+                c.kind().into(),
                 false.into(),
                 false.into(),
+                // Foreign keys are not checked against the rows.
+                (!foreign).into(),
+                table_oid(&c.table).into(),
+                0.into(),
+                index.into(),
+                0.into(),
+                referenced.into(),
+                action.into(),
+                action.into(),
+                (if foreign { "s" } else { " " }).into(),
                 true.into(),
-                table_oid(&t.name).into(),
-                0.into(),
-                primary_key_oid(&t.name).into(),
-                0.into(),
-                0.into(),
-                " ".into(),
-                " ".into(),
-                " ".into(),
-                true.into(),
                 0.into(),
                 true.into(),
-                Cell::Ints(key_attnums(t)),
-                Cell::Null,
+                attnums(&c.table, &c.columns),
+                referenced_attnums,
                 Cell::Null,
             ]
         })
@@ -1462,6 +1564,7 @@ mod tests {
                 partition: vec![0],
                 row: vec![],
             },
+            foreign_keys: vec![],
         });
         let tables = vec![def];
         for (columns, rows) in [

@@ -20,12 +20,37 @@ use super::types::arrow_field;
 use crate::catalog::{Catalog, Keys, TableDef};
 use crate::store::{EntityRead, KeyRange, Statistics};
 
-/// The name of the extra column that carries each row's ETag in the scans of
-/// UPDATE and DELETE (see [`dml_table_name`]).
-pub const ETAG_COLUMN: &str = "__tablegate_etag";
+/// The name of the extra column that carries each row's key and ETag in the
+/// scans of UPDATE and DELETE (see [`dml_table_name`], [`row_identity`]).
+pub const ROW_COLUMN: &str = "__tablegate_row";
+
+/// Separates the parts of a [`ROW_COLUMN`] value: keys hold no control
+/// characters.
+const ROW_SEPARATOR: char = '\u{1f}';
+
+/// The [`ROW_COLUMN`] value of an entity: PartitionKey, RowKey and ETag.
+/// UPDATE and DELETE address the row they read by it (a table without a
+/// primary key has no columns that give its key).
+pub fn row_identity(entity: &crate::model::Entity) -> String {
+    let etag = entity.etag.as_ref().map_or("", |t| t.0.as_str());
+    format!(
+        "{}{ROW_SEPARATOR}{}{ROW_SEPARATOR}{etag}",
+        entity.key.partition_key, entity.key.row_key
+    )
+}
+
+/// The key and ETag a [`ROW_COLUMN`] value holds.
+pub fn parse_row_identity(
+    value: &str,
+) -> Option<(crate::model::EntityKey, Option<crate::model::ETag>)> {
+    let mut parts = value.splitn(3, ROW_SEPARATOR);
+    let (pk, rk, etag) = (parts.next()?, parts.next()?, parts.next()?);
+    let etag = (!etag.is_empty()).then(|| crate::model::ETag(etag.to_owned()));
+    Some((crate::model::EntityKey::new(pk, rk), etag))
+}
 const DML_PREFIX: &str = "__tablegate_dml_";
 
-/// The name under which a table also shows its rows' ETags, for the scans
+/// The name under which a table also shows its rows' keys and ETags, for the scans
 /// that UPDATE and DELETE plan.
 pub fn dml_table_name(table: &str) -> String {
     format!("{DML_PREFIX}{table}")
@@ -148,23 +173,23 @@ impl SchemaProvider for TablegateSchema {
     }
 
     async fn table(&self, name: &str) -> DfResult<Option<Arc<dyn TableProvider>>> {
-        let (name, with_etag) = match name.strip_prefix(DML_PREFIX) {
+        let (name, with_row) = match name.strip_prefix(DML_PREFIX) {
             Some(base) => (base, true),
             None => (name, false),
         };
         let Some(def) = self.view.definition(&self.catalog, name) else {
-            return match with_etag {
+            return match with_row {
                 false => self.system.table(name).await,
                 true => Ok(None),
             };
         };
         Ok(Some({
             Arc::new(StoreTable {
-                schema: table_schema(&def, with_etag),
+                schema: table_schema(&def, with_row),
                 def,
                 stats: self.stats.clone(),
                 view: self.view.clone(),
-                with_etag,
+                with_row,
             }) as Arc<dyn TableProvider>
         }))
     }
@@ -182,7 +207,7 @@ pub struct StoreTable {
     schema: SchemaRef,
     stats: Arc<dyn Statistics>,
     view: Arc<ReadView>,
-    with_etag: bool,
+    with_row: bool,
 }
 
 impl std::fmt::Debug for StoreTable {
@@ -199,11 +224,11 @@ impl std::fmt::Debug for ReadView {
     }
 }
 
-/// The columns DataFusion sees: the table's, and the ETag for DML scans.
-fn table_schema(def: &TableDef, with_etag: bool) -> SchemaRef {
+/// The columns DataFusion sees: the table's, and the row column for DML scans.
+fn table_schema(def: &TableDef, with_row: bool) -> SchemaRef {
     let mut fields: Vec<Field> = def.columns.iter().map(arrow_field).collect();
-    if with_etag {
-        fields.push(Field::new(ETAG_COLUMN, DataType::Utf8, true));
+    if with_row {
+        fields.push(Field::new(ROW_COLUMN, DataType::Utf8, true));
     }
     Arc::new(Schema::new(fields))
 }
@@ -289,23 +314,23 @@ impl TableProvider for StoreTable {
     ) -> DfResult<Arc<dyn ExecutionPlan>> {
         let def = &self.def;
         let table_columns = def.columns.len();
-        let etag_position = self.with_etag.then_some(table_columns);
+        let row_position = self.with_row.then_some(table_columns);
         let output: Vec<usize> = match projection {
             Some(p) => p.clone(),
             None => (0..self.schema.fields().len()).collect(),
         };
-        let with_etag = etag_position.is_some_and(|e| output.contains(&e));
-        // The ETag, when asked, must be last among the output columns.
+        let with_row = row_position.is_some_and(|e| output.contains(&e));
+        // The row column, when asked, must be last among the output columns.
         let mut decoded: Vec<usize> = output
             .iter()
             .copied()
-            .filter(|&i| Some(i) != etag_position)
+            .filter(|&i| Some(i) != row_position)
             .collect();
         let mut output_schema_fields: Vec<Field> = decoded
             .iter()
             .map(|&i| self.schema.field(i).clone())
             .collect();
-        if with_etag {
+        if with_row {
             output_schema_fields.push(self.schema.field(table_columns).clone());
         }
         let output_count = decoded.len();
@@ -384,7 +409,7 @@ impl TableProvider for StoreTable {
             splits,
             decoded,
             output: output_count,
-            with_etag,
+            with_row,
             decode_schema,
             schema: Arc::new(Schema::new(output_schema_fields)),
             filter,

@@ -718,6 +718,7 @@ mod tests {
                 partition: vec![0],
                 row: vec![1],
             },
+            foreign_keys: vec![],
         }
     }
 

@@ -14,7 +14,8 @@
 //! - `'name'::regclass` (a literal or parameter) becomes the table's object
 //!   id (an error if there is no such table, as in PostgreSQL), while
 //!   `oid_column::regclass` becomes the table's name, and
-//!   `oid_column::regtype` the type's name: a `regclass` compares as a
+//!   `oid_column::regtype` the type's name (`::regnamespace` the
+//!   schema's): a `regclass` compares as a
 //!   number and prints as a name, and these are the two uses.
 //!
 //! - a scalar subquery that does not aggregate, `(SELECT x FROM t WHERE
@@ -33,9 +34,24 @@
 //! - `information_schema._pg_expandarray(a)` becomes
 //!   `unnest(_pg_expandarray(a))`, one `(x, n)` row per element, and
 //!   `array_upper(a, 1)` becomes `array_length(a)` (arrays start at 1),
+//!   `pg_partition_ancestors(t)` no rows (no table is partitioned),
 //!   and `(row).field` becomes `get_field(row, 'field')`;
 //! - a column compared with an integer array literal (`polroles = '{0}'`)
 //!   is compared with `make_array(0)`.
+//!
+//! - in a subquery, `x = ANY(o.a)` where `o.a` is an array column of a
+//!   table `t` of the outer query becomes a join with `(SELECT DISTINCT
+//!   unnest(a) AS v, a FROM t)` on `x = v`, correlated by `a = o.a`: the
+//!   same rows, and an equality DataFusion can decorrelate.
+//!
+//! - a SELECT that reads, through an inner join, a catalog that never has
+//!   rows (`pg_policy`, `pg_publication`, ...) and does not aggregate
+//!   returns no rows: its WHERE becomes `false` and its select items that
+//!   hold subqueries NULL, so that a subquery DataFusion cannot plan does
+//!   not fail a query whose answer is known to be empty;
+//! - `FROM pg_catalog.generate_series(...)` loses the schema, and repeated
+//!   unnamed select items (`SELECT NULL, NULL`) get distinct aliases (the
+//!   client still sees PostgreSQL's names, taken before rewriting).
 //!
 //! Anything else is left for DataFusion, which reports what it cannot plan.
 
@@ -43,8 +59,10 @@ use std::ops::ControlFlow;
 
 use datafusion::sql::sqlparser::ast::{
     visit_expressions_mut, BinaryOperator, CastKind, DataType, Expr, Function, FunctionArguments,
-    GroupByExpr, Ident, ObjectName, ObjectNamePart, Query, SelectItem, SetExpr, Statement,
+    GroupByExpr, Ident, ObjectName, ObjectNamePart, Query, Select, SelectItem, SetExpr, Statement,
 };
+
+use datafusion::sql::sqlparser::dialect::PostgreSqlDialect;
 
 use super::functions::SINGLE_VALUE;
 
@@ -675,6 +693,27 @@ fn rewrite_expr(expr: &mut Expr) {
                     }
                 }
             }
+            // No table is a partition or partitioned: no ancestors.
+            if name == "pg_partition_ancestors" {
+                *expr = call(
+                    "unnest",
+                    vec![Expr::Cast {
+                        kind: CastKind::Cast,
+                        expr: Box::new(Expr::Value(
+                            datafusion::sql::sqlparser::ast::Value::Null.into(),
+                        )),
+                        data_type: DataType::Array(
+                            datafusion::sql::sqlparser::ast::ArrayElemTypeDef::SquareBracket(
+                                Box::new(DataType::Int(None)),
+                                None,
+                            ),
+                        ),
+                        array: false,
+                        format: None,
+                    }],
+                );
+                return;
+            }
             if name == "_pg_expandarray" {
                 let expanded = expr.clone();
                 *expr = call("unnest", vec![expanded]);
@@ -741,6 +780,9 @@ fn rewrite_expr(expr: &mut Expr) {
                     None => (**inner).clone(),
                 };
             }
+            Some("regnamespace") if !is_value(inner) => {
+                *expr = call("namespace_name", vec![(**inner).clone()]);
+            }
             Some("regtype") if !is_value(inner) => {
                 *expr = call(
                     "format_type",
@@ -755,14 +797,275 @@ fn rewrite_expr(expr: &mut Expr) {
                     *data_type = ty;
                 }
             }
-            None => {}
+            None => {
+                // `x::pg_catalog.int2[]`: an array of a catalog type.
+                use datafusion::sql::sqlparser::ast::ArrayElemTypeDef;
+                if let DataType::Array(ArrayElemTypeDef::SquareBracket(element, _)) = data_type {
+                    if let Some(ty) = custom_type(element).as_deref().and_then(builtin) {
+                        **element = ty;
+                    }
+                }
+            }
         },
         _ => {}
     }
 }
 
+/// The rewrites that look at a whole SELECT, query by query: subqueries
+/// that test membership in an outer row's array (see
+/// [`any_of_outer_array`]), and repeated unnamed select items.
+#[derive(Default)]
+struct Selects {
+    joined: usize,
+}
+
+/// Gives each repeated unnamed item of a select list (`SELECT NULL, NULL`)
+/// an alias of its own: DataFusion needs distinct names, and the names the
+/// client sees are taken before rewriting.
+fn name_repeated_items(projection: &mut [SelectItem]) {
+    let mut seen = std::collections::HashSet::new();
+    for (i, item) in projection.iter_mut().enumerate() {
+        if let SelectItem::UnnamedExpr(expr) = item {
+            if !seen.insert(expr.to_string()) {
+                *item = SelectItem::ExprWithAlias {
+                    expr: expr.clone(),
+                    alias: Ident::new(format!("__tablegate_column{i}")),
+                };
+            }
+        }
+    }
+}
+
+impl datafusion::sql::sqlparser::ast::VisitorMut for Selects {
+    type Break = ();
+
+    fn pre_visit_query(&mut self, query: &mut Query) -> ControlFlow<()> {
+        for_each_select(query.body.as_mut(), &mut |select| {
+            name_repeated_items(&mut select.projection);
+            unqualify_table_functions(select);
+            if !over_empty_catalog(select) {
+                self.outer_arrays(select);
+            }
+        });
+        ControlFlow::Continue(())
+    }
+}
+
+/// `FROM pg_catalog.generate_series(...)`: table functions are registered
+/// without a schema.
+fn unqualify_table_functions(select: &mut Select) {
+    use datafusion::sql::sqlparser::ast::TableFactor;
+    for t in &mut select.from {
+        for factor in
+            std::iter::once(&mut t.relation).chain(t.joins.iter_mut().map(|j| &mut j.relation))
+        {
+            if let TableFactor::Table {
+                name,
+                args: Some(_),
+                ..
+            } = factor
+            {
+                if name.0.len() == 2 && is_pg_catalog(&name.0[0]) {
+                    name.0.remove(0);
+                }
+            }
+        }
+    }
+}
+
+/// A SELECT that reads a catalog that never has rows (`pg_policy`,
+/// `pg_publication`, ...) through an inner join, and does not aggregate,
+/// returns no rows: its WHERE becomes `false` and the select items that
+/// hold subqueries (which DataFusion may be unable to plan) become NULL.
+/// Returns whether it did so.
+fn over_empty_catalog(select: &mut Select) -> bool {
+    use datafusion::sql::sqlparser::ast::{JoinOperator, TableFactor};
+    let empty = |factor: &TableFactor| {
+        matches!(factor, TableFactor::Table { name, args: None, .. }
+            if name.0.len() == 2
+                && is_pg_catalog(&name.0[0])
+                && name.0[1].as_ident().is_some_and(|i| super::pg_catalog::is_always_empty(&i.value)))
+    };
+    let reads_empty = select.from.iter().any(|t| {
+        empty(&t.relation)
+            || t.joins.iter().any(|j| {
+                matches!(
+                    j.join_operator,
+                    JoinOperator::Join(_) | JoinOperator::Inner(_) | JoinOperator::CrossJoin(_)
+                ) && empty(&j.relation)
+            })
+    });
+    let grouped =
+        !matches!(&select.group_by, GroupByExpr::Expressions(e, m) if e.is_empty() && m.is_empty());
+    let aggregated = select.projection.iter().any(|item| match item {
+        SelectItem::UnnamedExpr(e) | SelectItem::ExprWithAlias { expr: e, .. } => {
+            aggregates(&without_subqueries(e))
+        }
+        _ => false,
+    });
+    if !reads_empty || grouped || aggregated || select.having.is_some() {
+        return false;
+    }
+    for item in &mut select.projection {
+        if let SelectItem::UnnamedExpr(e) | SelectItem::ExprWithAlias { expr: e, .. } = item {
+            *e = without_subqueries(e);
+        }
+    }
+    select.selection = Some(Expr::Value(
+        datafusion::sql::sqlparser::ast::Value::Boolean(false).into(),
+    ));
+    true
+}
+
+/// An expression with each subquery in it replaced by NULL.
+fn without_subqueries(expr: &Expr) -> Expr {
+    let mut expr = expr.clone();
+    let _ = visit_expressions_mut(&mut expr, |e| {
+        let subquery = matches!(
+            e,
+            Expr::Subquery(_) | Expr::Exists { .. } | Expr::InSubquery { .. }
+        ) || matches!(e, Expr::Function(f) if matches!(f.args, FunctionArguments::Subquery(_)));
+        if subquery {
+            *e = Expr::Value(datafusion::sql::sqlparser::ast::Value::Null.into());
+        }
+        ControlFlow::<()>::Continue(())
+    });
+    expr
+}
+
+/// The SELECTs of a query body, through UNION, INTERSECT and EXCEPT.
+fn for_each_select(body: &mut SetExpr, visit: &mut impl FnMut(&mut Select)) {
+    match body {
+        SetExpr::Select(select) => visit(select),
+        SetExpr::SetOperation { left, right, .. } => {
+            for_each_select(left, visit);
+            for_each_select(right, visit);
+        }
+        _ => {}
+    }
+}
+
+impl Selects {
+    fn outer_arrays(&mut self, select: &mut Select) {
+        use datafusion::sql::sqlparser::ast::TableFactor;
+        // The outer query's tables, by the name its columns are qualified with.
+        let mut tables = Vec::new();
+        for t in &select.from {
+            for factor in std::iter::once(&t.relation).chain(t.joins.iter().map(|j| &j.relation)) {
+                if let TableFactor::Table { name, alias, .. } = factor {
+                    let shown = match alias {
+                        Some(a) => a.name.value.to_lowercase(),
+                        None => match name.0.last().and_then(|p| p.as_ident()) {
+                            Some(i) => i.value.to_lowercase(),
+                            None => continue,
+                        },
+                    };
+                    tables.push((shown, name.clone()));
+                }
+            }
+        }
+        if tables.is_empty() {
+            return;
+        }
+        let exprs = select
+            .projection
+            .iter_mut()
+            .filter_map(|item| match item {
+                SelectItem::UnnamedExpr(e) | SelectItem::ExprWithAlias { expr: e, .. } => Some(e),
+                _ => None,
+            })
+            .chain(select.selection.as_mut());
+        for expr in exprs {
+            let _ = visit_expressions_mut(expr, |e| {
+                let subquery = match e {
+                    Expr::Subquery(q) => Some(q.as_mut()),
+                    Expr::Exists { subquery, .. } | Expr::InSubquery { subquery, .. } => {
+                        Some(subquery.as_mut())
+                    }
+                    Expr::Function(f) => match &mut f.args {
+                        FunctionArguments::Subquery(q) => Some(q.as_mut()),
+                        _ => None,
+                    },
+                    _ => None,
+                };
+                if let Some(subquery) = subquery {
+                    any_of_outer_array(subquery, &tables, &mut self.joined);
+                }
+                ControlFlow::<()>::Continue(())
+            });
+        }
+    }
+}
+
+/// In a subquery's WHERE, replaces `x = ANY(o.a)`, with `o` a table of the
+/// outer query, by a join with the elements of every `a` of that table.
+fn any_of_outer_array(query: &mut Query, outer: &[(String, ObjectName)], joined: &mut usize) {
+    let SetExpr::Select(select) = query.body.as_mut() else {
+        return;
+    };
+    let inner = inner_names(select);
+    if inner.is_empty() {
+        return;
+    }
+    let Some(selection) = select.selection.take() else {
+        return;
+    };
+    let mut all = Vec::new();
+    conjuncts(selection, &mut all);
+    for condition in &mut all {
+        let Expr::AnyOp {
+            left,
+            compare_op: BinaryOperator::Eq,
+            right,
+            ..
+        } = condition
+        else {
+            continue;
+        };
+        let Expr::CompoundIdentifier(parts) = right.as_ref() else {
+            continue;
+        };
+        let [qualifier, column] = parts.as_slice() else {
+            continue;
+        };
+        let qualifier = qualifier.value.to_lowercase();
+        let Some((_, table)) = outer.iter().find(|(shown, _)| *shown == qualifier) else {
+            continue;
+        };
+        if inner.contains(&qualifier) || side(left, &inner) == Some(false) {
+            continue;
+        }
+        *joined += 1;
+        let alias = format!("__tablegate_any{joined}");
+        let column = column.to_string();
+        let sql = format!(
+            "SELECT 1 FROM (SELECT DISTINCT unnest(t.{column}) AS v, t.{column} AS a FROM {table} AS t) AS {alias} \
+             WHERE {left} = {alias}.v AND {alias}.a = {right}"
+        );
+        let Ok(mut parsed) =
+            datafusion::sql::sqlparser::parser::Parser::parse_sql(&PostgreSqlDialect {}, &sql)
+        else {
+            continue;
+        };
+        let Some(Statement::Query(parsed)) = parsed.pop() else {
+            continue;
+        };
+        let SetExpr::Select(mut parsed) = *parsed.body else {
+            continue;
+        };
+        let (Some(join), Some(replacement)) = (parsed.from.pop(), parsed.selection.take()) else {
+            continue;
+        };
+        select.from.push(join);
+        *condition = replacement;
+    }
+    select.selection = and_all(all);
+}
+
 /// Rewrites a statement in place.
 pub fn rewrite(statement: &mut Statement) {
+    use datafusion::sql::sqlparser::ast::VisitMut;
+    let _ = statement.visit(&mut Selects::default());
     let _ = visit_expressions_mut(statement, |expr| {
         rewrite_expr(expr);
         ControlFlow::<()>::Continue(())
@@ -851,6 +1154,48 @@ mod tests {
         assert_eq!(
             rewritten("SELECT a COLLATE \"de_DE\" FROM t"),
             "SELECT a COLLATE \"de_DE\" FROM t"
+        );
+    }
+
+    #[test]
+    fn membership_in_an_outer_array_joins_the_array_elements() {
+        assert_eq!(
+            rewritten("SELECT p.name FROM pg_catalog.pg_policy p WHERE EXISTS (SELECT 1 FROM r WHERE r.oid = ANY(p.roles))"),
+            "SELECT p.name FROM pg_catalog.pg_policy p WHERE false"
+        );
+        assert_eq!(
+            rewritten("SELECT EXISTS (SELECT 1 FROM r WHERE r.oid = ANY(i.keys) AND r.k = i.k) FROM idx i"),
+            "SELECT EXISTS (SELECT 1 FROM r, (SELECT DISTINCT unnest(t.keys) AS v, t.keys AS a FROM idx AS t) AS __tablegate_any1 \
+             WHERE r.oid = __tablegate_any1.v AND __tablegate_any1.a = i.keys AND r.k = i.k) FROM idx i"
+        );
+        // An array of the subquery's own table is left alone.
+        assert_eq!(
+            rewritten("SELECT EXISTS (SELECT 1 FROM r WHERE 1 = ANY(r.keys)) FROM idx i"),
+            "SELECT EXISTS (SELECT 1 FROM r WHERE 1 = ANY(r.keys)) FROM idx i"
+        );
+    }
+
+    #[test]
+    fn selects_over_empty_catalogs_return_no_rows() {
+        assert_eq!(
+            rewritten("SELECT p.pubname, (SELECT string_agg(a.attname, ',') FROM pg_attribute a WHERE a.attrelid = pr.prrelid) \
+                       FROM pg_catalog.pg_publication p JOIN pg_catalog.pg_publication_rel pr ON p.oid = pr.prpubid"),
+            "SELECT p.pubname, NULL FROM pg_catalog.pg_publication p JOIN pg_catalog.pg_publication_rel pr ON p.oid = pr.prpubid WHERE false"
+        );
+        // An aggregate returns a row even over no rows; a LEFT JOIN keeps the left side's.
+        for sql in [
+            "SELECT count(*) FROM pg_catalog.pg_policy",
+            "SELECT c.relname FROM pg_catalog.pg_class AS c LEFT JOIN pg_catalog.pg_policy AS p ON p.polrelid = c.oid",
+        ] {
+            assert_eq!(rewritten(sql), sql);
+        }
+    }
+
+    #[test]
+    fn repeated_unnamed_items_get_aliases() {
+        assert_eq!(
+            rewritten("SELECT a, NULL, NULL FROM t UNION SELECT a, NULL, NULL FROM u"),
+            "SELECT a, NULL, NULL AS __tablegate_column2 FROM t UNION SELECT a, NULL, NULL AS __tablegate_column2 FROM u"
         );
     }
 }

@@ -51,9 +51,9 @@ pub struct ScanSpec {
     pub decoded: Vec<usize>,
     /// How many of `decoded` are output.
     pub output: usize,
-    /// Whether the entity's ETag follows the output columns (for UPDATE and DELETE).
-    pub with_etag: bool,
-    /// Schema of the decoded columns (plus the ETag), which the filter is bound to.
+    /// Whether the entity's key and ETag (see `provider::row_identity`) follow the output columns (for UPDATE and DELETE).
+    pub with_row: bool,
+    /// Schema of the decoded columns (plus the row column), which the filter is bound to.
     pub decode_schema: SchemaRef,
     pub schema: SchemaRef,
     pub filter: Option<Arc<dyn PhysicalExpr>>,
@@ -419,24 +419,24 @@ impl ScanState {
         }
     }
 
-    /// The decoded columns of some entities, with the ETag where asked.
+    /// The decoded columns of some entities, with the row column where asked.
     fn decode(&self, entities: &[Entity]) -> DfResult<RecordBatch> {
         let s = &self.spec;
         let mut fields = s.decode_schema.fields().to_vec();
-        if s.with_etag {
+        if s.with_row {
             fields.remove(s.output);
         }
         let table_schema = Arc::new(datafusion::arrow::datatypes::Schema::new(fields));
         let batch =
             entities_to_batch(&s.table, &s.decoded, table_schema, entities).map_err(external)?;
         let mut columns: Vec<ArrayRef> = batch.columns().to_vec();
-        if s.with_etag {
-            let etags: StringArray = entities
+        if s.with_row {
+            let rows: StringArray = entities
                 .iter()
-                .map(|e| e.etag.as_ref().map(|t| t.0.clone()))
+                .map(|e| Some(super::provider::row_identity(e)))
                 .collect();
-            // The ETag sits right after the output columns, before filter-only columns.
-            columns.insert(s.output, Arc::new(etags));
+            // The row column sits right after the output columns, before filter-only columns.
+            columns.insert(s.output, Arc::new(rows));
         }
         let options = datafusion::arrow::array::RecordBatchOptions::new()
             .with_row_count(Some(entities.len()));

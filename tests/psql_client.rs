@@ -77,6 +77,26 @@ async fn meta_commands() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn character_columns_are_sent_padded() {
+    let server = TestServer::start().await;
+    let client = server.client().await;
+    client
+        .batch_execute(
+            "CREATE TABLE codes (c char(3) PRIMARY KEY); INSERT INTO codes VALUES ('x'), ('ab ')",
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        psql(
+            server.port,
+            "SELECT c, c = 'x', length(c) FROM codes ORDER BY c"
+        )
+        .await,
+        "c|?column?|length\nab |f|2\nx  |t|1\n(2 rows)\n"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn describe_one_table() {
     let server = TestServer::start().await;
     let client = server.client().await;

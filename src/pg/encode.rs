@@ -259,18 +259,41 @@ impl ToSqlText for Timestamp {
     }
 }
 
-/// Appends row `row` of `batch` to the encoder.
+/// The length of a `character(n)` column, whose values are sent padded
+/// with spaces to it (they are stored without).
+fn char_width(field: &Field) -> Option<usize> {
+    field
+        .metadata()
+        .get(PG_TYPE_KEY)?
+        .strip_prefix("character(")?
+        .strip_suffix(')')?
+        .parse()
+        .ok()
+}
+
+/// Appends row `row` of `batch` to the encoder; `widths` are the columns'
+/// [`char_width`]s.
 fn encode_row<E: arrow_pg::encoder::Encoder>(
     encoder: &mut E,
     batch: &RecordBatch,
     row: usize,
     fields: &[FieldInfo],
+    widths: &[Option<usize>],
 ) -> PgWireResult<()> {
     let schema = batch.schema();
     for (col, pg_field) in fields.iter().enumerate() {
         let array = batch.column(col);
         let ty = pg_field.datatype();
-        if let Some(times) = array.as_any().downcast_ref::<TimestampMicrosecondArray>() {
+        if let (Some(width), Some(strings)) =
+            (widths[col], array.as_any().downcast_ref::<StringArray>())
+        {
+            let value = strings.is_valid(row).then(|| {
+                let text = strings.value(row);
+                let pad = width.saturating_sub(text.chars().count());
+                format!("{text}{}", " ".repeat(pad))
+            });
+            encoder.encode_field(&value, pg_field)?;
+        } else if let Some(times) = array.as_any().downcast_ref::<TimestampMicrosecondArray>() {
             let zoned = times.timezone().is_some();
             let value = times.is_valid(row).then(|| Timestamp {
                 micros: times.value(row),
@@ -316,9 +339,15 @@ where
             ))],
             Ok(batch) => {
                 let mut encoder = make_encoder();
+                let widths: Vec<Option<usize>> = batch
+                    .schema()
+                    .fields()
+                    .iter()
+                    .map(|f| char_width(f))
+                    .collect();
                 (0..batch.num_rows())
                     .map(|r| {
-                        encode_row(&mut encoder, &batch, r, &fields)?;
+                        encode_row(&mut encoder, &batch, r, &fields, &widths)?;
                         Ok(encoder.take_row())
                     })
                     .collect()

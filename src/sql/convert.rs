@@ -171,6 +171,8 @@ fn text_value(ty: SqlType, column: &str, s: &str) -> Result<Value> {
     };
     Ok(match ty {
         SqlType::Varchar(Some(n)) if s.chars().count() > n as usize => return Err(too_long(n)),
+        // Stored without its trailing spaces, which PostgreSQL does not
+        // compare; they are added back when the column is sent.
         SqlType::Char(n) => {
             let n = n as usize;
             let chars: Vec<char> = s.chars().collect();
@@ -181,9 +183,15 @@ fn text_value(ty: SqlType, column: &str, s: &str) -> Result<Value> {
                         format!("value too long for type character({n}) in column {column:?}"),
                     ));
                 }
-                Value::String(chars[..n].iter().collect())
+                Value::String(
+                    chars[..n]
+                        .iter()
+                        .collect::<String>()
+                        .trim_end_matches(' ')
+                        .to_owned(),
+                )
             } else {
-                Value::String(format!("{s}{}", " ".repeat(n - chars.len())))
+                Value::String(s.trim_end_matches(' ').to_owned())
             }
         }
         SqlType::Uuid => Value::Guid(parse_uuid(s).ok_or_else(|| {

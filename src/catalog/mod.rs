@@ -5,6 +5,7 @@
 //! Layer rule: `catalog` depends on `store` and `model`, never on `sql` or `pg`.
 
 mod keys;
+mod sequence;
 mod table;
 mod types;
 
@@ -12,6 +13,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
 
 pub use keys::{encode_component, join_components, KeyError};
+pub use sequence::{Sequence, SequenceDef, SequenceExhausted, Sequences};
 pub use table::{
     Column, ForeignKey, KeyParts, Keys, Row, RowError, SystemField, TableDef, GENERATED_PARTITIONS,
 };
@@ -45,6 +47,7 @@ pub enum CatalogError {
 /// The table definitions, cached in memory and written through to the store.
 pub struct Catalog {
     store: Arc<dyn TableStore>,
+    pub sequences: Sequences,
     tables: RwLock<HashMap<String, Arc<TableDef>>>,
     /// Held while a commit changes definitions, so that its check of what
     /// the transaction read and its write are not interleaved with another's.
@@ -72,6 +75,7 @@ impl Catalog {
             tables.insert(def.name.clone(), Arc::new(def));
         }
         Ok(Catalog {
+            sequences: Sequences::open(store.clone()).await?,
             store,
             tables: RwLock::new(tables),
             definitions_lock: tokio::sync::Mutex::new(()),

@@ -11,7 +11,18 @@ use crate::sql::SqlError;
 use crate::store::StoreError;
 
 pub fn error_info(e: &SqlError) -> ErrorInfo {
-    ErrorInfo::new("ERROR".to_owned(), sqlstate(e).to_owned(), e.to_string())
+    ErrorInfo::new("ERROR".to_owned(), sqlstate(e).to_owned(), message(e))
+}
+
+/// The message of an error; one of tablegate's own raised inside DataFusion
+/// (by a function, say) without DataFusion's wrapping.
+fn message(e: &SqlError) -> String {
+    if let SqlError::DataFusion(d) = e {
+        if let DataFusionError::External(inner) = d.find_root() {
+            return inner.to_string();
+        }
+    }
+    e.to_string()
 }
 
 pub fn to_pgwire(e: SqlError) -> PgWireError {

@@ -1,5 +1,7 @@
 //! CREATE TABLE (and AS SELECT), DROP TABLE, TRUNCATE, ALTER TABLE (ADD
-//! COLUMN, ADD PRIMARY KEY, ADD FOREIGN KEY, OWNER TO).
+//! COLUMN, ADD PRIMARY KEY, ADD FOREIGN KEY, ALTER COLUMN SET/DROP
+//! DEFAULT, OWNER TO), and sequences: CREATE/DROP SEQUENCE, ALTER SEQUENCE
+//! OWNED BY, `serial` columns.
 //!
 //! Key mapping (the compound key pattern): `PRIMARY KEY (a, b, c)` stores `a`
 //! as the PartitionKey and `(b, c)` as the RowKey. `WITH (partition_key =
@@ -13,10 +15,11 @@ use std::sync::Arc;
 
 use datafusion::arrow::datatypes::DataType;
 use datafusion::sql::sqlparser::ast::{
-    AlterTable, AlterTableOperation, ColumnDef, ColumnOption, CreateTable, CreateTableOptions,
-    Expr as AstExpr, ForeignKeyConstraint, ObjectName, ReferentialAction, SqlOption,
-    TableConstraint, Truncate,
+    AlterColumnOperation, AlterTable, AlterTableOperation, ColumnDef, ColumnOption, CreateTable,
+    CreateTableOptions, Expr as AstExpr, ForeignKeyConstraint, ObjectName, ReferentialAction,
+    SqlOption, TableConstraint, Truncate,
 };
+use datafusion::sql::sqlparser::dialect::PostgreSqlDialect;
 use futures::TryStreamExt;
 
 use super::convert::batch_to_rows;
@@ -25,15 +28,55 @@ use super::session::{normalize, table_name, Output, Session};
 use super::txn::Change;
 use super::types::{arrow_type, sql_type, PG_TYPE_KEY};
 use crate::catalog::{
-    check_definition, CatalogError, Column, ForeignKey, Keys, SqlType, SystemField, TableDef,
+    check_definition, CatalogError, Column, ForeignKey, Keys, SequenceDef, SqlType, SystemField,
+    TableDef,
 };
 use crate::store::{Query, StoreError};
+
+/// The integer type of a `serial`, `bigserial` or `smallserial` column.
+fn serial_type(def: &ColumnDef) -> Option<SqlType> {
+    let datafusion::sql::sqlparser::ast::DataType::Custom(name, _) = &def.data_type else {
+        return None;
+    };
+    match name.to_string().to_ascii_lowercase().as_str() {
+        "serial" | "serial4" => Some(SqlType::Int4),
+        "bigserial" | "serial8" => Some(SqlType::Int8),
+        "smallserial" | "serial2" => Some(SqlType::Int2),
+        _ => None,
+    }
+}
+
+/// The sequence a `serial` column draws from, named as PostgreSQL names it.
+fn serial_sequence(table: &str, column: &Column) -> SequenceDef {
+    let mut def = SequenceDef::new(&format!("{table}_{}_seq", column.name), column.ty);
+    def.owned_by = Some((table.to_owned(), column.name.clone()));
+    def
+}
+
+/// The default of a column that draws from a sequence.
+fn nextval_default(sequence: &str) -> String {
+    format!("nextval('{}'::regclass)", sequence.replace('\'', "''"))
+}
+
+/// Sequence DDL takes effect at once, not at COMMIT: it is refused inside a
+/// transaction block rather than surviving its ROLLBACK.
+fn outside_transaction_block(session: &Session, what: &str) -> Result<()> {
+    if session.in_explicit_block() {
+        return Err(SqlError::FeatureNotSupported(format!(
+            "{what} cannot run inside a transaction block"
+        )));
+    }
+    Ok(())
+}
 
 /// A column definition: the column, whether it is the primary key, and the
 /// table it references.
 fn column_of(def: &ColumnDef) -> Result<(Column, bool, Option<ForeignKeyConstraint>)> {
     let name = normalize(&def.name);
-    let ty = sql_type(&def.data_type)?;
+    let ty = match serial_type(def) {
+        Some(ty) => ty,
+        None => sql_type(&def.data_type)?,
+    };
     let mut column = Column {
         name: name.clone(),
         ty,
@@ -328,10 +371,18 @@ pub async fn create_table(session: &mut Session, create: CreateTable) -> Result<
     let mut primary = Vec::new();
     let mut columns = Vec::new();
     let mut references = Vec::new();
+    let mut sequences = Vec::new();
     for def in &create.columns {
-        let (column, is_primary, fk) = column_of(def)?;
+        let (mut column, is_primary, fk) = column_of(def)?;
         if is_primary {
             primary.push(column.name.clone());
+        }
+        if serial_type(def).is_some() {
+            outside_transaction_block(session, "CREATE TABLE with a serial column")?;
+            let sequence = serial_sequence(&name, &column);
+            column.default = Some(nextval_default(&sequence.name));
+            column.nullable = false;
+            sequences.push(sequence);
         }
         columns.push(column);
         references.extend(fk);
@@ -364,6 +415,9 @@ pub async fn create_table(session: &mut Session, create: CreateTable) -> Result<
             def.foreign_keys.push(fk);
         }
         check_definition(&def)?;
+        for sequence in sequences {
+            create_sequence_def(session, sequence).await?;
+        }
         define(session, &name, Some(def))?;
         return Ok(Output::Command("CREATE TABLE".into()));
     };
@@ -393,9 +447,9 @@ pub async fn create_table(session: &mut Session, create: CreateTable) -> Result<
             "CREATE TABLE AS names a different number of columns than the query returns".into(),
         ));
     }
-    if !references.is_empty() {
+    if !references.is_empty() || !sequences.is_empty() {
         return Err(SqlError::FeatureNotSupported(
-            "CREATE TABLE AS does not declare foreign keys; add them with ALTER TABLE".into(),
+            "CREATE TABLE AS does not declare foreign keys or serial columns; add them with ALTER TABLE".into(),
         ));
     }
     let keys = keys_of(&mut columns, primary, partition)?;
@@ -486,6 +540,14 @@ pub async fn truncate(session: &mut Session, truncate: Truncate) -> Result<Outpu
 
 pub async fn alter_table(session: &mut Session, alter: AlterTable) -> Result<Output> {
     let name = table_name(&alter.name)?;
+    // pg_dump gives sequences owners with ALTER TABLE too.
+    let owner_only = alter
+        .operations
+        .iter()
+        .all(|o| matches!(o, AlterTableOperation::OwnerTo { .. }));
+    if owner_only && session.engine().catalog.sequences.get(&name).is_some() {
+        return Ok(Output::Command("ALTER TABLE".into()));
+    }
     let mut def = (*session.table(&name)?).clone();
     let mut rekeyed = None;
     for operation in &alter.operations {
@@ -533,6 +595,20 @@ pub async fn alter_table(session: &mut Session, alter: AlterTable) -> Result<Out
                 let old = def.clone();
                 def.keys = keys_of(&mut def.columns, primary, None)?;
                 rekeyed = Some(old);
+            }
+            AlterTableOperation::AlterColumn { column_name, op } => {
+                let i = def
+                    .column_index(&normalize(column_name))
+                    .ok_or_else(|| SqlError::UndefinedColumn(normalize(column_name)))?;
+                def.columns[i].default = match op {
+                    AlterColumnOperation::SetDefault { value } => Some(value.to_string()),
+                    AlterColumnOperation::DropDefault => None,
+                    other => {
+                        return Err(SqlError::FeatureNotSupported(format!(
+                            "ALTER COLUMN {other} is not supported"
+                        )))
+                    }
+                };
             }
             // Ownership is not tracked: every table belongs to the gateway.
             AlterTableOperation::OwnerTo { .. } => {}
@@ -604,4 +680,271 @@ async fn rekey(session: &mut Session, old: &TableDef, new: &TableDef) -> Result<
     }
     deletes.extend(inserts);
     session.apply_to_transaction(deletes)
+}
+
+/// Creates a sequence; a relation of the same name is an error (42P07), as
+/// tables and sequences share their names.
+async fn create_sequence_def(session: &Session, def: SequenceDef) -> Result<()> {
+    if session.table_def(&def.name).is_some() {
+        return Err(CatalogError::TableExists(def.name).into());
+    }
+    Ok(session.engine().catalog.sequences.create(def).await?)
+}
+
+/// CREATE SEQUENCE and ALTER SEQUENCE, read here rather than by the SQL
+/// parser, which knows no ALTER SEQUENCE and takes CREATE SEQUENCE's options
+/// only in one order (pg_dump writes START before INCREMENT); `None` for any
+/// other statement.
+///
+/// `CREATE SEQUENCE [IF NOT EXISTS] name [AS type] [INCREMENT [BY] n]
+/// [MINVALUE n | NO MINVALUE] [MAXVALUE n | NO MAXVALUE] [START [WITH] n]
+/// [CACHE n] [[NO] CYCLE] [OWNED BY table.column | NONE]`, and `ALTER
+/// SEQUENCE name OWNED BY table.column | NONE`.
+pub async fn sequence_command(session: &Session, sql: &str) -> Option<Result<Output>> {
+    use datafusion::sql::sqlparser::tokenizer::{Token, Tokenizer};
+    let tokens = Tokenizer::new(&PostgreSqlDialect {}, sql).tokenize().ok()?;
+    let mut words = SequenceWords(
+        tokens
+            .into_iter()
+            .filter(|t| !matches!(t, Token::Whitespace(_) | Token::SemiColon | Token::EOF))
+            .collect(),
+        0,
+    );
+    let (create, temporary) = if words.keyword("create") {
+        (true, words.keyword("temp") || words.keyword("temporary"))
+    } else if words.keyword("alter") {
+        (false, false)
+    } else {
+        return None;
+    };
+    if !words.keyword("sequence") {
+        return None;
+    }
+    if temporary {
+        return Some(Err(SqlError::FeatureNotSupported(
+            "temporary sequences are not supported".into(),
+        )));
+    }
+    Some(sequence_statement(session, create, &mut words).await)
+}
+
+/// The tokens of a sequence statement, and how many are read.
+struct SequenceWords(Vec<datafusion::sql::sqlparser::tokenizer::Token>, usize);
+
+impl SequenceWords {
+    fn peek(&self) -> Option<&datafusion::sql::sqlparser::tokenizer::Token> {
+        self.0.get(self.1)
+    }
+
+    /// Reads an unquoted keyword, if it comes next.
+    fn keyword(&mut self, keyword: &str) -> bool {
+        use datafusion::sql::sqlparser::tokenizer::Token;
+        let found = matches!(self.peek(), Some(Token::Word(w))
+            if w.quote_style.is_none() && w.value.eq_ignore_ascii_case(keyword));
+        if found {
+            self.1 += 1;
+        }
+        found
+    }
+
+    /// A possibly qualified name, its parts normalized.
+    fn name(&mut self) -> Result<Vec<String>> {
+        use datafusion::sql::sqlparser::tokenizer::Token;
+        let mut parts = Vec::new();
+        loop {
+            match self.peek() {
+                Some(Token::Word(w)) => {
+                    parts.push(normalize(
+                        &w.to_ident(datafusion::sql::sqlparser::tokenizer::Span::empty()),
+                    ));
+                    self.1 += 1;
+                }
+                other => {
+                    return Err(SqlError::Syntax(format!(
+                        "expected a name, found {}",
+                        other.map_or("the end".to_owned(), |t| t.to_string())
+                    )))
+                }
+            }
+            if matches!(self.peek(), Some(Token::Period)) {
+                self.1 += 1;
+            } else {
+                return Ok(parts);
+            }
+        }
+    }
+
+    fn number(&mut self) -> Result<i64> {
+        use datafusion::sql::sqlparser::tokenizer::Token;
+        let negative = matches!(self.peek(), Some(Token::Minus));
+        if negative {
+            self.1 += 1;
+        }
+        match self.peek() {
+            Some(Token::Number(n, _)) => {
+                let n: i64 = n
+                    .parse()
+                    .map_err(|_| SqlError::Syntax(format!("{n} is not a bigint")))?;
+                self.1 += 1;
+                Ok(if negative { -n } else { n })
+            }
+            other => Err(SqlError::Syntax(format!(
+                "expected an integer, found {}",
+                other.map_or("the end".to_owned(), |t| t.to_string())
+            ))),
+        }
+    }
+}
+
+async fn sequence_statement(
+    session: &Session,
+    create: bool,
+    words: &mut SequenceWords,
+) -> Result<Output> {
+    let verb = if create { "CREATE" } else { "ALTER" };
+    outside_transaction_block(session, &format!("{verb} SEQUENCE"))?;
+    let if_exists = if create {
+        words.keyword("if") && words.keyword("not") && words.keyword("exists")
+    } else {
+        words.keyword("if") && words.keyword("exists")
+    };
+    let name = words.name()?.pop().unwrap_or_default();
+    let sequences = &session.engine().catalog.sequences;
+    let existing = sequences.get(&name);
+    if create && if_exists && existing.is_some() {
+        return Ok(Output::Command("CREATE SEQUENCE".into()));
+    }
+    if !create && existing.is_none() {
+        if if_exists {
+            return Ok(Output::Command("ALTER SEQUENCE".into()));
+        }
+        return Err(CatalogError::TableNotFound(name).into());
+    }
+    let mut ty = SqlType::Int8;
+    let (mut increment, mut min, mut max, mut start, mut cycle, mut owner) =
+        (None, None, None, None, None, None);
+    while words.peek().is_some() {
+        if words.keyword("as") {
+            let type_name = words.name()?.pop().unwrap_or_default();
+            ty = match type_name.as_str() {
+                "smallint" | "int2" => SqlType::Int2,
+                "integer" | "int" | "int4" => SqlType::Int4,
+                "bigint" | "int8" => SqlType::Int8,
+                other => {
+                    return Err(SqlError::InvalidDefinition(format!(
+                        "sequence type must be smallint, integer, or bigint, not {other}"
+                    )))
+                }
+            };
+        } else if words.keyword("increment") {
+            words.keyword("by");
+            increment = Some(words.number()?);
+        } else if words.keyword("minvalue") {
+            min = Some(Some(words.number()?));
+        } else if words.keyword("maxvalue") {
+            max = Some(Some(words.number()?));
+        } else if words.keyword("no") {
+            if words.keyword("minvalue") {
+                min = Some(None);
+            } else if words.keyword("maxvalue") {
+                max = Some(None);
+            } else if words.keyword("cycle") {
+                cycle = Some(false);
+            } else {
+                return Err(SqlError::Syntax(
+                    "expected MINVALUE, MAXVALUE or CYCLE after NO".into(),
+                ));
+            }
+        } else if words.keyword("start") {
+            words.keyword("with");
+            start = Some(words.number()?);
+        } else if words.keyword("cache") {
+            // Values are handed out from memory anyway.
+            words.number()?;
+        } else if words.keyword("cycle") {
+            cycle = Some(true);
+        } else if words.keyword("owned") && words.keyword("by") {
+            let parts = words.name()?;
+            owner = Some(owner_column(session, &parts)?);
+        } else {
+            return Err(SqlError::FeatureNotSupported(format!(
+                "{verb} SEQUENCE option {} is not supported",
+                words.peek().map(|t| t.to_string()).unwrap_or_default()
+            )));
+        }
+    }
+    if !create {
+        if increment.is_some()
+            || min.is_some()
+            || max.is_some()
+            || start.is_some()
+            || cycle.is_some()
+        {
+            return Err(SqlError::FeatureNotSupported(
+                "ALTER SEQUENCE supports only OWNED BY; use setval() to move a sequence".into(),
+            ));
+        }
+        let mut def = existing
+            .map(|s| s.def.clone())
+            .unwrap_or_else(|| SequenceDef::new(&name, ty));
+        def.owned_by = owner.flatten();
+        sequences.alter(def).await?;
+        return Ok(Output::Command("ALTER SEQUENCE".into()));
+    }
+    let mut def = SequenceDef::new(&name, ty);
+    def.increment = increment.unwrap_or(1);
+    def.cycle = cycle.unwrap_or(false);
+    // PostgreSQL's defaults: ascending sequences start at their minimum,
+    // descending ones at their maximum.
+    let ascending = def.increment > 0;
+    def.min = min.flatten().unwrap_or(if ascending {
+        1
+    } else {
+        SequenceDef::type_min(ty)
+    });
+    def.max = max.flatten().unwrap_or(if ascending {
+        SequenceDef::type_max(ty)
+    } else {
+        -1
+    });
+    def.start = start.unwrap_or(if ascending { def.min } else { def.max });
+    def.owned_by = owner.flatten();
+    create_sequence_def(session, def).await?;
+    Ok(Output::Command("CREATE SEQUENCE".into()))
+}
+
+/// `OWNED BY table.column` (or `NONE`): the column, which must exist.
+fn owner_column(session: &Session, parts: &[String]) -> Result<Option<(String, String)>> {
+    if parts.len() == 1 && parts[0] == "none" {
+        return Ok(None);
+    }
+    let [.., table, column] = parts else {
+        return Err(SqlError::Syntax(format!(
+            "OWNED BY needs table.column, not {}",
+            parts.join(".")
+        )));
+    };
+    let def = session.table(table)?;
+    if def.column_index(column).is_none() {
+        return Err(SqlError::UndefinedColumn(column.clone()));
+    }
+    Ok(Some((table.clone(), column.clone())))
+}
+
+pub async fn drop_sequences(
+    session: &Session,
+    names: &[ObjectName],
+    if_exists: bool,
+) -> Result<Output> {
+    outside_transaction_block(session, "DROP SEQUENCE")?;
+    let sequences = &session.engine().catalog.sequences;
+    for name in names {
+        let name = table_name(name)?;
+        match sequences.get(&name) {
+            Some(_) => sequences.drop(&name).await?,
+            None if if_exists => {}
+            None => return Err(CatalogError::TableNotFound(name).into()),
+        }
+    }
+    Ok(Output::Command("DROP SEQUENCE".into()))
 }

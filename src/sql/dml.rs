@@ -189,7 +189,10 @@ pub(super) fn bytea_input(text: &str) -> Vec<u8> {
 
 fn default_of(def: &TableDef, column: usize) -> String {
     let c = &def.columns[column];
-    cast_to(def, column, c.default.as_deref().unwrap_or("NULL"))
+    match &c.default {
+        Some(default) => cast_to(def, column, &super::rewrite::rewrite_expression(default)),
+        None => cast_to(def, column, "NULL"),
+    }
 }
 
 fn writable_column(def: &TableDef, name: &str) -> Result<usize> {

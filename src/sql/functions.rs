@@ -18,7 +18,7 @@ use datafusion::prelude::SessionContext;
 
 use super::pg_catalog::{
     catalog_oid, constraints_of, format_type, index_definition, primary_key_oid, quote_ident,
-    table_oid, type_oid, DATABASE, NAMESPACES, OWNER,
+    sequence_oid, table_oid, type_oid, DATABASE, NAMESPACES, OWNER,
 };
 use super::provider::ReadView;
 use super::settings::{Settings, SERVER_VERSION};
@@ -72,7 +72,8 @@ impl ScalarUDFImpl for RowFunction {
             .args
             .iter()
             .all(|a| matches!(a, ColumnarValue::Scalar(_)));
-        if all_scalar {
+        // A volatile function (nextval) gives each row a value of its own.
+        if all_scalar && self.signature.volatility != Volatility::Volatile {
             let values: Vec<ScalarValue> = args
                 .args
                 .iter()
@@ -83,12 +84,15 @@ impl ScalarUDFImpl for RowFunction {
                 .collect();
             return Ok(ColumnarValue::Scalar((self.body)(&values)?));
         }
-        let arrays = ColumnarValue::values_to_arrays(&args.args)?;
         let mut out = Vec::with_capacity(args.number_rows);
         for row in 0..args.number_rows {
-            let values = arrays
+            let values = args
+                .args
                 .iter()
-                .map(|a| ScalarValue::try_from_array(a, row))
+                .map(|a| match a {
+                    ColumnarValue::Scalar(s) => Ok(s.clone()),
+                    ColumnarValue::Array(a) => ScalarValue::try_from_array(a, row),
+                })
                 .collect::<DfResult<Vec<_>>>()?;
             out.push((self.body)(&values)?);
         }
@@ -319,10 +323,28 @@ pub fn register_all(
     register(ctx, "pg_get_triggerdef", &[1, 2], Utf8, Stable, |_| {
         Ok(utf8(None))
     });
-    // No sequences yet: no column owns one.
-    register(ctx, "pg_get_serial_sequence", &[2], Utf8, Stable, |_| {
-        Ok(utf8(None))
-    });
+    let c = catalog.clone();
+    register(
+        ctx,
+        "pg_get_serial_sequence",
+        &[2],
+        Utf8,
+        Stable,
+        move |args| {
+            let (Some(table), Some(column)) = (text(&args[0]), text(&args[1])) else {
+                return Ok(utf8(None));
+            };
+            let owner = (relation_name(&table).to_owned(), column);
+            Ok(utf8(
+                c.sequences
+                    .list()
+                    .into_iter()
+                    .find(|s| s.def.owned_by.as_ref() == Some(&owner))
+                    .map(|s| format!("public.{}", quote_ident(&s.def.name))),
+            ))
+        },
+    );
+    register_sequence_functions(ctx, &catalog);
     register(
         ctx,
         "pg_collation_is_visible",
@@ -468,12 +490,16 @@ pub fn register_all(
         if let Ok(oid) = name.trim().parse::<i32>() {
             return Ok(ScalarValue::Int32(Some(oid)));
         }
-        match v.definition(&c, relation_name(&name)) {
-            Some(def) => Ok(ScalarValue::Int32(Some(table_oid(&def.name)))),
-            None => match catalog_oid(&name) {
-                Some(oid) => Ok(ScalarValue::Int32(Some(oid))),
-                None => exec_err!("relation \"{name}\" does not exist"),
-            },
+        let relation = relation_name(&name);
+        if let Some(def) = v.definition(&c, relation) {
+            return Ok(ScalarValue::Int32(Some(table_oid(&def.name))));
+        }
+        if c.sequences.get(relation).is_some() {
+            return Ok(ScalarValue::Int32(Some(sequence_oid(relation))));
+        }
+        match catalog_oid(&name) {
+            Some(oid) => Ok(ScalarValue::Int32(Some(oid))),
+            None => exec_err!("relation \"{name}\" does not exist"),
         }
     });
     let (c, v) = (catalog.clone(), view.clone());
@@ -481,9 +507,18 @@ pub fn register_all(
         let Some(oid) = int(&args[0]) else {
             return Ok(utf8(None));
         };
+        let sequence = || {
+            c.sequences
+                .list()
+                .into_iter()
+                .find(|s| i64::from(sequence_oid(&s.def.name)) == oid)
+                .map(|s| s.def.name.clone())
+        };
         Ok(utf8(Some(
             find_table(&c, &v, |name| i64::from(table_oid(name)) == oid)
-                .map(|def| quote_ident(&def.name))
+                .map(|def| def.name.clone())
+                .or_else(sequence)
+                .map(|name| quote_ident(&name))
                 .unwrap_or_else(|| oid.to_string()),
         )))
     });
@@ -520,6 +555,109 @@ fn relation_name(name: &str) -> &str {
 }
 
 /// The table (as the session sees it) whose name satisfies `matches`.
+/// The sequence a `nextval`/`currval`/`setval` argument names: a name, or
+/// the object id `'name'::regclass` gives.
+fn sequence_of(catalog: &Catalog, arg: &ScalarValue) -> DfResult<Arc<crate::catalog::Sequence>> {
+    let found = match (text(arg), int(arg)) {
+        (_, Some(oid)) => catalog
+            .sequences
+            .list()
+            .into_iter()
+            .find(|s| i64::from(sequence_oid(&s.def.name)) == oid),
+        (Some(name), None) => catalog.sequences.get(relation_name(&name)),
+        (None, None) => None,
+    };
+    found.ok_or_else(|| {
+        datafusion::error::DataFusionError::External(Box::new(crate::sql::SqlError::value(
+            "42P01",
+            format!("sequence {arg} does not exist"),
+        )))
+    })
+}
+
+/// `nextval`, `currval` (the session's last `nextval` of a sequence) and
+/// `setval`.
+fn register_sequence_functions(ctx: &SessionContext, catalog: &Arc<Catalog>) {
+    use DataType::Int64;
+    let session_values: Arc<std::sync::Mutex<std::collections::HashMap<String, i64>>> =
+        Arc::default();
+    let (c, values) = (catalog.clone(), session_values.clone());
+    register(
+        ctx,
+        "nextval",
+        &[1],
+        Int64,
+        Volatility::Volatile,
+        move |args| {
+            let sequence = sequence_of(&c, &args[0])?;
+            let value = c.sequences.next(&sequence).map_err(|e| {
+                datafusion::error::DataFusionError::External(Box::new(crate::sql::SqlError::value(
+                    "2200H",
+                    e.to_string(),
+                )))
+            })?;
+            values
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .insert(sequence.def.name.clone(), value);
+            Ok(ScalarValue::Int64(Some(value)))
+        },
+    );
+    let (c, values) = (catalog.clone(), session_values);
+    register(
+        ctx,
+        "currval",
+        &[1],
+        Int64,
+        Volatility::Volatile,
+        move |args| {
+            let sequence = sequence_of(&c, &args[0])?;
+            let last = values
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .get(&sequence.def.name)
+                .copied();
+            match last {
+                Some(value) => Ok(ScalarValue::Int64(Some(value))),
+                None => Err(datafusion::error::DataFusionError::External(Box::new(
+                    crate::sql::SqlError::value(
+                        "55000",
+                        format!(
+                            "currval of sequence {:?} is not yet defined in this session",
+                            sequence.def.name
+                        ),
+                    ),
+                ))),
+            }
+        },
+    );
+    let c = catalog.clone();
+    register(
+        ctx,
+        "setval",
+        &[2, 3],
+        Int64,
+        Volatility::Volatile,
+        move |args| {
+            let sequence = sequence_of(&c, &args[0])?;
+            let Some(value) = int(&args[1]) else {
+                return Ok(ScalarValue::Int64(None));
+            };
+            let called = match args.get(2) {
+                Some(ScalarValue::Boolean(b)) => b.unwrap_or(true),
+                _ => true,
+            };
+            c.sequences.set(&sequence, value, called).map_err(|e| {
+                datafusion::error::DataFusionError::External(Box::new(crate::sql::SqlError::value(
+                    "22003",
+                    e.to_string(),
+                )))
+            })?;
+            Ok(ScalarValue::Int64(Some(value)))
+        },
+    );
+}
+
 fn find_table(
     catalog: &Catalog,
     view: &ReadView,

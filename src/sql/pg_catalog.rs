@@ -56,6 +56,10 @@ pub fn table_oid(table: &str) -> i32 {
     oid_of("table", table)
 }
 
+pub fn sequence_oid(sequence: &str) -> i32 {
+    oid_of("sequence", sequence)
+}
+
 pub fn primary_key_name(table: &str) -> String {
     format!("{table}_pkey")
 }
@@ -788,19 +792,6 @@ const EMPTY: &[(&str, &[(&str, Ty)])] = &[
         ],
     ),
     (
-        "pg_sequence",
-        &[
-            ("seqrelid", Int4),
-            ("seqtypid", Int4),
-            ("seqstart", Int8),
-            ("seqincrement", Int8),
-            ("seqmax", Int8),
-            ("seqmin", Int8),
-            ("seqcache", Int8),
-            ("seqcycle", Bool),
-        ],
-    ),
-    (
         "pg_depend",
         &[
             ("classid", Int4),
@@ -852,7 +843,19 @@ const EMPTY: &[(&str, &[(&str, Ty)])] = &[
     ),
 ];
 
+const PG_SEQUENCE: &[(&str, Ty)] = &[
+    ("seqrelid", Int4),
+    ("seqtypid", Int4),
+    ("seqstart", Int8),
+    ("seqincrement", Int8),
+    ("seqmax", Int8),
+    ("seqmin", Int8),
+    ("seqcache", Int8),
+    ("seqcycle", Bool),
+];
+
 const NAMES: &[&str] = &[
+    "pg_sequence",
     "pg_namespace",
     "pg_class",
     "pg_attribute",
@@ -905,7 +908,34 @@ impl PgCatalogSchema {
         let tables = self.view.tables(&self.catalog);
         let provider = match name {
             "pg_namespace" => table(PG_NAMESPACE, namespaces()),
-            "pg_class" => table(PG_CLASS, classes(&tables)),
+            "pg_class" => {
+                let mut rows = classes(&tables);
+                rows.extend(self.catalog.sequences.list().iter().map(|s| {
+                    class_row(sequence_oid(&s.def.name), &s.def.name, "S", 3, false, false)
+                }));
+                table(PG_CLASS, rows)
+            }
+            "pg_sequence" => table(
+                PG_SEQUENCE,
+                self.catalog
+                    .sequences
+                    .list()
+                    .iter()
+                    .map(|s| {
+                        let d = &s.def;
+                        vec![
+                            sequence_oid(&d.name).into(),
+                            type_info(d.ty).0.into(),
+                            Cell::Int(d.start),
+                            Cell::Int(d.increment),
+                            Cell::Int(d.max),
+                            Cell::Int(d.min),
+                            Cell::Int(1),
+                            d.cycle.into(),
+                        ]
+                    })
+                    .collect(),
+            ),
             "pg_attribute" => table(PG_ATTRIBUTE, attributes(&tables)),
             "pg_index" => table(PG_INDEX, indexes(&tables)),
             "pg_constraint" => table(PG_CONSTRAINT, constraints(&tables)),

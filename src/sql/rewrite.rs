@@ -1062,6 +1062,32 @@ fn any_of_outer_array(query: &mut Query, outer: &[(String, ObjectName)], joined:
     select.selection = and_all(all);
 }
 
+/// Rewrites one expression given as SQL text (a column's DEFAULT), or
+/// returns it as it is when it does not parse.
+pub fn rewrite_expression(sql: &str) -> String {
+    let parsed = datafusion::sql::sqlparser::parser::Parser::parse_sql(
+        &PostgreSqlDialect {},
+        &format!("SELECT {sql}"),
+    );
+    let Ok(mut statements) = parsed else {
+        return sql.to_owned();
+    };
+    let Some(mut statement) = statements.pop() else {
+        return sql.to_owned();
+    };
+    rewrite(&mut statement);
+    match statement {
+        Statement::Query(query) => match *query.body {
+            SetExpr::Select(select) => match select.projection.as_slice() {
+                [SelectItem::UnnamedExpr(expr)] => expr.to_string(),
+                _ => sql.to_owned(),
+            },
+            _ => sql.to_owned(),
+        },
+        _ => sql.to_owned(),
+    }
+}
+
 /// Rewrites a statement in place.
 pub fn rewrite(statement: &mut Statement) {
     use datafusion::sql::sqlparser::ast::VisitMut;

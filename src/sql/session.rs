@@ -132,6 +132,8 @@ pub struct Session {
     copy_in: Option<Result<CopyIn>>,
     /// Open cursors, by name.
     cursors: HashMap<String, Cursor>,
+    /// Set while a DDL statement runs in a transaction of its own.
+    own_ddl_transaction: bool,
 }
 
 /// A number for each session, reported by `pg_backend_pid()`.
@@ -214,6 +216,7 @@ impl Session {
             settings,
             copy_in: None,
             cursors: HashMap::new(),
+            own_ddl_transaction: false,
         }
     }
 
@@ -227,6 +230,11 @@ impl Session {
 
     pub fn in_transaction(&self) -> bool {
         self.txn.is_some()
+    }
+
+    /// Inside BEGIN ... COMMIT (not the transaction a DDL statement runs in).
+    pub(super) fn in_explicit_block(&self) -> bool {
+        self.txn.is_some() && !self.own_ddl_transaction
     }
 
     /// Parses a query string into statements, in PostgreSQL's dialect.
@@ -245,6 +253,9 @@ impl Session {
     pub async fn execute(&mut self, sql: &str) -> Vec<Result<Output>> {
         if let Some((statement, data)) = inline_copy(sql) {
             return vec![self.copy_inline(statement, data).await];
+        }
+        if let Some(result) = ddl::sequence_command(self, sql).await {
+            return vec![result];
         }
         // The parser knows FETCH but not MOVE, which reads the same way.
         if let Some(fetch) = as_fetch(sql) {
@@ -425,6 +436,7 @@ impl Session {
             self.txn = Some(Transaction::new(self.engine.store().read_view()));
             self.refresh_view();
         }
+        self.own_ddl_transaction = implicit;
         let result = match statement {
             Statement::CreateTable(create) => ddl::create_table(self, create).await,
             Statement::Drop {
@@ -435,6 +447,7 @@ impl Session {
                 "not a definition change: {other}"
             ))),
         };
+        self.own_ddl_transaction = false;
         if implicit {
             let txn = self.txn.take().expect("the statement's own transaction");
             if result.is_ok() {
@@ -509,6 +522,9 @@ impl Session {
             }
         }
         self.check_not_failed()?;
+        // Values an earlier statement drew from sequences are logged before
+        // this one runs (data that holds them is logged before its commit).
+        self.engine.catalog.sequences.persist().await?;
         self.refresh_view();
         let DfStatement::Statement(s) = statement else {
             return self.run_query(statement, params, names).await;
@@ -521,6 +537,19 @@ impl Session {
                 ..
             }) => self.run_ddl(s).await,
             Statement::Truncate(truncate) => ddl::truncate(self, truncate).await,
+            // One of several statements in a query string (a lone one is
+            // read before parsing): read again from its text.
+            s @ Statement::CreateSequence { .. } => ddl::sequence_command(self, &s.to_string())
+                .await
+                .unwrap_or_else(|| {
+                    Err(SqlError::Internal(format!("not a sequence statement: {s}")))
+                }),
+            Statement::Drop {
+                object_type: datafusion::sql::sqlparser::ast::ObjectType::Sequence,
+                names,
+                if_exists,
+                ..
+            } => ddl::drop_sequences(self, &names, if_exists).await,
             Statement::Copy {
                 source,
                 to,
@@ -673,8 +702,25 @@ impl Session {
         changes: Vec<Change>,
     ) -> Result<()> {
         let ops: Vec<_> = changes.into_iter().filter_map(Change::into_op).collect();
+        // A row may hold a value drawn from a sequence: the sequence must
+        // not hand it out again after a crash.
+        self.engine.catalog.sequences.persist().await?;
+        let dropped: Vec<String> = definitions
+            .iter()
+            .filter(|c| c.before.is_some() && c.after.is_none())
+            .map(|c| c.name.clone())
+            .collect();
         match self.engine.catalog.commit(definitions, ops).await {
-            Ok(()) => Ok(()),
+            Ok(()) => {
+                // The sequences of a dropped table's serial columns go with it.
+                let sequences = &self.engine.catalog.sequences;
+                for table in dropped {
+                    for sequence in sequences.owned_by(&table) {
+                        sequences.drop(&sequence).await?;
+                    }
+                }
+                Ok(())
+            }
             Err(CatalogError::Store(e)) => Err(match e.root() {
                 StoreError::EntityAlreadyExists { table, key } => SqlError::UniqueViolation {
                     table: table.clone(),

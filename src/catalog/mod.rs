@@ -49,9 +49,10 @@ pub struct Catalog {
     store: Arc<dyn TableStore>,
     pub sequences: Sequences,
     tables: RwLock<HashMap<String, Arc<TableDef>>>,
-    /// Held while a commit changes definitions, so that its check of what
-    /// the transaction read and its write are not interleaved with another's.
-    definitions_lock: tokio::sync::Mutex<()>,
+    /// Held exclusively while a commit changes definitions, and shared by
+    /// commits that only write rows: a commit's check of the definitions it
+    /// used and its write are not interleaved with a change of them.
+    definitions_lock: tokio::sync::RwLock<()>,
 }
 
 impl Catalog {
@@ -78,7 +79,7 @@ impl Catalog {
             sequences: Sequences::open(store.clone()).await?,
             store,
             tables: RwLock::new(tables),
-            definitions_lock: tokio::sync::Mutex::new(()),
+            definitions_lock: tokio::sync::RwLock::new(()),
         })
     }
 
@@ -125,18 +126,38 @@ impl Catalog {
     /// same name replaces); those of dropped tables are removed after it.
     /// A definition that another session changed since the transaction read
     /// it fails the commit.
+    ///
+    /// `used` are the definitions the rows were made with (of tables whose
+    /// definition the transaction did not change itself): if another
+    /// session changed one since (added a primary key, say), the rows may
+    /// not fit it and the commit fails.
     pub async fn commit(
         &self,
         definitions: Vec<DefinitionChange>,
         writes: Vec<(String, WriteOp)>,
+        used: Vec<Arc<TableDef>>,
     ) -> Result<(), CatalogError> {
+        let unchanged = |used: &[Arc<TableDef>]| {
+            for def in used {
+                if !self
+                    .get(&def.name)
+                    .is_some_and(|current| Arc::ptr_eq(&current, def))
+                {
+                    return Err(CatalogError::ChangedConcurrently(def.name.clone()));
+                }
+            }
+            Ok(())
+        };
         if definitions.is_empty() {
             if !writes.is_empty() {
+                let _rows_only = self.definitions_lock.read().await;
+                unchanged(&used)?;
                 self.store.write_atomic(writes).await?;
             }
             return Ok(());
         }
-        let _one_at_a_time = self.definitions_lock.lock().await;
+        let _one_at_a_time = self.definitions_lock.write().await;
+        unchanged(&used)?;
         let mut ops = Vec::with_capacity(definitions.len() + writes.len());
         for change in &definitions {
             let current = self.get(&change.name);

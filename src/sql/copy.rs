@@ -157,6 +157,11 @@ impl CopyIn {
     }
 
     /// Ends the input; returns the changes of every row.
+    /// The definition of the table the rows go to.
+    pub fn definition(&self) -> &Arc<TableDef> {
+        &self.def
+    }
+
     pub fn finish(mut self) -> Result<Vec<Change>> {
         if !self.pending.is_empty() {
             let line = std::mem::take(&mut self.pending);

@@ -492,7 +492,7 @@ async fn fill(
         }
     }
     let count = changes.len();
-    session.apply_to_transaction(changes)?;
+    session.apply_to_transaction(changes, &Arc::new(def.clone()))?;
     Ok(count)
 }
 
@@ -548,8 +548,9 @@ pub async fn alter_table(session: &mut Session, alter: AlterTable) -> Result<Out
     if owner_only && session.engine().catalog.sequences.get(&name).is_some() {
         return Ok(Output::Command("ALTER TABLE".into()));
     }
-    let mut def = (*session.table(&name)?).clone();
-    let mut rekeyed = None;
+    let current = session.table(&name)?;
+    let mut def = (*current).clone();
+    let mut rekeyed = false;
     for operation in &alter.operations {
         match operation {
             AlterTableOperation::AddColumn {
@@ -592,9 +593,8 @@ pub async fn alter_table(session: &mut Session, alter: AlterTable) -> Result<Out
                         "multiple primary keys for table {name:?} are not allowed"
                     )));
                 }
-                let old = def.clone();
                 def.keys = keys_of(&mut def.columns, primary, None)?;
-                rekeyed = Some(old);
+                rekeyed = true;
             }
             AlterTableOperation::AlterColumn { column_name, op } => {
                 let i = def
@@ -620,8 +620,8 @@ pub async fn alter_table(session: &mut Session, alter: AlterTable) -> Result<Out
         }
     }
     check_definition(&def)?;
-    if let Some(old) = rekeyed {
-        rekey(session, &old, &def).await?;
+    if rekeyed {
+        rekey(session, &current, &def).await?;
     }
     define(session, &name, Some(def))?;
     Ok(Output::Command("ALTER TABLE".into()))
@@ -635,7 +635,7 @@ pub const MAX_REKEYED_ROWS: usize = 1_000_000;
 /// Moves every row of a table without a primary key to the key `new`
 /// gives it. Two rows with the same key fail with 23505, a NULL key column
 /// with 23502.
-async fn rekey(session: &mut Session, old: &TableDef, new: &TableDef) -> Result<()> {
+async fn rekey(session: &mut Session, old: &Arc<TableDef>, new: &TableDef) -> Result<()> {
     let view = session.current_view();
     let mut deletes = Vec::new();
     let mut inserts = Vec::new();
@@ -655,7 +655,9 @@ async fn rekey(session: &mut Session, old: &TableDef, new: &TableDef) -> Result<
                     ),
                 ));
             }
-            let row = old.entity_to_row(&entity)?;
+            let mut row = old.entity_to_row(&entity)?;
+            // Columns the same statement added come last, NULL.
+            row.resize(new.columns.len(), None);
             new.check_row(&row)?;
             let key = new.entity_key(&row)?;
             inserts.push(Change {
@@ -679,7 +681,7 @@ async fn rekey(session: &mut Session, old: &TableDef, new: &TableDef) -> Result<
         }
     }
     deletes.extend(inserts);
-    session.apply_to_transaction(deletes)
+    session.apply_to_transaction(deletes, old)
 }
 
 /// Creates a sequence; a relation of the same name is an error (42P07), as

@@ -585,7 +585,7 @@ pub async fn plan_changes(
     session: &Session,
     statement: &Statement,
     params: Option<ParamValues>,
-) -> Result<(Vec<Change>, Output)> {
+) -> Result<(Vec<Change>, Output, Arc<TableDef>)> {
     let rewrite = rewrite(session, statement)?;
     let mut plan = plan_sql(session, &rewrite.sql).await?;
     if let Some(params) = params {
@@ -737,7 +737,7 @@ pub async fn plan_changes(
         None => Output::Command(format!("{tag} {count}")),
         Some(items) => returning(&rewrite, items, returned, tag).await?,
     };
-    Ok((changes, output))
+    Ok((changes, output, rewrite.def))
 }
 
 /// The rows of ON CONFLICT DO UPDATE: each existing row with the assignments

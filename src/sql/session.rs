@@ -457,9 +457,13 @@ impl Session {
         result
     }
 
-    /// Adds changes to the open transaction.
-    pub(super) fn apply_to_transaction(&mut self, changes: Vec<Change>) -> Result<()> {
-        let applied = self.transaction()?.apply(changes);
+    /// Adds changes made with table definition `used` to the open transaction.
+    pub(super) fn apply_to_transaction(
+        &mut self,
+        changes: Vec<Change>,
+        used: &Arc<TableDef>,
+    ) -> Result<()> {
+        let applied = self.transaction()?.apply(changes, used);
         applied.map_err(|(table, key)| SqlError::UniqueViolation {
             key: self.describe_key(&table, &key),
             table,
@@ -660,19 +664,21 @@ impl Session {
         let mut attempt = 0;
         loop {
             self.refresh_view();
-            let (changes, output) = dml::plan_changes(self, statement, params.clone()).await?;
+            let (changes, output, used) =
+                dml::plan_changes(self, statement, params.clone()).await?;
             if self.txn.is_some() {
-                self.apply_to_transaction(changes)?;
+                self.apply_to_transaction(changes, &used)?;
                 return Ok(output);
             }
-            let error = match self.commit_changes(changes).await {
+            let error = match self.commit_changes(changes, used).await {
                 Ok(()) => return Ok(output),
                 Err(e) => e,
             };
-            // A lost race re-reads; so does an upsert that lost a race to
-            // insert the same key.
+            // A lost race re-reads (and a changed definition re-plans); so
+            // does an upsert that lost a race to insert the same key.
             let retry = match &error {
-                SqlError::SerializationFailure(_) => true,
+                SqlError::SerializationFailure(_)
+                | SqlError::Catalog(CatalogError::ChangedConcurrently(_)) => true,
                 SqlError::UniqueViolation { .. } => dml::is_upsert(statement),
                 _ => false,
             };
@@ -686,20 +692,28 @@ impl Session {
         }
     }
 
-    /// Commits changes in one atomic write, conditional on what was read.
-    pub(super) async fn commit_changes(&self, changes: Vec<Change>) -> Result<()> {
-        self.commit_with_definitions(Vec::new(), changes).await
+    /// Commits changes made with table definition `used` in one atomic
+    /// write, conditional on what was read.
+    pub(super) async fn commit_changes(
+        &self,
+        changes: Vec<Change>,
+        used: Arc<TableDef>,
+    ) -> Result<()> {
+        self.commit_with_definitions(Vec::new(), changes, vec![used])
+            .await
     }
 
     async fn commit_transaction(&self, txn: Transaction) -> Result<()> {
-        let (definitions, changes) = txn.into_parts();
-        self.commit_with_definitions(definitions, changes).await
+        let (definitions, changes, used) = txn.into_parts();
+        self.commit_with_definitions(definitions, changes, used)
+            .await
     }
 
     async fn commit_with_definitions(
         &self,
         definitions: Vec<DefinitionChange>,
         changes: Vec<Change>,
+        used: Vec<Arc<TableDef>>,
     ) -> Result<()> {
         let ops: Vec<_> = changes.into_iter().filter_map(Change::into_op).collect();
         // A row may hold a value drawn from a sequence: the sequence must
@@ -710,7 +724,7 @@ impl Session {
             .filter(|c| c.before.is_some() && c.after.is_none())
             .map(|c| c.name.clone())
             .collect();
-        match self.engine.catalog.commit(definitions, ops).await {
+        match self.engine.catalog.commit(definitions, ops, used).await {
             Ok(()) => {
                 // The sequences of a dropped table's serial columns go with it.
                 let sequences = &self.engine.catalog.sequences;
@@ -864,11 +878,12 @@ impl Session {
     }
 
     async fn apply_copy(&mut self, copy: CopyIn) -> Result<usize> {
+        let used = copy.definition().clone();
         let changes = copy.finish()?;
         let count = changes.len();
         match &self.txn {
-            Some(_) => self.apply_to_transaction(changes)?,
-            None => self.commit_changes(changes).await?,
+            Some(_) => self.apply_to_transaction(changes, &used)?,
+            None => self.commit_changes(changes, used).await?,
         }
         Ok(count)
     }

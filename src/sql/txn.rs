@@ -120,6 +120,9 @@ pub struct Transaction {
     /// Savepoints, innermost last: each name with the writes and definitions
     /// as they were when it was set.
     savepoints: Vec<(String, Writes, BTreeMap<String, DefinitionChange>)>,
+    /// The definitions its rows were made with, of tables whose definition
+    /// it did not change itself (see `Catalog::commit`).
+    used: BTreeMap<String, Arc<TableDef>>,
     /// Set after an error: statements are refused until ROLLBACK.
     pub failed: bool,
 }
@@ -129,6 +132,7 @@ impl Transaction {
         Transaction {
             snapshot,
             writes: Writes::new(),
+            used: BTreeMap::new(),
             definitions: BTreeMap::new(),
             savepoints: Vec::new(),
             failed: false,
@@ -236,7 +240,14 @@ impl Transaction {
     /// transaction already holds fails with its table and key (the
     /// transaction is then aborted, so the changes applied before it do not
     /// matter).
-    pub fn apply(&mut self, changes: Vec<Change>) -> Result<(), (String, EntityKey)> {
+    pub fn apply(
+        &mut self,
+        changes: Vec<Change>,
+        used: &Arc<TableDef>,
+    ) -> Result<(), (String, EntityKey)> {
+        self.used
+            .entry(used.name.clone())
+            .or_insert_with(|| used.clone());
         for change in changes {
             let encoded = encode_entity_key(&change.key.partition_key, &change.key.row_key);
             let rows = self.writes.entry(change.table.clone()).or_default();
@@ -257,7 +268,13 @@ impl Transaction {
     }
 
     /// The definition changes and row changes to commit.
-    pub fn into_parts(self) -> (Vec<DefinitionChange>, Vec<Change>) {
+    pub fn into_parts(self) -> (Vec<DefinitionChange>, Vec<Change>, Vec<Arc<TableDef>>) {
+        let used = self
+            .used
+            .into_iter()
+            .filter(|(name, _)| !self.definitions.contains_key(name))
+            .map(|(_, def)| def)
+            .collect();
         let definitions = self.definitions.into_values().collect();
         let mut out = Vec::new();
         for (table, rows) in self.writes {
@@ -278,7 +295,7 @@ impl Transaction {
                 });
             }
         }
-        (definitions, out)
+        (definitions, out, used)
     }
 
     /// Reads of the transaction: its snapshot with its own writes over it.

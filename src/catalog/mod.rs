@@ -36,6 +36,9 @@ pub enum CatalogError {
     TableNotFound(String),
     #[error("invalid table definition: {0}")]
     InvalidDefinition(String),
+    /// A sequence's bounds, step or value do not fit together.
+    #[error("{0}")]
+    InvalidSequence(String),
     #[error(
         "the definition of relation {0:?} was changed by another session; retry the transaction"
     )]

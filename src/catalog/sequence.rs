@@ -76,7 +76,7 @@ impl SequenceDef {
 
     /// Checks the bounds, as CREATE SEQUENCE does.
     pub fn check(&self) -> Result<(), CatalogError> {
-        let invalid = |m: String| Err(CatalogError::InvalidDefinition(m));
+        let invalid = |m: String| Err(CatalogError::InvalidSequence(m));
         if self.increment == 0 {
             return invalid("INCREMENT must not be zero".into());
         }
@@ -332,7 +332,7 @@ impl Sequences {
     pub fn set(&self, sequence: &Sequence, value: i64, called: bool) -> Result<(), CatalogError> {
         let d = &sequence.def;
         if value < d.min || value > d.max {
-            return Err(CatalogError::InvalidDefinition(format!(
+            return Err(CatalogError::InvalidSequence(format!(
                 "setval: value {value} is out of bounds for sequence {:?} ({}..{})",
                 d.name, d.min, d.max
             )));
@@ -460,7 +460,7 @@ mod tests {
         def.max = 100_000;
         assert!(matches!(
             sequences.create(def).await,
-            Err(CatalogError::InvalidDefinition(_))
+            Err(CatalogError::InvalidSequence(_))
         ));
     }
 }

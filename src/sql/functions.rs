@@ -589,6 +589,9 @@ fn register_sequence_functions(ctx: &SessionContext, catalog: &Arc<Catalog>) {
         Int64,
         Volatility::Volatile,
         move |args| {
+            if args[0].is_null() {
+                return Ok(ScalarValue::Int64(None));
+            }
             let sequence = sequence_of(&c, &args[0])?;
             let value = c.sequences.next(&sequence).map_err(|e| {
                 datafusion::error::DataFusionError::External(Box::new(crate::sql::SqlError::value(
@@ -639,6 +642,9 @@ fn register_sequence_functions(ctx: &SessionContext, catalog: &Arc<Catalog>) {
         Int64,
         Volatility::Volatile,
         move |args| {
+            if args[0].is_null() {
+                return Ok(ScalarValue::Int64(None));
+            }
             let sequence = sequence_of(&c, &args[0])?;
             let Some(value) = int(&args[1]) else {
                 return Ok(ScalarValue::Int64(None));

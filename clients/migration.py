@@ -63,6 +63,8 @@ SELECT timestamptz '2026-01-01 00:00:00+00' + n * interval '1 hour 1 second',
        n % 2 = 0, n / 7.0, decode(md5(n::text), 'hex'), 1 + n % 1500
 FROM generate_series(1, 500) AS n;
 DELETE FROM events WHERE id % 10 = 0;
+COMMENT ON TABLE events IS 'what happened, and when';
+COMMENT ON COLUMN events.payload IS 'as the source sent it';
 """
 
 passed = 0
@@ -246,6 +248,15 @@ def main():
                 # tablegate records foreign keys without enforcing them, and says so.
                 got = [(name, d.removesuffix(" NOT ENFORCED")) for name, d in b.execute(constraints).fetchall()]
             check("primary and foreign keys", got == expected, f"{len(got)} constraints" if got == expected else f"{got} != {expected}")
+
+            comments = (
+                "SELECT c.relname, d.objsubid, d.description FROM pg_description d "
+                "JOIN pg_class c ON c.oid = d.objoid WHERE c.relname = 'events' ORDER BY 2"
+            )
+            with pg.cursor() as a, tg.cursor() as b:
+                expected = a.execute(comments).fetchall()
+                got = b.execute(comments).fetchall()
+            check("comments", got == expected, f"{len(got)} comments" if got == expected else f"{got} != {expected}")
 
             # The serial column goes on where the source's sequence stood.
             insert = "INSERT INTO events (happened, flag) VALUES ('2026-11-21 12:00:00+00', true) RETURNING id, flag"

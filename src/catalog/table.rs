@@ -32,6 +32,9 @@ pub struct Column {
     /// The DEFAULT expression, as SQL text.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub default: Option<String>,
+    /// `COMMENT ON COLUMN`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub comment: Option<String>,
 }
 
 /// How a table's rows are addressed.
@@ -60,6 +63,9 @@ pub struct TableDef {
     /// (psql, JDBC, pg_dump see them) but not enforced on writes.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub foreign_keys: Vec<ForeignKey>,
+    /// `COMMENT ON TABLE`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub comment: Option<String>,
 }
 
 /// `FOREIGN KEY (columns) REFERENCES table (referenced)`, by column names.

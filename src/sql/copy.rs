@@ -345,6 +345,7 @@ mod tests {
             columns: vec![],
             keys: crate::catalog::Keys::Generated,
             foreign_keys: vec![],
+            comment: None,
         };
         let format = CopyFormat::parse(
             &[],

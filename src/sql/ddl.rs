@@ -15,9 +15,9 @@ use std::sync::Arc;
 
 use datafusion::arrow::datatypes::DataType;
 use datafusion::sql::sqlparser::ast::{
-    AlterColumnOperation, AlterTable, AlterTableOperation, ColumnDef, ColumnOption, CreateTable,
-    CreateTableOptions, Expr as AstExpr, ForeignKeyConstraint, ObjectName, ReferentialAction,
-    SqlOption, TableConstraint, Truncate,
+    AlterColumnOperation, AlterTable, AlterTableOperation, ColumnDef, ColumnOption, CommentObject,
+    CreateTable, CreateTableOptions, Expr as AstExpr, ForeignKeyConstraint, ObjectName,
+    ReferentialAction, SqlOption, TableConstraint, Truncate,
 };
 use datafusion::sql::sqlparser::dialect::PostgreSqlDialect;
 use futures::TryStreamExt;
@@ -83,6 +83,7 @@ fn column_of(def: &ColumnDef) -> Result<(Column, bool, Option<ForeignKeyConstrai
         nullable: true,
         system: None,
         default: None,
+        comment: None,
     };
     let mut primary = false;
     let mut references = None;
@@ -409,6 +410,7 @@ pub async fn create_table(session: &mut Session, create: CreateTable) -> Result<
             columns,
             keys,
             foreign_keys: Vec::new(),
+            comment: None,
         };
         for fk in &references {
             let fk = foreign_key(session, &def, fk)?;
@@ -440,6 +442,7 @@ pub async fn create_table(session: &mut Session, create: CreateTable) -> Result<
                 nullable: true,
                 system: None,
                 default: None,
+                comment: None,
             });
         }
     } else if columns.len() != schema.fields().len() {
@@ -458,6 +461,7 @@ pub async fn create_table(session: &mut Session, create: CreateTable) -> Result<
         columns,
         keys,
         foreign_keys: Vec::new(),
+        comment: None,
     };
     check_definition(&def)?;
     define(session, &name, Some(def.clone()))?;
@@ -625,6 +629,50 @@ pub async fn alter_table(session: &mut Session, alter: AlterTable) -> Result<Out
     }
     define(session, &name, Some(def))?;
     Ok(Output::Command("ALTER TABLE".into()))
+}
+
+/// `COMMENT ON TABLE t IS '...'` and `COMMENT ON COLUMN t.c IS '...'`
+/// (`IS NULL` removes the comment).
+pub fn comment(
+    session: &mut Session,
+    object_type: CommentObject,
+    name: &ObjectName,
+    comment: Option<String>,
+    if_exists: bool,
+) -> Result<Output> {
+    let parts: Vec<String> = name
+        .0
+        .iter()
+        .filter_map(|p| p.as_ident())
+        .map(normalize)
+        .collect();
+    let (table, column) = match (object_type, parts.as_slice()) {
+        (CommentObject::Table, [.., table]) => (table.clone(), None),
+        (CommentObject::Column, [.., table, column]) => (table.clone(), Some(column.clone())),
+        (other, _) => {
+            return Err(SqlError::FeatureNotSupported(format!(
+                "COMMENT ON {other} is not supported (only tables and columns)"
+            )))
+        }
+    };
+    let Some(current) = session.table_def(&table) else {
+        if if_exists {
+            return Ok(Output::Command("COMMENT".into()));
+        }
+        return Err(CatalogError::TableNotFound(table).into());
+    };
+    let mut def = (*current).clone();
+    match column {
+        None => def.comment = comment,
+        Some(column) => {
+            let i = def
+                .column_index(&column)
+                .ok_or(SqlError::UndefinedColumn(column))?;
+            def.columns[i].comment = comment;
+        }
+    }
+    define(session, &table, Some(def))?;
+    Ok(Output::Command("COMMENT".into()))
 }
 
 /// Most rows ALTER TABLE ADD PRIMARY KEY moves: each row is deleted under

@@ -270,9 +270,33 @@ pub fn register_all(
     register(ctx, "pg_get_expr", &[2, 3], Utf8, Stable, |args| {
         Ok(utf8(text(&args[0])))
     });
-    for name in ["obj_description", "col_description", "shobj_description"] {
-        register(ctx, name, &[1, 2], Utf8, Stable, |_| Ok(utf8(None)));
-    }
+    // Comments: of tables (obj_description) and their columns
+    // (col_description); nothing else has them.
+    let (c, v) = (catalog.clone(), view.clone());
+    register(ctx, "obj_description", &[1, 2], Utf8, Stable, move |args| {
+        let Some(oid) = int(&args[0]) else {
+            return Ok(utf8(None));
+        };
+        Ok(utf8(
+            find_table(&c, &v, |name| i64::from(table_oid(name)) == oid)
+                .and_then(|def| def.comment.clone()),
+        ))
+    });
+    let (c, v) = (catalog.clone(), view.clone());
+    register(ctx, "col_description", &[2], Utf8, Stable, move |args| {
+        let (Some(oid), Some(number)) = (int(&args[0]), int(&args[1])) else {
+            return Ok(utf8(None));
+        };
+        Ok(utf8(
+            find_table(&c, &v, |name| i64::from(table_oid(name)) == oid).and_then(|def| {
+                let i = usize::try_from(number).ok()?.checked_sub(1)?;
+                def.columns.get(i)?.comment.clone()
+            }),
+        ))
+    });
+    register(ctx, "shobj_description", &[2], Utf8, Stable, |_| {
+        Ok(utf8(None))
+    });
     for name in [
         "pg_table_is_visible",
         "pg_type_is_visible",

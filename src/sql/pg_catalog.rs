@@ -1043,7 +1043,7 @@ impl PgCatalogSchema {
                     Cell::Null,
                 ]],
             ),
-            "pg_description" => table(PG_DESCRIPTION, Vec::new()),
+            "pg_description" => table(PG_DESCRIPTION, descriptions(&tables)),
             "pg_settings" => table(
                 PG_SETTINGS,
                 (self.settings)()
@@ -1457,6 +1457,30 @@ fn constraints(tables: &[Arc<TableDef>]) -> Vec<Vec<Cell>> {
         .collect()
 }
 
+/// The comments of tables (`objsubid` 0) and their columns.
+fn descriptions(tables: &[Arc<TableDef>]) -> Vec<Vec<Cell>> {
+    let mut rows = Vec::new();
+    for t in tables {
+        let comments = std::iter::once((0, &t.comment)).chain(
+            t.columns
+                .iter()
+                .enumerate()
+                .map(|(i, c)| (i as i32 + 1, &c.comment)),
+        );
+        for (subid, comment) in comments {
+            if let Some(comment) = comment {
+                rows.push(vec![
+                    table_oid(&t.name).into(),
+                    1259.into(),
+                    subid.into(),
+                    comment.clone().into(),
+                ]);
+            }
+        }
+    }
+    rows
+}
+
 fn defaults(tables: &[Arc<TableDef>]) -> Vec<Vec<Cell>> {
     let mut rows = Vec::new();
     for t in tables {
@@ -1581,6 +1605,7 @@ mod tests {
                     nullable: false,
                     system: None,
                     default: Some("0".into()),
+                    comment: None,
                 },
                 crate::catalog::Column {
                     name: "v".into(),
@@ -1588,6 +1613,7 @@ mod tests {
                     nullable: true,
                     system: None,
                     default: None,
+                    comment: None,
                 },
             ],
             keys: Keys::Columns {
@@ -1595,6 +1621,7 @@ mod tests {
                 row: vec![],
             },
             foreign_keys: vec![],
+            comment: None,
         });
         let tables = vec![def];
         for (columns, rows) in [

@@ -706,6 +706,7 @@ mod tests {
             nullable: false,
             system: None,
             default: None,
+            comment: None,
         };
         TableDef {
             name: "employees".into(),
@@ -719,6 +720,7 @@ mod tests {
                 row: vec![1],
             },
             foreign_keys: vec![],
+            comment: None,
         }
     }
 

@@ -443,6 +443,12 @@ impl Session {
                 names, if_exists, ..
             } => ddl::drop_tables(self, &names, if_exists).await,
             Statement::AlterTable(alter) => ddl::alter_table(self, alter).await,
+            Statement::Comment {
+                object_type,
+                object_name,
+                comment,
+                if_exists,
+            } => ddl::comment(self, object_type, &object_name, comment, if_exists),
             other => Err(SqlError::Internal(format!(
                 "not a definition change: {other}"
             ))),
@@ -536,6 +542,7 @@ impl Session {
         match *s {
             s @ (Statement::CreateTable(_)
             | Statement::AlterTable(_)
+            | Statement::Comment { .. }
             | Statement::Drop {
                 object_type: datafusion::sql::sqlparser::ast::ObjectType::Table,
                 ..

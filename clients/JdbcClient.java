@@ -37,9 +37,13 @@ public class JdbcClient {
         props.setProperty("user", "jdbc");
         try (Connection conn = DriverManager.getConnection(url, props)) {
             try (Statement st = conn.createStatement()) {
+                st.execute("DROP TABLE IF EXISTS badges");
                 st.execute("DROP TABLE IF EXISTS employees");
                 st.execute("CREATE TABLE employees (dept text, id int, name varchar(40) NOT NULL,"
                         + " age int DEFAULT 30, salary numeric(10,2), hired date, PRIMARY KEY (dept, id))");
+                st.execute("COMMENT ON TABLE employees IS 'who works here'");
+                st.execute("CREATE TABLE badges (badge serial PRIMARY KEY, dept text, emp int,"
+                        + " FOREIGN KEY (dept, emp) REFERENCES employees)");
             }
             DatabaseMetaData md = conn.getMetaData();
 
@@ -86,6 +90,22 @@ public class JdbcClient {
                 List<String> cols = new ArrayList<>();
                 while (rs.next()) cols.add(rs.getString("INDEX_NAME") + ":" + rs.getString("COLUMN_NAME") + ":" + rs.getBoolean("NON_UNIQUE"));
                 expect(cols.equals(List.of("employees_pkey:dept:false", "employees_pkey:id:false")), cols.toString());
+            });
+            check("getImportedKeys, getExportedKeys and REMARKS", () -> {
+                List<String> keys = new ArrayList<>();
+                for (ResultSet rs : List.of(md.getImportedKeys(null, "public", "badges"),
+                        md.getExportedKeys(null, "public", "employees"))) {
+                    while (rs.next()) {
+                        keys.add(rs.getString("FKTABLE_NAME") + "." + rs.getString("FKCOLUMN_NAME") + "->"
+                                + rs.getString("PKTABLE_NAME") + "." + rs.getString("PKCOLUMN_NAME") + "@"
+                                + rs.getInt("KEY_SEQ") + ":" + rs.getString("FK_NAME") + ":" + rs.getString("PK_NAME"));
+                    }
+                }
+                String key = "badges.dept->employees.dept@1:badges_dept_emp_fkey:employees_pkey";
+                String key2 = "badges.emp->employees.id@2:badges_dept_emp_fkey:employees_pkey";
+                expect(keys.equals(List.of(key, key2, key, key2)), keys.toString());
+                ResultSet rs = md.getTables(null, "public", "employees", null);
+                expect(rs.next() && "who works here".equals(rs.getString("REMARKS")), "REMARKS");
             });
             check("getTypeInfo", () -> {
                 List<String> types = column(md.getTypeInfo(), "TYPE_NAME");

@@ -132,13 +132,20 @@ def session():
 ENGINE = sa.create_engine(f"postgresql+psycopg://py@127.0.0.1:{PORT}/tablegate")
 
 
-@check("SQLAlchemy: reflection of tables, columns, primary keys, indexes")
+@check("SQLAlchemy: reflection of tables, columns, primary and foreign keys, indexes, comments")
 def reflection():
     with ENGINE.begin() as c:
+        c.exec_driver_sql("DROP TABLE IF EXISTS badges")
         c.exec_driver_sql("DROP TABLE IF EXISTS employees")
         c.exec_driver_sql(
             "CREATE TABLE employees (dept text, id int, name varchar(40) NOT NULL,"
             " age int DEFAULT 30, salary numeric(10,2), PRIMARY KEY (dept, id))"
+        )
+    with ENGINE.begin() as c:
+        c.exec_driver_sql("COMMENT ON COLUMN employees.age IS 'in years'")
+        c.exec_driver_sql(
+            "CREATE TABLE badges (badge serial PRIMARY KEY, dept text, emp int,"
+            " FOREIGN KEY (dept, emp) REFERENCES employees)"
         )
     insp = sa.inspect(ENGINE)
     assert set(insp.get_table_names()) >= {"employees", "typed", "series"}
@@ -154,6 +161,12 @@ def reflection():
     assert pk["constrained_columns"] == ["dept", "id"] and pk["name"] == "employees_pkey", pk
     assert insp.get_indexes("employees") == []
     assert insp.get_foreign_keys("employees") == []
+    assert columns["age"]["comment"] == "in years"
+    [fk] = insp.get_foreign_keys("badges")
+    assert (fk["name"], fk["constrained_columns"], fk["referred_table"], fk["referred_columns"]) == (
+        "badges_dept_emp_fkey", ["dept", "emp"], "employees", ["dept", "id"]), fk
+    badge = {c["name"]: c for c in insp.get_columns("badges")}["badge"]
+    assert badge["default"] == "nextval('badges_badge_seq'::regclass)", badge
 
 
 @check("SQLAlchemy: Core round trip through a reflected table")
@@ -176,6 +189,29 @@ def core():
             .order_by(employees.c.id)
         ).all()
     assert [tuple(r) for r in rows] == [("Ann", None), ("Bob", 41)], rows
+
+
+@check("SQLAlchemy: create_all with an autoincrement key, inserts returning ids, drop_all")
+def create_all():
+    meta = sa.MetaData()
+    notes = sa.Table(
+        "orm_notes",
+        meta,
+        sa.Column("id", sa.Integer, primary_key=True),
+        sa.Column("body", sa.String(40), nullable=False),
+        sa.Column("created", sa.Date, server_default=sa.text("CURRENT_DATE")),
+    )
+    meta.drop_all(ENGINE)
+    meta.create_all(ENGINE)
+    with ENGINE.begin() as c:
+        first = c.execute(notes.insert().returning(notes.c.id), {"body": "a"}).scalar_one()
+        more = c.execute(notes.insert().returning(notes.c.id), [{"body": "b"}, {"body": "c"}]).scalars().all()
+    assert (first, sorted(more)) == (1, [2, 3]), (first, more)
+    with ENGINE.connect() as c:
+        bodies = c.execute(sa.select(notes.c.body).order_by(notes.c.id)).scalars().all()
+    assert bodies == ["a", "b", "c"], bodies
+    meta.drop_all(ENGINE)
+    assert "orm_notes" not in sa.inspect(ENGINE).get_table_names()
 
 
 @check("pandas: read_sql with PostgreSQL's column names and types")

@@ -58,17 +58,6 @@ fn nextval_default(sequence: &str) -> String {
     format!("nextval('{}'::regclass)", sequence.replace('\'', "''"))
 }
 
-/// Sequence DDL takes effect at once, not at COMMIT: it is refused inside a
-/// transaction block rather than surviving its ROLLBACK.
-fn outside_transaction_block(session: &Session, what: &str) -> Result<()> {
-    if session.in_explicit_block() {
-        return Err(SqlError::FeatureNotSupported(format!(
-            "{what} cannot run inside a transaction block"
-        )));
-    }
-    Ok(())
-}
-
 /// A column definition: the column, whether it is the primary key, and the
 /// table it references.
 fn column_of(def: &ColumnDef) -> Result<(Column, bool, Option<ForeignKeyConstraint>)> {
@@ -379,7 +368,6 @@ pub async fn create_table(session: &mut Session, create: CreateTable) -> Result<
             primary.push(column.name.clone());
         }
         if serial_type(def).is_some() {
-            outside_transaction_block(session, "CREATE TABLE with a serial column")?;
             let sequence = serial_sequence(&name, &column);
             column.default = Some(nextval_default(&sequence.name));
             column.nullable = false;
@@ -734,11 +722,30 @@ async fn rekey(session: &mut Session, old: &Arc<TableDef>, new: &TableDef) -> Re
 
 /// Creates a sequence; a relation of the same name is an error (42P07), as
 /// tables and sequences share their names.
-async fn create_sequence_def(session: &Session, def: SequenceDef) -> Result<()> {
+///
+/// A sequence is created at once, even inside a transaction block, so that
+/// the block can draw from it; the block records it, and it is dropped
+/// again if the block does not commit (see `Transaction::sequences`).
+async fn create_sequence_def(session: &mut Session, def: SequenceDef) -> Result<()> {
     if session.table_def(&def.name).is_some() {
         return Err(CatalogError::TableExists(def.name).into());
     }
-    Ok(session.engine().catalog.sequences.create(def).await?)
+    let engine = session.engine().clone();
+    let sequences = &engine.catalog.sequences;
+    // One left by a crash in the middle of a block that created its table.
+    if let Some(old) = sequences.get(&def.name) {
+        if let Some((table, _)) = &old.def.owned_by {
+            if session.table_def(table).is_none() {
+                sequences.drop(&def.name).await?;
+            }
+        }
+    }
+    let name = def.name.clone();
+    sequences.create(def).await?;
+    if let Some(txn) = &mut session.txn {
+        txn.sequences.created.push(name);
+    }
+    Ok(())
 }
 
 /// CREATE SEQUENCE and ALTER SEQUENCE, read here rather than by the SQL
@@ -750,7 +757,7 @@ async fn create_sequence_def(session: &Session, def: SequenceDef) -> Result<()> 
 /// [MINVALUE n | NO MINVALUE] [MAXVALUE n | NO MAXVALUE] [START [WITH] n]
 /// [CACHE n] [[NO] CYCLE] [OWNED BY table.column | NONE]`, and `ALTER
 /// SEQUENCE name OWNED BY table.column | NONE`.
-pub async fn sequence_command(session: &Session, sql: &str) -> Option<Result<Output>> {
+pub async fn sequence_command(session: &mut Session, sql: &str) -> Option<Result<Output>> {
     use datafusion::sql::sqlparser::tokenizer::{Token, Tokenizer};
     let tokens = Tokenizer::new(&PostgreSqlDialect {}, sql).tokenize().ok()?;
     let mut words = SequenceWords(
@@ -847,12 +854,11 @@ impl SequenceWords {
 }
 
 async fn sequence_statement(
-    session: &Session,
+    session: &mut Session,
     create: bool,
     words: &mut SequenceWords,
 ) -> Result<Output> {
     let verb = if create { "CREATE" } else { "ALTER" };
-    outside_transaction_block(session, &format!("{verb} SEQUENCE"))?;
     let if_exists = if create {
         words.keyword("if") && words.keyword("not") && words.keyword("exists")
     } else {
@@ -981,17 +987,20 @@ fn owner_column(session: &Session, parts: &[String]) -> Result<Option<(String, S
     Ok(Some((table.clone(), column.clone())))
 }
 
+/// DROP SEQUENCE: at once, or at COMMIT inside a transaction block.
 pub async fn drop_sequences(
-    session: &Session,
+    session: &mut Session,
     names: &[ObjectName],
     if_exists: bool,
 ) -> Result<Output> {
-    outside_transaction_block(session, "DROP SEQUENCE")?;
-    let sequences = &session.engine().catalog.sequences;
     for name in names {
         let name = table_name(name)?;
-        match sequences.get(&name) {
-            Some(_) => sequences.drop(&name).await?,
+        let engine = session.engine().clone();
+        match engine.catalog.sequences.get(&name) {
+            Some(_) => match &mut session.txn {
+                Some(txn) => txn.sequences.dropped.push(name),
+                None => engine.catalog.sequences.drop(&name).await?,
+            },
             None if if_exists => {}
             None => return Err(CatalogError::TableNotFound(name).into()),
         }

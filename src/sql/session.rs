@@ -132,8 +132,6 @@ pub struct Session {
     copy_in: Option<Result<CopyIn>>,
     /// Open cursors, by name.
     cursors: HashMap<String, Cursor>,
-    /// Set while a DDL statement runs in a transaction of its own.
-    own_ddl_transaction: bool,
 }
 
 /// A number for each session, reported by `pg_backend_pid()`.
@@ -216,7 +214,6 @@ impl Session {
             settings,
             copy_in: None,
             cursors: HashMap::new(),
-            own_ddl_transaction: false,
         }
     }
 
@@ -230,11 +227,6 @@ impl Session {
 
     pub fn in_transaction(&self) -> bool {
         self.txn.is_some()
-    }
-
-    /// Inside BEGIN ... COMMIT (not the transaction a DDL statement runs in).
-    pub(super) fn in_explicit_block(&self) -> bool {
-        self.txn.is_some() && !self.own_ddl_transaction
     }
 
     /// Parses a query string into statements, in PostgreSQL's dialect.
@@ -436,7 +428,6 @@ impl Session {
             self.txn = Some(Transaction::new(self.engine.store().read_view()));
             self.refresh_view();
         }
-        self.own_ddl_transaction = implicit;
         let result = match statement {
             Statement::CreateTable(create) => ddl::create_table(self, create).await,
             Statement::Drop {
@@ -453,14 +444,40 @@ impl Session {
                 "not a definition change: {other}"
             ))),
         };
-        self.own_ddl_transaction = false;
         if implicit {
-            let txn = self.txn.take().expect("the statement's own transaction");
-            if result.is_ok() {
-                self.commit_transaction(txn).await?;
-            }
+            let mut txn = self.txn.take().expect("the statement's own transaction");
+            let sequences = std::mem::take(&mut txn.sequences);
+            let committed = match &result {
+                Ok(_) => self.commit_transaction(txn).await,
+                Err(_) => Ok(()),
+            };
+            self.end_sequences(sequences, result.is_ok() && committed.is_ok())
+                .await?;
+            committed?;
         }
         result
+    }
+
+    /// At the end of a transaction: the sequences it dropped go if it
+    /// committed, and those it created go if it did not.
+    async fn end_sequences(
+        &self,
+        changes: crate::sql::txn::SequenceChanges,
+        committed: bool,
+    ) -> Result<()> {
+        let sequences = &self.engine.catalog.sequences;
+        let gone = if committed {
+            changes.dropped
+        } else {
+            changes.created
+        };
+        for name in gone {
+            match sequences.drop(&name).await {
+                Ok(()) | Err(CatalogError::TableNotFound(_)) => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Ok(())
     }
 
     /// Adds changes made with table definition `used` to the open transaction.
@@ -512,7 +529,7 @@ impl Session {
                         "ROLLBACK",
                     )
                 }
-                Statement::Rollback { .. } => return self.rollback(),
+                Statement::Rollback { .. } => return self.rollback().await,
                 Statement::Savepoint { name } => {
                     let name = name.value.clone();
                     return self.savepoint_command(
@@ -904,15 +921,18 @@ impl Session {
     }
 
     async fn commit(&mut self) -> Result<Output> {
-        let Some(txn) = self.txn.take() else {
+        let Some(mut txn) = self.txn.take() else {
             return Ok(Output::TransactionEnd("COMMIT".into()));
         };
+        let sequences = std::mem::take(&mut txn.sequences);
         if txn.failed {
             self.end_cursors(false);
+            self.end_sequences(sequences, false).await?;
             return Ok(Output::TransactionEnd("ROLLBACK".into()));
         }
         let committed = self.commit_transaction(txn).await;
         self.end_cursors(committed.is_ok());
+        self.end_sequences(sequences, committed.is_ok()).await?;
         committed?;
         Ok(Output::TransactionEnd("COMMIT".into()))
     }
@@ -943,9 +963,10 @@ impl Session {
         Ok(Output::Command(tag.into()))
     }
 
-    fn rollback(&mut self) -> Result<Output> {
-        self.txn = None;
+    async fn rollback(&mut self) -> Result<Output> {
+        let sequences = self.txn.take().map(|t| t.sequences).unwrap_or_default();
         self.end_cursors(false);
+        self.end_sequences(sequences, false).await?;
         Ok(Output::TransactionEnd("ROLLBACK".into()))
     }
 

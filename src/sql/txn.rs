@@ -123,8 +123,17 @@ pub struct Transaction {
     /// The definitions its rows were made with, of tables whose definition
     /// it did not change itself (see `Catalog::commit`).
     used: BTreeMap<String, Arc<TableDef>>,
+    pub sequences: SequenceChanges,
     /// Set after an error: statements are refused until ROLLBACK.
     pub failed: bool,
+}
+
+/// Sequences a transaction created (at once, so that it can draw from
+/// them: dropped again if it does not commit) and dropped (at its commit).
+#[derive(Debug, Default)]
+pub struct SequenceChanges {
+    pub created: Vec<String>,
+    pub dropped: Vec<String>,
 }
 
 impl Transaction {
@@ -133,6 +142,7 @@ impl Transaction {
             snapshot,
             writes: Writes::new(),
             used: BTreeMap::new(),
+            sequences: SequenceChanges::default(),
             definitions: BTreeMap::new(),
             savepoints: Vec::new(),
             failed: false,

@@ -579,6 +579,16 @@ fn relation_name(name: &str) -> &str {
 }
 
 /// The table (as the session sees it) whose name satisfies `matches`.
+/// An error with its SQLSTATE, raised inside DataFusion.
+fn sql_error(
+    sqlstate: &'static str,
+    message: impl Into<String>,
+) -> datafusion::error::DataFusionError {
+    datafusion::error::DataFusionError::External(Box::new(crate::sql::SqlError::value(
+        sqlstate, message,
+    )))
+}
+
 /// The sequence a `nextval`/`currval`/`setval` argument names: a name, or
 /// the object id `'name'::regclass` gives.
 fn sequence_of(catalog: &Catalog, arg: &ScalarValue) -> DfResult<Arc<crate::catalog::Sequence>> {
@@ -591,12 +601,7 @@ fn sequence_of(catalog: &Catalog, arg: &ScalarValue) -> DfResult<Arc<crate::cata
         (Some(name), None) => catalog.sequences.get(relation_name(&name)),
         (None, None) => None,
     };
-    found.ok_or_else(|| {
-        datafusion::error::DataFusionError::External(Box::new(crate::sql::SqlError::value(
-            "42P01",
-            format!("sequence {arg} does not exist"),
-        )))
-    })
+    found.ok_or_else(|| sql_error("42P01", format!("sequence {arg} does not exist")))
 }
 
 /// `nextval`, `currval` (the session's last `nextval` of a sequence) and
@@ -617,12 +622,10 @@ fn register_sequence_functions(ctx: &SessionContext, catalog: &Arc<Catalog>) {
                 return Ok(ScalarValue::Int64(None));
             }
             let sequence = sequence_of(&c, &args[0])?;
-            let value = c.sequences.next(&sequence).map_err(|e| {
-                datafusion::error::DataFusionError::External(Box::new(crate::sql::SqlError::value(
-                    "2200H",
-                    e.to_string(),
-                )))
-            })?;
+            let value = c
+                .sequences
+                .next(&sequence)
+                .map_err(|e| sql_error("2200H", e.to_string()))?;
             values
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
@@ -646,15 +649,13 @@ fn register_sequence_functions(ctx: &SessionContext, catalog: &Arc<Catalog>) {
                 .copied();
             match last {
                 Some(value) => Ok(ScalarValue::Int64(Some(value))),
-                None => Err(datafusion::error::DataFusionError::External(Box::new(
-                    crate::sql::SqlError::value(
-                        "55000",
-                        format!(
-                            "currval of sequence {:?} is not yet defined in this session",
-                            sequence.def.name
-                        ),
+                None => Err(sql_error(
+                    "55000",
+                    format!(
+                        "currval of sequence {:?} is not yet defined in this session",
+                        sequence.def.name
                     ),
-                ))),
+                )),
             }
         },
     );
@@ -677,12 +678,9 @@ fn register_sequence_functions(ctx: &SessionContext, catalog: &Arc<Catalog>) {
                 Some(ScalarValue::Boolean(b)) => b.unwrap_or(true),
                 _ => true,
             };
-            c.sequences.set(&sequence, value, called).map_err(|e| {
-                datafusion::error::DataFusionError::External(Box::new(crate::sql::SqlError::value(
-                    "22003",
-                    e.to_string(),
-                )))
-            })?;
+            c.sequences
+                .set(&sequence, value, called)
+                .map_err(|e| sql_error("22003", e.to_string()))?;
             Ok(ScalarValue::Int64(Some(value)))
         },
     );

@@ -4,6 +4,7 @@
 //!
 //! Layer rule: `catalog` depends on `store` and `model`, never on `sql` or `pg`.
 
+mod index;
 mod keys;
 mod sequence;
 mod table;
@@ -12,6 +13,7 @@ mod types;
 use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
 
+pub use index::{base_key, index_change, IndexDef};
 pub use keys::{encode_component, join_components, KeyError};
 pub use sequence::{Sequence, SequenceDef, SequenceExhausted, Sequences};
 pub use table::{
@@ -353,6 +355,31 @@ pub fn check_definition(def: &TableDef) -> Result<(), CatalogError> {
                 "column {:?} is a system column and cannot be part of the primary key",
                 column.name
             ));
+        }
+    }
+    for (i, index) in def.indexes.iter().enumerate() {
+        if def.indexes[..i]
+            .iter()
+            .any(|other| other.name == index.name)
+        {
+            return invalid(format!("index {:?} is declared twice", index.name));
+        }
+        if index.columns.is_empty() {
+            return invalid(format!("index {:?} needs at least one column", index.name));
+        }
+        for name in &index.columns {
+            let Some(column) = def.column_index(name).map(|c| &def.columns[c]) else {
+                return invalid(format!(
+                    "column {name:?} of index {:?} does not exist",
+                    index.name
+                ));
+            };
+            if !column.ty.can_be_key() || column.system.is_some() {
+                return invalid(format!(
+                    "column {name:?} of type {} cannot be indexed",
+                    column.ty.pg_name()
+                ));
+            }
         }
     }
     if matches!(def.keys, Keys::Columns { .. }) && partition.is_empty() {

@@ -66,6 +66,9 @@ pub struct TableDef {
     /// `COMMENT ON TABLE`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub comment: Option<String>,
+    /// Secondary indexes, kept up to date by every commit that writes rows.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub indexes: Vec<super::IndexDef>,
 }
 
 /// `FOREIGN KEY (columns) REFERENCES table (referenced)`, by column names.

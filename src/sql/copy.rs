@@ -346,6 +346,7 @@ mod tests {
             keys: crate::catalog::Keys::Generated,
             foreign_keys: vec![],
             comment: None,
+            indexes: Vec::new(),
         };
         let format = CopyFormat::parse(
             &[],

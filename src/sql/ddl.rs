@@ -399,6 +399,7 @@ pub async fn create_table(session: &mut Session, create: CreateTable) -> Result<
             keys,
             foreign_keys: Vec::new(),
             comment: None,
+            indexes: Vec::new(),
         };
         for fk in &references {
             let fk = foreign_key(session, &def, fk)?;
@@ -450,6 +451,7 @@ pub async fn create_table(session: &mut Session, create: CreateTable) -> Result<
         keys,
         foreign_keys: Vec::new(),
         comment: None,
+        indexes: Vec::new(),
     };
     check_definition(&def)?;
     define(session, &name, Some(def.clone()))?;

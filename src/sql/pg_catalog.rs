@@ -1622,6 +1622,7 @@ mod tests {
             },
             foreign_keys: vec![],
             comment: None,
+            indexes: Vec::new(),
         });
         let tables = vec![def];
         for (columns, rows) in [

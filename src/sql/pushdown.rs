@@ -721,6 +721,7 @@ mod tests {
             },
             foreign_keys: vec![],
             comment: None,
+            indexes: Vec::new(),
         }
     }
 

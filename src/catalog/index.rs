@@ -1,0 +1,213 @@
+//! Secondary indexes: index entities kept in a store table of their own,
+//! under a PartitionKey made of the indexed values (the seeds'
+//! inter-partition secondary index pattern), and what a row change does to
+//! them. Everything here is a pure function of definitions and entities.
+
+use serde::{Deserialize, Serialize};
+
+use super::keys::{encode_component, join_components};
+use super::table::{RowError, TableDef};
+use super::SYSTEM_TABLE;
+use crate::model::{Entity, EntityKey, Value};
+
+/// The properties of an index entity that name its base row.
+pub const BASE_PARTITION_KEY: &str = "base_partition_key";
+pub const BASE_ROW_KEY: &str = "base_row_key";
+
+/// `CREATE [UNIQUE] INDEX name ON table (columns)`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct IndexDef {
+    pub name: String,
+    pub columns: Vec<String>,
+    pub unique: bool,
+}
+
+impl IndexDef {
+    /// The store table that holds the index entities.
+    pub fn store_table(&self) -> String {
+        format!("{SYSTEM_TABLE}.index.{}", self.name)
+    }
+
+    /// The index entity of a base entity: PartitionKey the indexed values
+    /// (encoded like key columns, so that their order is kept), RowKey the
+    /// base key (empty for a unique index, so that a second row with the
+    /// same values collides), and the base key as properties. `None` when an
+    /// indexed column is NULL: such rows are not indexed (and, as in
+    /// PostgreSQL, never collide in a unique index).
+    pub fn entry(&self, table: &TableDef, base: &Entity) -> Result<Option<Entity>, RowError> {
+        let parts = table.key_parts(&base.key)?;
+        let mut components = Vec::with_capacity(self.columns.len());
+        for name in &self.columns {
+            let i = table
+                .column_index(name)
+                .ok_or_else(|| RowError::Key(super::KeyError::Malformed { key: name.clone() }))?;
+            let column = &table.columns[i];
+            let Some(value) = table.column_value(base, &parts, i)? else {
+                return Ok(None);
+            };
+            components.push(encode_component(&column.name, column.ty, &value)?);
+        }
+        let row_key = if self.unique {
+            String::new()
+        } else {
+            join_components(&[base.key.partition_key.clone(), base.key.row_key.clone()])
+        };
+        Ok(Some(
+            Entity::new(join_components(&components), row_key)
+                .with(
+                    BASE_PARTITION_KEY,
+                    Value::String(base.key.partition_key.clone()),
+                )
+                .with(BASE_ROW_KEY, Value::String(base.key.row_key.clone())),
+        ))
+    }
+}
+
+/// The base key an index entity points at.
+pub fn base_key(entry: &Entity) -> Option<EntityKey> {
+    match (entry.get(BASE_PARTITION_KEY), entry.get(BASE_ROW_KEY)) {
+        (Some(Value::String(pk)), Some(Value::String(rk))) => Some(EntityKey::new(pk, rk)),
+        _ => None,
+    }
+}
+
+/// What a row change does to one index: the entry to remove and the entry
+/// to add (`None` for none). A change that keeps the indexed values and the
+/// base key touches nothing.
+pub fn index_change(
+    table: &TableDef,
+    index: &IndexDef,
+    old: Option<&Entity>,
+    new: Option<&Entity>,
+) -> Result<(Option<EntityKey>, Option<Entity>), RowError> {
+    let old = match old {
+        Some(e) => index.entry(table, e)?,
+        None => None,
+    };
+    let new = match new {
+        Some(e) => index.entry(table, e)?,
+        None => None,
+    };
+    if let (Some(o), Some(n)) = (&old, &new) {
+        if o.key == n.key && o.properties == n.properties {
+            return Ok((None, None));
+        }
+    }
+    Ok((old.map(|e| e.key), new))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::catalog::{Column, Keys, SqlType};
+
+    fn employees() -> TableDef {
+        let column = |name: &str, ty| Column {
+            name: name.into(),
+            ty,
+            nullable: true,
+            system: None,
+            default: None,
+            comment: None,
+        };
+        TableDef {
+            name: "employees".into(),
+            columns: vec![
+                column("dept", SqlType::Text),
+                column("id", SqlType::Int4),
+                column("email", SqlType::Text),
+            ],
+            keys: Keys::Columns {
+                partition: vec![0],
+                row: vec![1],
+            },
+            foreign_keys: vec![],
+            comment: None,
+            indexes: vec![],
+        }
+    }
+
+    fn row(dept: &str, id: i32, email: Option<&str>) -> Entity {
+        let def = employees();
+        let row = vec![
+            Some(Value::String(dept.into())),
+            Some(Value::Int32(id)),
+            email.map(|e| Value::String(e.into())),
+        ];
+        def.row_to_entity(def.entity_key(&row).unwrap(), &row)
+            .unwrap()
+    }
+
+    #[test]
+    fn entries_are_keyed_by_the_indexed_values() {
+        let def = employees();
+        let by_email = IndexDef {
+            name: "by_email".into(),
+            columns: vec!["email".into()],
+            unique: false,
+        };
+        let ann = row("Sales", 7, Some("ann@x"));
+        let entry = by_email.entry(&def, &ann).unwrap().unwrap();
+        assert_eq!(entry.key.partition_key, "ann@x");
+        assert_eq!(base_key(&entry), Some(ann.key.clone()));
+        // The same value in another row is another entry, unless unique.
+        let other = by_email
+            .entry(&def, &row("HR", 7, Some("ann@x")))
+            .unwrap()
+            .unwrap();
+        assert_ne!(entry.key, other.key);
+        let unique = IndexDef {
+            unique: true,
+            ..by_email.clone()
+        };
+        assert_eq!(
+            unique.entry(&def, &ann).unwrap().unwrap().key,
+            unique
+                .entry(&def, &row("HR", 7, Some("ann@x")))
+                .unwrap()
+                .unwrap()
+                .key
+        );
+        // NULLs are not indexed.
+        assert_eq!(by_email.entry(&def, &row("HR", 1, None)).unwrap(), None);
+        // An index on a key column reads it from the key.
+        let by_id = IndexDef {
+            name: "by_id".into(),
+            columns: vec!["id".into()],
+            unique: false,
+        };
+        assert_eq!(
+            by_id.entry(&def, &ann).unwrap().unwrap().key.partition_key,
+            "0000000007"
+        );
+    }
+
+    #[test]
+    fn changes_remove_the_old_entry_and_add_the_new() {
+        let def = employees();
+        let index = IndexDef {
+            name: "by_email".into(),
+            columns: vec!["email".into()],
+            unique: false,
+        };
+        let old = row("Sales", 7, Some("ann@x"));
+        let moved = row("Sales", 7, Some("ann@y"));
+        let (gone, added) = index_change(&def, &index, Some(&old), Some(&moved)).unwrap();
+        assert_eq!(gone.unwrap().partition_key, "ann@x");
+        assert_eq!(added.unwrap().key.partition_key, "ann@y");
+        // Same value: nothing to do.
+        assert_eq!(
+            index_change(&def, &index, Some(&old), Some(&old)).unwrap(),
+            (None, None)
+        );
+        // Insert and delete.
+        let (gone, added) = index_change(&def, &index, None, Some(&old)).unwrap();
+        assert!(gone.is_none() && added.is_some());
+        let (gone, added) = index_change(&def, &index, Some(&old), None).unwrap();
+        assert!(gone.is_some() && added.is_none());
+        // To NULL: only the removal.
+        let cleared = row("Sales", 7, None);
+        let (gone, added) = index_change(&def, &index, Some(&old), Some(&cleared)).unwrap();
+        assert!(gone.is_some() && added.is_none());
+    }
+}

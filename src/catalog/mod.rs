@@ -38,6 +38,17 @@ pub enum CatalogError {
     TableNotFound(String),
     #[error("invalid table definition: {0}")]
     InvalidDefinition(String),
+    /// Two rows with the same values in a unique index.
+    #[error("duplicate key value violates unique constraint {index:?}: Key ({columns})=({values}) already exists.")]
+    UniqueIndex {
+        index: String,
+        columns: String,
+        values: String,
+    },
+    /// A row whose index entry cannot be made (an indexed value too long
+    /// for a key, say).
+    #[error(transparent)]
+    Row(#[from] RowError),
     /// A sequence's bounds, step or value do not fit together.
     #[error("{0}")]
     InvalidSequence(String),
@@ -157,7 +168,10 @@ impl Catalog {
             if !writes.is_empty() {
                 let _rows_only = self.definitions_lock.read().await;
                 unchanged(&used)?;
-                self.store.write_atomic(writes).await?;
+                let mut writes = writes;
+                let indexed = self.index_writes(&[], &writes).await?;
+                writes.extend(indexed);
+                self.write(writes).await?;
             }
             return Ok(());
         }
@@ -227,27 +241,31 @@ impl Catalog {
                 )
             }));
         }
-        let created: Vec<&str> = definitions
+        // Store tables for created tables and for created indexes.
+        let mut created: Vec<String> = definitions
             .iter()
             .filter(|c| c.before.is_none() && c.after.is_some())
-            .map(|c| c.name.as_str())
+            .map(|c| c.name.clone())
             .collect();
+        let (added, removed) = index_changes(&definitions);
+        created.extend(added.iter().map(|i| i.store_table()));
         for name in &created {
             self.create_store_table(name).await?;
         }
-        ops.extend(writes);
-        if let Err(e) = self.store.write_atomic(ops).await {
-            for name in &created {
-                let _ = self.store.drop_table(name).await;
+        let indexed = match self.index_writes(&definitions, &writes).await {
+            Ok(indexed) => indexed,
+            Err(e) => {
+                self.drop_store_tables(&created).await;
+                return Err(e);
             }
-            return Err(match e.root() {
-                StoreError::EntityAlreadyExists { table, key } if table == SYSTEM_TABLE => {
-                    CatalogError::TableExists(key.row_key.clone())
-                }
-                _ => CatalogError::Store(e),
-            });
+        };
+        ops.extend(writes);
+        ops.extend(indexed);
+        if let Err(e) = self.write(ops).await {
+            self.drop_store_tables(&created).await;
+            return Err(e);
         }
-        let mut dropped = Vec::new();
+        let mut dropped: Vec<String> = removed.iter().map(|i| i.store_table()).collect();
         {
             let mut tables = self.tables.write().unwrap_or_else(|e| e.into_inner());
             for change in definitions {
@@ -256,7 +274,8 @@ impl Catalog {
                         tables.insert(change.name, after);
                     }
                     None => {
-                        if tables.remove(&change.name).is_some() {
+                        if let Some(def) = tables.remove(&change.name) {
+                            dropped.extend(def.indexes.iter().map(IndexDef::store_table));
                             dropped.push(change.name);
                         }
                     }
@@ -270,6 +289,183 @@ impl Catalog {
             }
         }
         Ok(())
+    }
+
+    /// Writes ops in one atomic write; a collision in the system table is a
+    /// table created twice, and one in an index a unique index violated.
+    async fn write(&self, ops: Vec<(String, WriteOp)>) -> Result<(), CatalogError> {
+        let Err(e) = self.store.write_atomic(ops).await else {
+            return Ok(());
+        };
+        Err(match e.root() {
+            StoreError::EntityAlreadyExists { table, key } if table == SYSTEM_TABLE => {
+                CatalogError::TableExists(key.row_key.clone())
+            }
+            StoreError::EntityAlreadyExists { table, key } => match self.unique_index_of(table) {
+                Some((def, index)) => unique_violation(&def, &index, &key.partition_key),
+                None => CatalogError::Store(e),
+            },
+            _ => CatalogError::Store(e),
+        })
+    }
+
+    /// The table and index a store table holds the entries of.
+    fn unique_index_of(&self, store_table: &str) -> Option<(Arc<TableDef>, IndexDef)> {
+        self.list().into_iter().find_map(|def| {
+            let index = def
+                .indexes
+                .iter()
+                .find(|i| i.store_table() == store_table)?
+                .clone();
+            Some((def, index))
+        })
+    }
+
+    async fn drop_store_tables(&self, names: &[String]) {
+        for name in names {
+            let _ = self.store.drop_table(name).await;
+        }
+    }
+
+    /// The index writes of a commit. Every row written to a table with
+    /// indexes moves its entries from its old values (read from the store:
+    /// the row's write is conditional on the version read, so a row changed
+    /// in between fails the whole write) to its new ones; an index the commit
+    /// creates on a table that has rows gets an entry for each. Entries are
+    /// merged by key, so that a value one row gives up and another takes is
+    /// one write; two rows taking one value of a unique index fail with 23505.
+    async fn index_writes(
+        &self,
+        definitions: &[DefinitionChange],
+        writes: &[(String, WriteOp)],
+    ) -> Result<Vec<(String, WriteOp)>, CatalogError> {
+        let effective = |table: &str| -> Option<Arc<TableDef>> {
+            match definitions.iter().find(|c| c.name == table) {
+                Some(change) => change.after.clone(),
+                None => self.get(table),
+            }
+        };
+        if let Some(change) = definitions
+            .iter()
+            .find(|c| c.recreated && c.before.as_ref().is_some_and(|d| !d.indexes.is_empty()))
+        {
+            return Err(CatalogError::InvalidDefinition(format!(
+                "table {:?} has indexes: drop it and create it again in separate transactions",
+                change.name
+            )));
+        }
+        // Per index entry: whether it is there now, and the entries to put there.
+        let mut entries: std::collections::BTreeMap<(String, EntityKey), Entry> =
+            Default::default();
+
+        for change in definitions {
+            let (Some(before), Some(after)) = (&change.before, &change.after) else {
+                continue;
+            };
+            let new: Vec<&IndexDef> = after
+                .indexes
+                .iter()
+                .filter(|i| !before.indexes.contains(i))
+                .collect();
+            if new.is_empty() {
+                continue;
+            }
+            if change.recreated || writes.iter().any(|(t, _)| *t == change.name) {
+                return Err(CatalogError::InvalidDefinition(format!(
+                    "CREATE INDEX on table {:?} in a transaction that also writes its rows or creates it again: \
+                     commit those first",
+                    change.name
+                )));
+            }
+            let mut continuation = None;
+            loop {
+                let page = self
+                    .store
+                    .query(&change.name, &Query::table(), continuation.as_ref())
+                    .await?;
+                for row in &page.entities {
+                    for index in &new {
+                        if let Some(entry) = index.entry(after, row)? {
+                            add(&mut entries, after, index, None, Some(entry))?;
+                        }
+                    }
+                }
+                continuation = page.continuation;
+                if continuation.is_none() {
+                    break;
+                }
+            }
+        }
+
+        for (table, op) in writes {
+            let Some(def) = effective(table) else {
+                continue;
+            };
+            if def.indexes.is_empty() {
+                continue;
+            }
+            let (old, new) = match op {
+                WriteOp::Insert(entity) => (None, Some(entity)),
+                WriteOp::Replace { entity, .. } | WriteOp::InsertOrReplace(entity) => (
+                    self.store.get(table, &entity.key, None).await?,
+                    Some(entity),
+                ),
+                WriteOp::Delete { key, .. } => (self.store.get(table, key, None).await?, None),
+                WriteOp::Merge { .. } | WriteOp::InsertOrMerge(_) => {
+                    return Err(CatalogError::InvalidDefinition(format!(
+                        "a merge into table {table:?}, which has indexes"
+                    )))
+                }
+            };
+            for index in &def.indexes {
+                let (gone, put) = index_change(&def, index, old.as_ref(), new)?;
+                add(&mut entries, &def, index, gone, put)?;
+            }
+        }
+
+        Ok(entries
+            .into_iter()
+            .filter_map(|((store_table, key), entry)| {
+                let op = match (entry.there, entry.put) {
+                    (false, None) => return None,
+                    (true, None) => WriteOp::Delete {
+                        key,
+                        if_match: IfMatch::Any,
+                    },
+                    (true, Some(e)) => WriteOp::InsertOrReplace(e),
+                    (false, Some(e)) => WriteOp::Insert(e),
+                };
+                Some((store_table, op))
+            })
+            .collect())
+    }
+
+    /// Recomputes an index from its table's rows and compares it with the
+    /// entries the store holds: every entry missing, extra, or pointing
+    /// elsewhere than it should. Empty when the index is right.
+    pub async fn verify_index(
+        &self,
+        table: &TableDef,
+        index: &IndexDef,
+    ) -> Result<Vec<IndexDifference>, CatalogError> {
+        let mut expected = std::collections::BTreeMap::new();
+        for row in query_all(&*self.store, &table.name, &Query::table()).await? {
+            if let Some(entry) = index.entry(table, &row)? {
+                expected.insert(entry.key.clone(), entry);
+            }
+        }
+        let mut differences = Vec::new();
+        for actual in query_all(&*self.store, &index.store_table(), &Query::table()).await? {
+            match expected.remove(&actual.key) {
+                None => differences.push(IndexDifference::Extra(actual.key)),
+                Some(entry) if base_key(&entry) != base_key(&actual) => {
+                    differences.push(IndexDifference::Different(actual.key))
+                }
+                Some(_) => {}
+            }
+        }
+        differences.extend(expected.into_keys().map(IndexDifference::Missing));
+        Ok(differences)
     }
 
     /// The keys of every row of a table, for a transaction that dropped it
@@ -302,6 +498,97 @@ impl Catalog {
             }
             Err(e) => Err(e.into()),
         }
+    }
+}
+
+/// The indexes a commit creates and those it drops (with their tables or alone).
+fn index_changes(definitions: &[DefinitionChange]) -> (Vec<IndexDef>, Vec<IndexDef>) {
+    let (mut added, mut removed) = (Vec::new(), Vec::new());
+    for change in definitions {
+        let before = change.before.as_ref().map_or(&[][..], |d| &d.indexes[..]);
+        let after = change.after.as_ref().map_or(&[][..], |d| &d.indexes[..]);
+        added.extend(after.iter().filter(|i| !before.contains(i)).cloned());
+        // A dropped table's index tables go with it (see `Catalog::commit`).
+        if change.after.is_some() {
+            removed.extend(before.iter().filter(|i| !after.contains(i)).cloned());
+        }
+    }
+    (added, removed)
+}
+
+/// A way an index differs from what its table's rows make it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum IndexDifference {
+    /// A row's entry is not there.
+    Missing(EntityKey),
+    /// An entry no row makes.
+    Extra(EntityKey),
+    /// An entry that points at another row than the one that makes it.
+    Different(EntityKey),
+}
+
+/// One index entry as a commit leaves it.
+struct Entry {
+    /// Whether the entry is in the store before the commit (one that a row
+    /// gives up).
+    there: bool,
+    put: Option<Entity>,
+}
+
+/// Records a row's index change in the commit's entries.
+fn add(
+    entries: &mut std::collections::BTreeMap<(String, EntityKey), Entry>,
+    table: &TableDef,
+    index: &IndexDef,
+    gone: Option<EntityKey>,
+    put: Option<Entity>,
+) -> Result<(), CatalogError> {
+    let store_table = index.store_table();
+    if let Some(key) = gone {
+        entries
+            .entry((store_table.clone(), key))
+            .or_insert(Entry {
+                there: true,
+                put: None,
+            })
+            .there = true;
+    }
+    if let Some(entity) = put {
+        let entry = entries
+            .entry((store_table, entity.key.clone()))
+            .or_insert(Entry {
+                there: false,
+                put: None,
+            });
+        if entry.put.is_some() {
+            return Err(unique_violation(table, index, &entity.key.partition_key));
+        }
+        entry.put = Some(entity);
+    }
+    Ok(())
+}
+
+/// The error for two rows with the same values in a unique index, showing
+/// the values as the index holds them.
+fn unique_violation(table: &TableDef, index: &IndexDef, values: &str) -> CatalogError {
+    let shown = keys::split_components(values, index.columns.len())
+        .map(|parts| {
+            parts
+                .iter()
+                .zip(&index.columns)
+                .map(|(part, name)| {
+                    let ty = table.column_index(name).map(|i| table.columns[i].ty);
+                    ty.and_then(|ty| keys::decode_component(ty, part))
+                        .map_or_else(|| part.clone(), |v| v.to_string())
+                })
+                .collect::<Vec<_>>()
+                .join(", ")
+        })
+        .unwrap_or_else(|| values.to_owned());
+    CatalogError::UniqueIndex {
+        index: index.name.clone(),
+        columns: index.columns.join(", "),
+        values: shown,
     }
 }
 

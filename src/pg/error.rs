@@ -52,6 +52,8 @@ pub fn sqlstate(e: &SqlError) -> &'static str {
 fn catalog_state(e: &CatalogError) -> &'static str {
     match e {
         CatalogError::InvalidSequence(_) => "22023",
+        CatalogError::UniqueIndex { .. } => "23505",
+        CatalogError::Row(r) => row_state(r),
         CatalogError::TableExists(_) => "42P07",
         CatalogError::TableNotFound(_) => "42P01",
         CatalogError::InvalidDefinition(_) => "42P16",

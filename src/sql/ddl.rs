@@ -16,20 +16,21 @@ use std::sync::Arc;
 use datafusion::arrow::datatypes::DataType;
 use datafusion::sql::sqlparser::ast::{
     AlterColumnOperation, AlterTable, AlterTableOperation, ColumnDef, ColumnOption, CommentObject,
-    CreateTable, CreateTableOptions, Expr as AstExpr, ForeignKeyConstraint, ObjectName,
-    ReferentialAction, SqlOption, TableConstraint, Truncate,
+    CreateIndex, CreateTable, CreateTableOptions, Expr as AstExpr, ForeignKeyConstraint,
+    ObjectName, ReferentialAction, SqlOption, TableConstraint, Truncate,
 };
 use datafusion::sql::sqlparser::dialect::PostgreSqlDialect;
 use futures::TryStreamExt;
 
 use super::convert::batch_to_rows;
 use super::error::{Result, SqlError};
+use super::pg_catalog::indexes_of;
 use super::session::{normalize, table_name, Output, Session};
 use super::txn::Change;
 use super::types::{arrow_type, sql_type, PG_TYPE_KEY};
 use crate::catalog::{
-    check_definition, CatalogError, Column, ForeignKey, Keys, SequenceDef, SqlType, SystemField,
-    TableDef,
+    check_definition, CatalogError, Column, ForeignKey, IndexDef, Keys, SequenceDef, SqlType,
+    SystemField, TableDef,
 };
 use crate::store::{Query, StoreError};
 
@@ -522,11 +523,17 @@ pub async fn truncate(session: &mut Session, truncate: Truncate) -> Result<Outpu
             txn.clear_writes(&name);
             continue;
         }
+        // The table and its indexes' entries.
         let store = session.engine().store();
-        store.drop_table(&name).await?;
-        match store.create_table(&name).await {
-            Ok(()) | Err(StoreError::TableAlreadyExists(_)) => {}
-            Err(e) => return Err(e.into()),
+        let indexes = session.table(&name)?.indexes.clone();
+        let store_tables =
+            std::iter::once(name.clone()).chain(indexes.iter().map(IndexDef::store_table));
+        for store_table in store_tables {
+            store.drop_table(&store_table).await?;
+            match store.create_table(&store_table).await {
+                Ok(()) | Err(StoreError::TableAlreadyExists(_)) => {}
+                Err(e) => return Err(e.into()),
+            }
         }
     }
     Ok(Output::Command("TRUNCATE TABLE".into()))
@@ -619,6 +626,155 @@ pub async fn alter_table(session: &mut Session, alter: AlterTable) -> Result<Out
     }
     define(session, &name, Some(def))?;
     Ok(Output::Command("ALTER TABLE".into()))
+}
+
+/// The table that has an index of this name.
+fn table_of_index(session: &Session, name: &str) -> Option<Arc<TableDef>> {
+    session
+        .engine()
+        .catalog
+        .list()
+        .into_iter()
+        .filter_map(|def| session.table_def(&def.name))
+        .chain(
+            session
+                .txn
+                .as_ref()
+                .map(|t| t.definitions())
+                .unwrap_or_default()
+                .into_values()
+                .flatten(),
+        )
+        .find(|def| def.indexes.iter().any(|i| i.name == name))
+}
+
+/// `CREATE [UNIQUE] INDEX [IF NOT EXISTS] [name] ON table [USING btree]
+/// (column, ...)`: index entities in a store table of their own, built
+/// for the rows there are and kept by every later write (see
+/// `Catalog::commit`).
+pub fn create_index(session: &mut Session, create: CreateIndex) -> Result<Output> {
+    let table = table_name(&create.table_name)?;
+    let current = session.table(&table)?;
+    if create.predicate.is_some() || !create.include.is_empty() || !create.with.is_empty() {
+        return Err(SqlError::FeatureNotSupported(
+            "partial indexes, INCLUDE and WITH options are not supported".into(),
+        ));
+    }
+    if let Some(using) = &create.using {
+        if !using.to_string().eq_ignore_ascii_case("btree") {
+            return Err(SqlError::FeatureNotSupported(format!(
+                "index method {using} is not supported (indexes are ordered, like btree)"
+            )));
+        }
+    }
+    let columns = create
+        .columns
+        .iter()
+        .map(|c| match &c.column.expr {
+            AstExpr::Identifier(ident) => Ok(normalize(&ident)),
+            other => Err(SqlError::FeatureNotSupported(format!(
+                "index expression {other} is not supported (only columns)"
+            ))),
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let name = match &create.name {
+        Some(name) => table_name(name)?,
+        None => format!("{table}_{}_idx", columns.join("_")),
+    };
+    let taken = session.table_def(&name).is_some()
+        || session.engine().catalog.sequences.get(&name).is_some()
+        || table_of_index(session, &name).is_some()
+        || indexes_of(&current).iter().any(|i| i.name == name);
+    if taken {
+        if create.if_not_exists {
+            return Ok(Output::Command("CREATE INDEX".into()));
+        }
+        return Err(CatalogError::TableExists(name).into());
+    }
+    let mut def = (*current).clone();
+    def.indexes.push(IndexDef {
+        name,
+        columns,
+        unique: create.unique,
+    });
+    check_definition(&def)?;
+    define(session, &table, Some(def))?;
+    Ok(Output::Command("CREATE INDEX".into()))
+}
+
+/// `VERIFY INDEX name`: recomputes the index from its table and returns one
+/// row per difference (`missing`, `extra` or `different`, and the entry's
+/// key); no rows when the index is right. `None` for any other statement.
+pub async fn verify_index(session: &Session, sql: &str) -> Option<Result<Output>> {
+    use datafusion::arrow::array::{RecordBatch, StringArray};
+    use datafusion::arrow::datatypes::{DataType, Field, Schema};
+    let words: Vec<&str> = sql
+        .trim()
+        .trim_end_matches(';')
+        .split_whitespace()
+        .collect();
+    let [verify, index, name] = words.as_slice() else {
+        return None;
+    };
+    if !verify.eq_ignore_ascii_case("verify") || !index.eq_ignore_ascii_case("index") {
+        return None;
+    }
+    let name = name.trim_matches('"').to_owned();
+    Some(
+        async {
+            let table =
+                table_of_index(session, &name).ok_or(CatalogError::TableNotFound(name.clone()))?;
+            let index = table
+                .indexes
+                .iter()
+                .find(|i| i.name == name)
+                .ok_or_else(|| CatalogError::TableNotFound(name.clone()))?;
+            let differences = session.engine().catalog.verify_index(&table, index).await?;
+            let (kinds, keys): (Vec<&str>, Vec<String>) = differences
+                .iter()
+                .map(|d| match d {
+                    crate::catalog::IndexDifference::Missing(k) => ("missing", k.to_string()),
+                    crate::catalog::IndexDifference::Extra(k) => ("extra", k.to_string()),
+                    crate::catalog::IndexDifference::Different(k) => ("different", k.to_string()),
+                })
+                .unzip();
+            let schema = Arc::new(Schema::new(vec![
+                Field::new("difference", DataType::Utf8, false),
+                Field::new("entry", DataType::Utf8, false),
+            ]));
+            let batch = RecordBatch::try_new(
+                schema.clone(),
+                vec![
+                    Arc::new(StringArray::from(kinds)),
+                    Arc::new(StringArray::from(keys)),
+                ],
+            )?;
+            Output::from_batches(schema, vec![batch], "VERIFY")
+        }
+        .await,
+    )
+}
+
+/// `DROP INDEX [IF EXISTS] name, ...`.
+pub fn drop_indexes(
+    session: &mut Session,
+    names: &[ObjectName],
+    if_exists: bool,
+) -> Result<Output> {
+    for name in names {
+        let name = table_name(name)?;
+        let Some(current) = table_of_index(session, &name) else {
+            if if_exists {
+                continue;
+            }
+            return Err(CatalogError::TableNotFound(name).into());
+        };
+        let mut def = (*current).clone();
+        def.indexes.retain(|i| i.name != name);
+        let table = def.name.clone();
+        define(session, &table, Some(def))?;
+    }
+    Ok(Output::Command("DROP INDEX".into()))
 }
 
 /// `COMMENT ON TABLE t IS '...'` and `COMMENT ON COLUMN t.c IS '...'`

@@ -17,8 +17,8 @@ use datafusion::logical_expr::{
 use datafusion::prelude::SessionContext;
 
 use super::pg_catalog::{
-    catalog_oid, constraints_of, format_type, index_definition, primary_key_oid, quote_ident,
-    sequence_oid, table_oid, type_oid, DATABASE, NAMESPACES, OWNER,
+    catalog_oid, constraints_of, format_type, indexes_of, quote_ident, sequence_oid, table_oid,
+    type_oid, DATABASE, NAMESPACES, OWNER,
 };
 use super::provider::ReadView;
 use super::settings::{Settings, SERVER_VERSION};
@@ -470,20 +470,22 @@ pub fn register_all(
             return Ok(utf8(None));
         };
         let column = args.get(1).and_then(int).unwrap_or(0);
-        Ok(utf8(
-            find_table(&c, &v, |name| i64::from(primary_key_oid(name)) == oid).map(|def| {
-                if column > 0 {
-                    let (p, r) = def.key_columns();
-                    p.iter()
-                        .chain(r)
-                        .nth(column as usize - 1)
-                        .map(|&i| quote_ident(&def.columns[i].name))
-                        .unwrap_or_default()
-                } else {
-                    index_definition(&def)
-                }
-            }),
-        ))
+        let index = v
+            .tables(&c)
+            .iter()
+            .flat_map(|t| indexes_of(t))
+            .find(|index| i64::from(index.oid) == oid);
+        Ok(utf8(index.map(|index| {
+            if column > 0 {
+                index
+                    .columns
+                    .get(column as usize - 1)
+                    .map(|c| quote_ident(c))
+                    .unwrap_or_default()
+            } else {
+                index.definition()
+            }
+        })))
     });
     let (c, v) = (catalog.clone(), view.clone());
     register(

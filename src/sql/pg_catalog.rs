@@ -1019,14 +1019,14 @@ impl PgCatalogSchema {
                 PG_INDEXES,
                 tables
                     .iter()
-                    .filter(|t| has_primary_key(t))
-                    .map(|t| {
+                    .flat_map(|t| indexes_of(t))
+                    .map(|index| {
                         vec![
                             "public".into(),
-                            t.name.clone().into(),
-                            primary_key_name(&t.name).into(),
+                            index.table.clone().into(),
+                            index.name.clone().into(),
                             Cell::Null,
-                            index_definition(t).into(),
+                            index.definition().into(),
                         ]
                     })
                     .collect(),
@@ -1096,25 +1096,66 @@ pub(super) fn has_primary_key(def: &TableDef) -> bool {
     matches!(def.keys, Keys::Columns { .. })
 }
 
-/// The primary key columns of a table, as attribute numbers (1-based).
-fn key_attnums(def: &TableDef) -> Vec<i64> {
-    let (partition, row) = def.key_columns();
-    partition.iter().chain(row).map(|&i| i as i64 + 1).collect()
+/// An index of a table: its primary key's, or one CREATE INDEX made.
+pub struct IndexInfo {
+    pub oid: i32,
+    pub name: String,
+    pub table: String,
+    pub columns: Vec<String>,
+    pub unique: bool,
+    pub primary: bool,
 }
 
-pub fn index_definition(def: &TableDef) -> String {
-    let (partition, row) = def.key_columns();
-    let columns: Vec<String> = partition
-        .iter()
-        .chain(row)
-        .map(|&i| quote_ident(&def.columns[i].name))
-        .collect();
-    format!(
-        "CREATE UNIQUE INDEX {} ON public.{} USING btree ({})",
-        quote_ident(&primary_key_name(&def.name)),
-        quote_ident(&def.name),
-        columns.join(", ")
-    )
+impl IndexInfo {
+    /// What `pg_get_indexdef` prints.
+    pub fn definition(&self) -> String {
+        let columns: Vec<String> = self.columns.iter().map(|c| quote_ident(c)).collect();
+        format!(
+            "CREATE {}INDEX {} ON public.{} USING btree ({})",
+            if self.unique { "UNIQUE " } else { "" },
+            quote_ident(&self.name),
+            quote_ident(&self.table),
+            columns.join(", ")
+        )
+    }
+
+    /// The indexed columns as attribute numbers of the table (1-based).
+    fn attnums(&self, def: &TableDef) -> Vec<i64> {
+        self.columns
+            .iter()
+            .filter_map(|c| def.column_index(c))
+            .map(|i| i as i64 + 1)
+            .collect()
+    }
+}
+
+/// The indexes of a table: its primary key's first, then the others.
+pub fn indexes_of(def: &TableDef) -> Vec<IndexInfo> {
+    let mut out = Vec::new();
+    if has_primary_key(def) {
+        let (partition, row) = def.key_columns();
+        out.push(IndexInfo {
+            oid: primary_key_oid(&def.name),
+            name: primary_key_name(&def.name),
+            table: def.name.clone(),
+            columns: partition
+                .iter()
+                .chain(row)
+                .map(|&i| def.columns[i].name.clone())
+                .collect(),
+            unique: true,
+            primary: true,
+        });
+    }
+    out.extend(def.indexes.iter().map(|index| IndexInfo {
+        oid: oid_of("index", &index.name),
+        name: index.name.clone(),
+        table: def.name.clone(),
+        columns: index.columns.clone(),
+        unique: index.unique,
+        primary: false,
+    }));
+    out
 }
 
 /// A constraint of a table: its primary key, or a foreign key it declares.
@@ -1272,25 +1313,24 @@ fn class_row(
 fn classes(tables: &[Arc<TableDef>]) -> Vec<Vec<Cell>> {
     let mut rows = Vec::new();
     for t in tables {
-        let keyed = has_primary_key(t);
         let referenced = tables
             .iter()
             .any(|other| other.foreign_keys.iter().any(|fk| fk.table == t.name));
+        let indexes = indexes_of(t);
         rows.push(class_row(
             table_oid(&t.name),
             &t.name,
             "r",
             t.columns.len(),
-            keyed,
+            !indexes.is_empty(),
             referenced || !t.foreign_keys.is_empty(),
         ));
-        if keyed {
-            let index = primary_key_name(&t.name);
+        for index in indexes {
             rows.push(class_row(
-                primary_key_oid(&t.name),
-                &index,
+                index.oid,
+                &index.name,
                 PG_INDEX_RELKIND,
-                key_attnums(t).len(),
+                index.columns.len(),
                 false,
                 false,
             ));
@@ -1352,16 +1392,15 @@ fn attributes(tables: &[Arc<TableDef>]) -> Vec<Vec<Cell>> {
                 c.default.is_some(),
             ));
         }
-        if has_primary_key(t) {
-            let index = primary_key_oid(&t.name);
-            for (n, attnum) in key_attnums(t).into_iter().enumerate() {
+        for index in indexes_of(t) {
+            for (n, attnum) in index.attnums(t).into_iter().enumerate() {
                 let c = &t.columns[attnum as usize - 1];
                 rows.push(attribute_row(
-                    index,
+                    index.oid,
                     &c.name,
                     c.ty,
                     n as i64 + 1,
-                    true,
+                    !c.nullable || index.primary,
                     false,
                 ));
             }
@@ -1371,20 +1410,19 @@ fn attributes(tables: &[Arc<TableDef>]) -> Vec<Vec<Cell>> {
 }
 
 fn indexes(tables: &[Arc<TableDef>]) -> Vec<Vec<Cell>> {
-    tables
-        .iter()
-        .filter(|t| has_primary_key(t))
-        .map(|t| {
-            let keys = key_attnums(t);
+    let mut rows = Vec::new();
+    for t in tables {
+        for index in indexes_of(t) {
+            let keys = index.attnums(t);
             let n = keys.len() as i16;
-            vec![
-                primary_key_oid(&t.name).into(),
+            rows.push(vec![
+                index.oid.into(),
                 table_oid(&t.name).into(),
                 n.into(),
                 n.into(),
-                true.into(),
+                index.unique.into(),
                 false.into(),
-                true.into(),
+                index.primary.into(),
                 false.into(),
                 true.into(),
                 false.into(),
@@ -1399,9 +1437,10 @@ fn indexes(tables: &[Arc<TableDef>]) -> Vec<Vec<Cell>> {
                 Cell::Ints(vec![0; keys.len()]),
                 Cell::Null,
                 Cell::Null,
-            ]
-        })
-        .collect()
+            ]);
+        }
+    }
+    rows
 }
 
 fn constraints(tables: &[Arc<TableDef>]) -> Vec<Vec<Cell>> {
@@ -1642,7 +1681,7 @@ mod tests {
         }
         assert_eq!(quote_ident("T"), "\"T\"");
         assert_eq!(
-            index_definition(&tables[0]),
+            indexes_of(&tables[0])[0].definition(),
             "CREATE UNIQUE INDEX \"T_pkey\" ON public.\"T\" USING btree (id)"
         );
     }

@@ -249,6 +249,9 @@ impl Session {
         if let Some(result) = ddl::sequence_command(self, sql).await {
             return vec![result];
         }
+        if let Some(result) = ddl::verify_index(self, sql).await {
+            return vec![result];
+        }
         // The parser knows FETCH but not MOVE, which reads the same way.
         if let Some(fetch) = as_fetch(sql) {
             let result = match Self::parse(&fetch).map(|mut s| s.pop()) {
@@ -431,9 +434,16 @@ impl Session {
         let result = match statement {
             Statement::CreateTable(create) => ddl::create_table(self, create).await,
             Statement::Drop {
+                object_type: datafusion::sql::sqlparser::ast::ObjectType::Index,
+                names,
+                if_exists,
+                ..
+            } => ddl::drop_indexes(self, &names, if_exists),
+            Statement::Drop {
                 names, if_exists, ..
             } => ddl::drop_tables(self, &names, if_exists).await,
             Statement::AlterTable(alter) => ddl::alter_table(self, alter).await,
+            Statement::CreateIndex(create) => ddl::create_index(self, create),
             Statement::Comment {
                 object_type,
                 object_name,
@@ -560,6 +570,11 @@ impl Session {
             s @ (Statement::CreateTable(_)
             | Statement::AlterTable(_)
             | Statement::Comment { .. }
+            | Statement::CreateIndex(_)
+            | Statement::Drop {
+                object_type: datafusion::sql::sqlparser::ast::ObjectType::Index,
+                ..
+            }
             | Statement::Drop {
                 object_type: datafusion::sql::sqlparser::ast::ObjectType::Table,
                 ..

@@ -258,6 +258,17 @@ def main():
                 got = b.execute(comments).fetchall()
             check("comments", got == expected, f"{len(got)} comments" if got == expected else f"{got} != {expected}")
 
+            indexes = "SELECT indexname, indexdef FROM pg_indexes WHERE schemaname = 'public' ORDER BY 1"
+            with pg.cursor() as a, tg.cursor() as b:
+                expected = a.execute(indexes).fetchall()
+                got = b.execute(indexes).fetchall()
+                wrong = [
+                    (name, b.execute(f"VERIFY INDEX {name}").fetchall()) for name, _ in got if not name.endswith("_pkey")
+                ]
+            detail = f"{len(got)} indexes, their entries as their tables make them"
+            ok = got == expected and all(not differences for _, differences in wrong)
+            check("indexes", ok, detail if ok else f"{got} != {expected}; {wrong}")
+
             # The serial column goes on where the source's sequence stood.
             insert = "INSERT INTO events (happened, flag) VALUES ('2026-11-21 12:00:00+00', true) RETURNING id, flag"
             with pg.cursor() as a, tg.cursor() as b:

@@ -5,7 +5,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::keys::{encode_component, join_components};
+use super::keys::{encode_index_component, join_components};
 use super::table::{RowError, TableDef};
 use super::SYSTEM_TABLE;
 use crate::model::{Entity, EntityKey, Value};
@@ -29,7 +29,8 @@ impl IndexDef {
     }
 
     /// The index entity of a base entity: PartitionKey the indexed values
-    /// (encoded like key columns, so that their order is kept), RowKey the
+    /// (encoded like key columns, so that their order is kept, but for text
+    /// holding characters keys cannot: see `encode_index_component`), RowKey the
     /// base key (empty for a unique index, so that a second row with the
     /// same values collides), and the base key as properties. `None` when an
     /// indexed column is NULL: such rows are not indexed (and, as in
@@ -45,7 +46,7 @@ impl IndexDef {
             let Some(value) = table.column_value(base, &parts, i)? else {
                 return Ok(None);
             };
-            components.push(encode_component(&column.name, column.ty, &value)?);
+            components.push(encode_index_component(&column.name, column.ty, &value)?);
         }
         let row_key = if self.unique {
             String::new()
@@ -170,6 +171,12 @@ mod tests {
         );
         // NULLs are not indexed.
         assert_eq!(by_email.entry(&def, &row("HR", 1, None)).unwrap(), None);
+        // Characters keys cannot hold are escaped.
+        let hash = by_email
+            .entry(&def, &row("HR", 3, Some("a#b")))
+            .unwrap()
+            .unwrap();
+        assert_eq!(hash.key.partition_key, "a%23b");
         // An index on a key column reads it from the key.
         let by_id = IndexDef {
             name: "by_id".into(),

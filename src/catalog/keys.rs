@@ -101,6 +101,37 @@ fn epoch() -> NaiveDate {
     NaiveDate::from_ymd_opt(1970, 1, 1).unwrap_or_default()
 }
 
+/// Encodes one value of an index entry's key: like a key component, but
+/// text may hold the characters keys cannot: they and `%` are written as
+/// `%XX` (their code in hex, `%uXXXXXX` beyond one byte). Equal values stay
+/// equal; the order of values that hold such characters is not their text
+/// order.
+pub fn encode_index_component(
+    column: &str,
+    ty: SqlType,
+    value: &Value,
+) -> Result<String, KeyError> {
+    match value {
+        Value::String(s) if s.chars().any(|c| c == '%' || is_forbidden(c)) => {
+            let mut escaped = String::with_capacity(s.len() + 8);
+            for c in s.chars() {
+                if c == '%' || is_forbidden(c) {
+                    let code = u32::from(c);
+                    if code < 0x100 {
+                        escaped.push_str(&format!("%{code:02X}"));
+                    } else {
+                        escaped.push_str(&format!("%u{code:06X}"));
+                    }
+                } else {
+                    escaped.push(c);
+                }
+            }
+            encode_component(column, ty, &Value::String(escaped))
+        }
+        _ => encode_component(column, ty, value),
+    }
+}
+
 /// Encodes one key component.
 pub fn encode_component(column: &str, ty: SqlType, value: &Value) -> Result<String, KeyError> {
     let unsupported = |reason: String| KeyError::Unsupported {
@@ -359,5 +390,22 @@ mod tests {
             prop_assert_eq!(ja.cmp(&jb), a.cmp(&b));
             prop_assert_eq!(split_components(&ja, 3), Some(vec![a.0, a.1, a.2]));
         }
+    }
+}
+
+#[cfg(test)]
+mod index_component_tests {
+    use super::*;
+
+    #[test]
+    fn index_values_escape_what_keys_cannot_hold() {
+        let text = |s: &str| encode_index_component("c", SqlType::Text, &Value::String(s.into()));
+        assert_eq!(text("Supplier#1").unwrap(), "Supplier%231");
+        assert_eq!(text("a/b?c\\d").unwrap(), "a%2Fb%3Fc%5Cd");
+        assert_eq!(text("100%").unwrap(), "100%25");
+        assert_eq!(text("\u{85}").unwrap(), "%85");
+        assert_eq!(text("plain").unwrap(), "plain");
+        // Distinct values stay distinct.
+        assert_ne!(text("%23").unwrap(), text("#").unwrap());
     }
 }

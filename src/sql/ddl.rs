@@ -671,7 +671,7 @@ pub fn create_index(session: &mut Session, create: CreateIndex) -> Result<Output
         .columns
         .iter()
         .map(|c| match &c.column.expr {
-            AstExpr::Identifier(ident) => Ok(normalize(&ident)),
+            AstExpr::Identifier(ident) => Ok(normalize(ident)),
             other => Err(SqlError::FeatureNotSupported(format!(
                 "index expression {other} is not supported (only columns)"
             ))),

@@ -13,7 +13,7 @@ use datafusion::logical_expr::utils::conjunction;
 use datafusion::logical_expr::{Expr, TableProviderFilterPushDown};
 use datafusion::physical_plan::ExecutionPlan;
 
-use super::pushdown::{access_path, needs_split_points, split, AccessPath};
+use super::pushdown::{access_path, index_path, needs_split_points, split, AccessPath};
 use super::scan::{ScanSpec, StoreScan};
 use super::txn::Definitions;
 use super::types::arrow_field;
@@ -63,6 +63,9 @@ pub fn dml_table_name(table: &str) -> String {
 pub struct ReadView {
     view: RwLock<Option<Arc<dyn EntityRead>>>,
     definitions: RwLock<Definitions>,
+    /// Tables the open transaction wrote rows to: their indexes do not
+    /// hold those rows yet.
+    written: RwLock<std::collections::BTreeSet<String>>,
     pushdown: std::sync::atomic::AtomicBool,
 }
 
@@ -71,15 +74,38 @@ impl Default for ReadView {
         ReadView {
             view: RwLock::new(None),
             definitions: RwLock::new(Definitions::new()),
+            written: RwLock::new(Default::default()),
             pushdown: std::sync::atomic::AtomicBool::new(true),
         }
     }
 }
 
 impl ReadView {
-    pub fn set(&self, view: Arc<dyn EntityRead>, definitions: Definitions) {
+    pub fn set(
+        &self,
+        view: Arc<dyn EntityRead>,
+        definitions: Definitions,
+        written: std::collections::BTreeSet<String>,
+    ) {
         *self.view.write().unwrap_or_else(|e| e.into_inner()) = Some(view);
         *self.definitions.write().unwrap_or_else(|e| e.into_inner()) = definitions;
+        *self.written.write().unwrap_or_else(|e| e.into_inner()) = written;
+    }
+
+    /// Whether a table's indexes answer for the rows this statement sees:
+    /// not when its open transaction wrote the table or changed its
+    /// definition (an index it created is built at COMMIT).
+    fn indexes_usable(&self, table: &str) -> bool {
+        !self
+            .written
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .contains(table)
+            && !self
+                .definitions
+                .read()
+                .unwrap_or_else(|e| e.into_inner())
+                .contains_key(table)
     }
 
     fn get(&self) -> Option<Arc<dyn EntityRead>> {
@@ -249,7 +275,7 @@ fn single_partition(access: &AccessPath) -> bool {
                 _ => false,
             }
         }
-        AccessPath::Table => false,
+        AccessPath::Table | AccessPath::Index { .. } => false,
     }
 }
 
@@ -365,11 +391,18 @@ impl TableProvider for StoreTable {
         // of the row key columns; across partitions, of all key columns. The
         // ordering is declared when those columns are all in the output.
         let access = if self.view.pushdown() {
-            access_path(def, filters)
+            match access_path(def, filters) {
+                AccessPath::Table if self.view.indexes_usable(&def.name) => {
+                    index_path(def, filters).unwrap_or(AccessPath::Table)
+                }
+                keyed => keyed,
+            }
         } else {
             AccessPath::Table
         };
         let key_order = match &def.keys {
+            // An index gives rows in the order of its values.
+            _ if matches!(access, AccessPath::Index { .. }) => Vec::new(),
             Keys::Columns { partition, row } => {
                 let ordered: Vec<usize> = if single_partition(&access) {
                     row.clone()

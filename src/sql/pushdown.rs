@@ -23,7 +23,9 @@ use datafusion::logical_expr::utils::split_conjunction;
 use datafusion::logical_expr::{BinaryExpr, Expr, Operator};
 
 use super::types::parse_uuid;
-use crate::catalog::{encode_component, join_components, Keys, SqlType, TableDef};
+use crate::catalog::{
+    encode_component, encode_index_component, join_components, IndexDef, Keys, SqlType, TableDef,
+};
 use crate::model::{Date, DateTime, Decimal, EntityKey, Value};
 use crate::store::KeyRange;
 
@@ -39,6 +41,12 @@ pub enum AccessPath {
     Ranges(Vec<KeyRange>),
     /// Every entity of the table.
     Table,
+    /// The rows an index holds under these values (its entities'
+    /// PartitionKeys), by point gets of the keys it gives.
+    Index {
+        index: IndexDef,
+        values: Vec<String>,
+    },
 }
 
 impl AccessPath {
@@ -65,6 +73,7 @@ impl AccessPath {
             }
             AccessPath::Ranges(_) => "partition-range",
             AccessPath::Table => "table",
+            AccessPath::Index { .. } => "index",
         }
     }
 }
@@ -110,6 +119,10 @@ impl fmt::Display for AccessPath {
                 })
                 .collect(),
             AccessPath::Table => return Ok(()),
+            AccessPath::Index { index, values } => {
+                write!(f, " {}", index.name)?;
+                values.iter().map(|v| format!("{v:?}")).collect()
+            }
         };
         let more = items.len().saturating_sub(SHOWN);
         write!(f, " [{}", items[..items.len().min(SHOWN)].join(", "))?;
@@ -624,6 +637,46 @@ fn split_or<'a>(expr: &'a Expr, out: &mut Vec<&'a Expr>) {
 const MIN_POINTS_PER_PIECE: usize = 256;
 
 /// Whether cutting `access` into pieces needs the table's split points.
+/// The index lookup for filters that give every column of an index one or
+/// a few values (`=`, `IN`), when there is one: the first such index.
+pub fn index_path(def: &TableDef, filters: &[Expr]) -> Option<AccessPath> {
+    let conjuncts: Vec<&Expr> = filters.iter().flat_map(split_conjunction).collect();
+    let constraints = constraints_of(def, conjuncts.iter().copied());
+    def.indexes.iter().find_map(|index| {
+        let mut values: Vec<Vec<String>> = vec![Vec::new()];
+        for name in &index.columns {
+            let i = def.column_index(name)?;
+            let column = &def.columns[i];
+            let encoded: Vec<String> = constraints[i]
+                .values
+                .as_ref()?
+                .iter()
+                .filter_map(|v| encode_index_component(&column.name, column.ty, v).ok())
+                .collect();
+            values = values
+                .iter()
+                .flat_map(|prefix| {
+                    encoded.iter().map(move |v| {
+                        let mut next = prefix.clone();
+                        next.push(v.clone());
+                        next
+                    })
+                })
+                .collect();
+            if values.len() > MAX_KEYS {
+                return None;
+            }
+        }
+        let mut values: Vec<String> = values.iter().map(|v| join_components(v)).collect();
+        values.sort();
+        values.dedup();
+        Some(AccessPath::Index {
+            index: index.clone(),
+            values,
+        })
+    })
+}
+
 pub fn needs_split_points(access: &AccessPath) -> bool {
     matches!(access, AccessPath::Table)
         || matches!(access, AccessPath::Ranges(r) if matches!(r.as_slice(), [KeyRange::Partitions { .. }]))
@@ -650,6 +703,7 @@ pub fn split(access: &AccessPath, points: &[String], parts: usize) -> Vec<Access
                 .map(AccessPath::Ranges)
                 .collect(),
         },
+        AccessPath::Index { .. } => return vec![access.clone()],
         AccessPath::Points(keys) => {
             let parts = parts.min(keys.len() / MIN_POINTS_PER_PIECE).max(1);
             chunks(keys, parts)

@@ -266,6 +266,14 @@ enum Cursor {
         keys: Vec<crate::model::EntityKey>,
         next: usize,
     },
+    /// Reads an index's entities under each value, then point-gets the
+    /// base rows they name.
+    Index {
+        index_table: String,
+        values: Vec<String>,
+        next: usize,
+        continuation: Option<Continuation>,
+    },
     Ranges {
         queries: Vec<Query>,
         next: usize,
@@ -296,6 +304,12 @@ impl Cursor {
             }
             AccessPath::Table => Cursor::Ranges {
                 queries: vec![Query::table()],
+                next: 0,
+                continuation: None,
+            },
+            AccessPath::Index { index, values } => Cursor::Index {
+                index_table: index.store_table(),
+                values: values.clone(),
                 next: 0,
                 continuation: None,
             },
@@ -360,6 +374,46 @@ impl ScanState {
                     }
                 }
                 *next = end;
+                Ok(Some(entities))
+            }
+            Cursor::Index {
+                index_table,
+                values,
+                next,
+                continuation,
+            } => {
+                let Some(value) = values.get(*next) else {
+                    return Ok(None);
+                };
+                let query = Query::partition(value.clone())
+                    .page_size(POINTS_PER_BATCH.min(page_size))
+                    .project(vec![
+                        crate::catalog::BASE_PARTITION_KEY.to_owned(),
+                        crate::catalog::BASE_ROW_KEY.to_owned(),
+                    ]);
+                let page = self
+                    .reader
+                    .query(index_table, &query, continuation.as_ref())
+                    .await
+                    .map_err(external)?;
+                *continuation = page.continuation;
+                if continuation.is_none() {
+                    *next += 1;
+                }
+                let mut entities = Vec::with_capacity(page.entities.len());
+                for entry in &page.entities {
+                    let Some(key) = crate::catalog::base_key(entry) else {
+                        continue;
+                    };
+                    if let Some(e) = self
+                        .reader
+                        .get(&table, &key, Some(&projection))
+                        .await
+                        .map_err(external)?
+                    {
+                        entities.push(e);
+                    }
+                }
                 Ok(Some(entities))
             }
             Cursor::Ranges {

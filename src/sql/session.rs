@@ -25,7 +25,7 @@ use super::fastpath::PointPlan;
 use super::names::ColumnNames;
 use super::provider::{ReadView, TablegateSchema};
 use super::settings::Settings;
-use super::txn::{Change, Definitions, Transaction};
+use super::txn::{Change, Transaction};
 use super::{ddl, dml, functions, information_schema, names, pg_catalog, rewrite};
 use crate::catalog::{Catalog, CatalogError, DefinitionChange, TableDef};
 use crate::model::EntityKey;
@@ -402,11 +402,11 @@ impl Session {
     /// Points scans at the data this statement must see: the transaction's
     /// view and definitions, or a fresh snapshot.
     pub(super) fn refresh_view(&self) {
-        let definitions = match &self.txn {
-            Some(txn) => txn.definitions(),
-            None => Definitions::new(),
+        let (definitions, written) = match &self.txn {
+            Some(txn) => (txn.definitions(), txn.written_tables()),
+            None => Default::default(),
         };
-        self.view.set(self.current_view(), definitions);
+        self.view.set(self.current_view(), definitions, written);
     }
 
     /// A table's definition as this session sees it (its open transaction's

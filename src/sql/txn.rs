@@ -308,6 +308,15 @@ impl Transaction {
         (definitions, out, used)
     }
 
+    /// The tables it wrote rows to.
+    pub fn written_tables(&self) -> BTreeSet<String> {
+        self.writes
+            .iter()
+            .filter(|(_, rows)| !rows.is_empty())
+            .map(|(table, _)| table.clone())
+            .collect()
+    }
+
     /// Reads of the transaction: its snapshot with its own writes over it.
     pub fn view(&self) -> Arc<dyn EntityRead> {
         let created = self

@@ -114,6 +114,16 @@ impl TableDef {
         }
     }
 
+    /// The names of the primary key columns, PartitionKey's first.
+    pub fn key_column_names(&self) -> Vec<String> {
+        let (partition, row) = self.key_columns();
+        partition
+            .iter()
+            .chain(row)
+            .map(|&i| self.columns[i].name.clone())
+            .collect()
+    }
+
     /// Whether column `i` is part of PartitionKey or RowKey.
     pub fn is_key_column(&self, i: usize) -> bool {
         let (p, r) = self.key_columns();

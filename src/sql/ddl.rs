@@ -209,18 +209,25 @@ fn keys_of(
     }
 }
 
+/// The columns a key or an index lists; expressions are refused.
+fn column_names(
+    columns: &[datafusion::sql::sqlparser::ast::IndexColumn],
+    what: &str,
+) -> Result<Vec<String>> {
+    columns
+        .iter()
+        .map(|c| match &c.column.expr {
+            AstExpr::Identifier(ident) => Ok(normalize(ident)),
+            other => Err(SqlError::FeatureNotSupported(format!(
+                "{what} expression {other} is not supported (only columns)"
+            ))),
+        })
+        .collect()
+}
+
 fn primary_columns(constraint: &TableConstraint) -> Result<Vec<String>> {
     match constraint {
-        TableConstraint::PrimaryKey(pk) => pk
-            .columns
-            .iter()
-            .map(|c| match &c.column.expr {
-                AstExpr::Identifier(ident) => Ok(normalize(ident)),
-                other => Err(SqlError::FeatureNotSupported(format!(
-                    "primary key expression {other} is not supported"
-                ))),
-            })
-            .collect(),
+        TableConstraint::PrimaryKey(pk) => column_names(&pk.columns, "primary key"),
         other => Err(SqlError::FeatureNotSupported(format!(
             "constraint {other} is not supported (only PRIMARY KEY and FOREIGN KEY)"
         ))),
@@ -255,12 +262,7 @@ fn foreign_key(session: &Session, def: &TableDef, fk: &ForeignKeyConstraint) -> 
     } else {
         session.table(&table)?
     };
-    let (partition, row) = target.key_columns();
-    let key: Vec<String> = partition
-        .iter()
-        .chain(row)
-        .map(|&i| target.columns[i].name.clone())
-        .collect();
+    let key = target.key_column_names();
     let referenced: Vec<String> = if fk.referred_columns.is_empty() {
         key.clone()
     } else {
@@ -667,16 +669,7 @@ pub fn create_index(session: &mut Session, create: CreateIndex) -> Result<Output
             )));
         }
     }
-    let columns = create
-        .columns
-        .iter()
-        .map(|c| match &c.column.expr {
-            AstExpr::Identifier(ident) => Ok(normalize(ident)),
-            other => Err(SqlError::FeatureNotSupported(format!(
-                "index expression {other} is not supported (only columns)"
-            ))),
-        })
-        .collect::<Result<Vec<_>>>()?;
+    let columns = column_names(&create.columns, "index")?;
     let name = match &create.name {
         Some(name) => table_name(name)?,
         None => format!("{table}_{}_idx", columns.join("_")),

@@ -1133,16 +1133,11 @@ impl IndexInfo {
 pub fn indexes_of(def: &TableDef) -> Vec<IndexInfo> {
     let mut out = Vec::new();
     if has_primary_key(def) {
-        let (partition, row) = def.key_columns();
         out.push(IndexInfo {
             oid: primary_key_oid(&def.name),
             name: primary_key_name(&def.name),
             table: def.name.clone(),
-            columns: partition
-                .iter()
-                .chain(row)
-                .map(|&i| def.columns[i].name.clone())
-                .collect(),
+            columns: def.key_column_names(),
             unique: true,
             primary: true,
         });
@@ -1204,16 +1199,11 @@ impl Constraint {
 pub fn constraints_of(def: &TableDef) -> Vec<Constraint> {
     let mut out = Vec::new();
     if has_primary_key(def) {
-        let (partition, row) = def.key_columns();
         out.push(Constraint {
             oid: primary_key_constraint_oid(&def.name),
             name: primary_key_name(&def.name),
             table: def.name.clone(),
-            columns: partition
-                .iter()
-                .chain(row)
-                .map(|&i| def.columns[i].name.clone())
-                .collect(),
+            columns: def.key_column_names(),
             references: None,
         });
     }

@@ -107,6 +107,15 @@ public class JdbcClient {
                 ResultSet rs = md.getTables(null, "public", "employees", null);
                 expect(rs.next() && "who works here".equals(rs.getString("REMARKS")), "REMARKS");
             });
+            check("sequences through the extended protocol", () -> {
+                try (Statement st = conn.createStatement()) {
+                    st.execute("DROP SEQUENCE IF EXISTS jdbc_seq");
+                    st.execute("CREATE SEQUENCE jdbc_seq START WITH 5 INCREMENT BY 2");
+                    st.execute("ALTER SEQUENCE jdbc_seq OWNED BY NONE");
+                    ResultSet rs = st.executeQuery("SELECT nextval('jdbc_seq'), nextval('jdbc_seq')");
+                    expect(rs.next() && rs.getLong(1) == 5 && rs.getLong(2) == 7, "nextval");
+                }
+            });
             check("getTypeInfo", () -> {
                 List<String> types = column(md.getTypeInfo(), "TYPE_NAME");
                 expect(types.containsAll(List.of("int4", "int8", "text", "varchar", "numeric", "bool", "date", "timestamptz", "uuid")), types.toString());

@@ -695,12 +695,39 @@ pub fn create_index(session: &mut Session, create: CreateIndex) -> Result<Output
     Ok(Output::Command("CREATE INDEX".into()))
 }
 
+/// Whether a statement is one of those read here rather than by the SQL
+/// parser (CREATE and ALTER SEQUENCE, VERIFY INDEX), and the columns it
+/// returns: prepared statements (JDBC sends nothing else) describe them so.
+pub fn text_command(sql: &str) -> Option<Option<datafusion::arrow::datatypes::SchemaRef>> {
+    let words: Vec<String> = sql
+        .split_whitespace()
+        .take(3)
+        .map(|w| w.trim_end_matches(';').to_ascii_lowercase())
+        .collect();
+    let words: Vec<&str> = words.iter().map(String::as_str).collect();
+    match words.as_slice() {
+        ["create", "sequence", ..]
+        | ["create", "temp" | "temporary", "sequence"]
+        | ["alter", "sequence", ..] => Some(None),
+        ["verify", "index", ..] => Some(Some(verify_schema())),
+        _ => None,
+    }
+}
+
+/// The columns of VERIFY INDEX.
+fn verify_schema() -> datafusion::arrow::datatypes::SchemaRef {
+    use datafusion::arrow::datatypes::{DataType, Field, Schema};
+    Arc::new(Schema::new(vec![
+        Field::new("difference", DataType::Utf8, false),
+        Field::new("entry", DataType::Utf8, false),
+    ]))
+}
+
 /// `VERIFY INDEX name`: recomputes the index from its table and returns one
 /// row per difference (`missing`, `extra` or `different`, and the entry's
 /// key); no rows when the index is right. `None` for any other statement.
 pub async fn verify_index(session: &Session, sql: &str) -> Option<Result<Output>> {
     use datafusion::arrow::array::{RecordBatch, StringArray};
-    use datafusion::arrow::datatypes::{DataType, Field, Schema};
     let words: Vec<&str> = sql
         .trim()
         .trim_end_matches(';')
@@ -731,10 +758,7 @@ pub async fn verify_index(session: &Session, sql: &str) -> Option<Result<Output>
                     crate::catalog::IndexDifference::Different(k) => ("different", k.to_string()),
                 })
                 .unzip();
-            let schema = Arc::new(Schema::new(vec![
-                Field::new("difference", DataType::Utf8, false),
-                Field::new("entry", DataType::Utf8, false),
-            ]));
+            let schema = verify_schema();
             let batch = RecordBatch::try_new(
                 schema.clone(),
                 vec![

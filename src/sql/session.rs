@@ -113,6 +113,9 @@ pub struct Prepared {
     point: Option<Arc<PointPlan>>,
     /// PostgreSQL's names of the result columns, where they differ.
     names: Option<Vec<Option<String>>>,
+    /// A statement the SQL parser does not read (see `ddl::text_command`),
+    /// run from its text.
+    text_command: bool,
 }
 
 impl Prepared {
@@ -292,6 +295,18 @@ impl Session {
 
     /// Parses and plans one statement for repeated execution.
     pub async fn prepare(&mut self, sql: &str) -> Result<Prepared> {
+        if let Some(result) = ddl::text_command(sql) {
+            return Ok(Prepared {
+                sql: sql.to_owned(),
+                statement: None,
+                plan: None,
+                param_types: vec![],
+                result,
+                point: None,
+                names: None,
+                text_command: true,
+            });
+        }
         let mut statements = Self::parse(sql)?;
         if statements.len() > 1 {
             return Err(SqlError::Syntax(
@@ -306,6 +321,7 @@ impl Session {
             result: None,
             point: None,
             names: None,
+            text_command: false,
         };
         let Some(mut statement) = statements.pop() else {
             return Ok(prepared);
@@ -368,6 +384,13 @@ impl Session {
                 Ok(None) => {}
                 Err(e) => return Err(self.fail(e)),
             }
+        }
+        if prepared.text_command {
+            return self
+                .execute(&prepared.sql)
+                .await
+                .pop()
+                .unwrap_or_else(|| Ok(Output::Command(String::new())));
         }
         let result = match (&prepared.plan, &prepared.statement) {
             (Some(plan), _) => {

@@ -42,6 +42,7 @@ public class JdbcClient {
                 st.execute("CREATE TABLE employees (dept text, id int, name varchar(40) NOT NULL,"
                         + " age int DEFAULT 30, salary numeric(10,2), hired date, PRIMARY KEY (dept, id))");
                 st.execute("COMMENT ON TABLE employees IS 'who works here'");
+                st.execute("CREATE INDEX employees_hired ON employees (hired)");
                 st.execute("CREATE TABLE badges (badge serial PRIMARY KEY, dept text, emp int,"
                         + " FOREIGN KEY (dept, emp) REFERENCES employees)");
             }
@@ -89,7 +90,7 @@ public class JdbcClient {
                 ResultSet rs = md.getIndexInfo(null, "public", "employees", false, false);
                 List<String> cols = new ArrayList<>();
                 while (rs.next()) cols.add(rs.getString("INDEX_NAME") + ":" + rs.getString("COLUMN_NAME") + ":" + rs.getBoolean("NON_UNIQUE"));
-                expect(cols.equals(List.of("employees_pkey:dept:false", "employees_pkey:id:false")), cols.toString());
+                expect(cols.equals(List.of("employees_pkey:dept:false", "employees_pkey:id:false", "employees_hired:hired:true")), cols.toString());
             });
             check("getImportedKeys, getExportedKeys and REMARKS", () -> {
                 List<String> keys = new ArrayList<>();

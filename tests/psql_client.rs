@@ -104,7 +104,8 @@ async fn describe_one_table() {
         .batch_execute(
             "CREATE TABLE depts (id int PRIMARY KEY, name text);
              CREATE TABLE employees (dept int REFERENCES depts, id int, name varchar(40) NOT NULL, \
-             age int DEFAULT 30, salary numeric(10,2), PRIMARY KEY (dept, id))",
+             age int DEFAULT 30, salary numeric(10,2), PRIMARY KEY (dept, id));
+             CREATE UNIQUE INDEX employees_name ON employees (name)",
         )
         .await
         .unwrap();
@@ -118,7 +119,7 @@ async fn describe_one_table() {
          name|character varying(40)||not null|\n\
          age|integer|||30\n\
          salary|numeric(10,2)|||\n\
-         Indexes:\n    \"employees_pkey\" PRIMARY KEY, btree (dept, id)\n\
+         Indexes:\n    \"employees_pkey\" PRIMARY KEY, btree (dept, id)\n    \"employees_name\" UNIQUE, btree (name)\n\
          Foreign-key constraints:\n    \"employees_dept_fkey\" FOREIGN KEY (dept) REFERENCES depts(id) NOT ENFORCED\n"
     );
     assert_eq!(

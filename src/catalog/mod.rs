@@ -359,14 +359,11 @@ impl Catalog {
             Default::default();
 
         for change in definitions {
-            let (Some(before), Some(after)) = (&change.before, &change.after) else {
+            // A table the commit creates has no rows to index yet.
+            let (Some(_), Some(after)) = (&change.before, &change.after) else {
                 continue;
             };
-            let new: Vec<&IndexDef> = after
-                .indexes
-                .iter()
-                .filter(|i| !before.indexes.contains(i))
-                .collect();
+            let new: Vec<&IndexDef> = change.added_indexes().collect();
             if new.is_empty() {
                 continue;
             }
@@ -397,13 +394,13 @@ impl Catalog {
             }
         }
 
+        // Looked up once per table: a COPY writes many rows to one.
+        let mut indexed: HashMap<&str, Option<Arc<TableDef>>> = HashMap::new();
         for (table, op) in writes {
-            let Some(def) = effective(table) else {
-                continue;
-            };
-            if def.indexes.is_empty() {
-                continue;
-            }
+            let def = indexed
+                .entry(table.as_str())
+                .or_insert_with(|| effective(table).filter(|d| !d.indexes.is_empty()));
+            let Some(def) = def.clone() else { continue };
             let (old, new) = match op {
                 WriteOp::Insert(entity) => (None, Some(entity)),
                 WriteOp::Replace { entity, .. } | WriteOp::InsertOrReplace(entity) => (
@@ -503,16 +500,23 @@ impl Catalog {
 
 /// The indexes a commit creates and those it drops (with their tables or alone).
 fn index_changes(definitions: &[DefinitionChange]) -> (Vec<IndexDef>, Vec<IndexDef>) {
-    let (mut added, mut removed) = (Vec::new(), Vec::new());
-    for change in definitions {
-        let before = change.before.as_ref().map_or(&[][..], |d| &d.indexes[..]);
-        let after = change.after.as_ref().map_or(&[][..], |d| &d.indexes[..]);
-        added.extend(after.iter().filter(|i| !before.contains(i)).cloned());
-        // A dropped table's index tables go with it (see `Catalog::commit`).
-        if change.after.is_some() {
-            removed.extend(before.iter().filter(|i| !after.contains(i)).cloned());
-        }
-    }
+    let added = definitions
+        .iter()
+        .flat_map(DefinitionChange::added_indexes)
+        .cloned()
+        .collect();
+    // A dropped table's index tables go with it (see `Catalog::commit`).
+    let removed = definitions
+        .iter()
+        .filter(|c| c.after.is_some())
+        .flat_map(|c| {
+            let after = c.indexes_after();
+            c.indexes_before()
+                .iter()
+                .filter(move |i| !after.contains(i))
+        })
+        .cloned()
+        .collect();
     (added, removed)
 }
 
@@ -602,6 +606,24 @@ pub struct DefinitionChange {
     pub after: Option<Arc<TableDef>>,
     /// Dropped and created again: the rows of `before` go.
     pub recreated: bool,
+}
+
+impl DefinitionChange {
+    fn indexes_before(&self) -> &[IndexDef] {
+        self.before.as_ref().map_or(&[][..], |d| &d.indexes[..])
+    }
+
+    fn indexes_after(&self) -> &[IndexDef] {
+        self.after.as_ref().map_or(&[][..], |d| &d.indexes[..])
+    }
+
+    /// The indexes the change creates.
+    fn added_indexes(&self) -> impl Iterator<Item = &IndexDef> {
+        let before = self.indexes_before();
+        self.indexes_after()
+            .iter()
+            .filter(move |i| !before.contains(i))
+    }
 }
 
 /// Most rows a table dropped and created again in one transaction may hold:

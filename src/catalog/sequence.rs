@@ -387,15 +387,6 @@ impl Sequences {
         }
         Ok(())
     }
-
-    /// The last value handed out, for `pg_sequences.last_value`.
-    pub fn last_value(&self, sequence: &Sequence) -> Option<i64> {
-        sequence
-            .state
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .last
-    }
 }
 
 #[cfg(test)]

@@ -633,20 +633,8 @@ pub async fn alter_table(session: &mut Session, alter: AlterTable) -> Result<Out
 /// The table that has an index of this name.
 fn table_of_index(session: &Session, name: &str) -> Option<Arc<TableDef>> {
     session
-        .engine()
-        .catalog
-        .list()
+        .tables()
         .into_iter()
-        .filter_map(|def| session.table_def(&def.name))
-        .chain(
-            session
-                .txn
-                .as_ref()
-                .map(|t| t.definitions())
-                .unwrap_or_default()
-                .into_values()
-                .flatten(),
-        )
         .find(|def| def.indexes.iter().any(|i| i.name == name))
 }
 
@@ -674,10 +662,14 @@ pub fn create_index(session: &mut Session, create: CreateIndex) -> Result<Output
         Some(name) => table_name(name)?,
         None => format!("{table}_{}_idx", columns.join("_")),
     };
+    // Tables, sequences and indexes (primary keys' included) share names.
     let taken = session.table_def(&name).is_some()
         || session.engine().catalog.sequences.get(&name).is_some()
-        || table_of_index(session, &name).is_some()
-        || indexes_of(&current).iter().any(|i| i.name == name);
+        || session
+            .tables()
+            .iter()
+            .flat_map(|t| indexes_of(t))
+            .any(|i| i.name == name);
     if taken {
         if create.if_not_exists {
             return Ok(Output::Command("CREATE INDEX".into()));

@@ -580,7 +580,6 @@ fn relation_name(name: &str) -> &str {
         .unwrap_or(name)
 }
 
-/// The table (as the session sees it) whose name satisfies `matches`.
 /// An error with its SQLSTATE, raised inside DataFusion.
 fn sql_error(
     sqlstate: &'static str,
@@ -592,8 +591,15 @@ fn sql_error(
 }
 
 /// The sequence a `nextval`/`currval`/`setval` argument names: a name, or
-/// the object id `'name'::regclass` gives.
-fn sequence_of(catalog: &Catalog, arg: &ScalarValue) -> DfResult<Arc<crate::catalog::Sequence>> {
+/// the object id `'name'::regclass` gives; `None` for NULL (the functions
+/// then return NULL).
+fn sequence_of(
+    catalog: &Catalog,
+    arg: &ScalarValue,
+) -> DfResult<Option<Arc<crate::catalog::Sequence>>> {
+    if arg.is_null() {
+        return Ok(None);
+    }
     let found = match (text(arg), int(arg)) {
         (_, Some(oid)) => catalog
             .sequences
@@ -603,7 +609,9 @@ fn sequence_of(catalog: &Catalog, arg: &ScalarValue) -> DfResult<Arc<crate::cata
         (Some(name), None) => catalog.sequences.get(relation_name(&name)),
         (None, None) => None,
     };
-    found.ok_or_else(|| sql_error("42P01", format!("sequence {arg} does not exist")))
+    found
+        .map(Some)
+        .ok_or_else(|| sql_error("42P01", format!("sequence {arg} does not exist")))
 }
 
 /// `nextval`, `currval` (the session's last `nextval` of a sequence) and
@@ -620,10 +628,9 @@ fn register_sequence_functions(ctx: &SessionContext, catalog: &Arc<Catalog>) {
         Int64,
         Volatility::Volatile,
         move |args| {
-            if args[0].is_null() {
+            let Some(sequence) = sequence_of(&c, &args[0])? else {
                 return Ok(ScalarValue::Int64(None));
-            }
-            let sequence = sequence_of(&c, &args[0])?;
+            };
             let value = c
                 .sequences
                 .next(&sequence)
@@ -643,7 +650,9 @@ fn register_sequence_functions(ctx: &SessionContext, catalog: &Arc<Catalog>) {
         Int64,
         Volatility::Volatile,
         move |args| {
-            let sequence = sequence_of(&c, &args[0])?;
+            let Some(sequence) = sequence_of(&c, &args[0])? else {
+                return Ok(ScalarValue::Int64(None));
+            };
             let last = values
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
@@ -669,10 +678,9 @@ fn register_sequence_functions(ctx: &SessionContext, catalog: &Arc<Catalog>) {
         Int64,
         Volatility::Volatile,
         move |args| {
-            if args[0].is_null() {
+            let Some(sequence) = sequence_of(&c, &args[0])? else {
                 return Ok(ScalarValue::Int64(None));
-            }
-            let sequence = sequence_of(&c, &args[0])?;
+            };
             let Some(value) = int(&args[1]) else {
                 return Ok(ScalarValue::Int64(None));
             };
@@ -688,6 +696,7 @@ fn register_sequence_functions(ctx: &SessionContext, catalog: &Arc<Catalog>) {
     );
 }
 
+/// The table (as the session sees it) whose name satisfies `matches`.
 fn find_table(
     catalog: &Catalog,
     view: &ReadView,

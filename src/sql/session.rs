@@ -249,11 +249,15 @@ impl Session {
         if let Some((statement, data)) = inline_copy(sql) {
             return vec![self.copy_inline(statement, data).await];
         }
-        if let Some(result) = ddl::sequence_command(self, sql).await {
-            return vec![result];
-        }
-        if let Some(result) = ddl::verify_index(self, sql).await {
-            return vec![result];
+        // Statements the parser does not read, told by their first words
+        // before anything reads the whole text.
+        if ddl::text_command(sql).is_some() {
+            if let Some(result) = ddl::sequence_command(self, sql).await {
+                return vec![result];
+            }
+            if let Some(result) = ddl::verify_index(self, sql).await {
+                return vec![result];
+            }
         }
         // The parser knows FETCH but not MOVE, which reads the same way.
         if let Some(fetch) = as_fetch(sql) {
@@ -439,6 +443,11 @@ impl Session {
             Some(own) => own,
             None => self.engine.catalog.get(name),
         }
+    }
+
+    /// Every table's definition as this statement sees it.
+    pub(super) fn tables(&self) -> Vec<Arc<TableDef>> {
+        self.view.tables(&self.engine.catalog)
     }
 
     pub(super) fn table(&self, name: &str) -> Result<Arc<TableDef>> {

@@ -125,6 +125,7 @@ mod tests {
             foreign_keys: vec![],
             comment: None,
             indexes: vec![],
+            view: None,
         }
     }
 

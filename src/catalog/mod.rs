@@ -4,11 +4,13 @@
 //!
 //! Layer rule: `catalog` depends on `store` and `model`, never on `sql` or `pg`.
 
+mod derive;
 mod index;
 mod keys;
 mod sequence;
 mod table;
 mod types;
+mod view;
 
 use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
@@ -20,6 +22,10 @@ pub use table::{
     Column, ForeignKey, KeyParts, Keys, Row, RowError, SystemField, TableDef, GENERATED_PARTITIONS,
 };
 pub use types::{SqlType, DEFAULT_NUMERIC};
+pub use view::{
+    Aggregate, CompareOp, GroupItem, GroupState, Input, KeyJoin, Maintained, NeedsRecompute,
+    Predicate, Shape, Source, ViewDef,
+};
 
 use crate::model::{Entity, EntityKey, IfMatch, Value};
 use crate::store::{query_all, Query, StoreError, TableStore, WriteOp};
@@ -52,12 +58,21 @@ pub enum CatalogError {
     /// A sequence's bounds, step or value do not fit together.
     #[error("{0}")]
     InvalidSequence(String),
+    /// A change of a table that a materialized view reads.
+    #[error("{0}")]
+    Dependent(String),
     #[error(
         "the definition of relation {0:?} was changed by another session; retry the transaction"
     )]
     ChangedConcurrently(String),
     #[error(transparent)]
     Store(#[from] StoreError),
+}
+
+impl From<KeyError> for CatalogError {
+    fn from(e: KeyError) -> Self {
+        CatalogError::Row(e.into())
+    }
 }
 
 /// The table definitions, cached in memory and written through to the store.
@@ -69,6 +84,9 @@ pub struct Catalog {
     /// commits that only write rows: a commit's check of the definitions it
     /// used and its write are not interleaved with a change of them.
     definitions_lock: tokio::sync::RwLock<()>,
+    /// Held by a commit that writes rows of tables with indexes or
+    /// materialized views, from its reads of their rows to its write.
+    derived: tokio::sync::Mutex<()>,
 }
 
 impl Catalog {
@@ -96,6 +114,7 @@ impl Catalog {
             store,
             tables: RwLock::new(tables),
             definitions_lock: tokio::sync::RwLock::new(()),
+            derived: tokio::sync::Mutex::new(()),
         })
     }
 
@@ -168,8 +187,14 @@ impl Catalog {
             if !writes.is_empty() {
                 let _rows_only = self.definitions_lock.read().await;
                 unchanged(&used)?;
+                // Derived writes read rows and view entities that other
+                // commits also change: such commits go one at a time.
+                let _derived = match writes.iter().any(|(t, _)| self.derives_from(t)) {
+                    true => Some(self.derived.lock().await),
+                    false => None,
+                };
                 let mut writes = writes;
-                let indexed = self.index_writes(&[], &writes).await?;
+                let indexed = self.derived_writes(&[], &writes).await?;
                 writes.extend(indexed);
                 self.write(writes).await?;
             }
@@ -177,6 +202,7 @@ impl Catalog {
         }
         let _one_at_a_time = self.definitions_lock.write().await;
         unchanged(&used)?;
+        self.check_dependents(&definitions)?;
         let mut ops = Vec::with_capacity(definitions.len() + writes.len());
         for change in &definitions {
             let current = self.get(&change.name);
@@ -252,7 +278,7 @@ impl Catalog {
         for name in &created {
             self.create_store_table(name).await?;
         }
-        let indexed = match self.index_writes(&definitions, &writes).await {
+        let indexed = match self.derived_writes(&definitions, &writes).await {
             Ok(indexed) => indexed,
             Err(e) => {
                 self.drop_store_tables(&created).await;
@@ -302,8 +328,11 @@ impl Catalog {
                 CatalogError::TableExists(key.row_key.clone())
             }
             StoreError::EntityAlreadyExists { table, key } => match self.unique_index_of(table) {
-                Some((def, index)) => unique_violation(&def, &index, &key.partition_key),
-                None => CatalogError::Store(e),
+                Some((def, index)) => derive::unique_violation(&def, &index, &key.partition_key),
+                None => match self.get(table).filter(|d| d.view.is_some()) {
+                    Some(view) => derive::view_key_violation(&view, key),
+                    None => CatalogError::Store(e),
+                },
             },
             _ => CatalogError::Store(e),
         })
@@ -325,116 +354,6 @@ impl Catalog {
         for name in names {
             let _ = self.store.drop_table(name).await;
         }
-    }
-
-    /// The index writes of a commit. Every row written to a table with
-    /// indexes moves its entries from its old values (read from the store:
-    /// the row's write is conditional on the version read, so a row changed
-    /// in between fails the whole write) to its new ones; an index the commit
-    /// creates on a table that has rows gets an entry for each. Entries are
-    /// merged by key, so that a value one row gives up and another takes is
-    /// one write; two rows taking one value of a unique index fail with 23505.
-    async fn index_writes(
-        &self,
-        definitions: &[DefinitionChange],
-        writes: &[(String, WriteOp)],
-    ) -> Result<Vec<(String, WriteOp)>, CatalogError> {
-        let effective = |table: &str| -> Option<Arc<TableDef>> {
-            match definitions.iter().find(|c| c.name == table) {
-                Some(change) => change.after.clone(),
-                None => self.get(table),
-            }
-        };
-        if let Some(change) = definitions
-            .iter()
-            .find(|c| c.recreated && c.before.as_ref().is_some_and(|d| !d.indexes.is_empty()))
-        {
-            return Err(CatalogError::InvalidDefinition(format!(
-                "table {:?} has indexes: drop it and create it again in separate transactions",
-                change.name
-            )));
-        }
-        // Per index entry: whether it is there now, and the entries to put there.
-        let mut entries: std::collections::BTreeMap<(String, EntityKey), Entry> =
-            Default::default();
-
-        for change in definitions {
-            // A table the commit creates has no rows to index yet.
-            let (Some(_), Some(after)) = (&change.before, &change.after) else {
-                continue;
-            };
-            let new: Vec<&IndexDef> = change.added_indexes().collect();
-            if new.is_empty() {
-                continue;
-            }
-            if change.recreated || writes.iter().any(|(t, _)| *t == change.name) {
-                return Err(CatalogError::InvalidDefinition(format!(
-                    "CREATE INDEX on table {:?} in a transaction that also writes its rows or creates it again: \
-                     commit those first",
-                    change.name
-                )));
-            }
-            let mut continuation = None;
-            loop {
-                let page = self
-                    .store
-                    .query(&change.name, &Query::table(), continuation.as_ref())
-                    .await?;
-                for row in &page.entities {
-                    for index in &new {
-                        if let Some(entry) = index.entry(after, row)? {
-                            add(&mut entries, after, index, None, Some(entry))?;
-                        }
-                    }
-                }
-                continuation = page.continuation;
-                if continuation.is_none() {
-                    break;
-                }
-            }
-        }
-
-        // Looked up once per table: a COPY writes many rows to one.
-        let mut indexed: HashMap<&str, Option<Arc<TableDef>>> = HashMap::new();
-        for (table, op) in writes {
-            let def = indexed
-                .entry(table.as_str())
-                .or_insert_with(|| effective(table).filter(|d| !d.indexes.is_empty()));
-            let Some(def) = def.clone() else { continue };
-            let (old, new) = match op {
-                WriteOp::Insert(entity) => (None, Some(entity)),
-                WriteOp::Replace { entity, .. } | WriteOp::InsertOrReplace(entity) => (
-                    self.store.get(table, &entity.key, None).await?,
-                    Some(entity),
-                ),
-                WriteOp::Delete { key, .. } => (self.store.get(table, key, None).await?, None),
-                WriteOp::Merge { .. } | WriteOp::InsertOrMerge(_) => {
-                    return Err(CatalogError::InvalidDefinition(format!(
-                        "a merge into table {table:?}, which has indexes"
-                    )))
-                }
-            };
-            for index in &def.indexes {
-                let (gone, put) = index_change(&def, index, old.as_ref(), new)?;
-                add(&mut entries, &def, index, gone, put)?;
-            }
-        }
-
-        Ok(entries
-            .into_iter()
-            .filter_map(|((store_table, key), entry)| {
-                let op = match (entry.there, entry.put) {
-                    (false, None) => return None,
-                    (true, None) => WriteOp::Delete {
-                        key,
-                        if_match: IfMatch::Any,
-                    },
-                    (true, Some(e)) => WriteOp::InsertOrReplace(e),
-                    (false, Some(e)) => WriteOp::Insert(e),
-                };
-                Some((store_table, op))
-            })
-            .collect())
     }
 
     /// Recomputes an index from its table's rows and compares it with the
@@ -498,6 +417,46 @@ impl Catalog {
     }
 }
 
+impl Catalog {
+    /// Views keep reading the tables they are made from: a table a view
+    /// reads cannot be dropped, or its columns or key changed, while the
+    /// view stays.
+    fn check_dependents(&self, definitions: &[DefinitionChange]) -> Result<(), CatalogError> {
+        let views = self.maintained_views(definitions);
+        for change in definitions {
+            let Some(before) = &change.before else {
+                continue;
+            };
+            let reshaped = match &change.after {
+                None => true,
+                Some(after) => {
+                    after.columns != before.columns || after.keys != before.keys || change.recreated
+                }
+            };
+            if !reshaped {
+                continue;
+            }
+            if let Some(view) = views.iter().find(|v| {
+                v.name != change.name
+                    && v.view
+                        .as_ref()
+                        .is_some_and(|d| d.base_tables().contains(&change.name.as_str()))
+            }) {
+                let what = if change.after.is_none() {
+                    "drop"
+                } else {
+                    "alter"
+                };
+                return Err(CatalogError::Dependent(format!(
+                    "cannot {what} table {:?} because materialized view {:?} depends on it",
+                    change.name, view.name
+                )));
+            }
+        }
+        Ok(())
+    }
+}
+
 /// The indexes a commit creates and those it drops (with their tables or alone).
 fn index_changes(definitions: &[DefinitionChange]) -> (Vec<IndexDef>, Vec<IndexDef>) {
     let added = definitions
@@ -529,71 +488,6 @@ pub enum IndexDifference {
     Extra(EntityKey),
     /// An entry that points at another row than the one that makes it.
     Different(EntityKey),
-}
-
-/// One index entry as a commit leaves it.
-struct Entry {
-    /// Whether the entry is in the store before the commit (one that a row
-    /// gives up).
-    there: bool,
-    put: Option<Entity>,
-}
-
-/// Records a row's index change in the commit's entries.
-fn add(
-    entries: &mut std::collections::BTreeMap<(String, EntityKey), Entry>,
-    table: &TableDef,
-    index: &IndexDef,
-    gone: Option<EntityKey>,
-    put: Option<Entity>,
-) -> Result<(), CatalogError> {
-    let store_table = index.store_table();
-    if let Some(key) = gone {
-        entries
-            .entry((store_table.clone(), key))
-            .or_insert(Entry {
-                there: true,
-                put: None,
-            })
-            .there = true;
-    }
-    if let Some(entity) = put {
-        let entry = entries
-            .entry((store_table, entity.key.clone()))
-            .or_insert(Entry {
-                there: false,
-                put: None,
-            });
-        if entry.put.is_some() {
-            return Err(unique_violation(table, index, &entity.key.partition_key));
-        }
-        entry.put = Some(entity);
-    }
-    Ok(())
-}
-
-/// The error for two rows with the same values in a unique index, showing
-/// the values as the index holds them.
-fn unique_violation(table: &TableDef, index: &IndexDef, values: &str) -> CatalogError {
-    let shown = keys::split_components(values, index.columns.len())
-        .map(|parts| {
-            parts
-                .iter()
-                .zip(&index.columns)
-                .map(|(part, name)| {
-                    let ty = table.column_index(name).map(|i| table.columns[i].ty);
-                    ty.and_then(|ty| keys::decode_component(ty, part))
-                        .map_or_else(|| part.clone(), |v| v.to_string())
-                })
-                .collect::<Vec<_>>()
-                .join(", ")
-        })
-        .unwrap_or_else(|| values.to_owned());
-    CatalogError::UniqueIndex {
-        index: index.name.clone(),
-        columns: index.columns.join(", "),
-        values: shown,
-    }
 }
 
 /// A change of one table's definition, made by a transaction.

@@ -54,7 +54,7 @@ pub enum Keys {
 /// Partitions that rows of a table without a primary key are spread over.
 pub const GENERATED_PARTITIONS: u64 = 64;
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TableDef {
     pub name: String,
     pub columns: Vec<Column>,
@@ -69,6 +69,10 @@ pub struct TableDef {
     /// Secondary indexes, kept up to date by every commit that writes rows.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub indexes: Vec<super::IndexDef>,
+    /// Set for a materialized view: its query, and how writes to its base
+    /// tables keep its rows current.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub view: Option<super::ViewDef>,
 }
 
 /// `FOREIGN KEY (columns) REFERENCES table (referenced)`, by column names.
@@ -93,6 +97,9 @@ pub enum RowError {
     NotNull { table: String, column: String },
     #[error("column {column:?} is read-only: it shows the entity's {field:?}")]
     ReadOnly { column: String, field: SystemField },
+    /// A computed value past its type's range.
+    #[error("{0}")]
+    OutOfRange(String),
     #[error("property {property:?} of entity {key} holds a {found} value, which does not read as column type {expected}")]
     PropertyType {
         property: String,
@@ -284,7 +291,7 @@ impl TableDef {
 pub struct KeyParts(Vec<(usize, Value)>);
 
 impl KeyParts {
-    fn value(&self, column: usize) -> Option<&Value> {
+    pub fn value(&self, column: usize) -> Option<&Value> {
         self.0.iter().find(|(i, _)| *i == column).map(|(_, v)| v)
     }
 }

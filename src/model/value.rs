@@ -39,6 +39,19 @@ impl Decimal {
     }
 }
 
+impl Decimal {
+    /// The unscaled value at another scale; `None` when a larger scale
+    /// overflows. A smaller scale truncates toward zero.
+    pub fn rescaled(&self, scale: u8) -> Option<i128> {
+        if scale >= self.scale {
+            self.unscaled
+                .checked_mul(10i128.checked_pow(u32::from(scale - self.scale))?)
+        } else {
+            Some(self.unscaled / 10i128.checked_pow(u32::from(self.scale - scale))?)
+        }
+    }
+}
+
 impl fmt::Display for Decimal {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let digits = self.unscaled.unsigned_abs().to_string();
@@ -132,6 +145,42 @@ impl Value {
             Value::Decimal(_) => PropertyType::Decimal,
             Value::Date(_) => PropertyType::Date,
             Value::Json(_) => PropertyType::Json,
+        }
+    }
+
+    /// SQL order between two values of one type (decimals of any scales;
+    /// Int32 with Int64). `None` for values of different types, and for
+    /// NaN.
+    pub fn compare(&self, other: &Value) -> Option<std::cmp::Ordering> {
+        use Value as V;
+        match (self, other) {
+            (V::String(a), V::String(b)) | (V::Json(a), V::String(b) | V::Json(b)) => {
+                Some(a.cmp(b))
+            }
+            (V::Int32(a), V::Int32(b)) => Some(a.cmp(b)),
+            (V::Int32(_) | V::Int64(_), V::Int32(_) | V::Int64(_)) => {
+                Some(self.as_i64()?.cmp(&other.as_i64()?))
+            }
+            (V::Double(a), V::Double(b)) => a.partial_cmp(b),
+            (V::Boolean(a), V::Boolean(b)) => Some(a.cmp(b)),
+            (V::DateTime(a), V::DateTime(b)) => Some(a.cmp(b)),
+            (V::Date(a), V::Date(b)) => Some(a.cmp(b)),
+            (V::Guid(a), V::Guid(b)) => Some(a.cmp(b)),
+            (V::Binary(a), V::Binary(b)) => Some(a.cmp(b)),
+            (V::Decimal(a), V::Decimal(b)) => {
+                let scale = a.scale.max(b.scale);
+                Some(a.rescaled(scale)?.cmp(&b.rescaled(scale)?))
+            }
+            _ => None,
+        }
+    }
+
+    /// An integer value as i64.
+    pub fn as_i64(&self) -> Option<i64> {
+        match self {
+            Value::Int32(v) => Some(i64::from(*v)),
+            Value::Int64(v) => Some(*v),
+            _ => None,
         }
     }
 

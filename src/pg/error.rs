@@ -44,6 +44,7 @@ pub fn sqlstate(e: &SqlError) -> &'static str {
         SqlError::InFailedTransaction => "25P02",
         SqlError::InvalidTransactionState(_) => "25000",
         SqlError::UndefinedColumn(_) => "42703",
+        SqlError::WrongObjectType(_) => "42809",
         SqlError::DataFusion(d) => datafusion_state(d),
         SqlError::Internal(_) => "XX000",
     }
@@ -58,6 +59,7 @@ fn catalog_state(e: &CatalogError) -> &'static str {
         CatalogError::TableNotFound(_) => "42P01",
         CatalogError::InvalidDefinition(_) => "42P16",
         CatalogError::ChangedConcurrently(_) => "40001",
+        CatalogError::Dependent(_) => "2BP01",
         CatalogError::Store(s) => store_state(s),
     }
 }
@@ -106,6 +108,7 @@ fn row_state(e: &RowError) -> &'static str {
     match e {
         RowError::Key(k) => key_state(k),
         RowError::NotNull { .. } => "23502",
+        RowError::OutOfRange(_) => "22003",
         RowError::ReadOnly { .. } => "428C9",
         RowError::PropertyType { .. } => "42804",
     }

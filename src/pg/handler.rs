@@ -161,6 +161,21 @@ fn response(output: Output, format: &Format, cancel: &Registration) -> PgWireRes
     })
 }
 
+/// Sends a statement's notices, ahead of its replies.
+async fn send_notices<C>(client: &mut C, notices: Vec<String>) -> PgWireResult<()>
+where
+    C: Sink<PgWireBackendMessage> + Unpin + Send,
+    PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+{
+    for message in notices {
+        let notice = pgwire::error::ErrorInfo::new("NOTICE".into(), "00000".into(), message);
+        client
+            .feed(PgWireBackendMessage::NoticeResponse(notice.into()))
+            .await?;
+    }
+    Ok(())
+}
+
 #[async_trait]
 impl SimpleQueryHandler for Handlers {
     async fn do_query<C>(&self, client: &mut C, query: &str) -> PgWireResult<Vec<Response>>
@@ -181,6 +196,7 @@ impl SimpleQueryHandler for Handlers {
                 Err(e) => responses.push(Response::Error(Box::new(error_info(&e)))),
             }
         }
+        send_notices(client, session.take_notices()).await?;
         Ok(responses)
     }
 }
@@ -327,10 +343,11 @@ impl ExtendedQueryHandler for Handlers {
         let values = params::values(portal)?;
         let connection = self.connection(client);
         let mut session = connection.session.lock().await;
-        match session
+        let result = session
             .execute_prepared(&portal.statement.statement, values)
-            .await
-        {
+            .await;
+        send_notices(client, session.take_notices()).await?;
+        match result {
             Ok(output) => response(output, &portal.result_column_format, &connection.cancel),
             Err(e) => Ok(Response::Error(Box::new(error_info(&e)))),
         }

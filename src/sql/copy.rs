@@ -347,6 +347,7 @@ mod tests {
             foreign_keys: vec![],
             comment: None,
             indexes: Vec::new(),
+            view: None,
         };
         let format = CopyFormat::parse(
             &[],

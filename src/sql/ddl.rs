@@ -305,7 +305,7 @@ fn foreign_key(session: &Session, def: &TableDef, fk: &ForeignKeyConstraint) -> 
 }
 
 /// The column type of a query result column.
-fn type_of_field(field: &datafusion::arrow::datatypes::Field) -> Result<SqlType> {
+pub(super) fn type_of_field(field: &datafusion::arrow::datatypes::Field) -> Result<SqlType> {
     if let Some(name) = field.metadata().get(PG_TYPE_KEY) {
         match name.as_str() {
             "uuid" => return Ok(SqlType::Uuid),
@@ -345,7 +345,7 @@ fn type_of_field(field: &datafusion::arrow::datatypes::Field) -> Result<SqlType>
 }
 
 /// Records a definition change in the session's transaction.
-fn define(session: &mut Session, name: &str, after: Option<TableDef>) -> Result<()> {
+pub(super) fn define(session: &mut Session, name: &str, after: Option<TableDef>) -> Result<()> {
     let before = session.engine().catalog.get(name);
     session
         .transaction()?
@@ -403,6 +403,7 @@ pub async fn create_table(session: &mut Session, create: CreateTable) -> Result<
             foreign_keys: Vec::new(),
             comment: None,
             indexes: Vec::new(),
+            view: None,
         };
         for fk in &references {
             let fk = foreign_key(session, &def, fk)?;
@@ -455,6 +456,7 @@ pub async fn create_table(session: &mut Session, create: CreateTable) -> Result<
         foreign_keys: Vec::new(),
         comment: None,
         indexes: Vec::new(),
+        view: None,
     };
     check_definition(&def)?;
     define(session, &name, Some(def.clone()))?;
@@ -463,7 +465,7 @@ pub async fn create_table(session: &mut Session, create: CreateTable) -> Result<
 }
 
 /// Inserts a query's rows into a new table.
-async fn fill(
+pub(super) async fn fill(
     session: &mut Session,
     def: &TableDef,
     plan: datafusion::logical_expr::LogicalPlan,
@@ -497,11 +499,32 @@ pub async fn drop_tables(
     session: &mut Session,
     names: &[ObjectName],
     if_exists: bool,
+    cascade: bool,
 ) -> Result<Output> {
     for name in names {
         let name = table_name(name)?;
         match session.table_def(&name) {
-            Some(_) => define(session, &name, None)?,
+            Some(def) if def.view.is_some() => {
+                return Err(SqlError::WrongObjectType(format!(
+                    "{name:?} is a materialized view: use DROP MATERIALIZED VIEW"
+                )))
+            }
+            Some(_) => {
+                // With CASCADE the views made from the table go too (without,
+                // the commit refuses to leave them).
+                if cascade {
+                    for view in session.tables() {
+                        let reads = view
+                            .view
+                            .as_ref()
+                            .is_some_and(|v| v.base_tables().contains(&name.as_str()));
+                        if reads {
+                            define(session, &view.name, None)?;
+                        }
+                    }
+                }
+                define(session, &name, None)?
+            }
             None if if_exists => {}
             None => return Err(CatalogError::TableNotFound(name).into()),
         }
@@ -525,11 +548,31 @@ pub async fn truncate(session: &mut Session, truncate: Truncate) -> Result<Outpu
             txn.clear_writes(&name);
             continue;
         }
-        // The table and its indexes' entries.
+        // The table, its indexes' entries, and the views made from its
+        // rows alone; a view that joins it is computed from other rows too.
+        let def = session.table(&name)?;
+        if def.view.is_some() {
+            return Err(SqlError::WrongObjectType(format!(
+                "cannot truncate materialized view {name:?}"
+            )));
+        }
+        let mut store_tables: Vec<String> = std::iter::once(name.clone())
+            .chain(def.indexes.iter().map(IndexDef::store_table))
+            .collect();
+        for view in session.tables() {
+            let Some(base) = view.view.as_ref().map(|v| v.base_tables()) else {
+                continue;
+            };
+            if base.first() == Some(&name.as_str()) {
+                store_tables.push(view.name.clone());
+            } else if base.contains(&name.as_str()) {
+                return Err(SqlError::FeatureNotSupported(format!(
+                    "TRUNCATE {name:?}: materialized view {:?} joins it; DELETE its rows instead",
+                    view.name
+                )));
+            }
+        }
         let store = session.engine().store();
-        let indexes = session.table(&name)?.indexes.clone();
-        let store_tables =
-            std::iter::once(name.clone()).chain(indexes.iter().map(IndexDef::store_table));
         for store_table in store_tables {
             store.drop_table(&store_table).await?;
             match store.create_table(&store_table).await {
@@ -645,6 +688,11 @@ fn table_of_index(session: &Session, name: &str) -> Option<Arc<TableDef>> {
 pub fn create_index(session: &mut Session, create: CreateIndex) -> Result<Output> {
     let table = table_name(&create.table_name)?;
     let current = session.table(&table)?;
+    if current.view.is_some() {
+        return Err(SqlError::FeatureNotSupported(format!(
+            "indexes on materialized view {table:?} are not supported: give the view the key its queries filter on"
+        )));
+    }
     if create.predicate.is_some() || !create.include.is_empty() || !create.with.is_empty() {
         return Err(SqlError::FeatureNotSupported(
             "partial indexes, INCLUDE and WITH options are not supported".into(),
@@ -701,13 +749,14 @@ pub fn text_command(sql: &str) -> Option<Option<datafusion::arrow::datatypes::Sc
         ["create", "sequence", ..]
         | ["create", "temp" | "temporary", "sequence"]
         | ["alter", "sequence", ..] => Some(None),
-        ["verify", "index", ..] => Some(Some(verify_schema())),
+        ["verify", "index", ..] | ["verify", "materialized", "view"] => Some(Some(verify_schema())),
+        ["refresh", "materialized", "view"] => Some(None),
         _ => None,
     }
 }
 
 /// The columns of VERIFY INDEX.
-fn verify_schema() -> datafusion::arrow::datatypes::SchemaRef {
+pub(super) fn verify_schema() -> datafusion::arrow::datatypes::SchemaRef {
     use datafusion::arrow::datatypes::{DataType, Field, Schema};
     Arc::new(Schema::new(vec![
         Field::new("difference", DataType::Utf8, false),

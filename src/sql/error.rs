@@ -38,6 +38,10 @@ pub enum SqlError {
     InFailedTransaction,
     #[error("{0}")]
     InvalidTransactionState(String),
+    /// A statement for one kind of relation on another (a write to a
+    /// materialized view, say).
+    #[error("{0}")]
+    WrongObjectType(String),
     #[error("column {0:?} does not exist")]
     UndefinedColumn(String),
     #[error("{0}")]

@@ -24,6 +24,7 @@ mod error;
 mod fastpath;
 mod functions;
 mod information_schema;
+mod matview;
 mod names;
 mod pg_catalog;
 mod provider;

@@ -1652,6 +1652,7 @@ mod tests {
             foreign_keys: vec![],
             comment: None,
             indexes: Vec::new(),
+            view: None,
         });
         let tables = vec![def];
         for (columns, rows) in [

@@ -776,6 +776,7 @@ mod tests {
             foreign_keys: vec![],
             comment: None,
             indexes: Vec::new(),
+            view: None,
         }
     }
 

@@ -135,6 +135,8 @@ pub struct Session {
     copy_in: Option<Result<CopyIn>>,
     /// Open cursors, by name.
     cursors: HashMap<String, Cursor>,
+    /// Notices for the client, sent with the next replies.
+    notices: Vec<String>,
 }
 
 /// A number for each session, reported by `pg_backend_pid()`.
@@ -217,11 +219,48 @@ impl Session {
             settings,
             copy_in: None,
             cursors: HashMap::new(),
+            notices: Vec::new(),
         }
     }
 
     pub fn engine(&self) -> &Arc<Engine> {
         &self.engine
+    }
+
+    /// Adds a notice for the client.
+    pub(super) fn notice(&mut self, message: String) {
+        self.notices.push(message);
+    }
+
+    /// The notices not yet sent.
+    pub fn take_notices(&mut self) -> Vec<String> {
+        std::mem::take(&mut self.notices)
+    }
+
+    /// Runs a query and returns its rows as text, one string per row (for
+    /// comparisons: values tab-separated, NULL as `\N`).
+    pub(super) async fn query_text_rows(&self, sql: &str) -> Result<Vec<String>> {
+        use datafusion::arrow::util::display::{ArrayFormatter, FormatOptions};
+        let statement = Self::parse(sql)?
+            .pop()
+            .ok_or_else(|| SqlError::Syntax("empty query".into()))?;
+        let plan = self.ctx.state().statement_to_plan(statement).await?;
+        let batches = self.ctx.execute_logical_plan(plan).await?.collect().await?;
+        let options = FormatOptions::default().with_null("\\N");
+        let mut rows = Vec::new();
+        for batch in &batches {
+            let formatters = batch
+                .columns()
+                .iter()
+                .map(|c| ArrayFormatter::try_new(c.as_ref(), &options))
+                .collect::<std::result::Result<Vec<_>, _>>()?;
+            for i in 0..batch.num_rows() {
+                let values: Vec<String> =
+                    formatters.iter().map(|f| f.value(i).to_string()).collect();
+                rows.push(values.join("\t"));
+            }
+        }
+        Ok(rows)
     }
 
     pub(super) fn context(&self) -> &SessionContext {
@@ -257,6 +296,9 @@ impl Session {
             }
             if let Some(result) = ddl::verify_index(self, sql).await {
                 return vec![result];
+            }
+            if let Some(result) = super::matview::text_command(self, sql).await {
+                return vec![result.map_err(|e| self.fail(e))];
             }
         }
         // The parser knows FETCH but not MOVE, which reads the same way.
@@ -411,7 +453,7 @@ impl Session {
         result.map_err(|e| self.fail(e))
     }
 
-    fn check_not_failed(&self) -> Result<()> {
+    pub(super) fn check_not_failed(&self) -> Result<()> {
         match &self.txn {
             Some(t) if t.failed => Err(SqlError::InFailedTransaction),
             _ => Ok(()),
@@ -458,11 +500,7 @@ impl Session {
     /// Runs a statement that changes definitions inside the open transaction,
     /// or inside one of its own that commits when it succeeds.
     async fn run_ddl(&mut self, statement: Statement) -> Result<Output> {
-        let implicit = self.txn.is_none();
-        if implicit {
-            self.txn = Some(Transaction::new(self.engine.store().read_view()));
-            self.refresh_view();
-        }
+        let implicit = self.open_implicit();
         let result = match statement {
             Statement::CreateTable(create) => ddl::create_table(self, create).await,
             Statement::Drop {
@@ -472,8 +510,18 @@ impl Session {
                 ..
             } => ddl::drop_indexes(self, &names, if_exists),
             Statement::Drop {
-                names, if_exists, ..
-            } => ddl::drop_tables(self, &names, if_exists).await,
+                object_type: datafusion::sql::sqlparser::ast::ObjectType::MaterializedView,
+                names,
+                if_exists,
+                ..
+            } => super::matview::drop(self, &names, if_exists),
+            Statement::Drop {
+                names,
+                if_exists,
+                cascade,
+                ..
+            } => ddl::drop_tables(self, &names, if_exists, cascade).await,
+            Statement::CreateView(create) => super::matview::create(self, create).await,
             Statement::AlterTable(alter) => ddl::alter_table(self, alter).await,
             Statement::CreateIndex(create) => ddl::create_index(self, create),
             Statement::Comment {
@@ -487,17 +535,33 @@ impl Session {
             ))),
         };
         if implicit {
-            let mut txn = self.txn.take().expect("the statement's own transaction");
-            let sequences = std::mem::take(&mut txn.sequences);
-            let committed = match &result {
-                Ok(_) => self.commit_transaction(txn).await,
-                Err(_) => Ok(()),
-            };
-            self.end_sequences(sequences, result.is_ok() && committed.is_ok())
-                .await?;
-            committed?;
+            self.close_implicit(result.is_ok()).await?;
         }
         result
+    }
+
+    /// Opens a transaction for one statement when none is open; true when it did.
+    pub(super) fn open_implicit(&mut self) -> bool {
+        if self.txn.is_some() {
+            return false;
+        }
+        self.txn = Some(Transaction::new(self.engine.store().read_view()));
+        self.refresh_view();
+        true
+    }
+
+    /// Ends the statement's own transaction: commits it if the statement
+    /// succeeded, else drops it.
+    pub(super) async fn close_implicit(&mut self, succeeded: bool) -> Result<()> {
+        let mut txn = self.txn.take().expect("the statement's own transaction");
+        let sequences = std::mem::take(&mut txn.sequences);
+        let committed = match succeeded {
+            true => self.commit_transaction(txn).await,
+            false => Ok(()),
+        };
+        self.end_sequences(sequences, succeeded && committed.is_ok())
+            .await?;
+        committed
     }
 
     /// At the end of a transaction: the sequences it dropped go if it
@@ -608,9 +672,15 @@ impl Session {
                 ..
             }
             | Statement::Drop {
-                object_type: datafusion::sql::sqlparser::ast::ObjectType::Table,
+                object_type:
+                    datafusion::sql::sqlparser::ast::ObjectType::Table
+                    | datafusion::sql::sqlparser::ast::ObjectType::MaterializedView,
                 ..
-            }) => self.run_ddl(s).await,
+            }
+            | Statement::CreateView(datafusion::sql::sqlparser::ast::CreateView {
+                materialized: true,
+                ..
+            })) => self.run_ddl(s).await,
             Statement::Truncate(truncate) => ddl::truncate(self, truncate).await,
             // One of several statements in a query string (a lone one is
             // read before parsing): read again from its text.
@@ -737,6 +807,12 @@ impl Session {
             self.refresh_view();
             let (changes, output, used) =
                 dml::plan_changes(self, statement, params.clone()).await?;
+            if used.view.is_some() {
+                return Err(SqlError::WrongObjectType(format!(
+                    "cannot change materialized view {:?}",
+                    used.name
+                )));
+            }
             if self.txn.is_some() {
                 self.apply_to_transaction(changes, &used)?;
                 return Ok(output);

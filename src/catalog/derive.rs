@@ -1,0 +1,810 @@
+//! The writes a commit derives from its row writes: index entries and
+//! materialized view rows. They join the base writes in one atomic write,
+//! so a crash keeps all of them or none.
+//!
+//! Every written row's old version is read from the store (the row's own
+//! write is conditional on the version the transaction read, or the commit
+//! holds `Catalog::derived` so that nothing changes it in between), and its
+//! new version is the one written. What an index or a view makes of them is
+//! the pure functions of `index` and `view`.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
+
+use super::index::{index_change, IndexDef};
+use super::keys::{self, encode_index_component, join_components};
+use super::view::{GroupItem, GroupState, Input, KeyJoin, Maintained, NeedsRecompute, Shape};
+use super::{Catalog, CatalogError, DefinitionChange, Row, TableDef};
+use crate::model::{Entity, EntityKey, IfMatch, Value};
+use crate::store::{for_each_page, Query, WriteOp};
+
+/// Per derived entity (store table and key): whether it is in the store
+/// before the commit, and what the commit puts there.
+type Entries = BTreeMap<(String, EntityKey), Entry>;
+
+struct Entry {
+    there: bool,
+    put: Option<Entity>,
+}
+
+/// Records that a derived entity goes (`gone`) and another comes (`put`).
+/// Two puts at one key are two rows claiming one unique key: the error
+/// names that key.
+fn add(
+    entries: &mut Entries,
+    store_table: &str,
+    gone: Option<EntityKey>,
+    put: Option<Entity>,
+) -> Result<(), EntityKey> {
+    if let Some(key) = gone {
+        entries
+            .entry((store_table.to_owned(), key))
+            .or_insert(Entry {
+                there: true,
+                put: None,
+            })
+            .there = true;
+    }
+    if let Some(entity) = put {
+        let entry = entries
+            .entry((store_table.to_owned(), entity.key.clone()))
+            .or_insert(Entry {
+                there: false,
+                put: None,
+            });
+        if entry.put.is_some() {
+            return Err(entity.key);
+        }
+        entry.put = Some(entity);
+    }
+    Ok(())
+}
+
+/// A commit's view of the rows: before it (the store) and after it (its
+/// writes over the store). Rows read are kept, as many derivations read
+/// the same rows.
+struct Rows<'a> {
+    catalog: &'a Catalog,
+    written: HashMap<(&'a str, &'a EntityKey), Option<&'a Entity>>,
+    before: HashMap<(String, EntityKey), Option<Entity>>,
+}
+
+impl<'a> Rows<'a> {
+    fn new(catalog: &'a Catalog, writes: &'a [(String, WriteOp)]) -> Result<Self, CatalogError> {
+        let mut written = HashMap::new();
+        for (table, op) in writes {
+            let after = match op {
+                WriteOp::Insert(e)
+                | WriteOp::InsertOrReplace(e)
+                | WriteOp::Replace { entity: e, .. } => Some(e),
+                WriteOp::Delete { .. } => None,
+                WriteOp::Merge { .. } | WriteOp::InsertOrMerge(_) => {
+                    // Merges only come from the entity API, on tables
+                    // without derived data (checked by the caller).
+                    continue;
+                }
+            };
+            written.insert((table.as_str(), op.key()), after);
+        }
+        Ok(Rows {
+            catalog,
+            written,
+            before: HashMap::new(),
+        })
+    }
+
+    async fn before(
+        &mut self,
+        table: &str,
+        key: &EntityKey,
+    ) -> Result<Option<Entity>, CatalogError> {
+        let slot = (table.to_owned(), key.clone());
+        if let Some(found) = self.before.get(&slot) {
+            return Ok(found.clone());
+        }
+        let found = self.catalog.store.get(table, key, None).await?;
+        self.before.insert(slot, found.clone());
+        Ok(found)
+    }
+
+    async fn after(
+        &mut self,
+        table: &str,
+        key: &EntityKey,
+    ) -> Result<Option<Entity>, CatalogError> {
+        match self.written.get(&(table, key)) {
+            Some(after) => Ok(after.cloned()),
+            None => self.before(table, key).await,
+        }
+    }
+
+    async fn version(
+        &mut self,
+        table: &str,
+        key: &EntityKey,
+        after: bool,
+    ) -> Result<Option<Entity>, CatalogError> {
+        if after {
+            self.after(table, key).await
+        } else {
+            self.before(table, key).await
+        }
+    }
+
+    /// Keys the commit writes in a table.
+    fn written_keys(&self, table: &str) -> Vec<EntityKey> {
+        self.written
+            .keys()
+            .filter(|(t, _)| *t == table)
+            .map(|(_, k)| (*k).clone())
+            .collect()
+    }
+}
+
+impl Catalog {
+    /// The definition a commit leaves for a table.
+    fn effective(&self, definitions: &[DefinitionChange], table: &str) -> Option<Arc<TableDef>> {
+        match definitions.iter().find(|c| c.name == table) {
+            Some(change) => change.after.clone(),
+            None => self.get(table),
+        }
+    }
+
+    /// Every maintained view a commit leaves.
+    pub(super) fn maintained_views(&self, definitions: &[DefinitionChange]) -> Vec<Arc<TableDef>> {
+        let mut names: BTreeSet<String> = self.list().iter().map(|d| d.name.clone()).collect();
+        names.extend(definitions.iter().map(|c| c.name.clone()));
+        names
+            .iter()
+            .filter_map(|name| self.effective(definitions, name))
+            .filter(|d| d.view.as_ref().is_some_and(|v| v.maintained.is_some()))
+            .collect()
+    }
+
+    /// Whether writing rows of `table` derives other writes.
+    pub(super) fn derives_from(&self, table: &str) -> bool {
+        self.get(table).is_some_and(|d| !d.indexes.is_empty())
+            || self.maintained_views(&[]).iter().any(|v| {
+                v.view
+                    .as_ref()
+                    .is_some_and(|v| v.base_tables().contains(&table))
+            })
+    }
+
+    /// The index and view writes of a commit: entries and view rows of
+    /// indexes and views the commit creates, for the rows there are, and
+    /// the changes every written row makes to those that exist. Derived
+    /// entities are merged by key, so that a value one row gives up and
+    /// another takes is one write; two rows taking one unique key fail
+    /// with 23505.
+    pub(super) async fn derived_writes(
+        &self,
+        definitions: &[DefinitionChange],
+        writes: &[(String, WriteOp)],
+    ) -> Result<Vec<(String, WriteOp)>, CatalogError> {
+        if let Some(change) = definitions
+            .iter()
+            .find(|c| c.recreated && c.before.as_ref().is_some_and(|d| !d.indexes.is_empty()))
+        {
+            return Err(CatalogError::InvalidDefinition(format!(
+                "table {:?} has indexes: drop it and create it again in separate transactions",
+                change.name
+            )));
+        }
+        let mut entries = Entries::new();
+        let mut rows = Rows::new(self, writes)?;
+        self.build_indexes(definitions, writes, &mut entries)
+            .await?;
+        self.index_changes(definitions, writes, &mut rows, &mut entries)
+            .await?;
+        for view in self.maintained_views(definitions) {
+            let created = definitions
+                .iter()
+                .any(|c| c.name == view.name && c.before.as_ref().is_none_or(|b| b.view.is_none()));
+            if created {
+                self.build_view(definitions, writes, &view, &mut entries)
+                    .await?;
+            } else {
+                self.maintain_view(definitions, &view, &mut rows, &mut entries)
+                    .await?;
+            }
+        }
+        Ok(entries
+            .into_iter()
+            .filter_map(|((store_table, key), entry)| {
+                let op = match (entry.there, entry.put) {
+                    (false, None) => return None,
+                    (true, None) => WriteOp::Delete {
+                        key,
+                        if_match: IfMatch::Any,
+                    },
+                    (true, Some(e)) => WriteOp::InsertOrReplace(e),
+                    (false, Some(e)) => WriteOp::Insert(e),
+                };
+                Some((store_table, op))
+            })
+            .collect())
+    }
+
+    /// Entries of the indexes a commit creates, for the rows there are.
+    async fn build_indexes(
+        &self,
+        definitions: &[DefinitionChange],
+        writes: &[(String, WriteOp)],
+        entries: &mut Entries,
+    ) -> Result<(), CatalogError> {
+        for change in definitions {
+            // A table the commit creates has no rows to index yet.
+            let (Some(_), Some(after)) = (&change.before, &change.after) else {
+                continue;
+            };
+            let new: Vec<&IndexDef> = change.added_indexes().collect();
+            if new.is_empty() {
+                continue;
+            }
+            refuse_written(change, writes, "CREATE INDEX")?;
+            let mut failed = Ok(());
+            for_each_page(&*self.store, &change.name, &Query::table(), |page| {
+                for row in &page.entities {
+                    for index in &new {
+                        let entry = match index.entry(after, row) {
+                            Ok(entry) => entry,
+                            Err(e) => {
+                                failed = Err(e.into());
+                                return false;
+                            }
+                        };
+                        if let Err(key) = add(entries, &index.store_table(), None, entry) {
+                            failed = Err(unique_violation(after, index, &key.partition_key));
+                            return false;
+                        }
+                    }
+                }
+                true
+            })
+            .await?;
+            failed?;
+        }
+        Ok(())
+    }
+
+    /// Every written row moves its index entries from its old values to
+    /// its new ones.
+    async fn index_changes(
+        &self,
+        definitions: &[DefinitionChange],
+        writes: &[(String, WriteOp)],
+        rows: &mut Rows<'_>,
+        entries: &mut Entries,
+    ) -> Result<(), CatalogError> {
+        // Looked up once per table: a COPY writes many rows to one.
+        let mut indexed: HashMap<&str, Option<Arc<TableDef>>> = HashMap::new();
+        for (table, op) in writes {
+            let def = indexed.entry(table.as_str()).or_insert_with(|| {
+                self.effective(definitions, table)
+                    .filter(|d| !d.indexes.is_empty())
+            });
+            let Some(def) = def.clone() else { continue };
+            refuse_merge(table, op)?;
+            let old = rows.before(table, op.key()).await?;
+            let new = rows.after(table, op.key()).await?;
+            for index in &def.indexes {
+                let (gone, put) = index_change(&def, index, old.as_ref(), new.as_ref())?;
+                add(entries, &index.store_table(), gone, put)
+                    .map_err(|key| unique_violation(&def, index, &key.partition_key))?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The rows of a view the commit creates, from the rows of its base
+    /// tables (which the commit may not write: their new rows are not in the
+    /// store yet).
+    async fn build_view(
+        &self,
+        definitions: &[DefinitionChange],
+        writes: &[(String, WriteOp)],
+        view: &TableDef,
+        entries: &mut Entries,
+    ) -> Result<(), CatalogError> {
+        let m = maintained(view);
+        for table in view
+            .view
+            .as_ref()
+            .map(|v| v.base_tables())
+            .unwrap_or_default()
+        {
+            if let Some(change) = definitions.iter().find(|c| c.name == table) {
+                refuse_written(change, writes, "CREATE MATERIALIZED VIEW")?;
+            }
+            if writes.iter().any(|(t, _)| t == table) {
+                return Err(CatalogError::InvalidDefinition(format!(
+                    "CREATE MATERIALIZED VIEW over table {table:?} in a transaction that writes its rows: commit those first"
+                )));
+            }
+        }
+        let base = self.table_def(definitions, &m.table)?;
+        let join = self.join_def(definitions, m)?;
+        let mut rows = Rows::new(self, &[])?;
+        let mut groups = Groups::default();
+        let mut base_rows = Vec::new();
+        // The base rows are read a page at a time; each page's view rows
+        // (which may read joined rows) are made before the next page.
+        let mut continuation = None;
+        loop {
+            let page = self
+                .store
+                .query(&m.table, &Query::table(), continuation.as_ref())
+                .await?;
+            base_rows.clear();
+            for entity in &page.entities {
+                base_rows.push(base.entity_to_row(entity)?);
+            }
+            for row in &base_rows {
+                match &m.shape {
+                    Shape::Rows { .. } => {
+                        let entity =
+                            view_row(m, view, &base, row, join.as_ref(), &mut rows, true).await?;
+                        add(entries, &view.name, None, entity)
+                            .map_err(|key| view_key_violation(view, &key))?;
+                    }
+                    Shape::Groups { .. } => {
+                        groups.fold(m, view, &base, row, 1)?;
+                    }
+                }
+            }
+            continuation = page.continuation;
+            if continuation.is_none() {
+                break;
+            }
+        }
+        groups.write(self, m, view, &base, &mut rows, entries).await
+    }
+
+    /// What the commit's writes to a view's base tables do to its rows.
+    async fn maintain_view(
+        &self,
+        definitions: &[DefinitionChange],
+        view: &TableDef,
+        rows: &mut Rows<'_>,
+        entries: &mut Entries,
+    ) -> Result<(), CatalogError> {
+        let m = maintained(view);
+        let join = self.join_def(definitions, m)?;
+        let mut touched: BTreeSet<EntityKey> = rows.written_keys(&m.table).into_iter().collect();
+        if let Some((join, joined)) = &join {
+            for key in rows.written_keys(&join.table) {
+                touched.extend(
+                    self.rows_joined_to(definitions, m, join, joined, &key)
+                        .await?,
+                );
+            }
+        }
+        if touched.is_empty() {
+            return Ok(());
+        }
+        let base = self.table_def(definitions, &m.table)?;
+        let mut groups = Groups::default();
+        for key in &touched {
+            let old = rows.before(&m.table, key).await?;
+            let new = rows.after(&m.table, key).await?;
+            let old = old.map(|e| base.entity_to_row(&e)).transpose()?;
+            let new = new.map(|e| base.entity_to_row(&e)).transpose()?;
+            match &m.shape {
+                Shape::Rows { .. } => {
+                    let gone = match &old {
+                        Some(row) => {
+                            view_row(m, view, &base, row, join.as_ref(), rows, false).await?
+                        }
+                        None => None,
+                    };
+                    let put = match &new {
+                        Some(row) => {
+                            view_row(m, view, &base, row, join.as_ref(), rows, true).await?
+                        }
+                        None => None,
+                    };
+                    let unchanged = matches!((&gone, &put), (Some(a), Some(b)) if a.key == b.key && a.properties == b.properties);
+                    if !unchanged {
+                        add(entries, &view.name, gone.map(|e| e.key), put)
+                            .map_err(|key| view_key_violation(view, &key))?;
+                    }
+                }
+                Shape::Groups { .. } => {
+                    if let Some(row) = &old {
+                        groups.fold(m, view, &base, row, -1)?;
+                    }
+                    if let Some(row) = &new {
+                        groups.fold(m, view, &base, row, 1)?;
+                    }
+                }
+            }
+        }
+        groups.write(self, m, view, &base, rows, entries).await
+    }
+
+    fn table_def(
+        &self,
+        definitions: &[DefinitionChange],
+        name: &str,
+    ) -> Result<Arc<TableDef>, CatalogError> {
+        self.effective(definitions, name)
+            .ok_or_else(|| CatalogError::TableNotFound(name.to_owned()))
+    }
+
+    fn join_def<'m>(
+        &self,
+        definitions: &[DefinitionChange],
+        m: &'m Maintained,
+    ) -> Result<Option<(&'m KeyJoin, Arc<TableDef>)>, CatalogError> {
+        match &m.shape {
+            Shape::Rows {
+                join: Some(join), ..
+            } => Ok(Some((join, self.table_def(definitions, &join.table)?))),
+            _ => Ok(None),
+        }
+    }
+
+    /// The keys of the base rows (before the commit) whose join columns
+    /// hold a joined row's key: through an index on those columns when the
+    /// base table has one, a partition scan when they are its partition
+    /// key, else a scan of the table.
+    async fn rows_joined_to(
+        &self,
+        definitions: &[DefinitionChange],
+        m: &Maintained,
+        join: &KeyJoin,
+        joined: &TableDef,
+        key: &EntityKey,
+    ) -> Result<Vec<EntityKey>, CatalogError> {
+        let base = self.table_def(definitions, &m.table)?;
+        let parts = joined.key_parts(key)?;
+        let (partition, row) = joined.key_columns();
+        let values: Vec<Value> = partition
+            .iter()
+            .chain(row)
+            .filter_map(|&i| parts.value(i).cloned())
+            .collect();
+        let on: Vec<usize> = join
+            .on
+            .iter()
+            .filter_map(|name| base.column_index(name))
+            .collect();
+        if let Some(index) = base
+            .indexes
+            .iter()
+            .find(|i| i.columns == join.on && !i.unique)
+        {
+            let components = on
+                .iter()
+                .zip(&values)
+                .map(|(&i, v)| encode_index_component(&base.columns[i].name, base.columns[i].ty, v))
+                .collect::<Result<Vec<_>, _>>()?;
+            let mut keys = Vec::new();
+            for_each_page(
+                &*self.store,
+                &index.store_table(),
+                &Query::partition(join_components(&components)),
+                |page| {
+                    keys.extend(page.entities.iter().filter_map(super::base_key));
+                    true
+                },
+            )
+            .await?;
+            return Ok(keys);
+        }
+        let query = if base.key_columns().0 == on.as_slice() {
+            let mut probe: Row = vec![None; base.columns.len()];
+            for (&i, v) in on.iter().zip(&values) {
+                probe[i] = Some(v.clone());
+            }
+            Query::partition(base.encode_key_part(&on, &probe)?)
+        } else {
+            Query::table()
+        };
+        let mut keys = Vec::new();
+        for_each_page(&*self.store, &m.table, &query, |page| {
+            for entity in &page.entities {
+                let holds = on.iter().zip(&values).all(|(&i, v)| {
+                    base.key_parts(&entity.key)
+                        .ok()
+                        .and_then(|parts| base.column_value(entity, &parts, i).ok().flatten())
+                        .is_some_and(|w| w.compare(v) == Some(std::cmp::Ordering::Equal))
+                });
+                if holds {
+                    keys.push(entity.key.clone());
+                }
+            }
+            true
+        })
+        .await?;
+        Ok(keys)
+    }
+}
+
+fn maintained(view: &TableDef) -> &Maintained {
+    view.view
+        .as_ref()
+        .and_then(|v| v.maintained.as_ref())
+        .expect("a maintained view")
+}
+
+/// A base row's view row (shape `Rows`), reading the joined row before or
+/// after the commit.
+async fn view_row(
+    m: &Maintained,
+    view: &TableDef,
+    base: &TableDef,
+    row: &Row,
+    join: Option<&(&KeyJoin, Arc<TableDef>)>,
+    rows: &mut Rows<'_>,
+    after: bool,
+) -> Result<Option<Entity>, CatalogError> {
+    let joined_row = match join {
+        Some((join, joined)) => match joined_key(base, row, join, joined)? {
+            Some(key) => match rows.version(&join.table, &key, after).await? {
+                Some(entity) => Some(joined.entity_to_row(&entity)?),
+                None => None,
+            },
+            None => None,
+        },
+        None => None,
+    };
+    let input = Input {
+        base,
+        row,
+        joined: join.map(|(_, joined)| (&**joined, joined_row.as_ref())),
+    };
+    Ok(m.view_row(view, &input)?)
+}
+
+/// The key of the joined row a base row's join columns give; `None` when
+/// one of them is NULL.
+fn joined_key(
+    base: &TableDef,
+    row: &Row,
+    join: &KeyJoin,
+    joined: &TableDef,
+) -> Result<Option<EntityKey>, CatalogError> {
+    let mut probe: Row = vec![None; joined.columns.len()];
+    let (partition, rest) = joined.key_columns();
+    for (name, &i) in join.on.iter().zip(partition.iter().chain(rest)) {
+        let Some(value) = base.column_index(name).and_then(|b| row[b].clone()) else {
+            return Ok(None);
+        };
+        probe[i] = Some(value);
+    }
+    Ok(Some(joined.entity_key(&probe)?))
+}
+
+/// The groups of a view that a commit changes: per group, its key values
+/// and the state folded so far (from the view entity there was).
+#[derive(Default)]
+struct Groups {
+    touched: BTreeMap<EntityKey, Group>,
+}
+
+struct Group {
+    values: Vec<Option<Value>>,
+    /// Rows to add (1) or take away (-1), folded into the state the view
+    /// entity holds once it is read, in `write`.
+    pending: Vec<(Row, i64)>,
+}
+
+impl Groups {
+    fn fold(
+        &mut self,
+        m: &Maintained,
+        view: &TableDef,
+        base: &TableDef,
+        row: &Row,
+        sign: i64,
+    ) -> Result<(), CatalogError> {
+        let input = Input {
+            base,
+            row,
+            joined: None,
+        };
+        let Some(values) = m.group_of(&input) else {
+            return Ok(());
+        };
+        let key = group_key(m, view, &values)?;
+        let group = self.touched.entry(key).or_insert(Group {
+            values,
+            pending: Vec::new(),
+        });
+        group.pending.push((row.clone(), sign));
+        Ok(())
+    }
+
+    /// Reads each touched group's entity, folds the rows into its state
+    /// (computing a group again from its rows when a MIN or MAX lost its
+    /// extreme), and records the entity the group leaves.
+    async fn write(
+        self,
+        catalog: &Catalog,
+        m: &Maintained,
+        view: &TableDef,
+        base: &TableDef,
+        rows: &mut Rows<'_>,
+        entries: &mut Entries,
+    ) -> Result<(), CatalogError> {
+        let Shape::Groups { group, columns } = &m.shape else {
+            return Ok(());
+        };
+        for (key, g) in self.touched {
+            let current = rows.before(&view.name, &key).await?;
+            let mut recompute = false;
+            let mut state = match &current {
+                Some(entity) => GroupState::of_entity(view, entity),
+                None => GroupState::empty(columns.len()),
+            };
+            for (row, sign) in &g.pending {
+                let input = Input {
+                    base,
+                    row,
+                    joined: None,
+                };
+                match state.fold(columns, &input, *sign) {
+                    Ok(Ok(())) => {}
+                    Ok(Err(NeedsRecompute)) => recompute = true,
+                    Err(e) => return Err(CatalogError::InvalidDefinition(e.0)),
+                }
+            }
+            if recompute {
+                state = catalog
+                    .group_state(m, base, columns, &g.values, rows)
+                    .await?;
+            }
+            let entity = state.entity(view, columns, group, &g.values)?;
+            let gone = current.is_some().then(|| key.clone());
+            add(entries, &view.name, gone, entity).map_err(|key| view_key_violation(view, &key))?;
+        }
+        Ok(())
+    }
+}
+
+impl Catalog {
+    /// A group's state computed from its base rows as the commit leaves
+    /// them: a partition scan when the group columns are the base table's
+    /// partition key, else a table scan.
+    async fn group_state(
+        &self,
+        m: &Maintained,
+        base: &TableDef,
+        items: &[GroupItem],
+        values: &[Option<Value>],
+        rows: &mut Rows<'_>,
+    ) -> Result<GroupState, CatalogError> {
+        let Shape::Groups { group, .. } = &m.shape else {
+            return Ok(GroupState::empty(items.len()));
+        };
+        let group_columns: Vec<usize> = group.iter().filter_map(|g| base.column_index(g)).collect();
+        let query = if base.key_columns().0 == group_columns.as_slice() {
+            let mut probe: Row = vec![None; base.columns.len()];
+            for (&i, v) in group_columns.iter().zip(values) {
+                probe[i] = v.clone();
+            }
+            Query::partition(base.encode_key_part(&group_columns, &probe)?)
+        } else {
+            Query::table()
+        };
+        let mut candidates: Vec<Entity> = Vec::new();
+        for_each_page(&*self.store, &m.table, &query, |page| {
+            candidates.extend(
+                page.entities
+                    .into_iter()
+                    .filter(|e| !rows.written.contains_key(&(m.table.as_str(), &e.key))),
+            );
+            true
+        })
+        .await?;
+        // Rows the commit writes, as it leaves them.
+        for key in rows.written_keys(&m.table) {
+            if let Some(entity) = rows.after(&m.table, &key).await? {
+                candidates.push(entity);
+            }
+        }
+        let mut state = GroupState::empty(items.len());
+        for entity in &candidates {
+            let row = base.entity_to_row(entity)?;
+            let input = Input {
+                base,
+                row: &row,
+                joined: None,
+            };
+            if m.group_of(&input).as_deref() != Some(values) {
+                continue;
+            }
+            if let Err(e) = state.fold(items, &input, 1) {
+                return Err(CatalogError::InvalidDefinition(e.0));
+            }
+        }
+        Ok(state)
+    }
+}
+
+/// The view key of a group: its key columns are the group columns.
+fn group_key(
+    m: &Maintained,
+    view: &TableDef,
+    values: &[Option<Value>],
+) -> Result<EntityKey, CatalogError> {
+    let Shape::Groups { group, columns } = &m.shape else {
+        return Err(CatalogError::InvalidDefinition("not a grouped view".into()));
+    };
+    let row: Row = columns
+        .iter()
+        .map(|item| match item {
+            GroupItem::Group(name) => group
+                .iter()
+                .position(|g| g == name)
+                .and_then(|g| values[g].clone()),
+            GroupItem::Aggregate { .. } => None,
+        })
+        .collect();
+    Ok(view.entity_key(&row)?)
+}
+
+fn refuse_written(
+    change: &DefinitionChange,
+    writes: &[(String, WriteOp)],
+    statement: &str,
+) -> Result<(), CatalogError> {
+    if change.recreated || writes.iter().any(|(t, _)| *t == change.name) {
+        return Err(CatalogError::InvalidDefinition(format!(
+            "{statement} on table {:?} in a transaction that also writes its rows or creates it again: \
+             commit those first",
+            change.name
+        )));
+    }
+    Ok(())
+}
+
+fn refuse_merge(table: &str, op: &WriteOp) -> Result<(), CatalogError> {
+    match op {
+        WriteOp::Merge { .. } | WriteOp::InsertOrMerge(_) => Err(CatalogError::InvalidDefinition(
+            format!("a merge into table {table:?}, which has indexes or materialized views"),
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// The error for two rows with the same values in a unique index, showing
+/// the values as the index holds them.
+pub(super) fn unique_violation(table: &TableDef, index: &IndexDef, values: &str) -> CatalogError {
+    let shown = keys::split_components(values, index.columns.len())
+        .map(|parts| {
+            parts
+                .iter()
+                .zip(&index.columns)
+                .map(|(part, name)| {
+                    let ty = table.column_index(name).map(|i| table.columns[i].ty);
+                    ty.and_then(|ty| keys::decode_component(ty, part))
+                        .map_or_else(|| part.clone(), |v| v.to_string())
+                })
+                .collect::<Vec<_>>()
+                .join(", ")
+        })
+        .unwrap_or_else(|| values.to_owned());
+    CatalogError::UniqueIndex {
+        index: index.name.clone(),
+        columns: index.columns.join(", "),
+        values: shown,
+    }
+}
+
+/// Two base rows that make view rows with one key.
+pub(super) fn view_key_violation(view: &TableDef, key: &EntityKey) -> CatalogError {
+    let described = view.describe_key(key);
+    let (columns, values) = described
+        .trim_start_matches('(')
+        .split_once(")=(")
+        .map(|(c, v)| (c.to_owned(), v.trim_end_matches(')').to_owned()))
+        .unwrap_or_else(|| (String::new(), described.clone()));
+    CatalogError::UniqueIndex {
+        index: format!("{}_pkey", view.name),
+        columns,
+        values,
+    }
+}

@@ -429,8 +429,15 @@ impl Catalog {
             };
             let reshaped = match &change.after {
                 None => true,
+                // Added columns change nothing a view reads.
                 Some(after) => {
-                    after.columns != before.columns || after.keys != before.keys || change.recreated
+                    change.recreated
+                        || after.keys != before.keys
+                        || !before.columns.iter().all(|c| {
+                            after
+                                .column_index(&c.name)
+                                .is_some_and(|i| after.columns[i].ty == c.ty)
+                        })
                 }
             };
             if !reshaped {

@@ -279,6 +279,8 @@ impl SchemaProvider for InformationSchema {
                 TABLES,
                 tables
                     .iter()
+                    // As in PostgreSQL, materialized views are not listed.
+                    .filter(|t| t.view.is_none())
                     .map(|t| {
                         let mut row = vec![Cell::Null; TABLES.len()];
                         row[0] = DATABASE.into();

@@ -237,7 +237,7 @@ fn scan_of(session: &Session, plan: &LogicalPlan) -> Option<(String, Arc<TableDe
             let name = scan.table_name.table().to_owned();
             let def = session.table_def(&name)?;
             (def.view.is_none() && scan.filters.is_empty() && scan.fetch.is_none())
-                .then(|| (name, def))
+                .then_some((name, def))
         }
         LogicalPlan::SubqueryAlias(alias) => {
             let (_, def) = scan_of(session, &alias.input)?;
@@ -622,6 +622,30 @@ fn predicate(
             column: source(e)?.0,
             negated: true,
         }),
+        // `x IS [NOT] TRUE|FALSE` on a boolean column: never NULL.
+        Expr::IsTrue(e) | Expr::IsFalse(e) | Expr::IsNotTrue(e) | Expr::IsNotFalse(e) => {
+            let (column, _) = source(e)?;
+            let (value, null_counts) = match unalias(expr) {
+                Expr::IsTrue(_) => (true, false),
+                Expr::IsFalse(_) => (false, false),
+                Expr::IsNotTrue(_) => (false, true),
+                _ => (true, true),
+            };
+            let equals = Predicate::Compare {
+                column: column.clone(),
+                op: CompareOp::Eq,
+                value: crate::model::Value::Boolean(value),
+            };
+            let null = Predicate::IsNull {
+                column,
+                negated: !null_counts,
+            };
+            Some(if null_counts {
+                Predicate::Or(Box::new(null), Box::new(equals))
+            } else {
+                Predicate::And(Box::new(null), Box::new(equals))
+            })
+        }
         Expr::InList(list) => {
             let (column, ty) = source(&list.expr)?;
             let values = list
@@ -656,7 +680,7 @@ fn predicate(
         }
         e @ Expr::Column(_) => {
             let (column, ty) = source(e)?;
-            (ty == crate::catalog::SqlType::Bool).then(|| Predicate::Compare {
+            (ty == crate::catalog::SqlType::Bool).then_some(Predicate::Compare {
                 column,
                 op: CompareOp::Eq,
                 value: crate::model::Value::Boolean(true),

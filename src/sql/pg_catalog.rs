@@ -1001,6 +1001,7 @@ impl PgCatalogSchema {
                 PG_TABLES,
                 tables
                     .iter()
+                    .filter(|t| t.view.is_none())
                     .map(|t| {
                         vec![
                             "public".into(),
@@ -1032,7 +1033,24 @@ impl PgCatalogSchema {
                     .collect(),
             ),
             "pg_views" => table(PG_VIEWS, Vec::new()),
-            "pg_matviews" => table(PG_MATVIEWS, Vec::new()),
+            "pg_matviews" => table(
+                PG_MATVIEWS,
+                tables
+                    .iter()
+                    .filter_map(|t| Some((t, t.view.as_ref()?)))
+                    .map(|(t, view)| {
+                        vec![
+                            "public".into(),
+                            t.name.clone().into(),
+                            OWNER.into(),
+                            Cell::Null,
+                            has_primary_key(t).into(),
+                            true.into(),
+                            format!(" {};", view.query).into(),
+                        ]
+                    })
+                    .collect(),
+            ),
             "pg_tablespace" => table(
                 PG_TABLESPACE,
                 vec![vec![
@@ -1310,7 +1328,7 @@ fn classes(tables: &[Arc<TableDef>]) -> Vec<Vec<Cell>> {
         rows.push(class_row(
             table_oid(&t.name),
             &t.name,
-            "r",
+            if t.view.is_some() { "m" } else { "r" },
             t.columns.len(),
             !indexes.is_empty(),
             referenced || !t.foreign_keys.is_empty(),

@@ -1,6 +1,8 @@
 //! Helpers shared by the integration tests.
 #![allow(dead_code)]
 
+pub mod workload;
+
 use tablegate::model::{Entity, Value};
 use tablegate::store::native::NativeStore;
 

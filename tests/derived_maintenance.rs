@@ -1,8 +1,11 @@
 //! Property: after thousands of random writes (INSERT, UPDATE that moves rows
-//! between index values and between keys, DELETE, upserts, multi-row
-//! statements, transaction blocks that commit or roll back) to a table with a
-//! unique and a non-unique index, each index holds exactly what its table's
-//! rows make it (`VERIFY INDEX` returns nothing), and every lookup through an
+//! between index values, between keys and between groups, DELETE, upserts,
+//! multi-row statements, transaction blocks that commit or roll back, and
+//! writes to a joined table) to tables with a unique and a non-unique index
+//! and materialized views of every maintained shape (a copy under another
+//! key, an inner and a left key join, a grouped aggregate), each index and
+//! view holds exactly what its tables' rows make it (`VERIFY INDEX` and
+//! `VERIFY MATERIALIZED VIEW` return nothing), and every lookup through an
 //! index returns the rows a whole-table scan finds.
 //!
 //! Statements come from a seeded generator (`INDEX_SEED`, default 1;
@@ -10,6 +13,7 @@
 
 mod common;
 
+use common::workload::{differences, statement, SCHEMA};
 use common::TestServer;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -19,46 +23,6 @@ fn env_number(name: &str, default: u64) -> u64 {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(default)
-}
-
-/// A value for the unique column: few, so that collisions are frequent.
-fn code(rng: &mut StdRng) -> String {
-    if rng.random_ratio(1, 8) {
-        "NULL".into()
-    } else {
-        format!("'c{}#{}'", rng.random_range(0..40), rng.random_range(0..2))
-    }
-}
-
-fn statement(rng: &mut StdRng) -> String {
-    let part = rng.random_range(0..4);
-    let id = rng.random_range(0..30);
-    let group = rng.random_range(0..6);
-    match rng.random_range(0..10) {
-        0..=2 => format!(
-            "INSERT INTO items VALUES ({part}, {id}, {}, {group})",
-            code(rng)
-        ),
-        3 => format!(
-            "INSERT INTO items VALUES ({part}, {id}, {}, {group}), ({part}, {}, {}, {group})",
-            code(rng),
-            id + 1,
-            code(rng)
-        ),
-        4 => format!(
-            "UPDATE items SET code = {} WHERE part = {part} AND id = {id}",
-            code(rng)
-        ),
-        5 => format!("UPDATE items SET grp = grp + 1 WHERE grp = {group}"),
-        6 => format!("UPDATE items SET id = id + 100 WHERE part = {part} AND id = {id}"),
-        7 => format!("DELETE FROM items WHERE grp = {group} AND id < {id}"),
-        8 => format!(
-            "INSERT INTO items VALUES ({part}, {id}, {}, {group}) \
-             ON CONFLICT (part, id) DO UPDATE SET code = excluded.code, grp = excluded.grp",
-            code(rng)
-        ),
-        _ => format!("UPDATE items SET code = {} WHERE grp = {group}", code(rng)),
-    }
 }
 
 async fn rows(client: &tokio_postgres::Client, sql: &str) -> Vec<String> {
@@ -74,20 +38,13 @@ async fn rows(client: &tokio_postgres::Client, sql: &str) -> Vec<String> {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn indexes_match_their_tables_after_random_writes() {
+async fn indexes_and_views_match_their_tables_after_random_writes() {
     let seed = env_number("INDEX_SEED", 1);
     let statements = env_number("INDEX_STATEMENTS", 2000);
     let mut rng = StdRng::seed_from_u64(seed);
     let server = TestServer::start().await;
     let client = server.client().await;
-    client
-        .batch_execute(
-            "CREATE TABLE items (part int, id int, code text, grp int, PRIMARY KEY (part, id));
-             CREATE UNIQUE INDEX items_code ON items (code);
-             CREATE INDEX items_grp ON items (grp)",
-        )
-        .await
-        .unwrap();
+    client.batch_execute(SCHEMA).await.unwrap();
 
     let (mut done, mut refused) = (0, 0);
     let mut n = 0;
@@ -114,7 +71,7 @@ async fn indexes_match_their_tables_after_random_writes() {
             Err(e) => {
                 let state = e.code().map(|c| c.code().to_owned()).unwrap_or_default();
                 // Unique violations and conflicts are expected; anything else is not.
-                assert!(state == "23505", "seed {seed}: {sql}: {e}");
+                assert!(state == "23505", "seed {seed}: {sql}: {e:?}");
                 refused += 1;
                 if block {
                     client.batch_execute("ROLLBACK").await.unwrap();
@@ -127,17 +84,8 @@ async fn indexes_match_their_tables_after_random_writes() {
         "seed {seed}: {done} done, {refused} refused"
     );
 
-    for index in ["items_code", "items_grp"] {
-        let differences = client
-            .query(&format!("VERIFY INDEX {index}"), &[])
-            .await
-            .unwrap();
-        let shown: Vec<String> = differences
-            .iter()
-            .map(|r| format!("{} {}", r.get::<_, String>(0), r.get::<_, String>(1)))
-            .collect();
-        assert!(shown.is_empty(), "seed {seed}: {index}: {shown:?}");
-    }
+    let found = differences(&client).await;
+    assert!(found.is_empty(), "seed {seed}: {found:?}");
 
     // Lookups through the indexes find what whole-table scans find.
     for group in 0..8 {
@@ -168,5 +116,67 @@ async fn indexes_match_their_tables_after_random_writes() {
         rows(&client, sql).await,
         "seed {seed}: {sql}"
     );
-    println!("seed {seed}: {n} statements, {done} done, {refused} refused with 23505; indexes verify clean");
+    println!("seed {seed}: {n} statements, {done} done, {refused} refused with 23505; indexes and views verify clean");
+}
+
+/// The check itself finds what is wrong: a view row that no base row makes,
+/// and a base row whose view row is gone, written behind the gateway's back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn verification_reports_every_difference() {
+    use tablegate::model::{Entity, EntityKey, IfMatch, Value};
+    use tablegate::store::{EntityWrite, WriteOp};
+
+    let server = TestServer::start().await;
+    let client = server.client().await;
+    client.batch_execute(SCHEMA).await.unwrap();
+    client
+        .batch_execute(
+            "INSERT INTO groups VALUES (1, 'one', true);
+             INSERT INTO items VALUES (0, 1, 'a', 1), (0, 2, 'b', 1), (1, 1, NULL, 1)",
+        )
+        .await
+        .unwrap();
+    assert_eq!(differences(&client).await, Vec::<String>::new());
+    drop(client);
+    let dir = server.stop().await;
+    {
+        let store = tablegate::store::native::NativeStore::open(dir.path()).unwrap();
+        // A group no row makes.
+        let stray = Entity::new("0000000009", "")
+            .with("n", Value::Int64(1))
+            .with("_rows", Value::Int64(1));
+        store
+            .write("group_sizes", WriteOp::Insert(stray))
+            .await
+            .unwrap();
+        // A joined row's view row taken away: the first row of the view.
+        let first = tablegate::store::query_all(
+            &store,
+            "items_labeled",
+            &tablegate::store::Query::table(),
+        )
+        .await
+        .unwrap()
+        .remove(0);
+        store
+            .write(
+                "items_labeled",
+                WriteOp::Delete {
+                    key: EntityKey::new(first.key.partition_key, first.key.row_key),
+                    if_match: IfMatch::Any,
+                },
+            )
+            .await
+            .unwrap();
+    }
+    let server = TestServer::start_in(dir).await;
+    let client = server.client().await;
+    let found = differences(&client).await;
+    assert_eq!(
+        found,
+        vec![
+            "VERIFY MATERIALIZED VIEW items_labeled: missing 0\t1\tone\ta".to_owned(),
+            "VERIFY MATERIALIZED VIEW group_sizes: extra 9\t1\t\\N\t\\N\t\\N\t\\N\t\\N".to_owned(),
+        ]
+    );
 }

@@ -150,14 +150,11 @@ async fn verification_reports_every_difference() {
             .await
             .unwrap();
         // A joined row's view row taken away: the first row of the view.
-        let first = tablegate::store::query_all(
-            &store,
-            "items_labeled",
-            &tablegate::store::Query::table(),
-        )
-        .await
-        .unwrap()
-        .remove(0);
+        let first =
+            tablegate::store::query_all(&store, "items_labeled", &tablegate::store::Query::table())
+                .await
+                .unwrap()
+                .remove(0);
         store
             .write(
                 "items_labeled",

@@ -83,10 +83,11 @@ pub fn statement(rng: &mut StdRng) -> String {
 /// text (empty when every index and view matches its tables).
 pub async fn differences(client: &tokio_postgres::Client) -> Vec<String> {
     let mut found = Vec::new();
-    let commands = INDEXES
-        .iter()
-        .map(|i| format!("VERIFY INDEX {i}"))
-        .chain(VIEWS.iter().map(|v| format!("VERIFY MATERIALIZED VIEW {v}")));
+    let commands = INDEXES.iter().map(|i| format!("VERIFY INDEX {i}")).chain(
+        VIEWS
+            .iter()
+            .map(|v| format!("VERIFY MATERIALIZED VIEW {v}")),
+    );
     for command in commands {
         let rows = client
             .query(&command, &[])

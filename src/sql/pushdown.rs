@@ -45,7 +45,7 @@ pub enum AccessPath {
     /// PartitionKeys), by point gets of the keys it gives.
     Index {
         index: IndexDef,
-        values: Vec<String>,
+        ranges: Vec<KeyRange>,
     },
 }
 
@@ -102,26 +102,11 @@ impl fmt::Display for AccessPath {
                 .iter()
                 .map(|k| format!("({:?}, {:?})", k.partition_key, k.row_key))
                 .collect(),
-            AccessPath::Ranges(ranges) => ranges
-                .iter()
-                .map(|r| match r {
-                    KeyRange::Rows {
-                        partition_key,
-                        from: Bound::Unbounded,
-                        to: Bound::Unbounded,
-                    } => format!("{partition_key:?}"),
-                    KeyRange::Rows {
-                        partition_key,
-                        from,
-                        to,
-                    } => format!("{partition_key:?} rows {}", show_range(from, to)),
-                    KeyRange::Partitions { from, to } => show_range(from, to),
-                })
-                .collect(),
+            AccessPath::Ranges(ranges) => show_ranges(ranges),
             AccessPath::Table => return Ok(()),
-            AccessPath::Index { index, values } => {
+            AccessPath::Index { index, ranges } => {
                 write!(f, " {}", index.name)?;
-                values.iter().map(|v| format!("{v:?}")).collect()
+                show_ranges(ranges)
             }
         };
         let more = items.len().saturating_sub(SHOWN);
@@ -131,6 +116,25 @@ impl fmt::Display for AccessPath {
         }
         write!(f, "]")
     }
+}
+
+fn show_ranges(ranges: &[KeyRange]) -> Vec<String> {
+    ranges
+        .iter()
+        .map(|r| match r {
+            KeyRange::Rows {
+                partition_key,
+                from: Bound::Unbounded,
+                to: Bound::Unbounded,
+            } => format!("{partition_key:?}"),
+            KeyRange::Rows {
+                partition_key,
+                from,
+                to,
+            } => format!("{partition_key:?} rows {}", show_range(from, to)),
+            KeyRange::Partitions { from, to } => show_range(from, to),
+        })
+        .collect()
 }
 
 /// What the filters say about one key column.
@@ -636,47 +640,110 @@ fn split_or<'a>(expr: &'a Expr, out: &mut Vec<&'a Expr>) {
 /// Point gets a piece of a split scan makes at least.
 const MIN_POINTS_PER_PIECE: usize = 256;
 
-/// Whether cutting `access` into pieces needs the table's split points.
-/// The index lookup for filters that give every column of an index one or
-/// a few values (`=`, `IN`), when there is one: the first such index.
+/// The index lookup for the filters, when one helps: the values of an index
+/// whose every column is given one or a few values (`=`, `IN`), else the
+/// entries under the values of its leading columns, narrowed by a range on
+/// the next one (`<`, `>`, `BETWEEN`; not on text, whose escaped form in
+/// an index does not keep its order). The index that fixes most leading
+/// columns wins; `None` when no index fixes any.
 pub fn index_path(def: &TableDef, filters: &[Expr]) -> Option<AccessPath> {
     let conjuncts: Vec<&Expr> = filters.iter().flat_map(split_conjunction).collect();
     let constraints = constraints_of(def, conjuncts.iter().copied());
-    def.indexes.iter().find_map(|index| {
-        let mut values: Vec<Vec<String>> = vec![Vec::new()];
-        for name in &index.columns {
-            let i = def.column_index(name)?;
-            let column = &def.columns[i];
-            let encoded: Vec<String> = constraints[i]
-                .values
-                .as_ref()?
-                .iter()
-                .filter_map(|v| encode_index_component(&column.name, column.ty, v).ok())
-                .collect();
-            values = values
-                .iter()
-                .flat_map(|prefix| {
-                    encoded.iter().map(move |v| {
-                        let mut next = prefix.clone();
-                        next.push(v.clone());
-                        next
-                    })
-                })
-                .collect();
-            if values.len() > MAX_KEYS {
-                return None;
-            }
+    let mut best: Option<(usize, AccessPath)> = None;
+    for index in &def.indexes {
+        let Some((score, ranges)) = index_ranges(def, index, &constraints) else {
+            continue;
+        };
+        if best.as_ref().is_none_or(|(s, _)| score > *s) {
+            best = Some((
+                score,
+                AccessPath::Index {
+                    index: index.clone(),
+                    ranges,
+                },
+            ));
         }
-        let mut values: Vec<String> = values.iter().map(|v| join_components(v)).collect();
-        values.sort();
-        values.dedup();
-        Some(AccessPath::Index {
-            index: index.clone(),
-            values,
-        })
-    })
+    }
+    best.map(|(_, path)| path)
 }
 
+/// The index key ranges the constraints give, and how much they narrow
+/// (twice the leading columns fixed, plus one for a range after them).
+fn index_ranges(
+    def: &TableDef,
+    index: &IndexDef,
+    constraints: &[Constraint],
+) -> Option<(usize, Vec<KeyRange>)> {
+    let mut prefixes: Vec<Vec<String>> = vec![Vec::new()];
+    let mut fixed = 0;
+    for name in &index.columns {
+        let i = def.column_index(name)?;
+        let column = &def.columns[i];
+        let Some(values) = &constraints[i].values else {
+            break;
+        };
+        let encoded: Vec<String> = values
+            .iter()
+            .filter_map(|v| encode_index_component(&column.name, column.ty, v).ok())
+            .collect();
+        if prefixes.len().saturating_mul(encoded.len()) > MAX_KEYS {
+            return None;
+        }
+        prefixes = prefixes
+            .iter()
+            .flat_map(|prefix| {
+                encoded
+                    .iter()
+                    .map(move |v| [prefix.clone(), vec![v.clone()]].concat())
+            })
+            .collect();
+        fixed += 1;
+    }
+    if fixed == index.columns.len() {
+        let mut values: Vec<String> = prefixes.iter().map(|p| join_components(p)).collect();
+        values.sort();
+        values.dedup();
+        let ranges = values
+            .into_iter()
+            .map(|partition_key| KeyRange::Rows {
+                partition_key,
+                from: Bound::Unbounded,
+                to: Bound::Unbounded,
+            })
+            .collect();
+        return Some((2 * fixed, ranges));
+    }
+    // The next column: a range on it, unless it is text.
+    let next = def.column_index(&index.columns[fixed])?;
+    let c = &constraints[next];
+    let text = matches!(
+        def.columns[next].ty,
+        SqlType::Text | SqlType::Varchar(_) | SqlType::Char(_)
+    );
+    let ranged = !text && (c.lower.is_some() || c.upper.is_some());
+    if fixed == 0 && !ranged {
+        return None;
+    }
+    let unbounded = Constraint::default();
+    let last = fixed + 1 == index.columns.len();
+    let mut ranges: Vec<KeyRange> = prefixes
+        .iter()
+        .map(|prefix| {
+            let (from, to) = component_bounds(
+                def,
+                next,
+                if ranged { c } else { &unbounded },
+                &fixed_prefix(prefix),
+                last,
+            );
+            KeyRange::Partitions { from, to }
+        })
+        .collect();
+    ranges.sort_by(|a, b| format!("{a:?}").cmp(&format!("{b:?}")));
+    Some((2 * fixed + usize::from(ranged), ranges))
+}
+
+/// Whether cutting `access` into pieces needs the table's split points.
 pub fn needs_split_points(access: &AccessPath) -> bool {
     matches!(access, AccessPath::Table)
         || matches!(access, AccessPath::Ranges(r) if matches!(r.as_slice(), [KeyRange::Partitions { .. }]))

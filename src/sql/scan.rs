@@ -270,7 +270,7 @@ enum Cursor {
     /// base rows they name.
     Index {
         index_table: String,
-        values: Vec<String>,
+        queries: Vec<Query>,
         next: usize,
         continuation: Option<Continuation>,
     },
@@ -307,9 +307,9 @@ impl Cursor {
                 next: 0,
                 continuation: None,
             },
-            AccessPath::Index { index, values } => Cursor::Index {
+            AccessPath::Index { index, ranges } => Cursor::Index {
                 index_table: index.store_table(),
-                values: values.clone(),
+                queries: ranges.iter().cloned().map(Query::new).collect(),
                 next: 0,
                 continuation: None,
             },
@@ -378,14 +378,15 @@ impl ScanState {
             }
             Cursor::Index {
                 index_table,
-                values,
+                queries,
                 next,
                 continuation,
             } => {
-                let Some(value) = values.get(*next) else {
+                let Some(query) = queries.get(*next) else {
                     return Ok(None);
                 };
-                let query = Query::partition(value.clone())
+                let query = query
+                    .clone()
                     .page_size(POINTS_PER_BATCH.min(page_size))
                     .project(vec![
                         crate::catalog::BASE_PARTITION_KEY.to_owned(),

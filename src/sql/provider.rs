@@ -436,6 +436,24 @@ impl TableProvider for StoreTable {
             split(&access, &points, parts)
         };
 
+        // What the access path reads, and a fifth of it when filters
+        // narrow it further (DataFusion's guess for a filter).
+        let entities = || async {
+            self.stats
+                .table_stats(&def.name)
+                .await
+                .ok()
+                .map(|s| usize::try_from(s.entities).unwrap_or(usize::MAX))
+        };
+        let read = match &access {
+            AccessPath::Points(keys) => Some(keys.len()),
+            AccessPath::Table => entities().await,
+            AccessPath::Ranges(_) | AccessPath::Index { .. } => None,
+        };
+        let estimated_rows = read.map(|n| match filters.is_empty() {
+            true => n,
+            false => n.div_ceil(5),
+        });
         let spec = ScanSpec {
             table: def.clone(),
             access,
@@ -449,6 +467,9 @@ impl TableProvider for StoreTable {
             limit,
             reverse: false,
             key_order,
+            key_lookup: None,
+            pushdown: self.view.pushdown(),
+            estimated_rows,
         };
         let reader = self.view.get().ok_or_else(|| {
             datafusion::error::DataFusionError::Internal("no read view for this statement".into())

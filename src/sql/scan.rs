@@ -61,6 +61,16 @@ pub struct ScanSpec {
     pub reverse: bool,
     /// Output columns (positions) in key order, when the output is sorted by key.
     pub key_order: Vec<usize>,
+    /// A join's run-time filter on the table's partition key column: once
+    /// the join has read its other side, a whole-table scan reads only the
+    /// keys it found (see [`key_lookup`]).
+    pub key_lookup: Option<Arc<dyn PhysicalExpr>>,
+    /// Whether the scan may narrow what it reads at run time (off with
+    /// `SET tablegate.pushdown = off`, which compares against full scans).
+    pub pushdown: bool,
+    /// About how many rows the scan returns (for join planning: the smaller
+    /// side of a join is the one it holds in memory).
+    pub estimated_rows: Option<usize>,
 }
 
 pub struct StoreScan {
@@ -140,6 +150,9 @@ impl DisplayAs for StoreScan {
         if s.reverse {
             write!(f, ", reverse")?;
         }
+        if s.key_lookup.is_some() {
+            write!(f, ", key lookups from the join")?;
+        }
         Ok(())
     }
 }
@@ -161,10 +174,14 @@ impl ExecutionPlan for StoreScan {
         &self,
         f: &mut dyn FnMut(&Arc<dyn PhysicalExpr>) -> DfResult<TreeNodeRecursion>,
     ) -> DfResult<TreeNodeRecursion> {
-        match &self.spec.filter {
-            Some(filter) => f(filter),
-            None => Ok(TreeNodeRecursion::Continue),
+        // The join's filter too: a join computes it only for a plan that
+        // holds it.
+        for expr in self.spec.filter.iter().chain(&self.spec.key_lookup) {
+            if f(expr)? == TreeNodeRecursion::Stop {
+                return Ok(TreeNodeRecursion::Stop);
+            }
         }
+        Ok(TreeNodeRecursion::Continue)
     }
 
     fn replace_children(
@@ -229,6 +246,48 @@ impl ExecutionPlan for StoreScan {
         Ok(SortOrderPushdownResult::Unsupported)
     }
 
+    /// Takes a hash join's dynamic filter on the table's partition key column
+    /// (the probe side of a join on this table's key). It is not applied as
+    /// a filter (the join checks every row itself); it only narrows a
+    /// whole-table scan to the keys the join's other side holds.
+    fn handle_child_pushdown_result(
+        &self,
+        _phase: datafusion::physical_plan::filter_pushdown::FilterPushdownPhase,
+        child_pushdown_result: datafusion::physical_plan::filter_pushdown::ChildPushdownResult,
+        _config: &datafusion::common::config::ConfigOptions,
+    ) -> DfResult<
+        datafusion::physical_plan::filter_pushdown::FilterPushdownPropagation<
+            Arc<dyn ExecutionPlan>,
+        >,
+    > {
+        use datafusion::physical_plan::filter_pushdown::{FilterPushdownPropagation, PushedDown};
+        let filters: Vec<Arc<dyn PhysicalExpr>> = child_pushdown_result
+            .parent_filters
+            .into_iter()
+            .map(|f| f.filter)
+            .collect();
+        let unsupported = vec![PushedDown::No; filters.len()];
+        let lookup = (self.spec.pushdown
+            && self.spec.access == AccessPath::Table
+            && self.spec.key_lookup.is_none())
+        .then(|| {
+            filters
+                .into_iter()
+                .find(|f| self.lookup_column(f).is_some())
+        })
+        .flatten();
+        let propagation = FilterPushdownPropagation::with_parent_pushdown_result(unsupported);
+        Ok(match lookup {
+            Some(lookup) => {
+                let mut spec = self.spec.clone();
+                spec.key_lookup = Some(lookup);
+                let node: Arc<dyn ExecutionPlan> = Arc::new(self.with_spec(spec));
+                propagation.with_updated_node(node)
+            }
+            None => propagation,
+        })
+    }
+
     fn execute(
         &self,
         partition: usize,
@@ -248,16 +307,128 @@ impl ExecutionPlan for StoreScan {
             rows_returned: returned,
         };
         let schema = self.spec.schema.clone();
-        let batches = stream::try_unfold(state, |mut state| async move {
+        let pieces = self.spec.splits.len().max(1);
+        let lookup = self
+            .spec
+            .key_lookup
+            .clone()
+            .and_then(|filter| Some((self.lookup_column(&filter)?, filter)));
+        let batches = stream::try_unfold((state, lookup), move |(mut state, lookup)| async move {
+            // First poll: the join has read its other side by now.
+            if let Some((column, filter)) = lookup {
+                if let Some(access) =
+                    key_lookup(&state.spec.table, column, &filter, partition, pieces).await
+                {
+                    state.cursor = Cursor::new(&access, state.spec.reverse);
+                }
+            }
             let batch = state.next_batch().await?;
-            Ok(batch.map(|b| (b, state)))
+            Ok(batch.map(|b| (b, (state, None))))
         });
         Ok(Box::pin(RecordBatchStreamAdapter::new(schema, batches)))
+    }
+
+    fn partition_statistics(
+        &self,
+        partition: Option<usize>,
+    ) -> DfResult<Arc<datafusion::common::Statistics>> {
+        use datafusion::common::stats::Precision;
+        let mut statistics = datafusion::common::Statistics::new_unknown(&self.spec.schema);
+        if let Some(rows) = self.spec.estimated_rows {
+            let pieces = if partition.is_some() {
+                self.spec.splits.len().max(1)
+            } else {
+                1
+            };
+            statistics.num_rows = Precision::Inexact(rows.div_ceil(pieces));
+        }
+        Ok(Arc::new(statistics))
     }
 
     fn metrics(&self) -> Option<MetricsSet> {
         Some(self.metrics.clone_inner())
     }
+}
+
+impl StoreScan {
+    /// The table column a join's dynamic filter constrains, when it is the
+    /// table's only partition key column and the filter names nothing else.
+    fn lookup_column(&self, filter: &Arc<dyn PhysicalExpr>) -> Option<usize> {
+        use datafusion::physical_expr::expressions::{Column, DynamicFilterPhysicalExpr};
+        filter.downcast_ref::<DynamicFilterPhysicalExpr>()?;
+        let [child] = filter.children()[..] else {
+            return None;
+        };
+        let output = child.downcast_ref::<Column>()?.index();
+        let column = *self.spec.decoded[..self.spec.output].get(output)?;
+        let (partition, _) = self.spec.table.key_columns();
+        (partition == [column]).then_some(column)
+    }
+}
+
+/// The access path a join's dynamic filter gives, once the join has read
+/// its other side: the keys of its `IN` list (point gets when the column is
+/// the whole key, partition scans when rows have a RowKey too), this
+/// piece's share of them. `None` when the filter holds no `IN` list (the
+/// other side had too many distinct keys), so the scan reads the table.
+async fn key_lookup(
+    table: &TableDef,
+    column: usize,
+    filter: &Arc<dyn PhysicalExpr>,
+    piece: usize,
+    pieces: usize,
+) -> Option<AccessPath> {
+    use datafusion::physical_expr::expressions::{
+        BinaryExpr, DynamicFilterPhysicalExpr, InListExpr, Literal,
+    };
+    let dynamic = filter.downcast_ref::<DynamicFilterPhysicalExpr>()?;
+    dynamic.wait_complete().await;
+    let current = dynamic.current().ok()?;
+    let mut conjuncts = vec![current];
+    let mut list = None;
+    while let Some(expr) = conjuncts.pop() {
+        if let Some(binary) = expr.downcast_ref::<BinaryExpr>() {
+            if *binary.op() == datafusion::logical_expr::Operator::And {
+                conjuncts.push(binary.left().clone());
+                conjuncts.push(binary.right().clone());
+            }
+        } else if let Some(in_list) = expr.downcast_ref::<InListExpr>() {
+            if !in_list.negated() {
+                list = Some(in_list.list().to_vec());
+            }
+        }
+    }
+    let def = &table.columns[column];
+    let mut keys: Vec<String> = list?
+        .iter()
+        .map(|item| {
+            let literal = item.downcast_ref::<Literal>()?;
+            let value = super::pushdown::literal_value(def.ty, literal.value())?;
+            crate::catalog::encode_component(&def.name, def.ty, &value).ok()
+        })
+        .collect::<Option<_>>()?;
+    keys.sort();
+    keys.dedup();
+    let mine = keys
+        .into_iter()
+        .enumerate()
+        .filter(|(i, _)| i % pieces == piece);
+    let (_, row) = table.key_columns();
+    Some(if row.is_empty() {
+        AccessPath::Points(
+            mine.map(|(_, pk)| crate::model::EntityKey::new(pk, ""))
+                .collect(),
+        )
+    } else {
+        AccessPath::Ranges(
+            mine.map(|(_, pk)| crate::store::KeyRange::Rows {
+                partition_key: pk,
+                from: std::ops::Bound::Unbounded,
+                to: std::ops::Bound::Unbounded,
+            })
+            .collect(),
+        )
+    })
 }
 
 /// Where a scan is in its access path.

@@ -12,6 +12,7 @@
 //!   the table alone, with one index, with one grouped view, with both:
 //!   writes per second (median of 3 runs of `SECONDS`, default 5) and the
 //!   ratio to the table alone.
+//!
 //! Without `--bench` (under `cargo test`) it runs a small, short version
 //! that checks the index is used and finds what the scan finds.
 

@@ -724,6 +724,17 @@ fn index_ranges(
     if fixed == 0 && !ranged {
         return None;
     }
+    // Rows with a NULL in an indexed column have no entry: a lookup that
+    // leaves later columns free would miss those rows, unless they cannot
+    // be NULL.
+    let free = &index.columns[fixed + usize::from(ranged)..];
+    let nullable = free.iter().any(|name| {
+        def.column_index(name)
+            .is_none_or(|i| def.columns[i].nullable && !def.is_key_column(i))
+    });
+    if nullable {
+        return None;
+    }
     let unbounded = Constraint::default();
     let last = fixed + 1 == index.columns.len();
     let mut ranges: Vec<KeyRange> = prefixes

@@ -210,6 +210,28 @@ pub fn encode_component(column: &str, ty: SqlType, value: &Value) -> Result<Stri
     Ok(text)
 }
 
+/// Decodes one index component written by [`encode_index_component`].
+pub fn decode_index_component(ty: SqlType, s: &str) -> Option<Value> {
+    match decode_component(ty, s)? {
+        Value::String(escaped) if escaped.contains('%') => {
+            let mut text = String::with_capacity(escaped.len());
+            let mut rest = escaped.as_str();
+            while let Some(at) = rest.find('%') {
+                text.push_str(&rest[..at]);
+                let (digits, width) = match rest[at + 1..].strip_prefix('u') {
+                    Some(long) => (long.get(..6)?, 8),
+                    None => (rest.get(at + 1..at + 3)?, 3),
+                };
+                text.push(char::from_u32(u32::from_str_radix(digits, 16).ok()?)?);
+                rest = &rest[at + width..];
+            }
+            text.push_str(rest);
+            Some(Value::String(text))
+        }
+        value => Some(value),
+    }
+}
+
 /// Decodes one key component written by [`encode_component`].
 pub fn decode_component(ty: SqlType, s: &str) -> Option<Value> {
     Some(match ty {
@@ -407,5 +429,22 @@ mod index_component_tests {
         assert_eq!(text("plain").unwrap(), "plain");
         // Distinct values stay distinct.
         assert_ne!(text("%23").unwrap(), text("#").unwrap());
+        // And read back as they were.
+        for original in [
+            "Supplier#1",
+            "a/b?c\\d",
+            "100%",
+            "\u{85}",
+            "%23",
+            "x\u{2028}y",
+            "plain",
+        ] {
+            let encoded = text(original).unwrap();
+            assert_eq!(
+                decode_index_component(SqlType::Text, &encoded),
+                Some(Value::String(original.into())),
+                "{encoded}"
+            );
+        }
     }
 }

@@ -16,7 +16,10 @@ use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
 
 pub use index::{base_key, index_change, IndexDef, BASE_PARTITION_KEY, BASE_ROW_KEY};
-pub use keys::{encode_component, encode_index_component, join_components, KeyError};
+pub use keys::{
+    decode_index_component, encode_component, encode_index_component, join_components,
+    split_components, KeyError,
+};
 pub use sequence::{Sequence, SequenceDef, SequenceExhausted, Sequences};
 pub use table::{
     Column, ForeignKey, KeyParts, Keys, Row, RowError, SystemField, TableDef, GENERATED_PARTITIONS,

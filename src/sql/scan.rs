@@ -153,6 +153,11 @@ impl DisplayAs for StoreScan {
         if s.key_lookup.is_some() {
             write!(f, ", key lookups from the join")?;
         }
+        if let AccessPath::Index { index, .. } = &s.access {
+            if covering(&s.table, index, &s.decoded, s.with_row).is_some() {
+                write!(f, ", covering")?;
+            }
+        }
         Ok(())
     }
 }
@@ -301,7 +306,7 @@ impl ExecutionPlan for StoreScan {
         let state = ScanState {
             spec: self.spec.clone(),
             reader: self.reader.clone(),
-            cursor: Cursor::new(access, self.spec.reverse),
+            cursor: Cursor::new(access, self.spec.reverse, &self.spec),
             returned: 0,
             entities_read: read,
             rows_returned: returned,
@@ -319,7 +324,7 @@ impl ExecutionPlan for StoreScan {
                 if let Some(access) =
                     key_lookup(&state.spec.table, column, &filter, partition, pieces).await
                 {
-                    state.cursor = Cursor::new(&access, state.spec.reverse);
+                    state.cursor = Cursor::new(&access, state.spec.reverse, &state.spec);
                 }
             }
             let batch = state.next_batch().await?;
@@ -431,6 +436,73 @@ async fn key_lookup(
     })
 }
 
+/// How to make rows from index entries alone.
+struct Covering {
+    /// How many values an entry holds.
+    values: usize,
+    /// Each decoded non-key column, and its position among the values.
+    columns: Vec<(usize, usize)>,
+}
+
+/// Whether an index holds every column a scan decodes (key columns come
+/// from the base key its entries carry). Not for scans that need the
+/// row's ETag.
+fn covering(
+    table: &TableDef,
+    index: &crate::catalog::IndexDef,
+    decoded: &[usize],
+    with_row: bool,
+) -> Option<Covering> {
+    if with_row {
+        return None;
+    }
+    let columns = decoded
+        .iter()
+        .filter(|&&i| !table.is_key_column(i))
+        .map(|&i| {
+            let column = &table.columns[i];
+            if column.system.is_some() {
+                return None;
+            }
+            let position = index.columns.iter().position(|c| *c == column.name)?;
+            Some((i, position))
+        })
+        .collect::<Option<_>>()?;
+    Some(Covering {
+        values: index.columns.len(),
+        columns,
+    })
+}
+
+/// The base row an index entry stands for, made of the base key and the
+/// indexed values it holds.
+fn covered_row(
+    table: &TableDef,
+    covering: &Covering,
+    entry: &Entity,
+    key: crate::model::EntityKey,
+) -> DfResult<Entity> {
+    let mut entity = Entity::new(key.partition_key, key.row_key);
+    if covering.columns.is_empty() {
+        return Ok(entity);
+    }
+    let corrupt = || {
+        DataFusionError::Internal(format!(
+            "index entry {} of table {} does not read as its values",
+            entry.key, table.name
+        ))
+    };
+    let parts = crate::catalog::split_components(&entry.key.partition_key, covering.values)
+        .ok_or_else(corrupt)?;
+    for &(i, position) in &covering.columns {
+        let column = &table.columns[i];
+        let part = parts.get(position).ok_or_else(corrupt)?;
+        let value = crate::catalog::decode_index_component(column.ty, part).ok_or_else(corrupt)?;
+        entity.properties.insert(column.name.clone(), value);
+    }
+    Ok(entity)
+}
+
 /// Where a scan is in its access path.
 enum Cursor {
     Points {
@@ -444,6 +516,10 @@ enum Cursor {
         queries: Vec<Query>,
         next: usize,
         continuation: Option<Continuation>,
+        /// When the index holds every decoded column that is not part of
+        /// the base key: (column, its position among the index's values).
+        /// The rows are then made from the entries, without point gets.
+        covering: Option<Covering>,
     },
     Ranges {
         queries: Vec<Query>,
@@ -453,7 +529,7 @@ enum Cursor {
 }
 
 impl Cursor {
-    fn new(access: &AccessPath, reverse: bool) -> Self {
+    fn new(access: &AccessPath, reverse: bool, spec: &ScanSpec) -> Self {
         match access {
             AccessPath::Points(keys) => {
                 let mut keys = keys.clone();
@@ -481,6 +557,7 @@ impl Cursor {
             AccessPath::Index { index, ranges } => Cursor::Index {
                 index_table: index.store_table(),
                 queries: ranges.iter().cloned().map(Query::new).collect(),
+                covering: covering(&spec.table, index, &spec.decoded, spec.with_row),
                 next: 0,
                 continuation: None,
             },
@@ -552,6 +629,7 @@ impl ScanState {
                 queries,
                 next,
                 continuation,
+                covering,
             } => {
                 let Some(query) = queries.get(*next) else {
                     return Ok(None);
@@ -577,6 +655,10 @@ impl ScanState {
                     let Some(key) = crate::catalog::base_key(entry) else {
                         continue;
                     };
+                    if let Some(covering) = covering {
+                        entities.push(covered_row(&self.spec.table, covering, entry, key)?);
+                        continue;
+                    }
                     if let Some(e) = self
                         .reader
                         .get(&table, &key, Some(&projection))

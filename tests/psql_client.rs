@@ -10,6 +10,12 @@ use common::TestServer;
 /// Runs psql with one command; returns what it printed (unaligned, no
 /// headers or footers beyond psql's own titles).
 async fn psql(port: u16, command: &str) -> String {
+    psql_with_messages(port, command).await.0
+}
+
+/// Runs psql with one command; returns what it printed and its messages
+/// (notices) on stderr.
+async fn psql_with_messages(port: u16, command: &str) -> (String, String) {
     let owned = command.to_owned();
     let out = tokio::task::spawn_blocking(move || {
         Command::new("psql")
@@ -27,7 +33,54 @@ async fn psql(port: u16, command: &str) -> String {
         "{command}: {}",
         String::from_utf8_lossy(&out.stderr)
     );
-    String::from_utf8_lossy(&out.stdout).into_owned()
+    (
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn materialized_views() {
+    let server = TestServer::start().await;
+    let client = server.client().await;
+    client
+        .batch_execute(
+            "CREATE TABLE employees (dept int, id int, name text, PRIMARY KEY (dept, id));
+             INSERT INTO employees VALUES (1, 1, 'ann'), (1, 2, 'bob'), (2, 1, 'cy')",
+        )
+        .await
+        .unwrap();
+    let port = server.port;
+    // A shape writes keep current: no notice.
+    let (out, messages) = psql_with_messages(
+        port,
+        "CREATE MATERIALIZED VIEW sizes AS SELECT dept, count(*) AS n FROM employees GROUP BY dept",
+    )
+    .await;
+    assert_eq!(
+        (out.as_str(), messages.as_str()),
+        ("CREATE MATERIALIZED VIEW\n", "")
+    );
+    // Another shape: the notice says it is only refreshed.
+    let (_, messages) = psql_with_messages(
+        port,
+        "CREATE MATERIALIZED VIEW upper_names AS SELECT dept, id, upper(name) AS name FROM employees",
+    )
+    .await;
+    assert!(
+        messages.starts_with(
+            "NOTICE:  materialized view \"upper_names\" is not kept current by writes"
+        ),
+        "{messages}"
+    );
+    assert!(
+        messages.contains("REFRESH MATERIALIZED VIEW recomputes it"),
+        "{messages}"
+    );
+    assert_eq!(
+        psql(port, "\\dm").await,
+        "List of relations\nSchema|Name|Type|Owner\npublic|sizes|materialized view|tablegate\npublic|upper_names|materialized view|tablegate\n(2 rows)\n"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

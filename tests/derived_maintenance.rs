@@ -97,12 +97,18 @@ async fn indexes_and_views_match_their_tables_after_random_writes() {
                 "SELECT part, id FROM items WHERE grp BETWEEN {group} AND {}",
                 group + 2
             ),
+            // Through the intra-partition index.
+            format!(
+                "SELECT part, id FROM items WHERE part = {} AND grp = {group}",
+                group % 4
+            ),
+            format!("SELECT part, id, code FROM items WHERE part IN (1, 2) AND grp > {group}"),
         ]
     });
     for sql in lookups {
         let plan = client.query(&format!("EXPLAIN {sql}"), &[]).await.unwrap();
         let plan: String = plan.iter().map(|r| r.get::<_, String>(1)).collect();
-        assert!(plan.contains("access=index items_grp"), "{plan}");
+        assert!(plan.contains("access=index items_grp"), "{sql}: {plan}");
         let through_index = rows(&client, &sql).await;
         client
             .batch_execute("SET tablegate.pushdown = off")

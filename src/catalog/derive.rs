@@ -473,7 +473,7 @@ impl Catalog {
         if let Some(index) = base
             .indexes
             .iter()
-            .find(|i| i.columns == join.on && !i.unique)
+            .find(|i| i.columns == join.on && !i.unique && !i.intra_partition)
         {
             let components = on
                 .iter()

@@ -20,6 +20,11 @@ pub struct IndexDef {
     pub name: String,
     pub columns: Vec<String>,
     pub unique: bool,
+    /// Entries kept in the base row's own partition (the seeds'
+    /// intra-partition secondary index pattern): looked up only together
+    /// with the partition key, never unique.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub intra_partition: bool,
 }
 
 impl IndexDef {
@@ -48,13 +53,19 @@ impl IndexDef {
             };
             components.push(encode_index_component(&column.name, column.ty, &value)?);
         }
-        let row_key = if self.unique {
-            String::new()
+        let (partition_key, row_key) = if self.intra_partition {
+            components.push(base.key.row_key.clone());
+            (base.key.partition_key.clone(), join_components(&components))
+        } else if self.unique {
+            (join_components(&components), String::new())
         } else {
-            join_components(&[base.key.partition_key.clone(), base.key.row_key.clone()])
+            (
+                join_components(&components),
+                join_components(&[base.key.partition_key.clone(), base.key.row_key.clone()]),
+            )
         };
         Ok(Some(
-            Entity::new(join_components(&components), row_key)
+            Entity::new(partition_key, row_key)
                 .with(
                     BASE_PARTITION_KEY,
                     Value::String(base.key.partition_key.clone()),
@@ -147,6 +158,7 @@ mod tests {
             name: "by_email".into(),
             columns: vec!["email".into()],
             unique: false,
+            intra_partition: false,
         };
         let ann = row("Sales", 7, Some("ann@x"));
         let entry = by_email.entry(&def, &ann).unwrap().unwrap();
@@ -183,6 +195,7 @@ mod tests {
             name: "by_id".into(),
             columns: vec!["id".into()],
             unique: false,
+            intra_partition: false,
         };
         assert_eq!(
             by_id.entry(&def, &ann).unwrap().unwrap().key.partition_key,
@@ -197,6 +210,7 @@ mod tests {
             name: "by_email".into(),
             columns: vec!["email".into()],
             unique: false,
+            intra_partition: false,
         };
         let old = row("Sales", 7, Some("ann@x"));
         let moved = row("Sales", 7, Some("ann@y"));

@@ -693,9 +693,32 @@ pub fn create_index(session: &mut Session, create: CreateIndex) -> Result<Output
             "indexes on materialized view {table:?} are not supported: give the view the key its queries filter on"
         )));
     }
-    if create.predicate.is_some() || !create.include.is_empty() || !create.with.is_empty() {
+    if create.predicate.is_some() || !create.include.is_empty() {
         return Err(SqlError::FeatureNotSupported(
-            "partial indexes, INCLUDE and WITH options are not supported".into(),
+            "partial indexes and INCLUDE are not supported".into(),
+        ));
+    }
+    let mut intra_partition = false;
+    for option in &create.with {
+        match option
+            .to_string()
+            .to_ascii_lowercase()
+            .replace(' ', "")
+            .as_str()
+        {
+            "intra_partition=true" | "intra_partition='true'" => intra_partition = true,
+            "intra_partition=false" | "intra_partition='false'" => intra_partition = false,
+            _ => {
+                return Err(SqlError::FeatureNotSupported(format!(
+                    "index option {option} is not supported (only intra_partition = true|false)"
+                )))
+            }
+        }
+    }
+    if intra_partition && (create.unique || matches!(current.keys, Keys::Generated)) {
+        return Err(SqlError::FeatureNotSupported(
+            "an intra-partition index cannot be UNIQUE, and needs a table with a primary key"
+                .into(),
         ));
     }
     if let Some(using) = &create.using {
@@ -729,6 +752,7 @@ pub fn create_index(session: &mut Session, create: CreateIndex) -> Result<Output
         name,
         columns,
         unique: create.unique,
+        intra_partition,
     });
     check_definition(&def)?;
     define(session, &table, Some(def))?;

@@ -1122,6 +1122,7 @@ pub struct IndexInfo {
     pub columns: Vec<String>,
     pub unique: bool,
     pub primary: bool,
+    pub intra_partition: bool,
 }
 
 impl IndexInfo {
@@ -1129,11 +1130,16 @@ impl IndexInfo {
     pub fn definition(&self) -> String {
         let columns: Vec<String> = self.columns.iter().map(|c| quote_ident(c)).collect();
         format!(
-            "CREATE {}INDEX {} ON public.{} USING btree ({})",
+            "CREATE {}INDEX {} ON public.{} USING btree ({}){}",
             if self.unique { "UNIQUE " } else { "" },
             quote_ident(&self.name),
             quote_ident(&self.table),
-            columns.join(", ")
+            columns.join(", "),
+            if self.intra_partition {
+                " WITH (intra_partition = true)"
+            } else {
+                ""
+            }
         )
     }
 
@@ -1158,6 +1164,7 @@ pub fn indexes_of(def: &TableDef) -> Vec<IndexInfo> {
             columns: def.key_column_names(),
             unique: true,
             primary: true,
+            intra_partition: false,
         });
     }
     out.extend(def.indexes.iter().map(|index| IndexInfo {
@@ -1167,6 +1174,7 @@ pub fn indexes_of(def: &TableDef) -> Vec<IndexInfo> {
         columns: index.columns.clone(),
         unique: index.unique,
         primary: false,
+        intra_partition: index.intra_partition,
     }));
     out
 }

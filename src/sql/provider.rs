@@ -391,9 +391,19 @@ impl TableProvider for StoreTable {
         // of the row key columns; across partitions, of all key columns. The
         // ordering is declared when those columns are all in the output.
         let access = if self.view.pushdown() {
+            let usable = self.view.indexes_usable(&def.name);
             match access_path(def, filters) {
-                AccessPath::Table if self.view.indexes_usable(&def.name) => {
+                AccessPath::Table if usable => {
                     index_path(def, filters).unwrap_or(AccessPath::Table)
+                }
+                // Whole partitions: an index inside them reads less.
+                AccessPath::Ranges(ranges) if usable && whole_partitions(&ranges) => {
+                    match index_path(def, filters) {
+                        Some(AccessPath::Index { index, ranges }) if index.intra_partition => {
+                            AccessPath::Index { index, ranges }
+                        }
+                        _ => AccessPath::Ranges(ranges),
+                    }
                 }
                 keyed => keyed,
             }
@@ -476,4 +486,18 @@ impl TableProvider for StoreTable {
         })?;
         Ok(Arc::new(StoreScan::new(spec, reader)))
     }
+}
+
+/// Whether every range is a whole partition.
+fn whole_partitions(ranges: &[KeyRange]) -> bool {
+    ranges.iter().all(|r| {
+        matches!(
+            r,
+            KeyRange::Rows {
+                from: std::ops::Bound::Unbounded,
+                to: std::ops::Bound::Unbounded,
+                ..
+            }
+        )
+    })
 }

@@ -699,6 +699,9 @@ fn index_ranges(
             .collect();
         fixed += 1;
     }
+    if index.intra_partition {
+        return intra_partition_ranges(def, index, constraints, &prefixes, fixed);
+    }
     if fixed == index.columns.len() {
         let mut values: Vec<String> = prefixes.iter().map(|p| join_components(p)).collect();
         values.sort();
@@ -724,15 +727,7 @@ fn index_ranges(
     if fixed == 0 && !ranged {
         return None;
     }
-    // Rows with a NULL in an indexed column have no entry: a lookup that
-    // leaves later columns free would miss those rows, unless they cannot
-    // be NULL.
-    let free = &index.columns[fixed + usize::from(ranged)..];
-    let nullable = free.iter().any(|name| {
-        def.column_index(name)
-            .is_none_or(|i| def.columns[i].nullable && !def.is_key_column(i))
-    });
-    if nullable {
+    if leaves_nullable_free(def, index, fixed + usize::from(ranged)) {
         return None;
     }
     let unbounded = Constraint::default();
@@ -752,6 +747,74 @@ fn index_ranges(
         .collect();
     ranges.sort_by(|a, b| format!("{a:?}").cmp(&format!("{b:?}")));
     Some((2 * fixed + usize::from(ranged), ranges))
+}
+
+/// Rows with a NULL in an indexed column have no entry: a lookup that
+/// leaves the columns from `constrained` on free would miss those rows,
+/// unless they cannot be NULL.
+fn leaves_nullable_free(def: &TableDef, index: &IndexDef, constrained: usize) -> bool {
+    index.columns[constrained.min(index.columns.len())..]
+        .iter()
+        .any(|name| {
+            def.column_index(name)
+                .is_none_or(|i| def.columns[i].nullable && !def.is_key_column(i))
+        })
+}
+
+/// The ranges of an intra-partition index: within each base partition the
+/// filters fix, the entries (RowKey: the values, then the base RowKey)
+/// under the fixed leading values, narrowed by a range on the next column.
+fn intra_partition_ranges(
+    def: &TableDef,
+    index: &IndexDef,
+    constraints: &[Constraint],
+    prefixes: &[Vec<String>],
+    fixed: usize,
+) -> Option<(usize, Vec<KeyRange>)> {
+    let Keys::Columns { partition, .. } = &def.keys else {
+        return None;
+    };
+    let partitions = combinations(def, partition, constraints)?;
+    let next = index
+        .columns
+        .get(fixed)
+        .and_then(|name| def.column_index(name));
+    let unbounded = Constraint::default();
+    let ranged = next.is_some_and(|i| {
+        let c = &constraints[i];
+        let text = matches!(
+            def.columns[i].ty,
+            SqlType::Text | SqlType::Varchar(_) | SqlType::Char(_)
+        );
+        !text && (c.lower.is_some() || c.upper.is_some())
+    });
+    if (fixed == 0 && !ranged) || leaves_nullable_free(def, index, fixed + usize::from(ranged)) {
+        return None;
+    }
+    let mut ranges = Vec::new();
+    for pk in &partitions {
+        let partition_key = join_components(pk);
+        for prefix in prefixes {
+            let (from, to) = match next {
+                Some(i) if ranged => {
+                    component_bounds(def, i, &constraints[i], &fixed_prefix(prefix), false)
+                }
+                // Every value fixed, or no range on the next one: the
+                // entries under the fixed values.
+                _ => component_bounds(def, 0, &unbounded, &fixed_prefix(prefix), false),
+            };
+            ranges.push(KeyRange::Rows {
+                partition_key: partition_key.clone(),
+                from,
+                to,
+            });
+        }
+    }
+    if ranges.len() > MAX_KEYS {
+        return None;
+    }
+    // The partition columns are fixed too.
+    Some((2 * (fixed + partition.len()) + usize::from(ranged), ranges))
 }
 
 /// Whether cutting `access` into pieces needs the table's split points.

@@ -440,6 +440,9 @@ async fn key_lookup(
 struct Covering {
     /// How many values an entry holds.
     values: usize,
+    /// The values are in the entry's RowKey (then the base RowKey) rather
+    /// than its PartitionKey.
+    intra_partition: bool,
     /// Each decoded non-key column, and its position among the values.
     columns: Vec<(usize, usize)>,
 }
@@ -470,6 +473,7 @@ fn covering(
         .collect::<Option<_>>()?;
     Some(Covering {
         values: index.columns.len(),
+        intra_partition: index.intra_partition,
         columns,
     })
 }
@@ -492,8 +496,11 @@ fn covered_row(
             entry.key, table.name
         ))
     };
-    let parts = crate::catalog::split_components(&entry.key.partition_key, covering.values)
-        .ok_or_else(corrupt)?;
+    let parts = match covering.intra_partition {
+        true => crate::catalog::split_components(&entry.key.row_key, covering.values + 1),
+        false => crate::catalog::split_components(&entry.key.partition_key, covering.values),
+    }
+    .ok_or_else(corrupt)?;
     for &(i, position) in &covering.columns {
         let column = &table.columns[i];
         let part = parts.get(position).ok_or_else(corrupt)?;

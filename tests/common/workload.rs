@@ -10,6 +10,7 @@ pub const SCHEMA: &str = "
     CREATE TABLE items (part int, id int, code text, grp int NOT NULL, PRIMARY KEY (part, id));
     CREATE UNIQUE INDEX items_code ON items (code);
     CREATE INDEX items_grp ON items (grp);
+    CREATE INDEX items_grp_in_part ON items (grp) WITH (intra_partition = true);
     CREATE MATERIALIZED VIEW coded_items_by_group WITH (partition_key = 'grp', row_key = 'part, id') AS
         SELECT grp, part, id, code FROM items WHERE code IS NOT NULL;
     CREATE MATERIALIZED VIEW items_labeled AS
@@ -22,7 +23,7 @@ pub const SCHEMA: &str = "
         FROM items WHERE part < 3 GROUP BY grp";
 
 /// What `VERIFY` checks after a workload.
-pub const INDEXES: [&str; 2] = ["items_code", "items_grp"];
+pub const INDEXES: [&str; 3] = ["items_code", "items_grp", "items_grp_in_part"];
 pub const VIEWS: [&str; 4] = [
     "coded_items_by_group",
     "items_labeled",

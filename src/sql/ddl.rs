@@ -418,14 +418,7 @@ pub async fn create_table(session: &mut Session, create: CreateTable) -> Result<
     };
 
     // CREATE TABLE ... AS SELECT: the columns are the query's.
-    let statement = Session::parse(&query.to_string())?
-        .pop()
-        .ok_or_else(|| SqlError::Syntax("empty query".into()))?;
-    let plan = session
-        .context()
-        .state()
-        .statement_to_plan(statement)
-        .await?;
+    let plan = session.plan_query(&query.to_string()).await?;
     let schema = plan.schema().as_arrow().clone();
     if columns.is_empty() {
         for field in schema.fields() {
@@ -780,7 +773,7 @@ pub fn text_command(sql: &str) -> Option<Option<datafusion::arrow::datatypes::Sc
 }
 
 /// The columns of VERIFY INDEX.
-pub(super) fn verify_schema() -> datafusion::arrow::datatypes::SchemaRef {
+fn verify_schema() -> datafusion::arrow::datatypes::SchemaRef {
     use datafusion::arrow::datatypes::{DataType, Field, Schema};
     Arc::new(Schema::new(vec![
         Field::new("difference", DataType::Utf8, false),
@@ -792,7 +785,6 @@ pub(super) fn verify_schema() -> datafusion::arrow::datatypes::SchemaRef {
 /// row per difference (`missing`, `extra` or `different`, and the entry's
 /// key); no rows when the index is right. `None` for any other statement.
 pub async fn verify_index(session: &Session, sql: &str) -> Option<Result<Output>> {
-    use datafusion::arrow::array::{RecordBatch, StringArray};
     let words: Vec<&str> = sql
         .trim()
         .trim_end_matches(';')
@@ -815,26 +807,37 @@ pub async fn verify_index(session: &Session, sql: &str) -> Option<Result<Output>
                 .find(|i| i.name == name)
                 .ok_or_else(|| CatalogError::TableNotFound(name.clone()))?;
             let differences = session.engine().catalog.verify_index(&table, index).await?;
-            let (kinds, keys): (Vec<&str>, Vec<String>) = differences
-                .iter()
-                .map(|d| match d {
-                    crate::catalog::IndexDifference::Missing(k) => ("missing", k.to_string()),
-                    crate::catalog::IndexDifference::Extra(k) => ("extra", k.to_string()),
-                    crate::catalog::IndexDifference::Different(k) => ("different", k.to_string()),
-                })
-                .unzip();
-            let schema = verify_schema();
-            let batch = RecordBatch::try_new(
-                schema.clone(),
-                vec![
-                    Arc::new(StringArray::from(kinds)),
-                    Arc::new(StringArray::from(keys)),
-                ],
-            )?;
-            Output::from_batches(schema, vec![batch], "VERIFY")
+            verify_output(
+                differences
+                    .iter()
+                    .map(|d| match d {
+                        crate::catalog::IndexDifference::Missing(k) => ("missing", k.to_string()),
+                        crate::catalog::IndexDifference::Extra(k) => ("extra", k.to_string()),
+                        crate::catalog::IndexDifference::Different(k) => {
+                            ("different", k.to_string())
+                        }
+                    })
+                    .collect(),
+            )
         }
         .await,
     )
+}
+
+/// The rows of VERIFY INDEX and VERIFY MATERIALIZED VIEW: one per
+/// difference, its kind and what differs.
+pub(super) fn verify_output(differences: Vec<(&'static str, String)>) -> Result<Output> {
+    use datafusion::arrow::array::{RecordBatch, StringArray};
+    let (kinds, entries): (Vec<&str>, Vec<String>) = differences.into_iter().unzip();
+    let schema = verify_schema();
+    let batch = RecordBatch::try_new(
+        schema.clone(),
+        vec![
+            Arc::new(StringArray::from(kinds)),
+            Arc::new(StringArray::from(entries)),
+        ],
+    )?;
+    Output::from_batches(schema, vec![batch], "VERIFY")
 }
 
 /// `DROP INDEX [IF EXISTS] name, ...`.

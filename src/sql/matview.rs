@@ -39,14 +39,7 @@ pub async fn create(session: &mut Session, create: CreateView) -> Result<Output>
         return Err(CatalogError::TableExists(name).into());
     }
     let query = create.query.to_string();
-    let statement = Session::parse(&query)?
-        .pop()
-        .ok_or_else(|| SqlError::Syntax("empty query".into()))?;
-    let plan = session
-        .context()
-        .state()
-        .statement_to_plan(statement)
-        .await?;
+    let plan = session.plan_query(&query).await?;
     let shape = analyse(session, &plan);
     let mut columns: Vec<Column> = match &shape {
         Some(found) => found.columns.clone(),
@@ -708,14 +701,7 @@ pub async fn refresh(session: &mut Session, name: &str) -> Result<Output> {
     let def = view_def(session, name)?;
     let view = def.view.as_ref().expect("a view");
     if view.maintained.is_none() {
-        let statement = Session::parse(&view.query)?
-            .pop()
-            .ok_or_else(|| SqlError::Syntax("empty query".into()))?;
-        let plan = session
-            .context()
-            .state()
-            .statement_to_plan(statement)
-            .await?;
+        let plan = session.plan_query(&view.query).await?;
         let old = crate::store::query_all(
             &*session.current_view(),
             &def.name,
@@ -839,19 +825,8 @@ pub async fn text_command(session: &mut Session, sql: &str) -> Option<Result<Out
     }
     Some(
         async {
-            use datafusion::arrow::array::{RecordBatch, StringArray};
             session.refresh_view();
-            let differences = verify(session, &name).await?;
-            let (kinds, rows): (Vec<&str>, Vec<String>) = differences.into_iter().unzip();
-            let schema = super::ddl::verify_schema();
-            let batch = RecordBatch::try_new(
-                schema.clone(),
-                vec![
-                    Arc::new(StringArray::from(kinds)),
-                    Arc::new(StringArray::from(rows)),
-                ],
-            )?;
-            Output::from_batches(schema, vec![batch], "VERIFY")
+            super::ddl::verify_output(verify(session, &name).await?)
         }
         .await,
     )

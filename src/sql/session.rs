@@ -237,14 +237,20 @@ impl Session {
         std::mem::take(&mut self.notices)
     }
 
+    /// The logical plan of one query given as text (a view's, or the
+    /// query of CREATE TABLE AS).
+    pub(super) async fn plan_query(&self, sql: &str) -> Result<LogicalPlan> {
+        let statement = Self::parse(sql)?
+            .pop()
+            .ok_or_else(|| SqlError::Syntax("empty query".into()))?;
+        Ok(self.ctx.state().statement_to_plan(statement).await?)
+    }
+
     /// Runs a query and returns its rows as text, one string per row (for
     /// comparisons: values tab-separated, NULL as `\N`).
     pub(super) async fn query_text_rows(&self, sql: &str) -> Result<Vec<String>> {
         use datafusion::arrow::util::display::{ArrayFormatter, FormatOptions};
-        let statement = Self::parse(sql)?
-            .pop()
-            .ok_or_else(|| SqlError::Syntax("empty query".into()))?;
-        let plan = self.ctx.state().statement_to_plan(statement).await?;
+        let plan = self.plan_query(sql).await?;
         let batches = self.ctx.execute_logical_plan(plan).await?.collect().await?;
         let options = FormatOptions::default().with_null("\\N");
         let mut rows = Vec::new();

@@ -114,14 +114,7 @@ mod tests {
     use crate::catalog::{Column, Keys, SqlType};
 
     fn employees() -> TableDef {
-        let column = |name: &str, ty| Column {
-            name: name.into(),
-            ty,
-            nullable: true,
-            system: None,
-            default: None,
-            comment: None,
-        };
+        let column = Column::new;
         TableDef {
             name: "employees".into(),
             columns: vec![

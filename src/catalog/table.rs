@@ -37,6 +37,20 @@ pub struct Column {
     pub comment: Option<String>,
 }
 
+impl Column {
+    /// A nullable column of this type, without default or comment.
+    pub fn new(name: impl Into<String>, ty: SqlType) -> Self {
+        Column {
+            name: name.into(),
+            ty,
+            nullable: true,
+            system: None,
+            default: None,
+            comment: None,
+        }
+    }
+}
+
 /// How a table's rows are addressed.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]

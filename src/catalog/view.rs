@@ -600,14 +600,7 @@ mod tests {
     use crate::catalog::{Column, Keys};
 
     fn column(name: &str, ty: SqlType) -> Column {
-        Column {
-            name: name.into(),
-            ty,
-            nullable: true,
-            system: None,
-            default: None,
-            comment: None,
-        }
+        Column::new(name, ty)
     }
 
     fn table(name: &str, columns: Vec<Column>, partition: Vec<usize>, row: Vec<usize>) -> TableDef {

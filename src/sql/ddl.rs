@@ -422,14 +422,7 @@ pub async fn create_table(session: &mut Session, create: CreateTable) -> Result<
     let schema = plan.schema().as_arrow().clone();
     if columns.is_empty() {
         for field in schema.fields() {
-            columns.push(Column {
-                name: field.name().clone(),
-                ty: type_of_field(field)?,
-                nullable: true,
-                system: None,
-                default: None,
-                comment: None,
-            });
+            columns.push(Column::new(field.name().as_str(), type_of_field(field)?));
         }
     } else if columns.len() != schema.fields().len() {
         return Err(SqlError::InvalidDefinition(

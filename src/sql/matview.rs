@@ -47,16 +47,7 @@ pub async fn create(session: &mut Session, create: CreateView) -> Result<Output>
             .schema()
             .fields()
             .iter()
-            .map(|f| {
-                Ok(Column {
-                    name: f.name().clone(),
-                    ty: type_of_field(f)?,
-                    nullable: true,
-                    system: None,
-                    default: None,
-                    comment: None,
-                })
-            })
+            .map(|f| Ok(Column::new(f.name().as_str(), type_of_field(f)?)))
             .collect::<Result<_>>()?,
     };
     if !create.columns.is_empty() {
@@ -284,7 +275,7 @@ fn analyse(session: &Session, plan: &LogicalPlan) -> Option<Found> {
                     let column = &group[i];
                     let ty = base.columns[base.column_index(column)?].ty;
                     items.push(GroupItem::Group(column.clone()));
-                    columns.push(view_column(name, ty));
+                    columns.push(Column::new(name.as_str(), ty));
                 } else {
                     let (function, argument) =
                         aggregate_of(&scans, &aggregate.aggr_expr[i - group_count])?;
@@ -298,7 +289,7 @@ fn analyse(session: &Session, plan: &LogicalPlan) -> Option<Found> {
                         function,
                         column: argument,
                     });
-                    columns.push(view_column(name, ty));
+                    columns.push(Column::new(name.as_str(), ty));
                 }
             }
             // Keyed by the group columns, in GROUP BY order.
@@ -400,7 +391,7 @@ fn analyse(session: &Session, plan: &LogicalPlan) -> Option<Found> {
                 } else {
                     Source::Joined(column)
                 });
-                columns.push(view_column(name, ty));
+                columns.push(Column::new(name.as_str(), ty));
             }
             // The base table's key, where the view returns it.
             let position = |i: &usize| {
@@ -432,17 +423,6 @@ fn analyse(session: &Session, plan: &LogicalPlan) -> Option<Found> {
                 default_keys,
             })
         }
-    }
-}
-
-fn view_column(name: &str, ty: crate::catalog::SqlType) -> Column {
-    Column {
-        name: name.to_owned(),
-        ty,
-        nullable: true,
-        system: None,
-        default: None,
-        comment: None,
     }
 }
 

@@ -896,12 +896,8 @@ mod tests {
 
     fn employees() -> TableDef {
         let column = |name: &str, ty| Column {
-            name: name.into(),
-            ty,
             nullable: false,
-            system: None,
-            default: None,
-            comment: None,
+            ..Column::new(name, ty)
         };
         TableDef {
             name: "employees".into(),

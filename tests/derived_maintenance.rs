@@ -193,3 +193,163 @@ async fn verification_reports_every_difference() {
         ]
     );
 }
+
+/// An index built outside a transaction block is built a page at a time
+/// while other sessions write the table: its progress shows in
+/// `pg_stat_progress_create_index`, the writes go on meanwhile, and the
+/// index verifies clean at the end.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn indexes_build_while_writes_go_on() {
+    let server = TestServer::start().await;
+    let client = server.client().await;
+    client
+        .batch_execute(
+            "CREATE TABLE big (part int, id int, v int NOT NULL, PRIMARY KEY (part, id));
+             INSERT INTO big SELECT x % 50, x, x % 997 FROM generate_series(1, 30000) AS t(x)",
+        )
+        .await
+        .unwrap();
+    let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+
+    let writer = {
+        let client = server.client().await;
+        let done = done.clone();
+        tokio::spawn(async move {
+            let mut writes = 0;
+            let mut n = 0;
+            while !done.load(std::sync::atomic::Ordering::SeqCst) {
+                n += 1;
+                let sql = match n % 3 {
+                    0 => format!(
+                        "UPDATE big SET v = v + 1 WHERE part = {} AND id < {}",
+                        n % 50,
+                        n * 7 % 30000
+                    ),
+                    1 => format!(
+                        "INSERT INTO big VALUES ({}, {}, {})",
+                        n % 50,
+                        100_000 + n,
+                        n % 997
+                    ),
+                    _ => format!(
+                        "DELETE FROM big WHERE part = {} AND id = {}",
+                        n % 50,
+                        n * 13 % 30000
+                    ),
+                };
+                client.batch_execute(&sql).await.unwrap();
+                writes += 1;
+            }
+            writes
+        })
+    };
+    let watcher = {
+        let client = server.client().await;
+        let done = done.clone();
+        tokio::spawn(async move {
+            let mut seen = Vec::new();
+            while !done.load(std::sync::atomic::Ordering::SeqCst) {
+                for row in client
+                    .query(
+                        "SELECT tuples_done, tuples_total FROM pg_stat_progress_create_index",
+                        &[],
+                    )
+                    .await
+                    .unwrap()
+                {
+                    seen.push((row.get::<_, i64>(0), row.get::<_, i64>(1)));
+                }
+                tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+            }
+            seen
+        })
+    };
+    client
+        .batch_execute("CREATE INDEX big_v ON big (v)")
+        .await
+        .unwrap();
+    done.store(true, std::sync::atomic::Ordering::SeqCst);
+    let writes = writer.await.unwrap();
+    let seen = watcher.await.unwrap();
+    assert!(writes > 0, "no write went on during the build");
+    assert!(
+        seen.iter()
+            .any(|&(done, total)| done > 0 && done < total && total >= 30000),
+        "progress seen: {seen:?}"
+    );
+    let differences = client.query("VERIFY INDEX big_v", &[]).await.unwrap();
+    assert!(differences.is_empty(), "{} differences", differences.len());
+    let plan: String = client
+        .query("EXPLAIN SELECT id FROM big WHERE v = 5", &[])
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.get::<_, String>(1))
+        .collect();
+    assert!(plan.contains("access=index big_v"), "{plan}");
+    assert!(client
+        .query("SELECT * FROM pg_stat_progress_create_index", &[])
+        .await
+        .unwrap()
+        .is_empty());
+    println!(
+        "{writes} writes during the build; progress seen {} times",
+        seen.len()
+    );
+}
+
+/// A build a restart interrupts leaves no index: the index marked as being
+/// built is dropped when the catalog opens, store table and all.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_interrupted_build_leaves_no_index() {
+    use std::sync::Arc;
+    use tablegate::catalog::{Catalog, DefinitionChange, IndexDef};
+    use tablegate::store::TableAdmin;
+
+    let (_dir, store) = common::temp_store();
+    let store: Arc<dyn tablegate::store::TableStore> = Arc::new(store);
+    {
+        let server_store = store.clone();
+        let engine = tablegate::sql::Engine::open(server_store).await.unwrap();
+        let mut session = tablegate::sql::session::Session::new(engine.clone());
+        for result in session
+            .execute("CREATE TABLE t (k int PRIMARY KEY, v int)")
+            .await
+        {
+            result.unwrap();
+        }
+        // The state a crash leaves between the definition's commit and the
+        // end of the build.
+        let catalog = &engine.catalog;
+        let before = catalog.table("t").unwrap();
+        let mut after = (*before).clone();
+        after.indexes.push(IndexDef {
+            name: "t_v".into(),
+            columns: vec!["v".into()],
+            unique: false,
+            intra_partition: false,
+            building: true,
+        });
+        let change = DefinitionChange {
+            name: "t".into(),
+            before: Some(before),
+            after: Some(Arc::new(after)),
+            recreated: false,
+        };
+        catalog.commit(vec![change], vec![], vec![]).await.unwrap();
+        assert!(store
+            .list_tables()
+            .await
+            .unwrap()
+            .iter()
+            .any(|t| t.ends_with(".index.t_v")));
+    }
+    let catalog = Catalog::open(store.clone()).await.unwrap();
+    assert!(catalog.table("t").unwrap().indexes.is_empty());
+    assert!(!store
+        .list_tables()
+        .await
+        .unwrap()
+        .iter()
+        .any(|t| t.ends_with(".index.t_v")));
+}

@@ -27,6 +27,19 @@ struct Entry {
     put: Option<Entity>,
 }
 
+/// Rows an index build reads and indexes at a time.
+const BUILD_PAGE: usize = 1000;
+
+/// How far the build of an index has come.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BuildProgress {
+    pub table: String,
+    /// Rows read so far.
+    pub done: u64,
+    /// Rows the table held when the build began.
+    pub total: u64,
+}
+
 /// Records that a derived entity goes (`gone`) and another comes (`put`).
 /// Two puts at one key are two rows claiming one unique key: the error
 /// names that key.
@@ -238,7 +251,8 @@ impl Catalog {
             let (Some(_), Some(after)) = (&change.before, &change.after) else {
                 continue;
             };
-            let new: Vec<&IndexDef> = change.added_indexes().collect();
+            // An index being built is built after the commit (`build_index`).
+            let new: Vec<&IndexDef> = change.added_indexes().filter(|i| !i.building).collect();
             if new.is_empty() {
                 continue;
             }
@@ -289,12 +303,128 @@ impl Catalog {
             let old = rows.before(table, op.key()).await?;
             let new = rows.after(table, op.key()).await?;
             for index in &def.indexes {
-                let (gone, put) = index_change(&def, index, old.as_ref(), new.as_ref())?;
+                let (mut gone, put) = index_change(&def, index, old.as_ref(), new.as_ref())?;
+                // An index being built may not have the old entry yet.
+                if let (true, Some(key)) = (index.building, &gone) {
+                    if self
+                        .store
+                        .get(&index.store_table(), key, None)
+                        .await?
+                        .is_none()
+                    {
+                        gone = None;
+                    }
+                }
                 add(entries, &index.store_table(), gone, put)
                     .map_err(|key| unique_violation(&def, index, &key.partition_key))?;
             }
         }
         Ok(())
+    }
+
+    /// Builds an index defined as being built (`IndexDef::building`) for
+    /// the rows of its table, a page at a time, while writes go on: each
+    /// page's rows are read again and their entries written with the lock
+    /// writes to indexed tables hold, so a row a writer changes in between
+    /// gets the entry of its new version either way. Then the index is
+    /// marked built. If the build fails (two rows with one value of a
+    /// unique index, say) the index is dropped and the error returned.
+    /// Progress is in [`Catalog::builds`].
+    pub async fn build_index(&self, table: &str, index: &str) -> Result<(), CatalogError> {
+        let result = self.backfill(table, index).await;
+        self.builds
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(index);
+        let current = self.table(table)?;
+        let mut after = (*current).clone();
+        match &result {
+            Ok(()) => after
+                .indexes
+                .iter_mut()
+                .filter(|i| i.name == index)
+                .for_each(|i| i.building = false),
+            Err(_) => after.indexes.retain(|i| i.name != index),
+        }
+        let change = DefinitionChange {
+            name: table.to_owned(),
+            before: Some(current),
+            after: Some(Arc::new(after)),
+            recreated: false,
+        };
+        self.commit(vec![change], Vec::new(), Vec::new()).await?;
+        result
+    }
+
+    async fn backfill(&self, table: &str, index: &str) -> Result<(), CatalogError> {
+        let total = self.store.table_stats(table).await?.entities;
+        self.builds
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(
+                index.to_owned(),
+                BuildProgress {
+                    table: table.to_owned(),
+                    done: 0,
+                    total,
+                },
+            );
+        let query = Query::table().page_size(BUILD_PAGE);
+        let mut continuation = None;
+        loop {
+            let page = self
+                .store
+                .query(table, &query, continuation.as_ref())
+                .await?;
+            {
+                let _derived = self.derived.lock().await;
+                let def = self.table(table)?;
+                let Some(building) = def.indexes.iter().find(|i| i.name == index && i.building)
+                else {
+                    return Err(CatalogError::ChangedConcurrently(index.to_owned()));
+                };
+                let store_table = building.store_table();
+                let mut puts: BTreeMap<EntityKey, Entity> = BTreeMap::new();
+                for seen in &page.entities {
+                    let Some(row) = self.store.get(table, &seen.key, None).await? else {
+                        continue;
+                    };
+                    let Some(entry) = building.entry(&def, &row)? else {
+                        continue;
+                    };
+                    // Another row's entry under the same key: a unique
+                    // index's values taken twice.
+                    let taken = match puts.get(&entry.key) {
+                        Some(other) => Some(other.clone()),
+                        None => self.store.get(&store_table, &entry.key, None).await?,
+                    };
+                    if taken.is_some_and(|other| super::base_key(&other).as_ref() != Some(&row.key))
+                    {
+                        return Err(unique_violation(&def, building, &entry.key.partition_key));
+                    }
+                    puts.insert(entry.key.clone(), entry);
+                }
+                let ops: Vec<(String, WriteOp)> = puts
+                    .into_values()
+                    .map(|entry| (store_table.clone(), WriteOp::InsertOrReplace(entry)))
+                    .collect();
+                if !ops.is_empty() {
+                    self.write(ops).await?;
+                }
+            }
+            if let Some(progress) = self
+                .builds
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .get_mut(index)
+            {
+                progress.done += page.entities.len() as u64;
+            }
+            continuation = page.continuation;
+            if continuation.is_none() {
+                return Ok(());
+            }
+        }
     }
 
     /// The rows of a view the commit creates, from the rows of its base

@@ -25,9 +25,23 @@ pub struct IndexDef {
     /// with the partition key, never unique.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub intra_partition: bool,
+    /// Being built for the table's rows, a page at a time, while writes go
+    /// on and keep the entries of the rows they write: not used by queries
+    /// yet.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub building: bool,
 }
 
 impl IndexDef {
+    /// Whether two definitions make the same entries (whether built or
+    /// being built).
+    pub fn same_entries(&self, other: &IndexDef) -> bool {
+        self.name == other.name
+            && self.columns == other.columns
+            && self.unique == other.unique
+            && self.intra_partition == other.intra_partition
+    }
+
     /// The store table that holds the index entities.
     pub fn store_table(&self) -> String {
         format!("{SYSTEM_TABLE}.index.{}", self.name)
@@ -152,6 +166,7 @@ mod tests {
             columns: vec!["email".into()],
             unique: false,
             intra_partition: false,
+            building: false,
         };
         let ann = row("Sales", 7, Some("ann@x"));
         let entry = by_email.entry(&def, &ann).unwrap().unwrap();
@@ -189,6 +204,7 @@ mod tests {
             columns: vec!["id".into()],
             unique: false,
             intra_partition: false,
+            building: false,
         };
         assert_eq!(
             by_id.entry(&def, &ann).unwrap().unwrap().key.partition_key,
@@ -204,6 +220,7 @@ mod tests {
             columns: vec!["email".into()],
             unique: false,
             intra_partition: false,
+            building: false,
         };
         let old = row("Sales", 7, Some("ann@x"));
         let moved = row("Sales", 7, Some("ann@y"));

@@ -15,6 +15,7 @@ mod view;
 use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
 
+pub use derive::BuildProgress;
 pub use index::{base_key, index_change, IndexDef, BASE_PARTITION_KEY, BASE_ROW_KEY};
 pub use keys::{
     decode_index_component, encode_component, encode_index_component, join_components,
@@ -90,6 +91,8 @@ pub struct Catalog {
     /// Held by a commit that writes rows of tables with indexes or
     /// materialized views, from its reads of their rows to its write.
     derived: tokio::sync::Mutex<()>,
+    /// The indexes being built, by name.
+    builds: std::sync::Mutex<HashMap<String, BuildProgress>>,
 }
 
 impl Catalog {
@@ -112,13 +115,53 @@ impl Catalog {
             })?;
             tables.insert(def.name.clone(), Arc::new(def));
         }
-        Ok(Catalog {
+        let catalog = Catalog {
             sequences: Sequences::open(store.clone()).await?,
             store,
             tables: RwLock::new(tables),
             definitions_lock: tokio::sync::RwLock::new(()),
             derived: tokio::sync::Mutex::new(()),
-        })
+            builds: Default::default(),
+        };
+        catalog.drop_interrupted_builds().await?;
+        Ok(catalog)
+    }
+
+    /// An index whose build a restart interrupted is dropped: its entries
+    /// are not complete, and nothing goes on building it.
+    async fn drop_interrupted_builds(&self) -> Result<(), CatalogError> {
+        let changes: Vec<DefinitionChange> = self
+            .list()
+            .into_iter()
+            .filter(|def| def.indexes.iter().any(|i| i.building))
+            .map(|def| {
+                let mut after = (*def).clone();
+                after.indexes.retain(|i| !i.building);
+                DefinitionChange {
+                    name: def.name.clone(),
+                    before: Some(def),
+                    after: Some(Arc::new(after)),
+                    recreated: false,
+                }
+            })
+            .collect();
+        if changes.is_empty() {
+            return Ok(());
+        }
+        self.commit(changes, Vec::new(), Vec::new()).await
+    }
+
+    /// The indexes being built and how far each has come.
+    pub fn builds(&self) -> Vec<(String, BuildProgress)> {
+        let mut builds: Vec<_> = self
+            .builds
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+            .map(|(name, progress)| (name.clone(), progress.clone()))
+            .collect();
+        builds.sort_by(|a, b| a.0.cmp(&b.0));
+        builds
     }
 
     pub fn store(&self) -> &Arc<dyn TableStore> {
@@ -482,7 +525,7 @@ fn index_changes(definitions: &[DefinitionChange]) -> (Vec<IndexDef>, Vec<IndexD
             let after = c.indexes_after();
             c.indexes_before()
                 .iter()
-                .filter(move |i| !after.contains(i))
+                .filter(move |i| !after.iter().any(|a| a.same_entries(i)))
         })
         .cloned()
         .collect();
@@ -526,7 +569,7 @@ impl DefinitionChange {
         let before = self.indexes_before();
         self.indexes_after()
             .iter()
-            .filter(move |i| !before.contains(i))
+            .filter(move |i| !before.iter().any(|b| b.same_entries(i)))
     }
 }
 

@@ -671,7 +671,15 @@ fn table_of_index(session: &Session, name: &str) -> Option<Arc<TableDef>> {
 /// (column, ...)`: index entities in a store table of their own, built
 /// for the rows there are and kept by every later write (see
 /// `Catalog::commit`).
-pub fn create_index(session: &mut Session, create: CreateIndex) -> Result<Output> {
+///
+/// With `building`, the index is defined empty and marked as being built:
+/// the caller builds it after the definition commits (see
+/// `Catalog::build_index`), and returns the table and index to build.
+pub fn create_index(
+    session: &mut Session,
+    create: CreateIndex,
+    building: bool,
+) -> Result<(Output, Option<(String, String)>)> {
     let table = table_name(&create.table_name)?;
     let current = session.table(&table)?;
     if current.view.is_some() {
@@ -727,22 +735,24 @@ pub fn create_index(session: &mut Session, create: CreateIndex) -> Result<Output
             .iter()
             .flat_map(|t| indexes_of(t))
             .any(|i| i.name == name);
+    let done = Output::Command("CREATE INDEX".into());
     if taken {
         if create.if_not_exists {
-            return Ok(Output::Command("CREATE INDEX".into()));
+            return Ok((done, None));
         }
         return Err(CatalogError::TableExists(name).into());
     }
     let mut def = (*current).clone();
     def.indexes.push(IndexDef {
-        name,
+        name: name.clone(),
         columns,
         unique: create.unique,
         intra_partition,
+        building,
     });
     check_definition(&def)?;
     define(session, &table, Some(def))?;
-    Ok(Output::Command("CREATE INDEX".into()))
+    Ok((done, building.then_some((table, name))))
 }
 
 /// Whether a statement is one of those read here rather than by the SQL

@@ -854,7 +854,18 @@ const PG_SEQUENCE: &[(&str, Ty)] = &[
     ("seqcycle", Bool),
 ];
 
+/// `pg_stat_progress_create_index`: the indexes being built, a row each.
+const PG_STAT_PROGRESS_CREATE_INDEX: &[(&str, Ty)] = &[
+    ("relid", Int4),
+    ("index_relid", Int4),
+    ("command", Text),
+    ("phase", Text),
+    ("tuples_total", Int8),
+    ("tuples_done", Int8),
+];
+
 const NAMES: &[&str] = &[
+    "pg_stat_progress_create_index",
     "pg_sequence",
     "pg_namespace",
     "pg_class",
@@ -1033,6 +1044,23 @@ impl PgCatalogSchema {
                     .collect(),
             ),
             "pg_views" => table(PG_VIEWS, Vec::new()),
+            "pg_stat_progress_create_index" => table(
+                PG_STAT_PROGRESS_CREATE_INDEX,
+                self.catalog
+                    .builds()
+                    .into_iter()
+                    .map(|(index, progress)| {
+                        vec![
+                            table_oid(&progress.table).into(),
+                            oid_of("index", &index).into(),
+                            "CREATE INDEX".into(),
+                            "building index: scanning table".into(),
+                            (progress.total as i64).into(),
+                            (progress.done as i64).into(),
+                        ]
+                    })
+                    .collect(),
+            ),
             "pg_matviews" => table(
                 PG_MATVIEWS,
                 tables

@@ -650,7 +650,7 @@ pub fn index_path(def: &TableDef, filters: &[Expr]) -> Option<AccessPath> {
     let conjuncts: Vec<&Expr> = filters.iter().flat_map(split_conjunction).collect();
     let constraints = constraints_of(def, conjuncts.iter().copied());
     let mut best: Option<(usize, AccessPath)> = None;
-    for index in &def.indexes {
+    for index in def.indexes.iter().filter(|i| !i.building) {
         let Some((score, ranges)) = index_ranges(def, index, &constraints) else {
             continue;
         };

@@ -507,6 +507,7 @@ impl Session {
     /// or inside one of its own that commits when it succeeds.
     async fn run_ddl(&mut self, statement: Statement) -> Result<Output> {
         let implicit = self.open_implicit();
+        let mut build = None;
         let result = match statement {
             Statement::CreateTable(create) => ddl::create_table(self, create).await,
             Statement::Drop {
@@ -529,7 +530,14 @@ impl Session {
             } => ddl::drop_tables(self, &names, if_exists, cascade).await,
             Statement::CreateView(create) => super::matview::create(self, create).await,
             Statement::AlterTable(alter) => ddl::alter_table(self, alter).await,
-            Statement::CreateIndex(create) => ddl::create_index(self, create),
+            // Outside a transaction block an index is built after its
+            // definition commits, a page at a time, while writes go on.
+            Statement::CreateIndex(create) => {
+                ddl::create_index(self, create, implicit).map(|(output, created)| {
+                    build = created;
+                    output
+                })
+            }
             Statement::Comment {
                 object_type,
                 object_name,
@@ -542,6 +550,9 @@ impl Session {
         };
         if implicit {
             self.close_implicit(result.is_ok()).await?;
+        }
+        if let (true, Some((table, index))) = (result.is_ok(), build) {
+            self.engine.catalog.build_index(&table, &index).await?;
         }
         result
     }

@@ -304,7 +304,6 @@ async fn indexes_build_while_writes_go_on() {
 async fn an_interrupted_build_leaves_no_index() {
     use std::sync::Arc;
     use tablegate::catalog::{Catalog, DefinitionChange, IndexDef};
-    use tablegate::store::TableAdmin;
 
     let (_dir, store) = common::temp_store();
     let store: Arc<dyn tablegate::store::TableStore> = Arc::new(store);

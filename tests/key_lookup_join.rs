@@ -1,5 +1,6 @@
-//! Joins on another table's key: the keyed table is read by point gets of
-//! the keys the join's other side holds (counted by `EXPLAIN ANALYZE`'s
+//! Joins on another table's key or indexed column: that table is read by
+//! point gets (or partition scans, or index lookups) of the keys the join's
+//! other side holds (counted by `EXPLAIN ANALYZE`'s
 //! `entities_read`), and the results equal those of whole-table scans.
 
 mod common;
@@ -56,7 +57,10 @@ async fn joins_on_a_key_read_only_the_matching_rows() {
              CREATE TABLE orders (customer int, n int, total int, PRIMARY KEY (customer, n));
              INSERT INTO orders SELECT v % 500, v, v FROM generate_series(1, 5000) AS t(v);
              CREATE TABLE employees (dept int, id int, name text, PRIMARY KEY (dept, id));
-             INSERT INTO employees SELECT (v * 37) % 6000, v, 'e' || v FROM generate_series(1, 1000) AS t(v)",
+             INSERT INTO employees SELECT (v * 37) % 6000, v, 'e' || v FROM generate_series(1, 1000) AS t(v);
+             CREATE TABLE accounts (region int, n int, owner int, PRIMARY KEY (region, n));
+             INSERT INTO accounts SELECT v % 7, v, v % 900 FROM generate_series(1, 4500) AS t(v);
+             CREATE INDEX accounts_owner ON accounts (owner)",
         )
         .await
         .unwrap();
@@ -68,12 +72,15 @@ async fn joins_on_a_key_read_only_the_matching_rows() {
     let by_partition = "SELECT e.name, CAST(o.total AS text) FROM employees e JOIN orders o ON o.customer = e.dept WHERE e.id <= 3";
     let read = entities_read(&client, by_partition, "orders").await;
     assert!(read <= 30, "{read} orders read for 3 customers");
+    // A join on an indexed column: the index's entries, then their rows.
+    let by_index = "SELECT e.name, CAST(a.n AS text) FROM employees e JOIN accounts a ON a.owner = e.id WHERE e.name IN ('e1', 'e2', 'e3', 'e4')";
+    assert_eq!(entities_read(&client, by_index, "accounts").await, 20);
     // Many employees (more distinct keys than the join lists): the table
     // is scanned, with the same results.
     let many = "SELECT e.name, d.name FROM employees e JOIN departments d ON e.dept = d.id";
     assert_eq!(entities_read(&client, many, "departments").await, 5000);
 
-    for sql in [few, by_partition, many] {
+    for sql in [few, by_partition, by_index, many] {
         let looked_up = rows(&client, sql).await;
         client
             .batch_execute("SET tablegate.pushdown = off")

@@ -479,6 +479,7 @@ impl TableProvider for StoreTable {
             key_order,
             key_lookup: None,
             pushdown: self.view.pushdown(),
+            indexes_usable: self.view.indexes_usable(&def.name),
             estimated_rows,
         };
         let reader = self.view.get().ok_or_else(|| {

@@ -817,6 +817,86 @@ fn intra_partition_ranges(
     Some((2 * (fixed + partition.len()) + usize::from(ranged), ranges))
 }
 
+/// The access path for rows whose `column` holds one of `values` (the keys
+/// a join's other side holds): point gets when the column is the whole
+/// key, partition scans when it is the partition key of a compound key,
+/// else an index whose leading column it is; `None` when none applies.
+pub fn lookup_path(
+    def: &TableDef,
+    column: usize,
+    values: Vec<Value>,
+    indexes_usable: bool,
+) -> Option<AccessPath> {
+    // The join lists a value once per row of its other side.
+    let mut seen = std::collections::HashSet::new();
+    let values: Vec<Value> = values
+        .into_iter()
+        .filter(|v| seen.insert(format!("{v:?}")))
+        .collect();
+    let mut constraints: Vec<Constraint> =
+        def.columns.iter().map(|_| Constraint::default()).collect();
+    constraints[column].values = Some(values);
+    let Keys::Columns { partition, row } = &def.keys else {
+        return None;
+    };
+    if partition == &[column] {
+        let pks = combinations(def, partition, &constraints)?;
+        let keys = pks.into_iter().map(|pk| join_components(&pk));
+        return Some(if row.is_empty() {
+            AccessPath::Points(keys.map(|pk| EntityKey::new(pk, "")).collect())
+        } else {
+            AccessPath::Ranges(
+                keys.map(|partition_key| KeyRange::Rows {
+                    partition_key,
+                    from: Bound::Unbounded,
+                    to: Bound::Unbounded,
+                })
+                .collect(),
+            )
+        });
+    }
+    if !indexes_usable {
+        return None;
+    }
+    def.indexes
+        .iter()
+        .filter(|i| !i.building && !i.intra_partition)
+        .filter(|i| {
+            i.columns
+                .first()
+                .is_some_and(|c| *c == def.columns[column].name)
+        })
+        .find_map(|index| {
+            let (_, ranges) = index_ranges(def, index, &constraints)?;
+            Some(AccessPath::Index {
+                index: index.clone(),
+                ranges,
+            })
+        })
+}
+
+/// Piece `piece` of `pieces` of a path of points or ranges (every
+/// `pieces`-th one); other paths whole to piece 0.
+pub fn share(access: AccessPath, piece: usize, pieces: usize) -> Option<AccessPath> {
+    fn mine<T>(items: Vec<T>, piece: usize, pieces: usize) -> Vec<T> {
+        items
+            .into_iter()
+            .enumerate()
+            .filter(|(i, _)| i % pieces.max(1) == piece)
+            .map(|(_, item)| item)
+            .collect()
+    }
+    Some(match access {
+        AccessPath::Points(keys) => AccessPath::Points(mine(keys, piece, pieces)),
+        AccessPath::Ranges(ranges) => AccessPath::Ranges(mine(ranges, piece, pieces)),
+        AccessPath::Index { index, ranges } => AccessPath::Index {
+            index,
+            ranges: mine(ranges, piece, pieces),
+        },
+        whole => return (piece == 0).then_some(whole),
+    })
+}
+
 /// Whether cutting `access` into pieces needs the table's split points.
 pub fn needs_split_points(access: &AccessPath) -> bool {
     matches!(access, AccessPath::Table)

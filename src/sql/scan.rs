@@ -29,7 +29,7 @@ use datafusion::physical_plan::{
 use futures::stream;
 
 use super::convert::entities_to_batch;
-use super::pushdown::AccessPath;
+use super::pushdown::{self, AccessPath};
 use crate::catalog::TableDef;
 use crate::model::Entity;
 use crate::store::{Continuation, EntityRead, Query};
@@ -61,10 +61,14 @@ pub struct ScanSpec {
     pub reverse: bool,
     /// Output columns (positions) in key order, when the output is sorted by key.
     pub key_order: Vec<usize>,
-    /// A join's run-time filter on the table's partition key column: once
-    /// the join has read its other side, a whole-table scan reads only the
-    /// keys it found (see [`key_lookup`]).
+    /// A join's run-time filter on the table's partition key column or an
+    /// index's leading column: once the join has read its other side, a
+    /// whole-table scan reads only the rows of the keys it found (see
+    /// [`key_lookup`]).
     pub key_lookup: Option<Arc<dyn PhysicalExpr>>,
+    /// Whether the table's indexes answer for the rows the statement sees
+    /// (not when its transaction wrote the table).
+    pub indexes_usable: bool,
     /// Whether the scan may narrow what it reads at run time (off with
     /// `SET tablegate.pushdown = off`, which compares against full scans).
     pub pushdown: bool,
@@ -251,8 +255,9 @@ impl ExecutionPlan for StoreScan {
         Ok(SortOrderPushdownResult::Unsupported)
     }
 
-    /// Takes a hash join's dynamic filter on the table's partition key column
-    /// (the probe side of a join on this table's key). It is not applied as
+    /// Takes a hash join's dynamic filter on the table's partition key
+    /// column or an index's leading column (the probe side of a join on
+    /// this table's key or index). It is not applied as
     /// a filter (the join checks every row itself); it only narrows a
     /// whole-table scan to the keys the join's other side holds.
     fn handle_child_pushdown_result(
@@ -322,7 +327,7 @@ impl ExecutionPlan for StoreScan {
             // First poll: the join has read its other side by now.
             if let Some((column, filter)) = lookup {
                 if let Some(access) =
-                    key_lookup(&state.spec.table, column, &filter, partition, pieces).await
+                    key_lookup(&state.spec, column, &filter, partition, pieces).await
                 {
                     state.cursor = Cursor::new(&access, state.spec.reverse, &state.spec);
                 }
@@ -366,18 +371,24 @@ impl StoreScan {
         };
         let output = child.downcast_ref::<Column>()?.index();
         let column = *self.spec.decoded[..self.spec.output].get(output)?;
-        let (partition, _) = self.spec.table.key_columns();
-        (partition == [column]).then_some(column)
+        let table = &self.spec.table;
+        let name = &table.columns[column].name;
+        let leads_index = self.spec.indexes_usable
+            && table
+                .indexes
+                .iter()
+                .any(|i| !i.building && !i.intra_partition && i.columns.first() == Some(name));
+        (table.key_columns().0 == [column] || leads_index).then_some(column)
     }
 }
 
 /// The access path a join's dynamic filter gives, once the join has read
-/// its other side: the keys of its `IN` list (point gets when the column is
-/// the whole key, partition scans when rows have a RowKey too), this
-/// piece's share of them. `None` when the filter holds no `IN` list (the
-/// other side had too many distinct keys), so the scan reads the table.
+/// its other side: the rows whose column holds a value of its `IN` list
+/// (see [`pushdown::lookup_path`]), this piece's share of them. `None`
+/// when the filter holds no `IN` list (the other side had too many
+/// distinct keys), so the scan reads the table.
 async fn key_lookup(
-    table: &TableDef,
+    spec: &ScanSpec,
     column: usize,
     filter: &Arc<dyn PhysicalExpr>,
     piece: usize,
@@ -403,37 +414,13 @@ async fn key_lookup(
             }
         }
     }
-    let def = &table.columns[column];
-    let mut keys: Vec<String> = list?
+    let ty = spec.table.columns[column].ty;
+    let values: Vec<crate::model::Value> = list?
         .iter()
-        .map(|item| {
-            let literal = item.downcast_ref::<Literal>()?;
-            let value = super::pushdown::literal_value(def.ty, literal.value())?;
-            crate::catalog::encode_component(&def.name, def.ty, &value).ok()
-        })
+        .map(|item| pushdown::literal_value(ty, item.downcast_ref::<Literal>()?.value()))
         .collect::<Option<_>>()?;
-    keys.sort();
-    keys.dedup();
-    let mine = keys
-        .into_iter()
-        .enumerate()
-        .filter(|(i, _)| i % pieces == piece);
-    let (_, row) = table.key_columns();
-    Some(if row.is_empty() {
-        AccessPath::Points(
-            mine.map(|(_, pk)| crate::model::EntityKey::new(pk, ""))
-                .collect(),
-        )
-    } else {
-        AccessPath::Ranges(
-            mine.map(|(_, pk)| crate::store::KeyRange::Rows {
-                partition_key: pk,
-                from: std::ops::Bound::Unbounded,
-                to: std::ops::Bound::Unbounded,
-            })
-            .collect(),
-        )
-    })
+    let access = pushdown::lookup_path(&spec.table, column, values, spec.indexes_usable)?;
+    pushdown::share(access, piece, pieces)
 }
 
 /// How to make rows from index entries alone.

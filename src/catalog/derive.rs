@@ -83,7 +83,7 @@ struct Rows<'a> {
 }
 
 impl<'a> Rows<'a> {
-    fn new(catalog: &'a Catalog, writes: &'a [(String, WriteOp)]) -> Result<Self, CatalogError> {
+    fn new(catalog: &'a Catalog, writes: &'a [(String, WriteOp)]) -> Self {
         let mut written = HashMap::new();
         for (table, op) in writes {
             let after = match op {
@@ -99,11 +99,11 @@ impl<'a> Rows<'a> {
             };
             written.insert((table.as_str(), op.key()), after);
         }
-        Ok(Rows {
+        Rows {
             catalog,
             written,
             before: HashMap::new(),
-        })
+        }
     }
 
     async fn before(
@@ -205,7 +205,7 @@ impl Catalog {
             )));
         }
         let mut entries = Entries::new();
-        let mut rows = Rows::new(self, writes)?;
+        let mut rows = Rows::new(self, writes);
         self.build_indexes(definitions, writes, &mut entries)
             .await?;
         self.index_changes(definitions, writes, &mut rows, &mut entries)
@@ -455,7 +455,7 @@ impl Catalog {
         }
         let base = self.table_def(definitions, &m.table)?;
         let join = self.join_def(definitions, m)?;
-        let mut rows = Rows::new(self, &[])?;
+        let mut rows = Rows::new(self, &[]);
         let mut groups = Groups::default();
         let mut base_rows = Vec::new();
         // The base rows are read a page at a time; each page's view rows

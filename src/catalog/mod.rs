@@ -235,13 +235,17 @@ impl Catalog {
                 unchanged(&used)?;
                 // Derived writes read rows and view entities that other
                 // commits also change: such commits go one at a time.
-                let _derived = match writes.iter().any(|(t, _)| self.derives_from(t)) {
+                let tables: std::collections::BTreeSet<&str> =
+                    writes.iter().map(|(t, _)| t.as_str()).collect();
+                let derived = match tables.into_iter().any(|t| self.derives_from(t)) {
                     true => Some(self.derived.lock().await),
                     false => None,
                 };
                 let mut writes = writes;
-                let indexed = self.derived_writes(&[], &writes).await?;
-                writes.extend(indexed);
+                if derived.is_some() {
+                    let more = self.derived_writes(&[], &writes).await?;
+                    writes.extend(more);
+                }
                 self.write(writes).await?;
             }
             return Ok(());

@@ -251,6 +251,9 @@ impl Catalog {
             return Ok(());
         }
         let _one_at_a_time = self.definitions_lock.write().await;
+        // Its row writes may derive entries too, while an index build
+        // writes its pages.
+        let _derived = self.derived.lock().await;
         unchanged(&used)?;
         self.check_dependents(&definitions)?;
         let mut ops = Vec::with_capacity(definitions.len() + writes.len());

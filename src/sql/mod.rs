@@ -19,6 +19,7 @@ mod convert;
 pub mod copy;
 mod cursor;
 mod ddl;
+mod diagnostics;
 mod dml;
 mod error;
 mod fastpath;

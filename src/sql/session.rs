@@ -20,6 +20,7 @@ use datafusion::sql::sqlparser::dialect::PostgreSqlDialect;
 
 use super::copy::{CopyFormat, CopyIn};
 use super::cursor::{self, Cursor};
+use super::diagnostics;
 use super::error::{Result, SqlError};
 use super::fastpath::PointPlan;
 use super::names::ColumnNames;
@@ -190,6 +191,14 @@ impl Session {
             information_schema::SCHEMA,
             Arc::new(information_schema::InformationSchema::new(
                 engine.catalog.clone(),
+                view.clone(),
+            )),
+        );
+        let _ = catalog.register_schema(
+            diagnostics::SCHEMA,
+            Arc::new(diagnostics::DiagnosticsSchema::new(
+                engine.catalog.clone(),
+                engine.store().clone(),
                 view.clone(),
             )),
         );

@@ -107,7 +107,11 @@ async fn meta_commands() {
     );
     assert_eq!(
         psql(port, "\\dn").await,
-        "List of schemas\nName|Owner\npublic|tablegate\n(1 row)\n"
+        "List of schemas\nName|Owner\npublic|tablegate\ntablegate|tablegate\n(2 rows)\n"
+    );
+    assert_eq!(
+        psql(port, "\\dv tablegate.*").await,
+        "List of relations\nSchema|Name|Type|Owner\ntablegate|indexes|view|tablegate\ntablegate|materialized_views|view|tablegate\ntablegate|tables|view|tablegate\n(3 rows)\n"
     );
     let databases = psql(port, "\\l").await;
     assert!(

@@ -52,6 +52,14 @@ const VIEWS: &[(&str, Ty)] = &[
     ("definition", Ty::Text),
 ];
 
+/// The views of the schema and their column counts (for `pg_class`).
+pub fn relations() -> impl Iterator<Item = (&'static str, usize)> {
+    NAMES
+        .iter()
+        .copied()
+        .zip([TABLES.len(), INDEXES.len(), VIEWS.len()])
+}
+
 pub struct DiagnosticsSchema {
     catalog: Arc<Catalog>,
     store: Arc<dyn TableStore>,

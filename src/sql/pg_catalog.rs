@@ -29,6 +29,8 @@ pub const SCHEMA: &str = "pg_catalog";
 pub const PG_CATALOG_OID: i32 = 11;
 pub const PUBLIC_OID: i32 = 2200;
 pub const INFORMATION_SCHEMA_OID: i32 = 13_000;
+/// The `tablegate` schema of diagnostics views.
+pub const TABLEGATE_OID: i32 = 13_100;
 const DATABASE_OID: i32 = 16_384 - 1;
 const OWNER_OID: i32 = 10;
 const BTREE_OID: i32 = 403;
@@ -921,6 +923,12 @@ impl PgCatalogSchema {
             "pg_namespace" => table(PG_NAMESPACE, namespaces()),
             "pg_class" => {
                 let mut rows = classes(&tables);
+                // The diagnostics views, in their own schema.
+                rows.extend(super::diagnostics::relations().map(|(name, columns)| {
+                    let mut row = class_row(oid_of("view", name), name, "v", columns, false, false);
+                    row[2] = TABLEGATE_OID.into();
+                    row
+                }));
                 rows.extend(self.catalog.sequences.list().iter().map(|s| {
                     class_row(sequence_oid(&s.def.name), &s.def.name, "S", 3, false, false)
                 }));
@@ -1288,10 +1296,11 @@ pub fn quote_ident(name: &str) -> String {
 }
 
 /// The schemas, by object id.
-pub const NAMESPACES: [(i32, &str); 3] = [
+pub const NAMESPACES: [(i32, &str); 4] = [
     (PG_CATALOG_OID, "pg_catalog"),
     (PUBLIC_OID, "public"),
     (INFORMATION_SCHEMA_OID, "information_schema"),
+    (TABLEGATE_OID, super::diagnostics::SCHEMA),
 ];
 
 fn namespaces() -> Vec<Vec<Cell>> {

@@ -496,3 +496,40 @@ async fn cancel_requests_stop_a_running_query() {
     let row = client.query_one("SELECT 1 + 1", &[]).await.unwrap();
     assert_eq!(row.get::<_, i64>(0), 2);
 }
+
+/// A statement's notices reach a client of the extended protocol too
+/// (tokio-postgres prepares every statement): here, that a materialized
+/// view of a shape writes do not keep current is only refreshed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn notices_reach_extended_protocol_clients() {
+    let server = TestServer::start().await;
+    let (client, mut connection) = tokio_postgres::connect(
+        &format!("host=127.0.0.1 port={} user=test", server.port),
+        tokio_postgres::NoTls,
+    )
+    .await
+    .unwrap();
+    let (notices, mut received) = tokio::sync::mpsc::unbounded_channel();
+    tokio::spawn(async move {
+        let mut messages = futures::stream::poll_fn(move |cx| connection.poll_message(cx));
+        while let Some(Ok(message)) = futures::StreamExt::next(&mut messages).await {
+            if let tokio_postgres::AsyncMessage::Notice(notice) = message {
+                let _ = notices.send(notice.message().to_owned());
+            }
+        }
+    });
+    client
+        .batch_execute("CREATE TABLE t (k int PRIMARY KEY, v text)")
+        .await
+        .unwrap();
+    let prepared = client
+        .prepare("CREATE MATERIALIZED VIEW shouted AS SELECT k, upper(v) AS v FROM t")
+        .await
+        .unwrap();
+    client.execute(&prepared, &[]).await.unwrap();
+    let notice = received.recv().await.expect("a notice");
+    assert!(
+        notice.starts_with("materialized view \"shouted\" is not kept current by writes"),
+        "{notice}"
+    );
+}

@@ -79,12 +79,15 @@ fn add(
 struct Rows<'a> {
     catalog: &'a Catalog,
     written: HashMap<(&'a str, &'a EntityKey), Option<&'a Entity>>,
+    /// The keys of `written`, by table.
+    written_keys: HashMap<&'a str, Vec<&'a EntityKey>>,
     before: HashMap<(String, EntityKey), Option<Entity>>,
 }
 
 impl<'a> Rows<'a> {
     fn new(catalog: &'a Catalog, writes: &'a [(String, WriteOp)]) -> Self {
         let mut written = HashMap::new();
+        let mut written_keys: HashMap<&str, Vec<&EntityKey>> = HashMap::new();
         for (table, op) in writes {
             let after = match op {
                 WriteOp::Insert(e)
@@ -97,11 +100,17 @@ impl<'a> Rows<'a> {
                     continue;
                 }
             };
-            written.insert((table.as_str(), op.key()), after);
+            if written.insert((table.as_str(), op.key()), after).is_none() {
+                written_keys
+                    .entry(table.as_str())
+                    .or_default()
+                    .push(op.key());
+            }
         }
         Rows {
             catalog,
             written,
+            written_keys,
             before: HashMap::new(),
         }
     }
@@ -146,11 +155,9 @@ impl<'a> Rows<'a> {
 
     /// Keys the commit writes in a table.
     fn written_keys(&self, table: &str) -> Vec<EntityKey> {
-        self.written
-            .keys()
-            .filter(|(t, _)| *t == table)
-            .map(|(_, k)| (*k).clone())
-            .collect()
+        self.written_keys
+            .get(table)
+            .map_or_else(Vec::new, |keys| keys.iter().map(|&k| k.clone()).collect())
     }
 }
 
@@ -174,14 +181,17 @@ impl Catalog {
             .collect()
     }
 
-    /// Whether writing rows of `table` derives other writes.
-    pub(super) fn derives_from(&self, table: &str) -> bool {
-        self.get(table).is_some_and(|d| !d.indexes.is_empty())
-            || self.maintained_views(&[]).iter().any(|v| {
-                v.view
-                    .as_ref()
-                    .is_some_and(|v| v.base_tables().contains(&table))
-            })
+    /// Whether writing rows of these tables derives other writes: one of
+    /// them has indexes, or a maintained view is made from one. One pass
+    /// over the definitions, as every commit that writes rows asks.
+    pub(super) fn derives_from(&self, tables: &BTreeSet<&str>) -> bool {
+        let all = self.tables.read().unwrap_or_else(|e| e.into_inner());
+        all.values().any(|def| {
+            (!def.indexes.is_empty() && tables.contains(def.name.as_str()))
+                || def.view.as_ref().is_some_and(|v| {
+                    v.maintained.is_some() && v.base_tables().iter().any(|t| tables.contains(t))
+                })
+        })
     }
 
     /// The index and view writes of a commit: entries and view rows of

@@ -237,7 +237,7 @@ impl Catalog {
                 // commits also change: such commits go one at a time.
                 let tables: std::collections::BTreeSet<&str> =
                     writes.iter().map(|(t, _)| t.as_str()).collect();
-                let derived = match tables.into_iter().any(|t| self.derives_from(t)) {
+                let derived = match self.derives_from(&tables) {
                     true => Some(self.derived.lock().await),
                     false => None,
                 };

@@ -833,12 +833,7 @@ impl Session {
             self.refresh_view();
             let (changes, output, used) =
                 dml::plan_changes(self, statement, params.clone()).await?;
-            if used.view.is_some() {
-                return Err(SqlError::WrongObjectType(format!(
-                    "cannot change materialized view {:?}",
-                    used.name
-                )));
-            }
+            writable(&used)?;
             if self.txn.is_some() {
                 self.apply_to_transaction(changes, &used)?;
                 return Ok(output);
@@ -983,6 +978,7 @@ impl Session {
             return Err(SqlError::Syntax("COPY FROM needs a table".into()));
         };
         let def = self.table(&table_name(&name)?)?;
+        writable(&def)?;
         let columns: Vec<usize> = if columns.is_empty() {
             (0..def.columns.len())
                 .filter(|&i| def.columns[i].system.is_none())
@@ -1321,6 +1317,18 @@ impl Session {
 }
 
 /// `MOVE ...` as the `FETCH ...` it mirrors, for the parser.
+/// Refuses the writes of INSERT, UPDATE, DELETE and COPY to a
+/// materialized view: only its base tables' writes and REFRESH change it.
+fn writable(def: &TableDef) -> Result<()> {
+    match def.view {
+        Some(_) => Err(SqlError::WrongObjectType(format!(
+            "cannot change materialized view {:?}",
+            def.name
+        ))),
+        None => Ok(()),
+    }
+}
+
 fn as_fetch(sql: &str) -> Option<String> {
     let trimmed = sql.trim_start();
     let head = trimmed.get(..4)?;

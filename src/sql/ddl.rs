@@ -353,13 +353,24 @@ pub(super) fn define(session: &mut Session, name: &str, after: Option<TableDef>)
     Ok(())
 }
 
+/// Whether a CREATE finds its name taken: `Ok(true)` to do nothing (IF NOT
+/// EXISTS), an error without it, `Ok(false)` when the name is free.
+pub(super) fn exists(taken: bool, if_not_exists: bool, name: &str) -> Result<bool> {
+    match (taken, if_not_exists) {
+        (false, _) => Ok(false),
+        (true, true) => Ok(true),
+        (true, false) => Err(CatalogError::TableExists(name.to_owned()).into()),
+    }
+}
+
 pub async fn create_table(session: &mut Session, create: CreateTable) -> Result<Output> {
     let name = table_name(&create.name)?;
-    if session.table_def(&name).is_some() {
-        if create.if_not_exists {
-            return Ok(Output::Command("CREATE TABLE".into()));
-        }
-        return Err(CatalogError::TableExists(name).into());
+    if exists(
+        session.table_def(&name).is_some(),
+        create.if_not_exists,
+        &name,
+    )? {
+        return Ok(Output::Command("CREATE TABLE".into()));
     }
     let mut primary = Vec::new();
     let mut columns = Vec::new();
@@ -736,11 +747,8 @@ pub fn create_index(
             .flat_map(|t| indexes_of(t))
             .any(|i| i.name == name);
     let done = Output::Command("CREATE INDEX".into());
-    if taken {
-        if create.if_not_exists {
-            return Ok((done, None));
-        }
-        return Err(CatalogError::TableExists(name).into());
+    if exists(taken, create.if_not_exists, &name)? {
+        return Ok((done, None));
     }
     let mut def = (*current).clone();
     def.indexes.push(IndexDef {

@@ -32,11 +32,12 @@ use crate::catalog::{
 
 pub async fn create(session: &mut Session, create: CreateView) -> Result<Output> {
     let name = table_name(&create.name)?;
-    if session.table_def(&name).is_some() {
-        if create.if_not_exists {
-            return Ok(Output::Command("CREATE MATERIALIZED VIEW".into()));
-        }
-        return Err(CatalogError::TableExists(name).into());
+    if super::ddl::exists(
+        session.table_def(&name).is_some(),
+        create.if_not_exists,
+        &name,
+    )? {
+        return Ok(Output::Command("CREATE MATERIALIZED VIEW".into()));
     }
     let query = create.query.to_string();
     let plan = session.plan_query(&query).await?;

@@ -503,21 +503,7 @@ async fn cancel_requests_stop_a_running_query() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn notices_reach_extended_protocol_clients() {
     let server = TestServer::start().await;
-    let (client, mut connection) = tokio_postgres::connect(
-        &format!("host=127.0.0.1 port={} user=test", server.port),
-        tokio_postgres::NoTls,
-    )
-    .await
-    .unwrap();
-    let (notices, mut received) = tokio::sync::mpsc::unbounded_channel();
-    tokio::spawn(async move {
-        let mut messages = futures::stream::poll_fn(move |cx| connection.poll_message(cx));
-        while let Some(Ok(message)) = futures::StreamExt::next(&mut messages).await {
-            if let tokio_postgres::AsyncMessage::Notice(notice) = message {
-                let _ = notices.send(notice.message().to_owned());
-            }
-        }
-    });
+    let (client, mut received) = server.client_with_notices().await;
     client
         .batch_execute("CREATE TABLE t (k int PRIMARY KEY, v text)")
         .await

@@ -28,6 +28,7 @@ use pgwire::api::{
 use pgwire::error::{PgWireError, PgWireResult};
 use pgwire::messages::copy::{CopyData, CopyDone, CopyFail};
 use pgwire::messages::extendedquery::{Bind, Describe, Execute, Parse, TARGET_TYPE_BYTE_PORTAL};
+use pgwire::messages::simplequery::Query;
 use pgwire::messages::startup::ParameterStatus;
 use pgwire::messages::PgWireBackendMessage;
 use pgwire::messages::PgWireFrontendMessage;
@@ -35,16 +36,18 @@ use tokio::sync::Mutex;
 
 use super::auth::{server_parameters, Authentication};
 use super::cancel::{cancellable, Canceller, Cancels, Registration};
-use super::deferred::Deferred;
 use super::encode;
 use super::error::{error_info, to_pgwire};
 use super::params;
+use super::replies::Replies;
+use crate::sql::session::Notices;
 use crate::sql::{Engine, Output, Prepared, Session};
 
 /// A connection's session, shared by its handlers' calls, and its cancel
 /// signal.
 struct Connection {
     session: Arc<Mutex<Session>>,
+    notices: Notices,
     cancel: Registration,
 }
 
@@ -112,8 +115,10 @@ fn connection_of<C: ClientInfo>(
             .cloned()
             .unwrap_or_default();
         let (pid, secret) = client.pid_and_secret_key();
+        let session = Session::for_user(engine.clone(), &user);
         Connection {
-            session: Arc::new(Mutex::new(Session::for_user(engine.clone(), &user))),
+            notices: session.notices(),
+            session: Arc::new(Mutex::new(session)),
             cancel: cancels.register(pid, &secret),
         }
     })
@@ -122,6 +127,12 @@ fn connection_of<C: ClientInfo>(
 impl Handlers {
     fn connection<C: ClientInfo>(&self, client: &C) -> Arc<Connection> {
         connection_of(&self.engine, &self.cancels, client)
+    }
+
+    /// The client, with replies held for the Sync or Flush (extended protocol).
+    fn deferred<'a, C: ClientInfo>(&self, client: &'a mut C) -> Replies<'a, C> {
+        let notices = self.connection(client).notices.clone();
+        Replies::deferred(client, notices)
     }
 }
 
@@ -161,23 +172,23 @@ fn response(output: Output, format: &Format, cancel: &Registration) -> PgWireRes
     })
 }
 
-/// Sends a statement's notices, ahead of its replies.
-async fn send_notices<C>(client: &mut C, notices: Vec<String>) -> PgWireResult<()>
-where
-    C: Sink<PgWireBackendMessage> + Unpin + Send,
-    PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
-{
-    for message in notices {
-        let notice = pgwire::error::ErrorInfo::new("NOTICE".into(), "00000".into(), message);
-        client
-            .feed(PgWireBackendMessage::NoticeResponse(notice.into()))
-            .await?;
-    }
-    Ok(())
-}
-
 #[async_trait]
 impl SimpleQueryHandler for Handlers {
+    /// pgwire's, with the session's notices sent ahead of each statement's
+    /// last reply.
+    async fn on_query<C>(&self, client: &mut C, query: Query) -> PgWireResult<()>
+    where
+        C: ClientInfo + ClientPortalStore + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+        C::PortalStore: PortalStore,
+        C::Error: Debug,
+        PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+    {
+        let notices = self.connection(client).notices.clone();
+        let mut replies = Replies::immediate(client, notices);
+        self._on_query(&mut replies, query).await?;
+        Ok(replies.flush().await?)
+    }
+
     async fn do_query<C>(&self, client: &mut C, query: &str) -> PgWireResult<Vec<Response>>
     where
         C: ClientInfo + ClientPortalStore + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
@@ -196,7 +207,6 @@ impl SimpleQueryHandler for Handlers {
                 Err(e) => responses.push(Response::Error(Box::new(error_info(&e)))),
             }
         }
-        send_notices(client, session.take_notices()).await?;
         Ok(responses)
     }
 }
@@ -265,9 +275,9 @@ impl ExtendedQueryHandler for Handlers {
         C::Error: Debug,
         PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
     {
-        PgwireDefaults(self)
-            .on_parse(&mut Deferred::new(client), message)
-            .await
+        let mut replies = self.deferred(client);
+        PgwireDefaults(self).on_parse(&mut replies, message).await?;
+        Ok(replies.flush().await?)
     }
 
     /// pgwire's, with BindComplete left for the Sync to send.
@@ -278,9 +288,9 @@ impl ExtendedQueryHandler for Handlers {
         C::Error: Debug,
         PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
     {
-        PgwireDefaults(self)
-            .on_bind(&mut Deferred::new(client), message)
-            .await
+        let mut replies = self.deferred(client);
+        PgwireDefaults(self).on_bind(&mut replies, message).await?;
+        Ok(replies.flush().await?)
     }
 
     /// pgwire's, with its replies left for the Sync to send, except the
@@ -292,8 +302,9 @@ impl ExtendedQueryHandler for Handlers {
         C::Error: Debug,
         PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
     {
-        self._on_execute(&mut Deferred::new(client), message)
-            .await?;
+        let mut replies = self.deferred(client);
+        self._on_execute(&mut replies, message).await?;
+        replies.flush().await?;
         if matches!(client.state(), PgWireConnectionState::CopyInProgress(_)) {
             client.flush().await?;
         }
@@ -319,13 +330,15 @@ impl ExtendedQueryHandler for Handlers {
             if let Some(schema) = schema {
                 let fields = encode::fields(&schema, &Format::UnifiedText)?;
                 return send_describe_response(
-                    &mut Deferred::new(client),
+                    &mut self.deferred(client),
                     &DescribePortalResponse::new(fields),
                 )
                 .await;
             }
         }
-        self._on_describe(&mut Deferred::new(client), message).await
+        let mut replies = self.deferred(client);
+        self._on_describe(&mut replies, message).await?;
+        Ok(replies.flush().await?)
     }
 
     async fn do_query<C>(
@@ -346,7 +359,7 @@ impl ExtendedQueryHandler for Handlers {
         let result = session
             .execute_prepared(&portal.statement.statement, values)
             .await;
-        send_notices(client, session.take_notices()).await?;
+        drop(session);
         match result {
             Ok(output) => response(output, &portal.result_column_format, &connection.cancel),
             Err(e) => Ok(Response::Error(Box::new(error_info(&e)))),
@@ -462,7 +475,7 @@ impl CopyHandler for Handlers {
 }
 
 /// The handlers with pgwire's own Parse and Bind, which the overrides above
-/// run on a [`Deferred`] client (a trait's default cannot be called from
+/// run on a [`Replies`] client (a trait's default cannot be called from
 /// its override otherwise).
 struct PgwireDefaults<'a>(&'a Handlers);
 

@@ -7,18 +7,19 @@
 //! - `error`: every error's SQLSTATE, in one match.
 //! - `auth`: trust or SCRAM-SHA-256, and TLS.
 //! - `cancel`: cancel requests that stop queries while their rows stream.
-//! - `deferred`: replies held until the client's Sync or Flush.
+//! - `replies`: replies held until the client's Sync or Flush, with the
+//!   session's notices sent ahead of each statement's last reply.
 //!
 //! Layer rule: `pg` depends on `sql` (and the types `sql` returns); it knows
 //! nothing of keys, entities or the store.
 
 mod auth;
 mod cancel;
-mod deferred;
 mod encode;
 mod error;
 mod handler;
 mod params;
+mod replies;
 
 use std::future::Future;
 use std::net::SocketAddr;

@@ -779,6 +779,7 @@ pub fn text_command(sql: &str) -> Option<Option<datafusion::arrow::datatypes::Sc
         | ["alter", "sequence", ..] => Some(None),
         ["verify", "index", ..] | ["verify", "materialized", "view"] => Some(Some(verify_schema())),
         ["refresh", "materialized", "view"] => Some(None),
+        ["tablegate", "advise", ..] => Some(Some(super::diagnostics::advise::schema())),
         _ => None,
     }
 }
@@ -818,6 +819,10 @@ pub async fn verify_index(session: &Session, sql: &str) -> Option<Result<Output>
                 .find(|i| i.name == name)
                 .ok_or_else(|| CatalogError::TableNotFound(name.clone()))?;
             let differences = session.engine().catalog.verify_index(&table, index).await?;
+            session
+                .engine()
+                .monitor
+                .record_verification(&name, differences.len() as u64);
             verify_output(
                 differences
                     .iter()

@@ -13,9 +13,14 @@ use datafusion::common::{ParamValues, ScalarValue};
 use datafusion::logical_expr::utils::split_conjunction;
 use datafusion::logical_expr::{BinaryExpr, Expr, LogicalPlan, Operator};
 
+use std::time::{Instant, SystemTime};
+
 use super::convert::entities_to_batch;
+use super::diagnostics::queries::{QueryRecord, ScanRecord};
+use super::diagnostics::Monitor;
 use super::error::Result;
 use super::pushdown::literal_value;
+use super::pushdown::AccessPath;
 use super::session::Output;
 use crate::catalog::{Catalog, Keys, Row, TableDef};
 use crate::store::EntityRead;
@@ -155,6 +160,8 @@ impl PointPlan {
         current: Option<Arc<TableDef>>,
         view: Arc<dyn EntityRead>,
         params: &ParamValues,
+        monitor: &Monitor,
+        text: &Arc<str>,
     ) -> Result<Option<Output>> {
         let def = &self.table;
         match current {
@@ -185,7 +192,30 @@ impl PointPlan {
         let Ok(key) = def.entity_key(&row) else {
             return Ok(Some(self.rows(&[])?));
         };
+        let started = (SystemTime::now(), Instant::now());
         let entity = view.get(&def.name, &key, Some(&self.projection)).await?;
+        let found = u64::from(entity.is_some());
+        monitor
+            .traffic
+            .record_reads(&def.name, [(key.partition_key.as_str(), found)]);
+        monitor.record_statement(QueryRecord {
+            id: 0,
+            started: started.0,
+            text: text.clone(),
+            elapsed: started.1.elapsed(),
+            rows: found,
+            scans: vec![ScanRecord {
+                table: def.name.clone(),
+                access: AccessPath::Points(vec![key]).to_string(),
+                across_partitions: false,
+                entities_read: found,
+                rows_returned: found,
+                filter_columns: Vec::new(),
+                reverse: false,
+                joined: false,
+                aggregated: false,
+            }],
+        });
         Ok(Some(self.rows(entity.as_slice())?))
     }
 

@@ -796,6 +796,9 @@ pub async fn text_command(session: &mut Session, sql: &str) -> Option<Result<Out
                 if implicit {
                     session.close_implicit(result.is_ok()).await?;
                 }
+                if result.is_ok() {
+                    session.engine().monitor.record_refresh(&name);
+                }
                 result
             }
             .await,
@@ -807,7 +810,12 @@ pub async fn text_command(session: &mut Session, sql: &str) -> Option<Result<Out
     Some(
         async {
             session.refresh_view();
-            super::ddl::verify_output(verify(session, &name).await?)
+            let differences = verify(session, &name).await?;
+            session
+                .engine()
+                .monitor
+                .record_verification(&name, differences.len() as u64);
+            super::ddl::verify_output(differences)
         }
         .await,
     )

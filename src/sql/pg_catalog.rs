@@ -243,10 +243,29 @@ pub(super) enum Ty {
     Int4,
     Int8,
     Float4,
+    Float8,
     Bool,
     Text,
+    /// Microseconds since 1970, shown in UTC.
+    Timestamptz,
     Int2Array,
     TextArray,
+}
+
+impl Ty {
+    /// The SQL type of a column of this kind.
+    pub fn sql_type(self) -> SqlType {
+        match self {
+            Ty::Int2 => SqlType::Int2,
+            Ty::Int4 => SqlType::Int4,
+            Ty::Int8 => SqlType::Int8,
+            Ty::Float4 => SqlType::Float4,
+            Ty::Float8 => SqlType::Float8,
+            Ty::Bool => SqlType::Bool,
+            Ty::Text | Ty::Int2Array | Ty::TextArray => SqlType::Text,
+            Ty::Timestamptz => SqlType::Timestamptz,
+        }
+    }
 }
 
 /// One value of a catalog row.
@@ -254,7 +273,7 @@ pub(super) enum Ty {
 pub(super) enum Cell {
     Null,
     Int(i64),
-    Float(f32),
+    Double(f64),
     Bool(bool),
     Text(String),
     Ints(Vec<i64>),
@@ -297,6 +316,11 @@ fn arrow_type(ty: Ty) -> DataType {
         Ty::Int4 => DataType::Int32,
         Ty::Int8 => DataType::Int64,
         Ty::Float4 => DataType::Float32,
+        Ty::Float8 => DataType::Float64,
+        Ty::Timestamptz => DataType::Timestamp(
+            datafusion::arrow::datatypes::TimeUnit::Microsecond,
+            Some(Arc::from(super::types::UTC)),
+        ),
         Ty::Bool => DataType::Boolean,
         Ty::Text => DataType::Utf8,
         Ty::Int2Array => DataType::List(Arc::new(Field::new("item", DataType::Int16, true))),
@@ -309,7 +333,11 @@ fn scalar(ty: Ty, cell: &Cell) -> DfResult<ScalarValue> {
         (Ty::Int2, Cell::Int(v)) => ScalarValue::Int16(Some(*v as i16)),
         (Ty::Int4, Cell::Int(v)) => ScalarValue::Int32(Some(*v as i32)),
         (Ty::Int8, Cell::Int(v)) => ScalarValue::Int64(Some(*v)),
-        (Ty::Float4, Cell::Float(v)) => ScalarValue::Float32(Some(*v)),
+        (Ty::Float4, Cell::Double(v)) => ScalarValue::Float32(Some(*v as f32)),
+        (Ty::Float8, Cell::Double(v)) => ScalarValue::Float64(Some(*v)),
+        (Ty::Timestamptz, Cell::Int(v)) => {
+            ScalarValue::TimestampMicrosecond(Some(*v), Some(Arc::from(super::types::UTC)))
+        }
         (Ty::Bool, Cell::Bool(v)) => ScalarValue::Boolean(Some(*v)),
         (Ty::Text, Cell::Text(v)) => ScalarValue::Utf8(Some(v.clone())),
         (Ty::Int2Array, Cell::Ints(v)) => {
@@ -925,7 +953,8 @@ impl PgCatalogSchema {
                 let mut rows = classes(&tables);
                 // The diagnostics views, in their own schema.
                 rows.extend(super::diagnostics::relations().map(|(name, columns)| {
-                    let mut row = class_row(oid_of("view", name), name, "v", columns, false, false);
+                    let mut row =
+                        class_row(oid_of("view", name), name, "v", columns.len(), false, false);
                     row[2] = TABLEGATE_OID.into();
                     row
                 }));
@@ -955,7 +984,23 @@ impl PgCatalogSchema {
                     })
                     .collect(),
             ),
-            "pg_attribute" => table(PG_ATTRIBUTE, attributes(&tables)),
+            "pg_attribute" => {
+                let mut rows = attributes(&tables);
+                for (name, columns) in super::diagnostics::relations() {
+                    let relid = oid_of("view", name);
+                    for (i, (column, ty)) in columns.iter().enumerate() {
+                        rows.push(attribute_row(
+                            relid,
+                            column,
+                            ty.sql_type(),
+                            i as i64 + 1,
+                            false,
+                            false,
+                        ));
+                    }
+                }
+                table(PG_ATTRIBUTE, rows)
+            }
             "pg_index" => table(PG_INDEX, indexes(&tables)),
             "pg_constraint" => table(PG_CONSTRAINT, constraints(&tables)),
             "pg_attrdef" => table(PG_ATTRDEF, defaults(&tables)),
@@ -1337,7 +1382,7 @@ fn class_row(
         oid.into(),
         0.into(),
         0.into(),
-        Cell::Float(-1.0),
+        Cell::Double(-1.0),
         0.into(),
         0.into(),
         has_index.into(),

@@ -13,6 +13,7 @@ use datafusion::logical_expr::utils::conjunction;
 use datafusion::logical_expr::{Expr, TableProviderFilterPushDown};
 use datafusion::physical_plan::ExecutionPlan;
 
+use super::diagnostics::traffic::Traffic;
 use super::pushdown::{access_path, index_path, needs_split_points, split, AccessPath};
 use super::scan::{ScanSpec, StoreScan};
 use super::txn::Definitions;
@@ -168,6 +169,7 @@ pub struct TablegateSchema {
     /// Where unqualified names that are not tables resolve: `pg_catalog`,
     /// which PostgreSQL searches implicitly.
     system: Arc<dyn SchemaProvider>,
+    traffic: Arc<Traffic>,
 }
 
 impl std::fmt::Debug for TablegateSchema {
@@ -182,12 +184,14 @@ impl TablegateSchema {
         stats: Arc<dyn Statistics>,
         view: Arc<ReadView>,
         system: Arc<dyn SchemaProvider>,
+        traffic: Arc<Traffic>,
     ) -> Self {
         TablegateSchema {
             catalog,
             stats,
             view,
             system,
+            traffic,
         }
     }
 }
@@ -216,6 +220,7 @@ impl SchemaProvider for TablegateSchema {
                 stats: self.stats.clone(),
                 view: self.view.clone(),
                 with_row,
+                traffic: self.traffic.clone(),
             }) as Arc<dyn TableProvider>
         }))
     }
@@ -234,6 +239,7 @@ pub struct StoreTable {
     stats: Arc<dyn Statistics>,
     view: Arc<ReadView>,
     with_row: bool,
+    traffic: Arc<Traffic>,
 }
 
 impl std::fmt::Debug for StoreTable {
@@ -481,6 +487,7 @@ impl TableProvider for StoreTable {
             pushdown: self.view.pushdown(),
             indexes_usable: self.view.indexes_usable(&def.name),
             estimated_rows,
+            traffic: self.traffic.clone(),
         };
         let reader = self.view.get().ok_or_else(|| {
             datafusion::error::DataFusionError::Internal("no read view for this statement".into())

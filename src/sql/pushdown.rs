@@ -50,6 +50,18 @@ pub enum AccessPath {
 }
 
 impl AccessPath {
+    /// Whether the path reads across partitions (the whole table, or a
+    /// range of PartitionKeys) rather than partitions it names.
+    pub fn across_partitions(&self) -> bool {
+        match self {
+            AccessPath::Table => true,
+            AccessPath::Ranges(ranges) => ranges
+                .iter()
+                .any(|r| matches!(r, KeyRange::Partitions { .. })),
+            AccessPath::Points(_) | AccessPath::Index { .. } => false,
+        }
+    }
+
     pub fn kind(&self) -> &'static str {
         match self {
             AccessPath::Points(p) if p.len() == 1 => "point",

@@ -29,6 +29,8 @@ use datafusion::physical_plan::{
 use futures::stream;
 
 use super::convert::entities_to_batch;
+use super::diagnostics::queries::ScanRecord;
+use super::diagnostics::traffic::Traffic;
 use super::pushdown::{self, AccessPath};
 use crate::catalog::TableDef;
 use crate::model::Entity;
@@ -75,6 +77,8 @@ pub struct ScanSpec {
     /// About how many rows the scan returns (for join planning: the smaller
     /// side of a join is the one it holds in memory).
     pub estimated_rows: Option<usize>,
+    /// Where the entities read from named partitions are counted.
+    pub traffic: Arc<Traffic>,
 }
 
 pub struct StoreScan {
@@ -361,6 +365,43 @@ impl ExecutionPlan for StoreScan {
 }
 
 impl StoreScan {
+    /// What the scan did, for the query log: `joined` and `aggregated` say
+    /// whether a join or an aggregate consumed its rows.
+    pub fn record(&self, joined: bool, aggregated: bool) -> ScanRecord {
+        let s = &self.spec;
+        let metrics = self.metrics.clone_inner();
+        let read = metrics
+            .sum_by_name("entities_read")
+            .map_or(0, |v| v.as_usize());
+        let returned = metrics.output_rows().unwrap_or(0);
+        let mut filter_columns: Vec<String> = s
+            .filter
+            .iter()
+            .flat_map(datafusion::physical_expr::utils::collect_columns)
+            .filter_map(|c| {
+                let i = s.table.column_index(c.name())?;
+                (!s.table.is_key_column(i)).then(|| c.name().to_owned())
+            })
+            .collect();
+        filter_columns.sort();
+        filter_columns.dedup();
+        let mut access = s.access.to_string();
+        if s.key_lookup.is_some() {
+            access.push_str(", key lookups from the join");
+        }
+        ScanRecord {
+            table: s.table.name.clone(),
+            access,
+            across_partitions: s.access.across_partitions() && s.key_lookup.is_none(),
+            entities_read: read as u64,
+            rows_returned: returned as u64,
+            filter_columns,
+            reverse: s.reverse,
+            joined,
+            aggregated,
+        }
+    }
+
     /// The table column a join's dynamic filter constrains, when it is the
     /// table's only partition key column and the filter names nothing else.
     fn lookup_column(&self, filter: &Arc<dyn PhysicalExpr>) -> Option<usize> {
@@ -519,6 +560,9 @@ enum Cursor {
         queries: Vec<Query>,
         next: usize,
         continuation: Option<Continuation>,
+        /// Whether the ranges span partitions (the whole table, or a range
+        /// of PartitionKeys) rather than naming them.
+        across: bool,
     },
 }
 
@@ -541,12 +585,14 @@ impl Cursor {
                     queries,
                     next: 0,
                     continuation: None,
+                    across: access.across_partitions(),
                 }
             }
             AccessPath::Table => Cursor::Ranges {
                 queries: vec![Query::table()],
                 next: 0,
                 continuation: None,
+                across: true,
             },
             AccessPath::Index { index, ranges } => Cursor::Index {
                 index_table: index.store_table(),
@@ -668,6 +714,7 @@ impl ScanState {
                 queries,
                 next,
                 continuation,
+                ..
             } => {
                 let Some(query) = queries.get(*next) else {
                     return Ok(None);
@@ -694,6 +741,7 @@ impl ScanState {
                 return Ok(None);
             };
             self.entities_read.add(entities.len());
+            self.count_partition_reads(&entities);
             let mut batch = self.decode(&entities)?;
             if let Some(filter) = &self.spec.filter {
                 let mask = filter.evaluate(&batch)?.into_array(batch.num_rows())?;
@@ -719,6 +767,23 @@ impl ScanState {
                 return Ok(Some(batch));
             }
         }
+    }
+
+    /// Counts the entities read from named partitions (a scan across
+    /// partitions is counted once, in the query log).
+    fn count_partition_reads(&self, entities: &[Entity]) {
+        if matches!(self.cursor, Cursor::Ranges { across: true, .. }) || entities.is_empty() {
+            return;
+        }
+        let mut runs: Vec<(&str, u64)> = Vec::new();
+        for e in entities {
+            let partition = e.key.partition_key.as_str();
+            match runs.last_mut() {
+                Some((p, n)) if *p == partition => *n += 1,
+                _ => runs.push((partition, 1)),
+            }
+        }
+        self.spec.traffic.record_reads(&self.spec.table.name, runs);
     }
 
     /// The decoded columns of some entities, with the row column where asked.

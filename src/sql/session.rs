@@ -38,12 +38,15 @@ pub const SCHEMA_NAME: &str = "public";
 /// What every session of a server shares.
 pub struct Engine {
     pub catalog: Arc<Catalog>,
+    /// Traffic, recent queries and checks (the `tablegate` schema).
+    pub monitor: Arc<diagnostics::Monitor>,
 }
 
 impl Engine {
     pub async fn open(store: Arc<dyn TableStore>) -> Result<Arc<Engine>> {
         Ok(Arc::new(Engine {
             catalog: Arc::new(Catalog::open(store).await?),
+            monitor: Arc::default(),
         }))
     }
 
@@ -102,7 +105,7 @@ pub enum Output {
 /// protocol's prepared statement).
 #[derive(Clone)]
 pub struct Prepared {
-    pub sql: String,
+    pub sql: Arc<str>,
     pub statement: Option<DfStatement>,
     /// For queries: the plan, with placeholders for the parameters.
     pub plan: Option<LogicalPlan>,
@@ -126,6 +129,48 @@ impl Prepared {
     }
 }
 
+/// Notices for a client, shared with what produces them after a statement
+/// has returned (a query's rows, read later, end with its density warning).
+#[derive(Clone, Default)]
+pub struct Notices(Arc<std::sync::Mutex<NoticeQueue>>);
+
+#[derive(Default)]
+struct NoticeQueue {
+    pending: Vec<String>,
+    /// When each warning topic was last sent, so a busy table warns once a
+    /// minute rather than on every statement.
+    warned: HashMap<String, std::time::Instant>,
+}
+
+impl Notices {
+    fn queue(&self) -> std::sync::MutexGuard<'_, NoticeQueue> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub fn push(&self, message: String) {
+        self.queue().pending.push(message);
+    }
+
+    /// Adds a warning unless its topic was warned of in the last minute.
+    pub fn warn(&self, topic: &str, message: String) {
+        let mut queue = self.queue();
+        let now = std::time::Instant::now();
+        if let Some(at) = queue.warned.get(topic) {
+            if now.duration_since(*at) < std::time::Duration::from_secs(60) {
+                return;
+            }
+        }
+        tracing::warn!("{message}");
+        queue.warned.insert(topic.to_owned(), now);
+        queue.pending.push(message);
+    }
+
+    /// The notices not yet sent.
+    pub fn take(&self) -> Vec<String> {
+        std::mem::take(&mut self.queue().pending)
+    }
+}
+
 pub struct Session {
     engine: Arc<Engine>,
     ctx: SessionContext,
@@ -137,7 +182,9 @@ pub struct Session {
     /// Open cursors, by name.
     cursors: HashMap<String, Cursor>,
     /// Notices for the client, sent with the next replies.
-    notices: Vec<String>,
+    notices: Notices,
+    /// The text of the statement running, for the query log.
+    statement_text: Arc<str>,
 }
 
 /// A number for each session, reported by `pg_backend_pid()`.
@@ -200,6 +247,7 @@ impl Session {
                 engine.catalog.clone(),
                 engine.store().clone(),
                 view.clone(),
+                engine.monitor.clone(),
             )),
         );
         let _ = catalog.register_schema(
@@ -209,6 +257,7 @@ impl Session {
                 engine.store().clone(),
                 view.clone(),
                 system,
+                engine.monitor.traffic.clone(),
             )),
         );
         ctx.register_catalog(CATALOG_NAME, Arc::new(catalog));
@@ -228,7 +277,8 @@ impl Session {
             settings,
             copy_in: None,
             cursors: HashMap::new(),
-            notices: Vec::new(),
+            notices: Notices::default(),
+            statement_text: Arc::from(""),
         }
     }
 
@@ -237,13 +287,13 @@ impl Session {
     }
 
     /// Adds a notice for the client.
-    pub(super) fn notice(&mut self, message: String) {
+    pub(super) fn notice(&self, message: String) {
         self.notices.push(message);
     }
 
-    /// The notices not yet sent.
-    pub fn take_notices(&mut self) -> Vec<String> {
-        std::mem::take(&mut self.notices)
+    /// The session's notices, which the protocol layer sends.
+    pub fn notices(&self) -> Notices {
+        self.notices.clone()
     }
 
     /// The logical plan of one query given as text (a view's, or the
@@ -312,6 +362,9 @@ impl Session {
             if let Some(result) = ddl::verify_index(self, sql).await {
                 return vec![result];
             }
+            if let Some(result) = diagnostics::advise::advise(self, sql).await {
+                return vec![result];
+            }
             if let Some(result) = super::matview::text_command(self, sql).await {
                 return vec![result.map_err(|e| self.fail(e))];
             }
@@ -335,7 +388,13 @@ impl Session {
             Err(e) => return vec![Err(self.fail(e))],
         };
         let mut outputs = Vec::with_capacity(statements.len());
+        let several = statements.len() > 1;
         for statement in statements {
+            self.statement_text = if several {
+                Arc::from(statement.to_string())
+            } else {
+                Arc::from(sql)
+            };
             let result = self.run(statement, None).await;
             let failed = result.is_err();
             outputs.push(result.map_err(|e| self.fail(e)));
@@ -358,7 +417,7 @@ impl Session {
     pub async fn prepare(&mut self, sql: &str) -> Result<Prepared> {
         if let Some(result) = ddl::text_command(sql) {
             return Ok(Prepared {
-                sql: sql.to_owned(),
+                sql: Arc::from(sql),
                 statement: None,
                 plan: None,
                 param_types: vec![],
@@ -375,7 +434,7 @@ impl Session {
             ));
         }
         let mut prepared = Prepared {
-            sql: sql.to_owned(),
+            sql: Arc::from(sql),
             statement: None,
             plan: None,
             param_types: vec![],
@@ -431,6 +490,7 @@ impl Session {
         prepared: &Prepared,
         params: ParamValues,
     ) -> Result<Output> {
+        self.statement_text = prepared.sql.clone();
         if let Some(point) = &prepared.point {
             self.check_not_failed()?;
             match point
@@ -438,6 +498,8 @@ impl Session {
                     self.table_def(point.table_name()),
                     self.current_view(),
                     &params,
+                    &self.engine.monitor,
+                    &self.statement_text,
                 )
                 .await
             {
@@ -812,10 +874,19 @@ impl Session {
             .map_err(|e| SqlError::FeatureNotSupported(e.to_string()))?;
         let frame = self.ctx.execute_logical_plan(plan).await?;
         let schema = Arc::new(frame.schema().as_arrow().clone());
-        let stream = frame.execute_stream().await?;
+        let task = Arc::new(frame.task_ctx());
+        let plan = frame.create_physical_plan().await?;
+        let stream = datafusion::physical_plan::execute_stream(plan.clone(), task)?;
+        let stream = diagnostics::Watched::new(
+            stream,
+            plan,
+            self.engine.monitor.clone(),
+            self.notices.clone(),
+            self.statement_text.clone(),
+        );
         Ok(Output::Rows {
             schema,
-            stream,
+            stream: Box::pin(stream),
             tag: "SELECT".into(),
         })
     }
@@ -892,8 +963,12 @@ impl Session {
             .filter(|c| c.before.is_some() && c.after.is_none())
             .map(|c| c.name.clone())
             .collect();
+        let writes = diagnostics::monitor::Writes::of(&ops);
         match self.engine.catalog.commit(definitions, ops, used).await {
             Ok(()) => {
+                for warning in self.engine.monitor.record_writes(writes) {
+                    self.notices.warn(&warning.topic, warning.message);
+                }
                 // The sequences of a dropped table's serial columns go with it.
                 let sequences = &self.engine.catalog.sequences;
                 for table in dropped {

@@ -72,6 +72,31 @@ impl TestServer {
         tokio::spawn(connection);
         client
     }
+
+    /// A client, and the notices the server sends it.
+    pub async fn client_with_notices(
+        &self,
+    ) -> (
+        tokio_postgres::Client,
+        tokio::sync::mpsc::UnboundedReceiver<String>,
+    ) {
+        let (client, mut connection) = tokio_postgres::connect(
+            &format!("host=127.0.0.1 port={} user=test", self.port),
+            tokio_postgres::NoTls,
+        )
+        .await
+        .expect("connect");
+        let (notices, received) = tokio::sync::mpsc::unbounded_channel();
+        tokio::spawn(async move {
+            let mut messages = futures::stream::poll_fn(move |cx| connection.poll_message(cx));
+            while let Some(Ok(message)) = futures::StreamExt::next(&mut messages).await {
+                if let tokio_postgres::AsyncMessage::Notice(notice) = message {
+                    let _ = notices.send(notice.message().to_owned());
+                }
+            }
+        });
+        (client, received)
+    }
 }
 
 impl TestServer {

@@ -1,0 +1,474 @@
+//! Reads and writes per partition, since start and over the last minute, and
+//! the shape of each table's recent writes (one hot partition, or always the
+//! newest or oldest PartitionKey).
+//!
+//! Reads are counted where a statement names its partitions (point gets,
+//! partition and row ranges, an index's point gets); a scan across
+//! partitions reads each about evenly, so it is counted once per table
+//! instead. Counters live in memory and start again with the server.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::Mutex;
+use std::time::Instant;
+
+/// Seconds a slot of the last-minute window spans; six make the minute.
+const SLOT_SECONDS: u64 = 10;
+const SLOTS: usize = 6;
+/// Partitions whose counters a table keeps: past twice this, the quietest
+/// are forgotten, so a table of millions of partitions costs a bounded
+/// amount of memory and still shows its busiest ones.
+const TRACKED_PARTITIONS: usize = 1000;
+/// How many recent writing statements the write shape is read from.
+const RECENT_WRITES: usize = 100;
+/// Fewer recent writing statements than this tell nothing about their shape.
+const MIN_RECENT_WRITES: usize = 20;
+/// A statement writing more partitions than this spreads its load; its
+/// partitions are not kept.
+const CONCENTRATED: usize = 8;
+
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Counts {
+    pub reads: u64,
+    pub writes: u64,
+}
+
+impl Counts {
+    fn add(&mut self, other: Counts) {
+        self.reads += other.reads;
+        self.writes += other.writes;
+    }
+}
+
+#[derive(Default)]
+struct PartitionTraffic {
+    total: Counts,
+    /// (slot number, counts in that slot): a ring over the last minute.
+    slots: [(u64, Counts); SLOTS],
+}
+
+impl PartitionTraffic {
+    fn add(&mut self, slot: u64, counts: Counts) {
+        self.total.add(counts);
+        let entry = &mut self.slots[(slot % SLOTS as u64) as usize];
+        if entry.0 != slot {
+            *entry = (slot, Counts::default());
+        }
+        entry.1.add(counts);
+    }
+
+    fn last_minute(&self, slot: u64) -> Counts {
+        let mut sum = Counts::default();
+        for (s, counts) in &self.slots {
+            if *s + (SLOTS as u64) > slot {
+                sum.add(*counts);
+            }
+        }
+        sum
+    }
+
+    fn busyness(&self, slot: u64) -> (u64, u64) {
+        let recent = self.last_minute(slot);
+        (
+            recent.reads + recent.writes,
+            self.total.reads + self.total.writes,
+        )
+    }
+}
+
+/// One statement's writes to a table: the partitions (when few), and where
+/// their keys stood among the keys written before.
+struct RecentWrite {
+    partitions: Vec<String>,
+    at_newest: bool,
+    at_oldest: bool,
+}
+
+#[derive(Default)]
+struct TableTraffic {
+    partitions: HashMap<String, PartitionTraffic>,
+    /// Scans across partitions, and the entities they read.
+    scans: u64,
+    entities_scanned: u64,
+    recent: VecDeque<RecentWrite>,
+    newest: Option<String>,
+    oldest: Option<String>,
+}
+
+/// What a table's recent writes look like, when it is one of the seeds'
+/// anti-patterns.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum WriteShape {
+    /// `count` of the last `of` writing statements wrote to one partition.
+    HotPartition {
+        partition: String,
+        count: usize,
+        of: usize,
+    },
+    /// `count` of the last `of` writing statements wrote at or above the
+    /// newest PartitionKey so far.
+    AppendOnly { count: usize, of: usize },
+    /// `count` of the last `of` writing statements wrote at or below the
+    /// oldest PartitionKey so far.
+    PrependOnly { count: usize, of: usize },
+}
+
+impl TableTraffic {
+    fn write_shape(&self) -> Option<WriteShape> {
+        let of = self.recent.len();
+        if of < MIN_RECENT_WRITES {
+            return None;
+        }
+        let mut per_partition: HashMap<&str, usize> = HashMap::new();
+        for w in &self.recent {
+            for p in &w.partitions {
+                *per_partition.entry(p.as_str()).or_default() += 1;
+            }
+        }
+        let (partition, count) = per_partition
+            .iter()
+            .max_by_key(|(_, n)| **n)
+            .map(|(p, n)| (*p, *n))?;
+        if count * 10 >= of * 8 {
+            return Some(WriteShape::HotPartition {
+                partition: partition.to_owned(),
+                count,
+                of,
+            });
+        }
+        // Writes that move along the key space, each at its newest (or
+        // oldest) end: the append (or prepend) pattern.
+        let newest = self.recent.iter().filter(|w| w.at_newest).count();
+        let oldest = self.recent.iter().filter(|w| w.at_oldest).count();
+        if newest * 10 >= of * 9 {
+            return Some(WriteShape::AppendOnly { count: newest, of });
+        }
+        if oldest * 10 >= of * 9 {
+            return Some(WriteShape::PrependOnly { count: oldest, of });
+        }
+        None
+    }
+
+    /// Drops the quietest partitions once there are too many.
+    fn prune(&mut self, slot: u64) {
+        if self.partitions.len() <= 2 * TRACKED_PARTITIONS {
+            return;
+        }
+        let mut busy: Vec<((u64, u64), String)> = self
+            .partitions
+            .iter()
+            .map(|(k, p)| (p.busyness(slot), k.clone()))
+            .collect();
+        busy.sort_unstable_by(|a, b| b.0.cmp(&a.0));
+        for (_, key) in busy.into_iter().skip(TRACKED_PARTITIONS) {
+            self.partitions.remove(&key);
+        }
+    }
+}
+
+/// One partition's traffic, as the `partitions` view shows it.
+#[derive(Debug, Clone)]
+pub struct PartitionTrafficRow {
+    pub partition: String,
+    pub total: Counts,
+    pub last_minute: Counts,
+}
+
+/// A table's traffic.
+#[derive(Debug, Clone, Default)]
+pub struct TableTrafficSummary {
+    pub partitions: Vec<PartitionTrafficRow>,
+    pub scans: u64,
+    pub entities_scanned: u64,
+    pub write_shape: Option<WriteShape>,
+}
+
+pub struct Traffic {
+    started: Instant,
+    tables: Mutex<HashMap<String, TableTraffic>>,
+}
+
+impl Default for Traffic {
+    fn default() -> Self {
+        Traffic {
+            started: Instant::now(),
+            tables: Mutex::new(HashMap::new()),
+        }
+    }
+}
+
+impl Traffic {
+    /// Seconds since the counters started (at least 1, to divide by).
+    pub fn seconds_counted(&self) -> f64 {
+        self.started.elapsed().as_secs_f64().max(1.0)
+    }
+
+    fn slot(&self) -> u64 {
+        self.started.elapsed().as_secs() / SLOT_SECONDS
+    }
+
+    fn with_table<T>(&self, table: &str, f: impl FnOnce(&mut TableTraffic, u64) -> T) -> T {
+        let slot = self.slot();
+        let mut tables = self.tables.lock().unwrap_or_else(|e| e.into_inner());
+        let traffic = match tables.get_mut(table) {
+            Some(t) => t,
+            None => tables.entry(table.to_owned()).or_default(),
+        };
+        let result = f(traffic, slot);
+        traffic.prune(slot);
+        result
+    }
+
+    /// Entities read from named partitions: (partition, entities) pairs.
+    pub fn record_reads<'a>(&self, table: &str, reads: impl IntoIterator<Item = (&'a str, u64)>) {
+        self.with_table(table, |t, slot| {
+            for (partition, n) in reads {
+                let counts = Counts {
+                    reads: n,
+                    writes: 0,
+                };
+                match t.partitions.get_mut(partition) {
+                    Some(p) => p.add(slot, counts),
+                    None => t
+                        .partitions
+                        .entry(partition.to_owned())
+                        .or_default()
+                        .add(slot, counts),
+                }
+            }
+        })
+    }
+
+    /// A scan across partitions that read `entities`.
+    pub fn record_scan(&self, table: &str, entities: u64) {
+        self.with_table(table, |t, _| {
+            t.scans += 1;
+            t.entities_scanned += entities;
+        })
+    }
+
+    /// One statement's writes: the entities it wrote per partition, in the
+    /// order it wrote them. Returns the shape of the table's recent writes.
+    /// A statement is one event however many rows it writes, so a bulk
+    /// load is not mistaken for a stream of appends.
+    pub fn record_writes(&self, table: &str, writes: &[(&str, u64)]) -> Option<WriteShape> {
+        let (Some(lowest), Some(highest)) = (
+            writes.iter().map(|w| w.0).min(),
+            writes.iter().map(|w| w.0).max(),
+        ) else {
+            return None;
+        };
+        self.with_table(table, |t, slot| {
+            let mut partitions: Vec<String> = Vec::new();
+            for &(partition, n) in writes {
+                if partitions.len() <= CONCENTRATED && !partitions.iter().any(|p| p == partition) {
+                    partitions.push(partition.to_owned());
+                }
+                let counts = Counts {
+                    reads: 0,
+                    writes: n,
+                };
+                match t.partitions.get_mut(partition) {
+                    Some(p) => p.add(slot, counts),
+                    None => t
+                        .partitions
+                        .entry(partition.to_owned())
+                        .or_default()
+                        .add(slot, counts),
+                }
+            }
+            if partitions.len() > CONCENTRATED {
+                partitions.clear();
+            }
+            let at_newest = t.newest.as_deref().is_none_or(|k| lowest >= k);
+            let at_oldest = t.oldest.as_deref().is_none_or(|k| highest <= k);
+            if t.newest.as_deref().is_none_or(|k| highest > k) {
+                t.newest = Some(highest.to_owned());
+            }
+            if t.oldest.as_deref().is_none_or(|k| lowest < k) {
+                t.oldest = Some(lowest.to_owned());
+            }
+            if t.recent.len() == RECENT_WRITES {
+                t.recent.pop_front();
+            }
+            t.recent.push_back(RecentWrite {
+                partitions,
+                at_newest,
+                at_oldest,
+            });
+            t.write_shape()
+        })
+    }
+
+    /// A table's counters, busiest partitions (last minute, then since
+    /// start) first.
+    pub fn table(&self, table: &str) -> TableTrafficSummary {
+        let slot = self.slot();
+        let tables = self.tables.lock().unwrap_or_else(|e| e.into_inner());
+        let Some(t) = tables.get(table) else {
+            return TableTrafficSummary::default();
+        };
+        let mut partitions: Vec<_> = t
+            .partitions
+            .iter()
+            .map(|(k, p)| PartitionTrafficRow {
+                partition: k.clone(),
+                total: p.total,
+                last_minute: p.last_minute(slot),
+            })
+            .collect();
+        partitions.sort_by(|a, b| {
+            let key = |r: &PartitionTrafficRow| {
+                (
+                    r.last_minute.reads + r.last_minute.writes,
+                    r.total.reads + r.total.writes,
+                )
+            };
+            key(b)
+                .cmp(&key(a))
+                .then_with(|| a.partition.cmp(&b.partition))
+        });
+        TableTrafficSummary {
+            partitions,
+            scans: t.scans,
+            entities_scanned: t.entities_scanned,
+            write_shape: t.write_shape(),
+        }
+    }
+
+    /// Forgets a table's counters (it was dropped or emptied).
+    pub fn forget(&self, table: &str) {
+        self.tables
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(table);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn write_keys(traffic: &Traffic, keys: impl IntoIterator<Item = String>) -> Option<WriteShape> {
+        let mut shape = None;
+        for k in keys {
+            shape = traffic.record_writes("t", &[(k.as_str(), 1)]);
+        }
+        shape
+    }
+
+    #[test]
+    fn increasing_keys_are_append_only() {
+        let traffic = Traffic::default();
+        let shape = write_keys(&traffic, (0..50).map(|i| format!("2026-11-22T01:{i:02}")));
+        assert_eq!(shape, Some(WriteShape::AppendOnly { count: 50, of: 50 }));
+    }
+
+    #[test]
+    fn decreasing_keys_are_prepend_only() {
+        let traffic = Traffic::default();
+        let shape = write_keys(&traffic, (0..50).map(|i| format!("{:04}", 9999 - i)));
+        assert_eq!(shape, Some(WriteShape::PrependOnly { count: 50, of: 50 }));
+    }
+
+    #[test]
+    fn one_key_is_a_hot_partition() {
+        let traffic = Traffic::default();
+        let keys = (0..40).map(|i| {
+            if i % 10 == 0 {
+                format!("k{i}")
+            } else {
+                "hot".into()
+            }
+        });
+        let shape = write_keys(&traffic, keys);
+        assert_eq!(
+            shape,
+            Some(WriteShape::HotPartition {
+                partition: "hot".into(),
+                count: 36,
+                of: 40
+            })
+        );
+    }
+
+    #[test]
+    fn spread_keys_have_no_shape() {
+        let traffic = Traffic::default();
+        // A fixed permutation of 0..97: neither increasing nor concentrated.
+        let shape = write_keys(
+            &traffic,
+            (0..100u32).map(|i| format!("{:03}", (i * 37) % 97)),
+        );
+        assert_eq!(shape, None);
+        // Too few writes tell nothing.
+        let few = Traffic::default();
+        assert_eq!(write_keys(&few, (0..10).map(|i| format!("{i}"))), None);
+    }
+
+    #[test]
+    fn a_bulk_load_is_one_event() {
+        let traffic = Traffic::default();
+        let keys: Vec<String> = (0..5000).map(|i| format!("{i:05}")).collect();
+        let writes: Vec<(&str, u64)> = keys.iter().map(|k| (k.as_str(), 1)).collect();
+        assert_eq!(traffic.record_writes("t", &writes), None);
+        let summary = traffic.table("t");
+        let written: u64 = summary.partitions.iter().map(|p| p.total.writes).sum();
+        assert!(written > 0 && summary.partitions.len() <= 2 * TRACKED_PARTITIONS);
+    }
+
+    #[test]
+    fn reads_and_writes_add_up_and_the_busiest_come_first() {
+        let traffic = Traffic::default();
+        traffic.record_reads("t", [("a", 3), ("b", 1), ("a", 2)]);
+        traffic.record_writes("t", &[("b", 10)]);
+        traffic.record_scan("t", 500);
+        let summary = traffic.table("t");
+        assert_eq!(summary.scans, 1);
+        assert_eq!(summary.entities_scanned, 500);
+        let rows: Vec<_> = summary
+            .partitions
+            .iter()
+            .map(|r| (r.partition.as_str(), r.total, r.last_minute))
+            .collect();
+        assert_eq!(
+            rows,
+            [
+                (
+                    "b",
+                    Counts {
+                        reads: 1,
+                        writes: 10
+                    },
+                    Counts {
+                        reads: 1,
+                        writes: 10
+                    }
+                ),
+                (
+                    "a",
+                    Counts {
+                        reads: 5,
+                        writes: 0
+                    },
+                    Counts {
+                        reads: 5,
+                        writes: 0
+                    }
+                ),
+            ]
+        );
+    }
+
+    #[test]
+    fn many_partitions_keep_the_busiest() {
+        let traffic = Traffic::default();
+        traffic.record_reads("t", [("busy", 1000)]);
+        let keys: Vec<String> = (0..3 * TRACKED_PARTITIONS)
+            .map(|i| format!("p{i}"))
+            .collect();
+        traffic.record_reads("t", keys.iter().map(|k| (k.as_str(), 1)));
+        let summary = traffic.table("t");
+        assert!(summary.partitions.len() <= 2 * TRACKED_PARTITIONS);
+        assert_eq!(summary.partitions[0].partition, "busy");
+    }
+}

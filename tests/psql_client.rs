@@ -111,7 +111,16 @@ async fn meta_commands() {
     );
     assert_eq!(
         psql(port, "\\dv tablegate.*").await,
-        "List of relations\nSchema|Name|Type|Owner\ntablegate|indexes|view|tablegate\ntablegate|materialized_views|view|tablegate\ntablegate|tables|view|tablegate\n(3 rows)\n"
+        "List of relations\nSchema|Name|Type|Owner\ntablegate|indexes|view|tablegate\ntablegate|materialized_views|view|tablegate\ntablegate|partitions|view|tablegate\ntablegate|queries|view|tablegate\ntablegate|tables|view|tablegate\n(5 rows)\n"
+    );
+    let described = psql(port, "\\d tablegate.partitions").await;
+    assert!(
+        described.starts_with("View \"tablegate.partitions\"\nColumn|Type|Collation|Nullable|Default\ntable_name|text|||\npartition_key|text|||\nentities|bigint|||\n"),
+        "{described}"
+    );
+    assert!(
+        described.contains("\nreads_per_second|double precision|||\n"),
+        "{described}"
     );
     let databases = psql(port, "\\l").await;
     assert!(
@@ -187,5 +196,29 @@ async fn describe_one_table() {
          name|text|||\n\
          Indexes:\n    \"depts_pkey\" PRIMARY KEY, btree (id)\n\
          Referenced by:\n    TABLE \"employees\" CONSTRAINT \"employees_dept_fkey\" FOREIGN KEY (dept) REFERENCES depts(id) NOT ENFORCED\n"
+    );
+}
+
+/// psql prints a query's warning with its rows: the notice comes after the
+/// scan ends, ahead of the statement's completion.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn low_density_notice_with_the_rows() {
+    let server = TestServer::start().await;
+    let client = server.client().await;
+    client
+        .batch_execute(
+            "CREATE TABLE t (k int PRIMARY KEY, v int);
+             INSERT INTO t SELECT x, x % 1000 FROM generate_series(1, 2000) AS s(x)",
+        )
+        .await
+        .unwrap();
+    let (out, messages) =
+        psql_with_messages(server.port, "SELECT k FROM t WHERE v = 7 ORDER BY k").await;
+    assert_eq!(out, "k\n7\n1007\n(2 rows)\n");
+    assert!(
+        messages.starts_with(
+            "NOTICE:  low query density: the scan of \"t\" (table) read 2000 entities to return 2 rows; an index on (v)"
+        ),
+        "{messages}"
     );
 }

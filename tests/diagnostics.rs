@@ -87,6 +87,22 @@ async fn low_density_scans_warn_show_in_the_log_and_ask_for_an_index() {
         .await;
     }
     assert_eq!(drain(&mut notices).len(), 2);
+    // UPDATE and DELETE read rows the same way.
+    let updated = client
+        .execute(
+            "UPDATE people SET city = 'moved' WHERE email = 'p8@example.com'",
+            &[],
+        )
+        .await
+        .unwrap();
+    assert_eq!(updated, 1);
+    let received = drain(&mut notices);
+    assert_eq!(received.len(), 1, "{received:?}");
+    assert!(
+        received[0].contains("read 3000 entities to return 1 rows; an index on (email)"),
+        "{}",
+        received[0]
+    );
     // A scan that returns what it reads is fine.
     rows(&client, "SELECT count(*) FROM people").await;
     rows(&client, "SELECT * FROM people WHERE id = 5").await;
@@ -110,9 +126,11 @@ async fn low_density_scans_warn_show_in_the_log_and_ask_for_an_index() {
             "email"
         ]
     );
-    assert_eq!(log[3][2..6], ["table", "3000", "3000", "1"]);
-    assert!(log[4][2].starts_with("point"), "{:?}", log[4]);
-    assert_eq!(log[4][3..6], ["1", "1", "1"]);
+    assert!(log[3][0].starts_with("UPDATE people"), "{:?}", log[3]);
+    assert_eq!(log[3][3..5], ["3000", "1"]);
+    assert_eq!(log[4][2..6], ["table", "3000", "3000", "1"]);
+    assert!(log[5][2].starts_with("point"), "{:?}", log[5]);
+    assert_eq!(log[5][3..6], ["1", "1", "1"]);
 
     let advised = advice(&client, "people").await;
     let index = advised
@@ -121,7 +139,7 @@ async fn low_density_scans_warn_show_in_the_log_and_ask_for_an_index() {
         .unwrap_or_else(|| panic!("no index advised: {advised:?}"));
     assert_eq!(index.1, "CREATE INDEX people_email_idx ON people (email)");
     assert!(
-        index.0.contains("3 recent statements filtered"),
+        index.0.contains("4 recent statements filtered"),
         "{}",
         index.0
     );
@@ -455,4 +473,12 @@ async fn indexes_and_views_show_lag_and_their_last_check() {
             ["shouted", "f", "50", "t", "f", "NULL"]
         ]
     );
+    // A refreshed view's lag grows until the next refresh.
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    let lag = rows(
+        &client,
+        "SELECT lag_seconds >= 0.3 FROM tablegate.materialized_views WHERE view_name = 'shouted'",
+    )
+    .await;
+    assert_eq!(lag, [["t"]]);
 }

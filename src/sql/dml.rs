@@ -593,7 +593,7 @@ pub async fn plan_changes(
     }
     let def = rewrite.def.clone();
     let frame = session.context().execute_logical_plan(plan).await?;
-    let mut stream = frame.execute_stream().await?;
+    let mut stream = session.execute_watched(frame).await?;
 
     let mut changes = Vec::new();
     let mut returned: Vec<Row> = Vec::new();

@@ -132,6 +132,7 @@ pub async fn create(session: &mut Session, create: CreateView) -> Result<Output>
              REFRESH MATERIALIZED VIEW recomputes it"
         ));
         fill(session, &def, plan).await?;
+        session.engine().monitor.record_refresh(&name);
     }
     Ok(Output::Command("CREATE MATERIALIZED VIEW".into()))
 }

@@ -874,21 +874,29 @@ impl Session {
             .map_err(|e| SqlError::FeatureNotSupported(e.to_string()))?;
         let frame = self.ctx.execute_logical_plan(plan).await?;
         let schema = Arc::new(frame.schema().as_arrow().clone());
+        Ok(Output::Rows {
+            schema,
+            stream: self.execute_watched(frame).await?,
+            tag: "SELECT".into(),
+        })
+    }
+
+    /// Executes a planned statement; when its rows have been read, the
+    /// statement goes into the query log, and its low-density scans warn.
+    pub(super) async fn execute_watched(
+        &self,
+        frame: datafusion::prelude::DataFrame,
+    ) -> Result<SendableRecordBatchStream> {
         let task = Arc::new(frame.task_ctx());
         let plan = frame.create_physical_plan().await?;
         let stream = datafusion::physical_plan::execute_stream(plan.clone(), task)?;
-        let stream = diagnostics::Watched::new(
+        Ok(Box::pin(diagnostics::Watched::new(
             stream,
             plan,
             self.engine.monitor.clone(),
             self.notices.clone(),
             self.statement_text.clone(),
-        );
-        Ok(Output::Rows {
-            schema,
-            stream: Box::pin(stream),
-            tag: "SELECT".into(),
-        })
+        )))
     }
 
     /// Runs DML: in a transaction, buffers its changes; otherwise commits them,

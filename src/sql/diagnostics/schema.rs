@@ -190,9 +190,6 @@ impl DiagnosticsSchema {
             } else {
                 "table"
             };
-            let total = |f: fn(&super::traffic::Counts) -> u64| {
-                count(traffic.partitions.iter().map(|p| f(&p.total)).sum())
-            };
             rows.push(vec![
                 def.name.clone().into(),
                 kind.into(),
@@ -200,8 +197,8 @@ impl DiagnosticsSchema {
                 count(stats.bytes),
                 count(stats.partitions),
                 count(def.indexes.len() as u64),
-                total(|c| c.reads),
-                total(|c| c.writes),
+                count(traffic.total.reads),
+                count(traffic.total.writes),
                 count(traffic.scans),
                 count(traffic.entities_scanned),
                 traffic

@@ -6,7 +6,7 @@ mod common;
 
 use common::TestServer;
 use tokio::sync::mpsc::UnboundedReceiver;
-use tokio_postgres::{Client, SimpleQueryMessage};
+use tokio_postgres::Client;
 
 /// Every notice received so far.
 fn drain(notices: &mut UnboundedReceiver<String>) -> Vec<String> {
@@ -17,22 +17,8 @@ fn drain(notices: &mut UnboundedReceiver<String>) -> Vec<String> {
     out
 }
 
-/// The rows of a simple query, as text (NULL as "NULL").
 async fn rows(client: &Client, sql: &str) -> Vec<Vec<String>> {
-    client
-        .simple_query(sql)
-        .await
-        .unwrap_or_else(|e| panic!("{sql}: {e}"))
-        .into_iter()
-        .filter_map(|m| match m {
-            SimpleQueryMessage::Row(r) => Some(
-                (0..r.len())
-                    .map(|i| r.get(i).unwrap_or("NULL").to_owned())
-                    .collect(),
-            ),
-            _ => None,
-        })
-        .collect()
+    common::simple_rows(client, sql).await
 }
 
 async fn advice(client: &Client, table: &str) -> Vec<(String, String, String)> {

@@ -87,20 +87,10 @@ fn where_clause(rng: &mut StdRng) -> String {
 }
 
 async fn rows(client: &tokio_postgres::Client, sql: &str) -> Vec<String> {
-    client
-        .simple_query(sql)
+    common::simple_rows(client, sql)
         .await
-        .unwrap_or_else(|e| panic!("{sql}: {e}"))
         .into_iter()
-        .filter_map(|m| match m {
-            tokio_postgres::SimpleQueryMessage::Row(r) => Some(
-                (0..r.len())
-                    .map(|i| r.get(i).unwrap_or("NULL").to_owned())
-                    .collect::<Vec<_>>()
-                    .join("|"),
-            ),
-            _ => None,
-        })
+        .map(|row| row.join("|"))
         .collect()
 }
 

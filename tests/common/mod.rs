@@ -31,6 +31,24 @@ pub fn int(e: &Entity, name: &str) -> i64 {
     }
 }
 
+/// The rows of a simple query, as text (NULL as "NULL").
+pub async fn simple_rows(client: &tokio_postgres::Client, sql: &str) -> Vec<Vec<String>> {
+    client
+        .simple_query(sql)
+        .await
+        .unwrap_or_else(|e| panic!("{sql}: {e}"))
+        .into_iter()
+        .filter_map(|m| match m {
+            tokio_postgres::SimpleQueryMessage::Row(r) => Some(
+                (0..r.len())
+                    .map(|i| r.get(i).unwrap_or("NULL").to_owned())
+                    .collect(),
+            ),
+            _ => None,
+        })
+        .collect()
+}
+
 /// A tablegate server on an ephemeral port over a fresh data dir, stopped when dropped.
 pub struct TestServer {
     pub port: u16,

@@ -116,6 +116,18 @@ pub enum WriteShape {
 }
 
 impl TableTraffic {
+    fn add(&mut self, partition: &str, slot: u64, counts: Counts) {
+        self.total.add(counts);
+        match self.partitions.get_mut(partition) {
+            Some(p) => p.add(slot, counts),
+            None => self
+                .partitions
+                .entry(partition.to_owned())
+                .or_default()
+                .add(slot, counts),
+        }
+    }
+
     fn write_shape(&self) -> Option<WriteShape> {
         let of = self.recent.len();
         if of < MIN_RECENT_WRITES {
@@ -226,19 +238,14 @@ impl Traffic {
     pub fn record_reads<'a>(&self, table: &str, reads: impl IntoIterator<Item = (&'a str, u64)>) {
         self.with_table(table, |t, slot| {
             for (partition, n) in reads {
-                let counts = Counts {
-                    reads: n,
-                    writes: 0,
-                };
-                t.total.add(counts);
-                match t.partitions.get_mut(partition) {
-                    Some(p) => p.add(slot, counts),
-                    None => t
-                        .partitions
-                        .entry(partition.to_owned())
-                        .or_default()
-                        .add(slot, counts),
-                }
+                t.add(
+                    partition,
+                    slot,
+                    Counts {
+                        reads: n,
+                        writes: 0,
+                    },
+                );
             }
         })
     }
@@ -268,19 +275,14 @@ impl Traffic {
                 if partitions.len() <= CONCENTRATED && !partitions.iter().any(|p| p == partition) {
                     partitions.push(partition.to_owned());
                 }
-                let counts = Counts {
-                    reads: 0,
-                    writes: n,
-                };
-                t.total.add(counts);
-                match t.partitions.get_mut(partition) {
-                    Some(p) => p.add(slot, counts),
-                    None => t
-                        .partitions
-                        .entry(partition.to_owned())
-                        .or_default()
-                        .add(slot, counts),
-                }
+                t.add(
+                    partition,
+                    slot,
+                    Counts {
+                        reads: 0,
+                        writes: n,
+                    },
+                );
             }
             if partitions.len() > CONCENTRATED {
                 partitions.clear();

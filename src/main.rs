@@ -49,6 +49,9 @@ enum Command {
         /// PEM private key for TLS (with `--tls-cert`).
         #[arg(long, env = "TABLEGATE_TLS_KEY", requires = "tls_cert")]
         tls_key: Option<PathBuf>,
+        /// Connections served at once; the next one gets SQLSTATE 53300.
+        #[arg(long, env = "TABLEGATE_MAX_CONNECTIONS", default_value_t = tablegate::pg::DEFAULT_MAX_CONNECTIONS)]
+        max_connections: usize,
     },
     /// List the tables of a data dir with their entity counts and sizes.
     Tables {
@@ -76,13 +79,14 @@ async fn main() -> ExitCode {
             user,
             tls_cert,
             tls_key,
+            max_connections,
         } => {
             let access = Access {
                 users,
                 user,
                 tls: tls_cert.zip(tls_key),
             };
-            serve(&data_dir, host, port, access).await
+            serve(&data_dir, host, port, access, max_connections).await
         }
         Command::Tables { data_dir } => list_tables(&data_dir).await,
     };
@@ -134,6 +138,7 @@ async fn serve(
     host: IpAddr,
     port: u16,
     access: Access,
+    max_connections: usize,
 ) -> Result<(), Box<dyn std::error::Error>> {
     let authentication = access.authentication(host)?;
     let tls = match &access.tls {
@@ -149,7 +154,8 @@ async fn serve(
         authentication.clone(),
         tls.clone(),
     )
-    .await?;
+    .await?
+    .with_max_connections(max_connections);
     tracing::info!(data_dir = %data_dir.display(), "listening on {} (PostgreSQL protocol)", server.local_addr()?);
     match authentication {
         Authentication::Trust => tracing::info!(

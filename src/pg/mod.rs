@@ -7,6 +7,7 @@
 //! - `error`: every error's SQLSTATE, in one match.
 //! - `auth`: trust or SCRAM-SHA-256, and TLS.
 //! - `cancel`: cancel requests that stop queries while their rows stream.
+//! - `limit`: the connection limit (SQLSTATE 53300 past it).
 //! - `replies`: replies held until the client's Sync or Flush, with the
 //!   session's notices sent ahead of each statement's last reply.
 //!
@@ -18,6 +19,7 @@ mod cancel;
 mod encode;
 mod error;
 mod handler;
+mod limit;
 mod params;
 mod replies;
 
@@ -29,6 +31,7 @@ use tokio::net::TcpListener;
 
 pub use auth::{tls_acceptor, Authentication, Users};
 pub use error::sqlstate;
+pub use limit::DEFAULT_MAX_CONNECTIONS;
 pub use pgwire::tokio::TlsAcceptor;
 
 use crate::sql::Engine;
@@ -38,6 +41,7 @@ pub struct Server {
     listener: TcpListener,
     handlers: Arc<handler::Handlers>,
     tls: Option<TlsAcceptor>,
+    connections: limit::Connections,
 }
 
 impl Server {
@@ -58,7 +62,15 @@ impl Server {
             listener,
             handlers: handler::Handlers::new(engine, authentication),
             tls,
+            connections: limit::Connections::new(DEFAULT_MAX_CONNECTIONS),
         })
+    }
+
+    /// At most `max` connections at once (cancel requests included, as in
+    /// PostgreSQL, they come on connections of their own).
+    pub fn with_max_connections(mut self, max: usize) -> Server {
+        self.connections = limit::Connections::new(max);
+        self
     }
 
     pub fn local_addr(&self) -> std::io::Result<SocketAddr> {
@@ -73,12 +85,18 @@ impl Server {
                 _ = &mut shutdown => return,
                 accepted = self.listener.accept() => match accepted {
                     Ok((socket, peer)) => {
+                        let Some(slot) = self.connections.take() else {
+                            tracing::warn!(%peer, "connection refused: too many clients");
+                            tokio::spawn(limit::refuse(socket));
+                            continue;
+                        };
                         let handlers = self.handlers.clone();
                         let tls = self.tls.clone();
                         tokio::spawn(async move {
                             if let Err(e) = pgwire::tokio::process_socket(socket, tls, handlers).await {
                                 tracing::debug!(%peer, "connection ended with an error: {e}");
                             }
+                            drop(slot);
                         });
                     }
                     Err(e) => tracing::warn!("accept failed: {e}"),

@@ -63,11 +63,20 @@ impl TestServer {
 
     /// A server over an existing data dir (to restart over the same data).
     pub async fn start_in(dir: tempfile::TempDir) -> TestServer {
+        Self::start_configured(dir, |server| server).await
+    }
+
+    /// A server changed by `configure` before it serves.
+    pub async fn start_configured(
+        dir: tempfile::TempDir,
+        configure: impl FnOnce(tablegate::pg::Server) -> tablegate::pg::Server,
+    ) -> TestServer {
         let store = std::sync::Arc::new(NativeStore::open(dir.path()).expect("open store"));
         let engine = tablegate::sql::Engine::open(store).await.expect("engine");
         let server = tablegate::pg::Server::bind("127.0.0.1:0", engine)
             .await
             .expect("bind");
+        let server = configure(server);
         let port = server.local_addr().expect("addr").port();
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         tokio::spawn(server.run(async {

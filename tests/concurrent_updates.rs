@@ -94,7 +94,11 @@ async fn read_then_write_transactions_conflict_with_40001() {
                 match result {
                     Ok(()) => committed += 1,
                     Err(e) => {
-                        assert_eq!(e.code(), Some(&SqlState::T_R_SERIALIZATION_FAILURE), "{e:?}");
+                        assert_eq!(
+                            e.code(),
+                            Some(&SqlState::T_R_SERIALIZATION_FAILURE),
+                            "{e:?}"
+                        );
                         conflicts += 1;
                     }
                 }
@@ -110,7 +114,11 @@ async fn read_then_write_transactions_conflict_with_40001() {
     }
     assert_eq!(committed + conflicts, CONNECTIONS * 20);
     assert!(committed > 0);
-    assert_eq!(value(&setup, 1).await, committed as i32, "{conflicts} conflicts");
+    assert_eq!(
+        value(&setup, 1).await,
+        committed as i32,
+        "{conflicts} conflicts"
+    );
     assert_eq!(value(&setup, 2).await, committed as i32);
     eprintln!("{committed} committed, {conflicts} conflicts (40001)");
 }

@@ -53,3 +53,72 @@ async fn connections_past_the_limit_get_53300() {
     let again = again.expect("a place once a connection closed");
     again.batch_execute("SELECT 1").await.unwrap();
 }
+
+/// `statement_timeout` stops a query (and the reads of an UPDATE, before it
+/// writes) with 57014; the session goes on, and a block it failed in must
+/// be rolled back, as in PostgreSQL.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn statement_timeout_cancels_with_57014() {
+    let server = TestServer::start().await;
+    let client = server.client().await;
+    client
+        .batch_execute(
+            "CREATE TABLE t (k int PRIMARY KEY, v int);
+             INSERT INTO t SELECT x, 0 FROM generate_series(1, 100) AS s(x);
+             SET statement_timeout = '100ms'",
+        )
+        .await
+        .unwrap();
+    let slow = "SELECT count(*) FROM generate_series(1, 2000000000)";
+    let started = std::time::Instant::now();
+    let error = client.query(slow, &[]).await.unwrap_err();
+    assert_eq!(error.code(), Some(&SqlState::QUERY_CANCELED), "{error:?}");
+    assert_eq!(
+        error.as_db_error().unwrap().message(),
+        "canceling statement due to statement timeout"
+    );
+    assert!(started.elapsed() < std::time::Duration::from_secs(5));
+    // By the simple protocol too.
+    let error = client.simple_query(slow).await.unwrap_err();
+    assert_eq!(error.code(), Some(&SqlState::QUERY_CANCELED), "{error:?}");
+
+    // An UPDATE whose reads time out writes nothing.
+    let error = client
+        .execute(
+            "UPDATE t SET v = 1 WHERE v < (SELECT count(*) FROM generate_series(1, 2000000000))",
+            &[],
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(error.code(), Some(&SqlState::QUERY_CANCELED), "{error:?}");
+    let changed: i64 = client
+        .query_one("SELECT count(*) FROM t WHERE v <> 0", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(changed, 0);
+
+    // In a block: the block is failed until ROLLBACK.
+    client.batch_execute("BEGIN").await.unwrap();
+    let error = client.simple_query(slow).await.unwrap_err();
+    assert_eq!(error.code(), Some(&SqlState::QUERY_CANCELED));
+    let error = client.simple_query("SELECT 1").await.unwrap_err();
+    assert_eq!(error.code(), Some(&SqlState::IN_FAILED_SQL_TRANSACTION));
+    client.batch_execute("ROLLBACK").await.unwrap();
+
+    // Off again, and bad values refused with 22023.
+    client
+        .batch_execute("SET statement_timeout = 0")
+        .await
+        .unwrap();
+    let row = client
+        .query_one("SELECT count(*) FROM t", &[])
+        .await
+        .unwrap();
+    assert_eq!(row.get::<_, i64>(0), 100);
+    let error = client
+        .batch_execute("SET statement_timeout = 'soon'")
+        .await
+        .unwrap_err();
+    assert_eq!(error.code(), Some(&SqlState::INVALID_PARAMETER_VALUE));
+}

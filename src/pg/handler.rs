@@ -172,6 +172,16 @@ fn response(output: Output, format: &Format, cancel: &Registration) -> PgWireRes
     })
 }
 
+/// An error pgwire sends for a statement the session already returned
+/// (one raised while its rows were read, or a cancel) fails the open
+/// transaction, as any error does in PostgreSQL.
+fn fail_on_error(notices: &Notices, result: PgWireResult<()>) -> PgWireResult<()> {
+    if result.is_err() {
+        notices.error_sent();
+    }
+    result
+}
+
 #[async_trait]
 impl SimpleQueryHandler for Handlers {
     /// pgwire's, with the session's notices sent ahead of each statement's
@@ -184,9 +194,10 @@ impl SimpleQueryHandler for Handlers {
         PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
     {
         let notices = self.connection(client).notices.clone();
-        let mut replies = Replies::immediate(client, notices);
-        self._on_query(&mut replies, query).await?;
-        Ok(replies.flush().await?)
+        let mut replies = Replies::immediate(client, notices.clone());
+        let result = self._on_query(&mut replies, query).await;
+        replies.flush().await?;
+        fail_on_error(&notices, result)
     }
 
     async fn do_query<C>(&self, client: &mut C, query: &str) -> PgWireResult<Vec<Response>>
@@ -302,9 +313,11 @@ impl ExtendedQueryHandler for Handlers {
         C::Error: Debug,
         PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
     {
-        let mut replies = self.deferred(client);
-        self._on_execute(&mut replies, message).await?;
+        let notices = self.connection(client).notices.clone();
+        let mut replies = Replies::deferred(client, notices.clone());
+        let result = self._on_execute(&mut replies, message).await;
         replies.flush().await?;
+        fail_on_error(&notices, result)?;
         if matches!(client.state(), PgWireConnectionState::CopyInProgress(_)) {
             client.flush().await?;
         }

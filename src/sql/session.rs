@@ -129,14 +129,19 @@ impl Prepared {
     }
 }
 
-/// Notices for a client, shared with what produces them after a statement
-/// has returned (a query's rows, read later, end with its density warning).
+/// What passes between a session and its connection besides a statement's
+/// own result, both ways, after the statement has returned: notices for the
+/// client (a query's rows, read later, end with its density warning), and
+/// word from the connection that it sent the client an error (one raised
+/// while rows were read), which fails the open transaction as any error
+/// does in PostgreSQL.
 #[derive(Clone, Default)]
 pub struct Notices(Arc<std::sync::Mutex<NoticeQueue>>);
 
 #[derive(Default)]
 struct NoticeQueue {
     pending: Vec<String>,
+    error_sent: bool,
     /// When each warning topic was last sent, so a busy table warns once a
     /// minute rather than on every statement.
     warned: HashMap<String, std::time::Instant>,
@@ -168,6 +173,15 @@ impl Notices {
     /// The notices not yet sent.
     pub fn take(&self) -> Vec<String> {
         std::mem::take(&mut self.queue().pending)
+    }
+
+    /// The connection sent the client an error.
+    pub fn error_sent(&self) {
+        self.queue().error_sent = true;
+    }
+
+    fn take_error_sent(&self) -> bool {
+        std::mem::take(&mut self.queue().error_sent)
     }
 }
 
@@ -350,6 +364,7 @@ impl Session {
     /// Runs every statement of a simple query; stops at the first error, which
     /// is the last element.
     pub async fn execute(&mut self, sql: &str) -> Vec<Result<Output>> {
+        self.note_errors_sent();
         if let Some((statement, data)) = inline_copy(sql) {
             return vec![self.copy_inline(statement, data).await];
         }
@@ -490,6 +505,7 @@ impl Session {
         prepared: &Prepared,
         params: ParamValues,
     ) -> Result<Output> {
+        self.note_errors_sent();
         self.statement_text = prepared.sql.clone();
         if let Some(point) = &prepared.point {
             self.check_not_failed()?;
@@ -528,6 +544,16 @@ impl Session {
             (None, None) => Ok(Output::Command(String::new())),
         };
         result.map_err(|e| self.fail(e))
+    }
+
+    /// Fails the open transaction when the connection sent an error since
+    /// the last statement (one raised while a query's rows were read).
+    fn note_errors_sent(&mut self) {
+        if self.notices.take_error_sent() {
+            if let Some(txn) = &mut self.txn {
+                txn.failed = true;
+            }
+        }
     }
 
     pub(super) fn check_not_failed(&self) -> Result<()> {
@@ -883,6 +909,8 @@ impl Session {
 
     /// Executes a planned statement; when its rows have been read, the
     /// statement goes into the query log, and its low-density scans warn.
+    /// Past `statement_timeout` the rows end with SQLSTATE 57014 (for
+    /// UPDATE and DELETE, before anything is written).
     pub(super) async fn execute_watched(
         &self,
         frame: datafusion::prelude::DataFrame,
@@ -890,12 +918,19 @@ impl Session {
         let task = Arc::new(frame.task_ctx());
         let plan = frame.create_physical_plan().await?;
         let stream = datafusion::physical_plan::execute_stream(plan.clone(), task)?;
+        let timeout = self
+            .settings
+            .get("statement_timeout")
+            .and_then(|v| super::settings::duration_ms(&v))
+            .filter(|&ms| ms > 0)
+            .map(std::time::Duration::from_millis);
         Ok(Box::pin(diagnostics::Watched::new(
             stream,
             plan,
             self.engine.monitor.clone(),
             self.notices.clone(),
             self.statement_text.clone(),
+            timeout,
         )))
     }
 
@@ -1316,6 +1351,14 @@ impl Session {
     }
 
     fn set_parameter(&mut self, name: &str, value: &str) -> Result<()> {
+        if name.eq_ignore_ascii_case("statement_timeout")
+            && super::settings::duration_ms(value).is_none()
+        {
+            return Err(SqlError::value(
+                "22023",
+                format!("invalid value for parameter \"statement_timeout\": \"{value}\""),
+            ));
+        }
         if name.eq_ignore_ascii_case("tablegate.pushdown") {
             self.view.set_pushdown(!matches!(
                 value.to_lowercase().as_str(),

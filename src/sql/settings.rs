@@ -173,3 +173,42 @@ mod tests {
         );
     }
 }
+
+/// A duration parameter's value (`statement_timeout`): a number of
+/// milliseconds, or a number with a unit (`ms`, `s`, `min`, `h`, `d`);
+/// `None` when it is not one. Zero turns the limit off.
+pub fn duration_ms(value: &str) -> Option<u64> {
+    let value = value.trim().trim_matches('\'').trim();
+    let split = value
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(value.len());
+    let (number, unit) = value.split_at(split);
+    let number: u64 = number.parse().ok()?;
+    let scale = match unit.trim().to_lowercase().as_str() {
+        "" | "ms" => 1,
+        "s" => 1000,
+        "min" => 60_000,
+        "h" => 3_600_000,
+        "d" => 86_400_000,
+        _ => return None,
+    };
+    number.checked_mul(scale)
+}
+
+#[cfg(test)]
+mod duration_tests {
+    use super::duration_ms;
+
+    #[test]
+    fn durations_read_like_postgresql() {
+        assert_eq!(duration_ms("0"), Some(0));
+        assert_eq!(duration_ms("250"), Some(250));
+        assert_eq!(duration_ms("'50ms'"), Some(50));
+        assert_eq!(duration_ms("5s"), Some(5000));
+        assert_eq!(duration_ms("2 min"), Some(120_000));
+        assert_eq!(duration_ms("1h"), Some(3_600_000));
+        assert_eq!(duration_ms("soon"), None);
+        assert_eq!(duration_ms("5 parsecs"), None);
+        assert_eq!(duration_ms("-1"), None);
+    }
+}

@@ -13,6 +13,7 @@ use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::common::Result as DfResult;
 use datafusion::physical_plan::{ExecutionPlan, RecordBatchStream, SendableRecordBatchStream};
 use futures::Stream;
+use std::future::Future;
 
 use super::queries::{QueryLog, QueryRecord, ScanRecord};
 use super::traffic::{Traffic, WriteShape};
@@ -239,6 +240,8 @@ pub struct Watched {
     clock: Instant,
     rows: u64,
     done: bool,
+    /// When the statement times out (`statement_timeout`).
+    deadline: Option<Pin<Box<tokio::time::Sleep>>>,
 }
 
 impl Watched {
@@ -248,6 +251,7 @@ impl Watched {
         monitor: Arc<Monitor>,
         notices: Notices,
         text: Arc<str>,
+        timeout: Option<std::time::Duration>,
     ) -> Self {
         Watched {
             inner,
@@ -259,6 +263,7 @@ impl Watched {
             clock: Instant::now(),
             rows: 0,
             done: false,
+            deadline: timeout.map(|t| Box::pin(tokio::time::sleep(t))),
         }
     }
 
@@ -285,6 +290,21 @@ impl Stream for Watched {
     type Item = DfResult<RecordBatch>;
 
     fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        if self.done {
+            return Poll::Ready(None);
+        }
+        if let Some(deadline) = &mut self.deadline {
+            if deadline.as_mut().poll(cx).is_ready() {
+                self.finish();
+                let timeout = crate::sql::SqlError::value(
+                    "57014",
+                    "canceling statement due to statement timeout",
+                );
+                return Poll::Ready(Some(Err(datafusion::error::DataFusionError::External(
+                    Box::new(timeout),
+                ))));
+            }
+        }
         let polled = self.inner.as_mut().poll_next(cx);
         match &polled {
             Poll::Ready(Some(Ok(batch))) => self.rows += batch.num_rows() as u64,

@@ -1481,7 +1481,10 @@ fn setting_text(expr: &datafusion::sql::sqlparser::ast::Expr) -> String {
 /// pg_dump script run as one query): the statement and the data.
 fn inline_copy(sql: &str) -> Option<(&str, &str)> {
     let start = sql.trim_start();
-    if start.len() < 4 || !start[..4].eq_ignore_ascii_case("copy") {
+    if !start
+        .get(..4)
+        .is_some_and(|w| w.eq_ignore_ascii_case("copy"))
+    {
         return None;
     }
     let (statement, rest) = start

@@ -31,6 +31,56 @@ pub fn int(e: &Entity, name: &str) -> i64 {
     }
 }
 
+/// Counts panics from here on, split between tablegate's own code and its
+/// dependencies (by where each panic was raised); restores the previous
+/// hook when dropped.
+pub struct PanicCounter {
+    own: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+    dependencies: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+}
+
+impl PanicCounter {
+    pub fn install() -> PanicCounter {
+        use std::sync::atomic::Ordering;
+        let counter = PanicCounter {
+            own: Default::default(),
+            dependencies: Default::default(),
+        };
+        let (own, dependencies) = (counter.own.clone(), counter.dependencies.clone());
+        let previous = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            let in_dependency = info
+                .location()
+                .is_some_and(|l| l.file().contains(".cargo/registry"));
+            if in_dependency {
+                dependencies.fetch_add(1, Ordering::SeqCst);
+            } else {
+                own.fetch_add(1, Ordering::SeqCst);
+                previous(info);
+            }
+        }));
+        counter
+    }
+
+    /// Panics raised in tablegate's code (and in the test's).
+    pub fn own(&self) -> usize {
+        self.own.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    /// Panics raised inside dependencies.
+    pub fn dependencies(&self) -> usize {
+        self.dependencies.load(std::sync::atomic::Ordering::SeqCst)
+    }
+}
+
+impl Drop for PanicCounter {
+    fn drop(&mut self) {
+        if !std::thread::panicking() {
+            let _ = std::panic::take_hook();
+        }
+    }
+}
+
 /// The rows of a simple query, as text (NULL as "NULL").
 pub async fn simple_rows(client: &tokio_postgres::Client, sql: &str) -> Vec<Vec<String>> {
     client

@@ -1,0 +1,151 @@
+//! Hostile bytes on the wire: random, truncated and oversized frames, before
+//! and after startup. Each connection must end with an error or a close
+//! (never a hang), tablegate's code must not panic, and other sessions
+//! carry on.
+//!
+//! pgwire 0.41.1's frame decoder panics on some frames whose length field
+//! is below 4 (`messages/copy.rs`, `messages/startup.rs`, and `bytes`
+//! slicing under it). Those panics end only their own connection's task;
+//! they are counted and printed here, not hidden, and fixing them needs a
+//! fixed pgwire.
+//!
+//! Cases: `HOSTILE_WIRE_CASES` (default 300), seed `HOSTILE_WIRE_SEED`.
+
+mod common;
+
+use std::time::Duration;
+
+use common::TestServer;
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+/// The protocol 3.0 startup message of user `test`.
+fn startup() -> Vec<u8> {
+    let mut body = Vec::new();
+    body.extend_from_slice(&196_608u32.to_be_bytes());
+    for s in ["user", "test", "database", "tablegate"] {
+        body.extend_from_slice(s.as_bytes());
+        body.push(0);
+    }
+    body.push(0);
+    let mut message = ((body.len() + 4) as u32).to_be_bytes().to_vec();
+    message.extend_from_slice(&body);
+    message
+}
+
+/// Reads until the server's first ReadyForQuery ('Z' with length 5).
+async fn until_ready(socket: &mut TcpStream) {
+    let mut seen = Vec::new();
+    let mut buf = [0u8; 4096];
+    while !seen.windows(5).any(|w| w == [b'Z', 0, 0, 0, 5]) {
+        let n = socket.read(&mut buf).await.expect("startup reply");
+        assert!(n > 0, "closed during startup");
+        seen.extend_from_slice(&buf[..n]);
+    }
+}
+
+/// A frame meant to break something: a message type (known or not), a
+/// length that may lie (too short, too long, negative, huge), and a body
+/// of random bytes, maybe cut short.
+fn hostile_frame(rng: &mut StdRng) -> Vec<u8> {
+    const TYPES: &[u8] = b"QPBEDSCHFdcfpX\0\xff";
+    let mut frame = vec![TYPES[rng.random_range(0..TYPES.len())]];
+    let body_len = rng.random_range(0..64usize);
+    let length: u32 = match rng.random_range(0..6) {
+        0 => (body_len + 4) as u32,
+        1 => rng.random_range(0..4),
+        2 => u32::MAX,
+        3 => 0x7fff_ffff,
+        4 => 0x3fff_fffe,
+        _ => rng.random(),
+    };
+    frame.extend_from_slice(&length.to_be_bytes());
+    frame.extend((0..body_len).map(|_| rng.random::<u8>()));
+    if rng.random_bool(0.3) {
+        // Text a parser may get further with.
+        frame.extend_from_slice(b"SELECT 1; \0");
+    }
+    frame
+}
+
+/// Sends `bytes` (after a valid startup when `started`), closes the write
+/// side and reads until the server closes. Fails if the server neither
+/// closes nor errors within the time.
+async fn send_hostile(port: u16, started: bool, bytes: &[u8]) {
+    let mut socket = TcpStream::connect(("127.0.0.1", port)).await.unwrap();
+    if started {
+        socket.write_all(&startup()).await.unwrap();
+        until_ready(&mut socket).await;
+    }
+    // The server may close as soon as it reads something it refuses.
+    let _ = socket.write_all(bytes).await;
+    let _ = socket.shutdown().await;
+    let mut sink = Vec::new();
+    let read = tokio::time::timeout(Duration::from_secs(10), socket.read_to_end(&mut sink)).await;
+    assert!(
+        read.is_ok(),
+        "the server neither answered nor closed after {bytes:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hostile_frames_end_their_connection_only() {
+    let panics = common::PanicCounter::install();
+    let cases: usize = std::env::var("HOSTILE_WIRE_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(300);
+    let seed: u64 = std::env::var("HOSTILE_WIRE_SEED")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(7);
+    let mut rng = StdRng::seed_from_u64(seed);
+
+    let server = TestServer::start().await;
+    // A session that lives through all of it.
+    let bystander = server.client().await;
+    bystander
+        .batch_execute(
+            "CREATE TABLE kept (k int PRIMARY KEY, v text); INSERT INTO kept VALUES (1, 'one')",
+        )
+        .await
+        .unwrap();
+
+    for case in 0..cases {
+        let started = rng.random_bool(0.7);
+        let mut bytes = Vec::new();
+        if !started && rng.random_bool(0.5) {
+            // A startup message with a lying length or random parameters.
+            let mut s = startup();
+            let cut = rng.random_range(0..s.len());
+            s.truncate(cut);
+            bytes.extend(s);
+        }
+        for _ in 0..rng.random_range(1..4) {
+            bytes.extend(hostile_frame(&mut rng));
+        }
+        send_hostile(server.port, started, &bytes).await;
+        if case % 50 == 0 {
+            let row = bystander
+                .query_one("SELECT v FROM kept WHERE k = 1", &[])
+                .await
+                .unwrap();
+            assert_eq!(row.get::<_, String>(0), "one");
+        }
+    }
+    // The server still takes new connections and answers them.
+    let fresh = server.client().await;
+    let row = fresh
+        .query_one("SELECT count(*) FROM kept", &[])
+        .await
+        .unwrap();
+    assert_eq!(row.get::<_, i64>(0), 1);
+    assert_eq!(panics.own(), 0, "tablegate's code panicked");
+    eprintln!(
+        "{cases} hostile connections (seed {seed}): no hang, no panic in tablegate's code; \
+         {} panics in pgwire's frame decoder, each ending only its own connection",
+        panics.dependencies()
+    );
+}

@@ -98,10 +98,7 @@ async fn write_until_killed(port: u16, seed: u64, writer: i32, round: i32) -> Ve
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn indexes_and_views_survive_sigkill() {
-    let rounds: i32 = std::env::var("DERIVED_CRASH_ROUNDS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(4);
+    let rounds: i32 = common::env_number("DERIVED_CRASH_ROUNDS", 4);
     let dir = tempfile::tempdir().unwrap();
     let mut rng = StdRng::seed_from_u64(7);
     let mut acknowledged: Vec<i32> = Vec::new();

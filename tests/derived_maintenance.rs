@@ -18,13 +18,6 @@ use common::TestServer;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
-fn env_number(name: &str, default: u64) -> u64 {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
-
 async fn rows(client: &tokio_postgres::Client, sql: &str) -> Vec<String> {
     let mut out: Vec<String> = client
         .query(sql, &[])
@@ -39,8 +32,8 @@ async fn rows(client: &tokio_postgres::Client, sql: &str) -> Vec<String> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn indexes_and_views_match_their_tables_after_random_writes() {
-    let seed = env_number("INDEX_SEED", 1);
-    let statements = env_number("INDEX_STATEMENTS", 2000);
+    let seed: u64 = common::env_number("INDEX_SEED", 1);
+    let statements: u64 = common::env_number("INDEX_STATEMENTS", 2000);
     let mut rng = StdRng::seed_from_u64(seed);
     let server = TestServer::start().await;
     let client = server.client().await;

@@ -129,14 +129,8 @@ async fn run(session: &mut Session, sql: &str) -> bool {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mutated_statements_end_in_results_or_errors() {
     let panics = common::PanicCounter::install();
-    let cases: usize = std::env::var("HOSTILE_SQL_CASES")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(1500);
-    let seed: u64 = std::env::var("HOSTILE_SQL_SEED")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(11);
+    let cases: usize = common::env_number("HOSTILE_SQL_CASES", 1500);
+    let seed: u64 = common::env_number("HOSTILE_SQL_SEED", 11);
     let corpus = corpus();
     assert!(corpus.len() > 100, "{} seed statements", corpus.len());
     let (_dir, store) = common::temp_store();

@@ -93,14 +93,8 @@ async fn send_hostile(port: u16, started: bool, bytes: &[u8]) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hostile_frames_end_their_connection_only() {
     let panics = common::PanicCounter::install();
-    let cases: usize = std::env::var("HOSTILE_WIRE_CASES")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(300);
-    let seed: u64 = std::env::var("HOSTILE_WIRE_SEED")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(7);
+    let cases: usize = common::env_number("HOSTILE_WIRE_CASES", 300);
+    let seed: u64 = common::env_number("HOSTILE_WIRE_SEED", 7);
     let mut rng = StdRng::seed_from_u64(seed);
 
     let server = TestServer::start().await;

@@ -96,14 +96,8 @@ async fn rows(client: &tokio_postgres::Client, sql: &str) -> Vec<String> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pushdown_returns_what_a_full_scan_returns() {
-    let seed: u64 = std::env::var("PUSHDOWN_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(1);
-    let cases: usize = std::env::var("PUSHDOWN_CASES")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(300);
+    let seed: u64 = common::env_number("PUSHDOWN_SEED", 1);
+    let cases: usize = common::env_number("PUSHDOWN_CASES", 300);
     let mut rng = StdRng::seed_from_u64(seed);
     let server = TestServer::start().await;
     let with = server.client().await;

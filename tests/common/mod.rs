@@ -31,6 +31,14 @@ pub fn int(e: &Entity, name: &str) -> i64 {
     }
 }
 
+/// A number from the environment (a test's size or seed), or the default.
+pub fn env_number<T: std::str::FromStr>(name: &str, default: T) -> T {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
 /// Counts panics from here on, split between tablegate's own code and its
 /// dependencies (by where each panic was raised); restores the previous
 /// hook when dropped.

@@ -122,3 +122,77 @@ async fn statement_timeout_cancels_with_57014() {
         .unwrap_err();
     assert_eq!(error.code(), Some(&SqlState::INVALID_PARAMETER_VALUE));
 }
+
+/// A block left idle past `idle_in_transaction_session_timeout` is dropped
+/// with what it wrote, and the connection ends with FATAL 25P03 at its next
+/// message; a busy block, and idleness outside a block, are left alone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idle_in_transaction_timeout_ends_the_session() {
+    let server = TestServer::start().await;
+    let observer = server.client().await;
+    observer
+        .batch_execute("CREATE TABLE t (k int PRIMARY KEY)")
+        .await
+        .unwrap();
+    let count = || async {
+        observer
+            .query_one("SELECT count(*) FROM t", &[])
+            .await
+            .unwrap()
+            .get::<_, i64>(0)
+    };
+
+    // Busy in a block, and idle outside one: nothing happens.
+    let client = server.client().await;
+    client
+        .batch_execute("SET idle_in_transaction_session_timeout = '300ms'")
+        .await
+        .unwrap();
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    client.batch_execute("BEGIN").await.unwrap();
+    for k in 0..5 {
+        client
+            .execute("INSERT INTO t VALUES ($1)", &[&k])
+            .await
+            .unwrap();
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    client.batch_execute("COMMIT").await.unwrap();
+    assert_eq!(count().await, 5);
+
+    // Idle in a block: the block is gone, and so is the connection.
+    client
+        .batch_execute("BEGIN; INSERT INTO t VALUES (100)")
+        .await
+        .unwrap();
+    tokio::time::sleep(std::time::Duration::from_millis(700)).await;
+    assert_eq!(count().await, 5);
+    let error = client.simple_query("COMMIT").await.unwrap_err();
+    let db = error.as_db_error().expect("a server error");
+    assert_eq!(db.code(), &SqlState::IDLE_IN_TRANSACTION_SESSION_TIMEOUT);
+    assert_eq!(db.severity(), "FATAL");
+    assert!(client.simple_query("SELECT 1").await.is_err());
+    assert_eq!(count().await, 5);
+
+    // Over the extended protocol too.
+    let client = server.client().await;
+    client
+        .batch_execute("SET idle_in_transaction_session_timeout = '300ms'; BEGIN")
+        .await
+        .unwrap();
+    client
+        .execute("INSERT INTO t VALUES ($1)", &[&200])
+        .await
+        .unwrap();
+    tokio::time::sleep(std::time::Duration::from_millis(700)).await;
+    let error = client
+        .execute("INSERT INTO t VALUES ($1)", &[&201])
+        .await
+        .unwrap_err();
+    assert_eq!(
+        error.code(),
+        Some(&SqlState::IDLE_IN_TRANSACTION_SESSION_TIMEOUT),
+        "{error:?}"
+    );
+    assert_eq!(count().await, 5);
+}

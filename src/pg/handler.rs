@@ -38,6 +38,7 @@ use super::auth::{server_parameters, Authentication};
 use super::cancel::{cancellable, Canceller, Cancels, Registration};
 use super::encode;
 use super::error::{error_info, to_pgwire};
+use super::idle::IdleWatch;
 use super::params;
 use super::replies::Replies;
 use crate::sql::session::Notices;
@@ -49,6 +50,16 @@ struct Connection {
     session: Arc<Mutex<Session>>,
     notices: Notices,
     cancel: Registration,
+    idle: Arc<IdleWatch>,
+}
+
+impl Connection {
+    /// After a statement's replies: the idle-in-transaction timer starts
+    /// when the session waits in an open block.
+    async fn replied(&self) {
+        let session = self.session.lock().await;
+        self.idle.replied(&self.session, &session);
+    }
 }
 
 pub struct Handlers {
@@ -120,6 +131,7 @@ fn connection_of<C: ClientInfo>(
             notices: session.notices(),
             session: Arc::new(Mutex::new(session)),
             cancel: cancels.register(pid, &secret),
+            idle: Arc::default(),
         }
     })
 }
@@ -129,10 +141,13 @@ impl Handlers {
         connection_of(&self.engine, &self.cancels, client)
     }
 
-    /// The client, with replies held for the Sync or Flush (extended protocol).
-    fn deferred<'a, C: ClientInfo>(&self, client: &'a mut C) -> Replies<'a, C> {
-        let notices = self.connection(client).notices.clone();
-        Replies::deferred(client, notices)
+    /// The client, with replies held for the Sync or Flush (extended
+    /// protocol), after the idle timer is stopped by the message being
+    /// handled (or has ended the session).
+    fn deferred<'a, C: ClientInfo>(&self, client: &'a mut C) -> PgWireResult<Replies<'a, C>> {
+        let connection = self.connection(client);
+        connection.idle.message()?;
+        Ok(Replies::deferred(client, connection.notices.clone()))
     }
 }
 
@@ -193,10 +208,13 @@ impl SimpleQueryHandler for Handlers {
         C::Error: Debug,
         PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
     {
-        let notices = self.connection(client).notices.clone();
+        let connection = self.connection(client);
+        connection.idle.message()?;
+        let notices = connection.notices.clone();
         let mut replies = Replies::immediate(client, notices.clone());
         let result = self._on_query(&mut replies, query).await;
         replies.flush().await?;
+        connection.replied().await;
         fail_on_error(&notices, result)
     }
 
@@ -286,7 +304,7 @@ impl ExtendedQueryHandler for Handlers {
         C::Error: Debug,
         PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
     {
-        let mut replies = self.deferred(client);
+        let mut replies = self.deferred(client)?;
         PgwireDefaults(self).on_parse(&mut replies, message).await?;
         Ok(replies.flush().await?)
     }
@@ -299,7 +317,7 @@ impl ExtendedQueryHandler for Handlers {
         C::Error: Debug,
         PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
     {
-        let mut replies = self.deferred(client);
+        let mut replies = self.deferred(client)?;
         PgwireDefaults(self).on_bind(&mut replies, message).await?;
         Ok(replies.flush().await?)
     }
@@ -313,10 +331,12 @@ impl ExtendedQueryHandler for Handlers {
         C::Error: Debug,
         PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
     {
-        let notices = self.connection(client).notices.clone();
-        let mut replies = Replies::deferred(client, notices.clone());
+        let connection = self.connection(client);
+        let notices = connection.notices.clone();
+        let mut replies = self.deferred(client)?;
         let result = self._on_execute(&mut replies, message).await;
         replies.flush().await?;
+        connection.replied().await;
         fail_on_error(&notices, result)?;
         if matches!(client.state(), PgWireConnectionState::CopyInProgress(_)) {
             client.flush().await?;
@@ -343,13 +363,13 @@ impl ExtendedQueryHandler for Handlers {
             if let Some(schema) = schema {
                 let fields = encode::fields(&schema, &Format::UnifiedText)?;
                 return send_describe_response(
-                    &mut self.deferred(client),
+                    &mut self.deferred(client)?,
                     &DescribePortalResponse::new(fields),
                 )
                 .await;
             }
         }
-        let mut replies = self.deferred(client);
+        let mut replies = self.deferred(client)?;
         self._on_describe(&mut replies, message).await?;
         Ok(replies.flush().await?)
     }

@@ -8,6 +8,7 @@
 //! - `auth`: trust or SCRAM-SHA-256, and TLS.
 //! - `cancel`: cancel requests that stop queries while their rows stream.
 //! - `limit`: the connection limit (SQLSTATE 53300 past it).
+//! - `idle`: `idle_in_transaction_session_timeout` (FATAL 25P03).
 //! - `replies`: replies held until the client's Sync or Flush, with the
 //!   session's notices sent ahead of each statement's last reply.
 //!
@@ -19,6 +20,7 @@ mod cancel;
 mod encode;
 mod error;
 mod handler;
+mod idle;
 mod limit;
 mod params;
 mod replies;

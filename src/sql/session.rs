@@ -350,6 +350,31 @@ impl Session {
         self.txn.is_some()
     }
 
+    /// How long the session may sit idle in its open transaction block
+    /// (`idle_in_transaction_session_timeout`); `None` outside a block or
+    /// when the limit is off.
+    pub fn idle_in_transaction_timeout(&self) -> Option<std::time::Duration> {
+        self.txn.as_ref()?;
+        self.duration_setting("idle_in_transaction_session_timeout")
+    }
+
+    /// A duration parameter's value; `None` when it is 0 (off).
+    fn duration_setting(&self, name: &str) -> Option<std::time::Duration> {
+        self.settings
+            .get(name)
+            .and_then(|v| super::settings::duration_ms(&v))
+            .filter(|&ms| ms > 0)
+            .map(std::time::Duration::from_millis)
+    }
+
+    /// Drops the open transaction block and what it wrote (its connection
+    /// is being closed).
+    pub async fn abandon_transaction(&mut self) {
+        if self.txn.is_some() {
+            let _ = self.rollback().await;
+        }
+    }
+
     /// Parses a query string into statements, in PostgreSQL's dialect.
     pub fn parse(sql: &str) -> Result<Vec<DfStatement>> {
         let statements =
@@ -918,12 +943,7 @@ impl Session {
         let task = Arc::new(frame.task_ctx());
         let plan = frame.create_physical_plan().await?;
         let stream = datafusion::physical_plan::execute_stream(plan.clone(), task)?;
-        let timeout = self
-            .settings
-            .get("statement_timeout")
-            .and_then(|v| super::settings::duration_ms(&v))
-            .filter(|&ms| ms > 0)
-            .map(std::time::Duration::from_millis);
+        let timeout = self.duration_setting("statement_timeout");
         Ok(Box::pin(diagnostics::Watched::new(
             stream,
             plan,
@@ -1351,12 +1371,13 @@ impl Session {
     }
 
     fn set_parameter(&mut self, name: &str, value: &str) -> Result<()> {
-        if name.eq_ignore_ascii_case("statement_timeout")
-            && super::settings::duration_ms(value).is_none()
-        {
+        let duration = ["statement_timeout", "idle_in_transaction_session_timeout"]
+            .iter()
+            .any(|d| name.eq_ignore_ascii_case(d));
+        if duration && super::settings::duration_ms(value).is_none() {
             return Err(SqlError::value(
                 "22023",
-                format!("invalid value for parameter \"statement_timeout\": \"{value}\""),
+                format!("invalid value for parameter \"{name}\": \"{value}\""),
             ));
         }
         if name.eq_ignore_ascii_case("tablegate.pushdown") {

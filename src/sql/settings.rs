@@ -22,6 +22,7 @@ const DEFAULTS: &[(&str, &str)] = &[
     ("default_transaction_isolation", "read committed"),
     ("default_transaction_read_only", "off"),
     ("extra_float_digits", "1"),
+    ("idle_in_transaction_session_timeout", "0"),
     ("integer_datetimes", "on"),
     ("intervalstyle", "postgres"),
     ("is_superuser", "on"),

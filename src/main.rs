@@ -49,6 +49,10 @@ enum Command {
         /// PEM private key for TLS (with `--tls-cert`).
         #[arg(long, env = "TABLEGATE_TLS_KEY", requires = "tls_cert")]
         tls_key: Option<PathBuf>,
+        /// Memory all running queries may hold at once, in MiB; past it a
+        /// sort spills to disk and a join or grouping fails with 53200.
+        #[arg(long, env = "TABLEGATE_QUERY_MEMORY_MB", default_value_t = tablegate::sql::DEFAULT_QUERY_MEMORY >> 20)]
+        query_memory_mb: usize,
         /// Connections served at once; the next one gets SQLSTATE 53300.
         #[arg(long, env = "TABLEGATE_MAX_CONNECTIONS", default_value_t = tablegate::pg::DEFAULT_MAX_CONNECTIONS)]
         max_connections: usize,
@@ -80,13 +84,18 @@ async fn main() -> ExitCode {
             tls_cert,
             tls_key,
             max_connections,
+            query_memory_mb,
         } => {
             let access = Access {
                 users,
                 user,
                 tls: tls_cert.zip(tls_key),
             };
-            serve(&data_dir, host, port, access, max_connections).await
+            let limits = Limits {
+                max_connections,
+                query_memory: query_memory_mb << 20,
+            };
+            serve(&data_dir, host, port, access, limits).await
         }
         Command::Tables { data_dir } => list_tables(&data_dir).await,
     };
@@ -133,12 +142,18 @@ impl Access {
     }
 }
 
+/// What the server allows at once.
+struct Limits {
+    max_connections: usize,
+    query_memory: usize,
+}
+
 async fn serve(
     data_dir: &Path,
     host: IpAddr,
     port: u16,
     access: Access,
-    max_connections: usize,
+    limits: Limits,
 ) -> Result<(), Box<dyn std::error::Error>> {
     let authentication = access.authentication(host)?;
     let tls = match &access.tls {
@@ -147,7 +162,7 @@ async fn serve(
     };
     std::fs::create_dir_all(data_dir)?;
     let store = Arc::new(NativeStore::open(data_dir)?);
-    let engine = Engine::open(store).await?;
+    let engine = Engine::open_with_memory(store, limits.query_memory).await?;
     let server = Server::bind_with(
         &format!("{host}:{port}"),
         engine,
@@ -155,7 +170,7 @@ async fn serve(
         tls.clone(),
     )
     .await?
-    .with_max_connections(max_connections);
+    .with_max_connections(limits.max_connections);
     tracing::info!(data_dir = %data_dir.display(), "listening on {} (PostgreSQL protocol)", server.local_addr()?);
     match authentication {
         Authentication::Trust => tracing::info!(

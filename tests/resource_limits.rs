@@ -196,3 +196,45 @@ async fn idle_in_transaction_timeout_ends_the_session() {
     );
     assert_eq!(count().await, 5);
 }
+
+/// Runs one query on a session; the error of its execution, if any.
+async fn query_error(
+    session: &mut tablegate::sql::Session,
+    sql: &str,
+) -> Option<tablegate::sql::SqlError> {
+    use futures::StreamExt;
+    match session.execute(sql).await.pop()? {
+        Err(e) => Some(e),
+        Ok(tablegate::sql::Output::Rows { mut stream, .. }) => {
+            while let Some(batch) = stream.next().await {
+                if let Err(e) = batch {
+                    return Some(e.into());
+                }
+            }
+            None
+        }
+        Ok(_) => None,
+    }
+}
+
+/// Past the engine's query memory, a sort spills to disk and finishes; a
+/// hash join that cannot fit fails with 53200, and the next query runs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn queries_past_the_memory_limit_fail_with_53200() {
+    let (_dir, store) = common::temp_store();
+    let engine = tablegate::sql::Engine::open_with_memory(std::sync::Arc::new(store), 16 << 20)
+        .await
+        .unwrap();
+    let mut session = tablegate::sql::Session::new(engine);
+    let sorted = "SELECT x FROM generate_series(1, 3000000) AS s(x) ORDER BY x DESC";
+    let sort_error = query_error(&mut session, sorted).await;
+    assert!(sort_error.is_none(), "the sort spills: {sort_error:?}");
+    let joined = "SELECT count(*) FROM generate_series(1, 3000000) AS a(x) \
+                  JOIN generate_series(1, 3000000) AS b(y) ON x = y";
+    let error = query_error(&mut session, joined)
+        .await
+        .expect("out of memory");
+    assert_eq!(tablegate::pg::sqlstate(&error), "53200", "{error}");
+    assert!(error.to_string().contains("Resources exhausted"), "{error}");
+    assert!(query_error(&mut session, "SELECT 1").await.is_none());
+}

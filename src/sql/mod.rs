@@ -39,5 +39,5 @@ pub mod types;
 
 pub use error::{Result, SqlError};
 pub use pushdown::{access_path, AccessPath};
-pub use session::{Engine, Output, Prepared, Session};
+pub use session::{Engine, Output, Prepared, Session, DEFAULT_QUERY_MEMORY};
 pub use settings::SERVER_VERSION;

@@ -35,18 +35,37 @@ use crate::store::{StoreError, TableStore};
 pub const CATALOG_NAME: &str = "tablegate";
 pub const SCHEMA_NAME: &str = "public";
 
+/// Memory all running queries may hold at once, by default: past it, a
+/// sort spills to disk and what cannot spill (a hash join's table, a
+/// grouping) fails with SQLSTATE 53200 instead of taking the machine down.
+pub const DEFAULT_QUERY_MEMORY: usize = 4 << 30;
+
 /// What every session of a server shares.
 pub struct Engine {
     pub catalog: Arc<Catalog>,
     /// Traffic, recent queries and checks (the `tablegate` schema).
     pub monitor: Arc<diagnostics::Monitor>,
+    /// DataFusion's runtime: the memory pool every query draws from.
+    runtime: Arc<datafusion::execution::runtime_env::RuntimeEnv>,
 }
 
 impl Engine {
     pub async fn open(store: Arc<dyn TableStore>) -> Result<Arc<Engine>> {
+        Engine::open_with_memory(store, DEFAULT_QUERY_MEMORY).await
+    }
+
+    /// An engine whose queries hold at most `query_memory` bytes together.
+    pub async fn open_with_memory(
+        store: Arc<dyn TableStore>,
+        query_memory: usize,
+    ) -> Result<Arc<Engine>> {
+        let runtime = datafusion::execution::runtime_env::RuntimeEnvBuilder::new()
+            .with_memory_limit(query_memory, 1.0)
+            .build_arc()?;
         Ok(Arc::new(Engine {
             catalog: Arc::new(Catalog::open(store).await?),
             monitor: Arc::default(),
+            runtime,
         }))
     }
 
@@ -234,6 +253,7 @@ impl Session {
             .set_str("datafusion.sql_parser.dialect", "postgres");
         let state = SessionStateBuilder::new()
             .with_config(config)
+            .with_runtime_env(engine.runtime.clone())
             .with_default_features()
             .build();
         let ctx = SessionContext::new_with_state(state);

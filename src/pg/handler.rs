@@ -44,8 +44,8 @@ use super::replies::Replies;
 use crate::sql::session::Notices;
 use crate::sql::{Engine, Output, Prepared, Session};
 
-/// A connection's session, shared by its handlers' calls, and its cancel
-/// signal.
+/// A connection's session, shared by its handlers' calls; the notices and
+/// error word that pass between them; its cancel signal; its idle timer.
 struct Connection {
     session: Arc<Mutex<Session>>,
     notices: Notices,

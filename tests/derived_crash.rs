@@ -1,10 +1,13 @@
-//! Crash consistency of indexes and materialized views: the server process
-//! (`tablegate serve`) runs the random workload of `common::workload` from
-//! two connections and is killed with SIGKILL at a random moment, then
-//! restarted over the same data dir. After every restart each index and
-//! view verifies clean against its tables (the base write and its derived
-//! writes commit in one atomic write), and every statement a client saw
-//! acknowledged is there.
+//! Crash consistency of the whole server: `tablegate serve` runs a mixed
+//! workload from three connections (the random statements of
+//! `common::workload` over tables with indexes and views, multi-row
+//! transaction blocks, and COPY) and is killed with SIGKILL at a random
+//! moment, then restarted over the same data dir. After every restart:
+//! - each index and view verifies clean against its tables (the base write
+//!   and its derived writes commit in one atomic write);
+//! - every block and COPY a client saw acknowledged is there;
+//! - every block and COPY found is there whole (`ledger` rows carry their
+//!   transaction's size), acknowledged or not: none is there in part.
 //!
 //! Rounds: `DERIVED_CRASH_ROUNDS` (default 4).
 
@@ -62,28 +65,73 @@ async fn connect(port: u16) -> tokio_postgres::Client {
     client
 }
 
-/// Runs random statements until the connection breaks; returns the keys
-/// of the rows of `acks` its acknowledged inserts made.
-async fn write_until_killed(port: u16, seed: u64, writer: i32, round: i32) -> Vec<i32> {
+/// The rows of transaction `id` in `ledger`, as COPY text: each carries
+/// the transaction's size.
+fn ledger_rows(id: i32, size: i32) -> String {
+    (1..=size).map(|i| format!("{id}\t{i}\t{size}\n")).collect()
+}
+
+/// COPY of one transaction's ledger rows; `Ok(false)` when the server
+/// refused it, `Err` when the connection broke.
+async fn copy_ledger(client: &tokio_postgres::Client, id: i32, size: i32) -> Result<bool, ()> {
+    use futures::SinkExt;
+    let sink = match client.copy_in("COPY ledger FROM STDIN").await {
+        Ok(sink) => sink,
+        Err(e) => {
+            return if e.code().is_some() {
+                Ok(false)
+            } else {
+                Err(())
+            }
+        }
+    };
+    futures::pin_mut!(sink);
+    if sink
+        .send(bytes::Bytes::from(ledger_rows(id, size)))
+        .await
+        .is_err()
+    {
+        return Err(());
+    }
+    match sink.finish().await {
+        Ok(_) => Ok(true),
+        Err(e) if e.code().is_some() => Ok(false),
+        Err(_) => Err(()),
+    }
+}
+
+/// Runs the mixed workload until the connection breaks; returns the ids of
+/// its acknowledged blocks (in `acks` and `ledger`) and COPYs (in `ledger`).
+async fn write_until_killed(port: u16, seed: u64, writer: i32, round: i32) -> Acknowledged {
     let client = connect(port).await;
     let mut rng = StdRng::seed_from_u64(seed);
-    let mut acknowledged = Vec::new();
+    let mut acknowledged = Acknowledged::default();
     for n in 0.. {
-        let sql = if rng.random_ratio(1, 5) {
-            // An acknowledged marker row, written with a workload statement
-            // in one transaction.
-            let id = round * 1_000_000 + writer * 100_000 + n;
-            format!(
-                "BEGIN; INSERT INTO acks VALUES ({id}); {}; COMMIT",
+        let id = round * 1_000_000 + writer * 100_000 + n;
+        let size = rng.random_range(2..40);
+        let sql = match rng.random_range(0..10) {
+            // A block: a marker row, a transaction's ledger rows and a
+            // workload statement, committed together.
+            0 | 1 => format!(
+                "BEGIN; INSERT INTO acks VALUES ({id}); \
+                 INSERT INTO ledger SELECT {id}, x, {size} FROM generate_series(1, {size}) AS s(x); \
+                 {}; COMMIT",
                 statement(&mut rng)
-            )
-        } else {
-            statement(&mut rng)
+            ),
+            2 => match copy_ledger(&client, id, size).await {
+                Ok(true) => {
+                    acknowledged.copies.push(id);
+                    continue;
+                }
+                Ok(false) => continue,
+                Err(()) => break,
+            },
+            _ => statement(&mut rng),
         };
         match client.batch_execute(&sql).await {
             Ok(()) => {
-                if let Some(id) = sql.strip_prefix("BEGIN; INSERT INTO acks VALUES (") {
-                    acknowledged.push(id.split(')').next().unwrap().parse().unwrap());
+                if sql.starts_with("BEGIN") {
+                    acknowledged.blocks.push(id);
                 }
             }
             Err(e) if e.code().is_some() => {
@@ -96,27 +144,38 @@ async fn write_until_killed(port: u16, seed: u64, writer: i32, round: i32) -> Ve
     acknowledged
 }
 
+#[derive(Default)]
+struct Acknowledged {
+    blocks: Vec<i32>,
+    copies: Vec<i32>,
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn indexes_and_views_survive_sigkill() {
     let rounds: i32 = common::env_number("DERIVED_CRASH_ROUNDS", 4);
     let dir = tempfile::tempdir().unwrap();
     let mut rng = StdRng::seed_from_u64(7);
-    let mut acknowledged: Vec<i32> = Vec::new();
+    let mut acknowledged = Acknowledged::default();
     let mut server = start(dir.path());
     connect(server.port)
         .await
-        .batch_execute(&format!("{SCHEMA}; CREATE TABLE acks (id int PRIMARY KEY)"))
+        .batch_execute(&format!(
+            "{SCHEMA}; CREATE TABLE acks (id int PRIMARY KEY);
+             CREATE TABLE ledger (txn int, i int, size int NOT NULL, PRIMARY KEY (txn, i))"
+        ))
         .await
         .unwrap();
     for round in 0..rounds {
-        let writers: Vec<_> = (0..2)
+        let writers: Vec<_> = (0..3)
             .map(|w| tokio::spawn(write_until_killed(server.port, rng.random(), w, round)))
             .collect();
         tokio::time::sleep(Duration::from_millis(rng.random_range(300..1500))).await;
         server.child.kill().expect("SIGKILL");
         server.child.wait().unwrap();
         for writer in writers {
-            acknowledged.extend(writer.await.unwrap());
+            let done = writer.await.unwrap();
+            acknowledged.blocks.extend(done.blocks);
+            acknowledged.copies.extend(done.copies);
         }
 
         server = start(dir.path());
@@ -131,6 +190,7 @@ async fn indexes_and_views_survive_sigkill() {
             .map(|r| r.get(0))
             .collect();
         let lost: Vec<&i32> = acknowledged
+            .blocks
             .iter()
             .filter(|id| !there.contains(id))
             .collect();
@@ -138,14 +198,53 @@ async fn indexes_and_views_survive_sigkill() {
             lost.is_empty(),
             "round {round}: acknowledged and lost: {lost:?}"
         );
+        // Every transaction in the ledger is whole; every acknowledged one
+        // is there.
+        let ledger: std::collections::HashMap<i32, (i64, i32)> = client
+            .query(
+                "SELECT txn, count(*), min(size), max(size) FROM ledger GROUP BY txn",
+                &[],
+            )
+            .await
+            .unwrap()
+            .iter()
+            .map(|r| {
+                let (min, max): (i32, i32) = (r.get(2), r.get(3));
+                assert_eq!(
+                    min,
+                    max,
+                    "round {round}: mixed sizes in {}",
+                    r.get::<_, i32>(0)
+                );
+                (r.get(0), (r.get(1), max))
+            })
+            .collect();
+        let partial: Vec<_> = ledger
+            .iter()
+            .filter(|(_, (count, size))| *count != i64::from(*size))
+            .collect();
+        assert!(partial.is_empty(), "round {round}: in part: {partial:?}");
+        let missing: Vec<&i32> = acknowledged
+            .blocks
+            .iter()
+            .chain(&acknowledged.copies)
+            .filter(|id| !ledger.contains_key(id))
+            .collect();
+        assert!(
+            missing.is_empty(),
+            "round {round}: acknowledged ledger transactions lost: {missing:?}"
+        );
         let items: i64 = client
             .query_one("SELECT count(*) FROM items", &[])
             .await
             .unwrap()
             .get(0);
         println!(
-            "round {round}: killed; {} acknowledged transactions there, {items} items; indexes and views verify clean",
-            acknowledged.len()
+            "round {round}: killed; {} acknowledged blocks and {} acknowledged COPYs there, \
+             {} ledger transactions whole, {items} items; indexes and views verify clean",
+            acknowledged.blocks.len(),
+            acknowledged.copies.len(),
+            ledger.len()
         );
     }
     server.child.kill().ok();

@@ -157,3 +157,45 @@ async fn tls_connections_from_psql() {
     assert!(out.status.success());
     assert!(!String::from_utf8_lossy(&out.stdout).contains("SSL connection"));
 }
+
+/// A role made with SQL logs in with the password it was given (SCRAM), and
+/// only with it; the server's listed users stay superusers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn roles_made_with_sql_log_in_with_their_password() {
+    let (port, _dir) = start(None).await;
+    let alice = connect(port, "alice", "s3cret").await.unwrap();
+    alice
+        .batch_execute("CREATE ROLE carol LOGIN PASSWORD 'c4rol''s'")
+        .await
+        .unwrap();
+    let carol = connect(port, "carol", "c4rol's")
+        .await
+        .expect("carol logs in");
+    let row = carol.query_one("SELECT current_user", &[]).await.unwrap();
+    assert_eq!(row.get::<_, String>(0), "carol");
+    let wrong = connect(port, "carol", "c4rol")
+        .await
+        .err()
+        .expect("refused");
+    assert_eq!(
+        wrong.code(),
+        Some(&tokio_postgres::error::SqlState::INVALID_PASSWORD)
+    );
+    // A new password replaces the old one.
+    alice
+        .batch_execute("ALTER ROLE carol WITH PASSWORD 'n3w'")
+        .await
+        .unwrap();
+    assert!(connect(port, "carol", "c4rol's").await.is_err());
+    connect(port, "carol", "n3w")
+        .await
+        .expect("the new password");
+    // Carol is not a superuser: she cannot make roles.
+    let error = carol.batch_execute("CREATE ROLE dave").await.unwrap_err();
+    assert_eq!(
+        error.code(),
+        Some(&tokio_postgres::error::SqlState::INSUFFICIENT_PRIVILEGE)
+    );
+    alice.batch_execute("DROP ROLE carol").await.unwrap();
+    assert!(connect(port, "carol", "n3w").await.is_err());
+}

@@ -144,6 +144,7 @@ mod tests {
             comment: None,
             indexes: vec![],
             view: None,
+            grants: Vec::new(),
         }
     }
 

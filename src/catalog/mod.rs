@@ -7,6 +7,7 @@
 mod derive;
 mod index;
 mod keys;
+mod roles;
 mod sequence;
 mod table;
 mod types;
@@ -21,9 +22,11 @@ pub use keys::{
     decode_index_component, encode_component, encode_index_component, join_components,
     split_components, KeyError,
 };
+pub use roles::{salted_password, RoleDef, Roles, ScramSecret, SCRAM_ITERATIONS};
 pub use sequence::{Sequence, SequenceDef, SequenceExhausted, Sequences};
 pub use table::{
-    Column, ForeignKey, KeyParts, Keys, Row, RowError, SystemField, TableDef, GENERATED_PARTITIONS,
+    Column, ForeignKey, Grant, KeyParts, Keys, Privilege, Row, RowError, SystemField, TableDef,
+    GENERATED_PARTITIONS,
 };
 pub use types::{SqlType, DEFAULT_NUMERIC};
 pub use view::{
@@ -65,6 +68,10 @@ pub enum CatalogError {
     /// A change of a table that a materialized view reads.
     #[error("{0}")]
     Dependent(String),
+    #[error("role {0:?} already exists")]
+    RoleExists(String),
+    #[error("role {0:?} does not exist")]
+    RoleNotFound(String),
     #[error(
         "the definition of relation {0:?} was changed by another session; retry the transaction"
     )]
@@ -83,6 +90,7 @@ impl From<KeyError> for CatalogError {
 pub struct Catalog {
     store: Arc<dyn TableStore>,
     pub sequences: Sequences,
+    pub roles: Roles,
     tables: RwLock<HashMap<String, Arc<TableDef>>>,
     /// Held exclusively while a commit changes definitions, and shared by
     /// commits that only write rows: a commit's check of the definitions it
@@ -117,6 +125,7 @@ impl Catalog {
         }
         let catalog = Catalog {
             sequences: Sequences::open(store.clone()).await?,
+            roles: Roles::open(store.clone()).await?,
             store,
             tables: RwLock::new(tables),
             definitions_lock: tokio::sync::RwLock::new(()),

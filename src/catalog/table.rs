@@ -87,6 +87,10 @@ pub struct TableDef {
     /// tables keep its rows current.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub view: Option<super::ViewDef>,
+    /// What roles made with SQL may do with the table (superusers may do
+    /// anything).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub grants: Vec<Grant>,
 }
 
 /// `FOREIGN KEY (columns) REFERENCES table (referenced)`, by column names.
@@ -96,6 +100,41 @@ pub struct ForeignKey {
     pub columns: Vec<String>,
     pub table: String,
     pub referenced: Vec<String>,
+}
+
+/// A privilege on a table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub enum Privilege {
+    Select,
+    Insert,
+    Update,
+    Delete,
+}
+
+impl Privilege {
+    pub const ALL: [Privilege; 4] = [
+        Privilege::Select,
+        Privilege::Insert,
+        Privilege::Update,
+        Privilege::Delete,
+    ];
+
+    /// The SQL keyword.
+    pub fn keyword(self) -> &'static str {
+        match self {
+            Privilege::Select => "SELECT",
+            Privilege::Insert => "INSERT",
+            Privilege::Update => "UPDATE",
+            Privilege::Delete => "DELETE",
+        }
+    }
+}
+
+/// The privileges GRANT gave one role on a table.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Grant {
+    pub role: String,
+    pub privileges: Vec<Privilege>,
 }
 
 /// A row: one optional value per column, in column order. `None` is NULL.
@@ -126,6 +165,13 @@ pub enum RowError {
 impl TableDef {
     pub fn column_index(&self, name: &str) -> Option<usize> {
         self.columns.iter().position(|c| c.name == name)
+    }
+
+    /// Whether GRANT gave `role` the privilege.
+    pub fn granted(&self, role: &str, privilege: Privilege) -> bool {
+        self.grants
+            .iter()
+            .any(|g| g.role == role && g.privileges.contains(&privilege))
     }
 
     pub fn key_columns(&self) -> (&[usize], &[usize]) {

@@ -612,6 +612,7 @@ mod tests {
             comment: None,
             indexes: vec![],
             view: None,
+            grants: Vec::new(),
         }
     }
 

@@ -4,7 +4,9 @@
 //!
 //! A user list is a text file of `name:password` lines (blank lines and
 //! lines starting with `#` are skipped). Passwords are kept only as SCRAM
-//! salted hashes, made when the list is loaded.
+//! salted hashes, made when the list is loaded. Those users are the
+//! server's superusers; roles made with `CREATE ROLE ... PASSWORD` log in
+//! too, with the secret the catalog keeps for them.
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -82,6 +84,34 @@ impl AuthSource for Users {
     }
 }
 
+/// The users of the list, then the roles of the catalog.
+pub struct Logins {
+    pub users: Arc<Users>,
+    pub catalog: Arc<crate::catalog::Catalog>,
+}
+
+impl std::fmt::Debug for Logins {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Logins")
+            .field("users", &self.users)
+            .finish()
+    }
+}
+
+#[async_trait]
+impl AuthSource for Logins {
+    async fn get_password(&self, login: &LoginInfo) -> PgWireResult<Password> {
+        let user = login.user().unwrap_or_default();
+        if let Some(password) = self.users.0.get(user) {
+            return Ok(password.clone());
+        }
+        match self.catalog.roles.get(user).and_then(|r| r.secret) {
+            Some(secret) => Ok(Password::new(Some(secret.salt), secret.salted_password)),
+            None => Err(PgWireError::InvalidPassword(user.to_owned())),
+        }
+    }
+}
+
 /// The parameters every connection is told at startup.
 pub fn server_parameters() -> DefaultServerParameterProvider {
     let mut parameters = DefaultServerParameterProvider::default();
@@ -125,6 +155,14 @@ mod tests {
             )
         );
         assert!(Users::parse("nopassword\n").unwrap_err().contains("line 1"));
+        // Roles made with SQL get the secret pgwire checks logins against.
+        for password in ["hunter2", "pässwörd", "\u{2168}"] {
+            let salt = b"0123456789abcdef";
+            assert_eq!(
+                crate::catalog::salted_password(password, salt),
+                gen_salted_password(password, salt, SCRAM_ITERATIONS)
+            );
+        }
         assert!(Users::parse(":pw\n").is_err());
     }
 }

@@ -60,6 +60,8 @@ fn catalog_state(e: &CatalogError) -> &'static str {
         CatalogError::InvalidDefinition(_) => "42P16",
         CatalogError::ChangedConcurrently(_) => "40001",
         CatalogError::Dependent(_) => "2BP01",
+        CatalogError::RoleExists(_) => "42710",
+        CatalogError::RoleNotFound(_) => "42704",
         CatalogError::Store(s) => store_state(s),
     }
 }

@@ -583,7 +583,10 @@ impl PgWireServerHandlers for Handlers {
             Authentication::Trust => Startup::Trust(self.clone_ref()),
             Authentication::Scram(users) => Startup::Scram(
                 SASLAuthStartupHandler::new(Arc::new(server_parameters()))
-                    .with_scram(ScramAuth::new(users.clone()))
+                    .with_scram(ScramAuth::new(Arc::new(super::auth::Logins {
+                        users: users.clone(),
+                        catalog: self.engine.catalog.clone(),
+                    })))
                     .with_connection_manager(self.connections.clone()),
             ),
         })

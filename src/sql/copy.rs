@@ -348,6 +348,7 @@ mod tests {
             comment: None,
             indexes: Vec::new(),
             view: None,
+            grants: Vec::new(),
         };
         let format = CopyFormat::parse(
             &[],

@@ -415,6 +415,7 @@ pub async fn create_table(session: &mut Session, create: CreateTable) -> Result<
             comment: None,
             indexes: Vec::new(),
             view: None,
+            grants: Vec::new(),
         };
         for fk in &references {
             let fk = foreign_key(session, &def, fk)?;
@@ -454,6 +455,7 @@ pub async fn create_table(session: &mut Session, create: CreateTable) -> Result<
         comment: None,
         indexes: Vec::new(),
         view: None,
+        grants: Vec::new(),
     };
     check_definition(&def)?;
     define(session, &name, Some(def.clone()))?;

@@ -592,6 +592,10 @@ pub async fn plan_changes(
         plan = plan.with_param_values(params)?;
     }
     let def = rewrite.def.clone();
+    if let Some(privilege) = super::access::privilege_of(statement) {
+        session.require(&def, privilege)?;
+    }
+    session.require_reads(&plan, Some(&def.name))?;
     let frame = session.context().execute_logical_plan(plan).await?;
     let mut stream = session.execute_watched(frame).await?;
 

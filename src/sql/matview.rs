@@ -122,6 +122,7 @@ pub async fn create(session: &mut Session, create: CreateView) -> Result<Output>
             query,
             maintained: maintained.clone(),
         }),
+        grants: Vec::new(),
     };
     check_definition(&def)?;
     define(session, &name, Some(def.clone()))?;

@@ -15,6 +15,7 @@
 //! Layer rule: `sql` depends on `catalog`, `store` and `model`; it knows
 //! nothing of the wire protocol.
 
+mod access;
 mod convert;
 pub mod copy;
 mod cursor;

@@ -1761,6 +1761,7 @@ mod tests {
             comment: None,
             indexes: Vec::new(),
             view: None,
+            grants: Vec::new(),
         });
         let tables = vec![def];
         for (columns, rows) in [

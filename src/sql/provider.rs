@@ -49,7 +49,7 @@ pub fn parse_row_identity(
     let etag = (!etag.is_empty()).then(|| crate::model::ETag(etag.to_owned()));
     Some((crate::model::EntityKey::new(pk, rk), etag))
 }
-const DML_PREFIX: &str = "__tablegate_dml_";
+pub(super) const DML_PREFIX: &str = "__tablegate_dml_";
 
 /// The name under which a table also shows its rows' keys and ETags, for the scans
 /// that UPDATE and DELETE plan.

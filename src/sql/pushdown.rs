@@ -1006,6 +1006,7 @@ mod tests {
             comment: None,
             indexes: Vec::new(),
             view: None,
+            grants: Vec::new(),
         }
     }
 

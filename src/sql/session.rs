@@ -218,6 +218,9 @@ pub struct Session {
     notices: Notices,
     /// The text of the statement running, for the query log.
     statement_text: Arc<str>,
+    /// The role made with SQL the session runs as, whose grants limit it;
+    /// `None` for a superuser.
+    role: Option<String>,
 }
 
 /// A number for each session, reported by `pg_backend_pid()`.
@@ -303,6 +306,7 @@ impl Session {
             user,
             next_backend_pid(),
         );
+        let role = engine.catalog.roles.get(user).map(|r| r.name);
         Session {
             engine,
             ctx,
@@ -313,6 +317,7 @@ impl Session {
             cursors: HashMap::new(),
             notices: Notices::default(),
             statement_text: Arc::from(""),
+            role,
         }
     }
 
@@ -370,6 +375,11 @@ impl Session {
         self.txn.is_some()
     }
 
+    /// The role made with SQL the session runs as (`None`: a superuser).
+    pub(super) fn role(&self) -> Option<&str> {
+        self.role.as_deref()
+    }
+
     /// How long the session may sit idle in its open transaction block
     /// (`idle_in_transaction_session_timeout`); `None` outside a block or
     /// when the limit is off.
@@ -416,13 +426,16 @@ impl Session {
         // Statements the parser does not read, told by their first words
         // before anything reads the whole text.
         if ddl::text_command(sql).is_some() {
+            if let Some(result) = diagnostics::advise::advise(self, sql).await {
+                return vec![result];
+            }
+            if let Err(e) = self.require_superuser("run this command") {
+                return vec![Err(self.fail(e))];
+            }
             if let Some(result) = ddl::sequence_command(self, sql).await {
                 return vec![result];
             }
             if let Some(result) = ddl::verify_index(self, sql).await {
-                return vec![result];
-            }
-            if let Some(result) = diagnostics::advise::advise(self, sql).await {
                 return vec![result];
             }
             if let Some(result) = super::matview::text_command(self, sql).await {
@@ -554,6 +567,11 @@ impl Session {
         self.statement_text = prepared.sql.clone();
         if let Some(point) = &prepared.point {
             self.check_not_failed()?;
+            if self.role.is_some() {
+                if let Some(def) = self.table_def(point.table_name()) {
+                    self.require(&def, crate::catalog::Privilege::Select)?;
+                }
+            }
             match point
                 .execute(
                     self.table_def(point.table_name()),
@@ -648,6 +666,9 @@ impl Session {
     /// Runs a statement that changes definitions inside the open transaction,
     /// or inside one of its own that commits when it succeeds.
     async fn run_ddl(&mut self, statement: Statement) -> Result<Output> {
+        if !matches!(statement, Statement::Grant(_) | Statement::Revoke(_)) {
+            self.require_superuser("change definitions")?;
+        }
         let implicit = self.open_implicit();
         let mut build = None;
         let result = match statement {
@@ -686,6 +707,20 @@ impl Session {
                 comment,
                 if_exists,
             } => ddl::comment(self, object_type, &object_name, comment, if_exists),
+            Statement::Grant(g) => super::access::grant_or_revoke(
+                self,
+                true,
+                &g.privileges,
+                g.objects.as_ref(),
+                &g.grantees,
+            ),
+            Statement::Revoke(r) => super::access::grant_or_revoke(
+                self,
+                false,
+                &r.privileges,
+                r.objects.as_ref(),
+                &r.grantees,
+            ),
             other => Err(SqlError::Internal(format!(
                 "not a definition change: {other}"
             ))),
@@ -839,8 +874,32 @@ impl Session {
             | Statement::CreateView(datafusion::sql::sqlparser::ast::CreateView {
                 materialized: true,
                 ..
-            })) => self.run_ddl(s).await,
-            Statement::Truncate(truncate) => ddl::truncate(self, truncate).await,
+            })
+            | Statement::Grant(_)
+            | Statement::Revoke(_)) => self.run_ddl(s).await,
+            Statement::CreateRole(create) => super::access::create_role(self, create).await,
+            Statement::AlterRole { name, operation } => {
+                super::access::alter_role(self, &name, &operation).await
+            }
+            Statement::Drop {
+                object_type:
+                    datafusion::sql::sqlparser::ast::ObjectType::Role
+                    | datafusion::sql::sqlparser::ast::ObjectType::User,
+                names,
+                if_exists,
+                ..
+            } => {
+                let implicit = self.open_implicit();
+                let result = super::access::drop_roles(self, &names, if_exists).await;
+                if implicit {
+                    self.close_implicit(result.is_ok()).await?;
+                }
+                result
+            }
+            Statement::Truncate(truncate) => {
+                self.require_superuser("truncate tables")?;
+                ddl::truncate(self, truncate).await
+            }
             // One of several statements in a query string (a lone one is
             // read before parsing): read again from its text.
             s @ Statement::CreateSequence { .. } => ddl::sequence_command(self, &s.to_string())
@@ -943,6 +1002,7 @@ impl Session {
         options
             .verify_plan(&plan)
             .map_err(|e| SqlError::FeatureNotSupported(e.to_string()))?;
+        self.require_reads(&plan, None)?;
         let frame = self.ctx.execute_logical_plan(plan).await?;
         let schema = Arc::new(frame.schema().as_arrow().clone());
         Ok(Output::Rows {
@@ -1137,6 +1197,7 @@ impl Session {
         };
         let def = self.table(&table_name(&name)?)?;
         writable(&def)?;
+        self.require(&def, crate::catalog::Privilege::Insert)?;
         let columns: Vec<usize> = if columns.is_empty() {
             (0..def.columns.len())
                 .filter(|&i| def.columns[i].system.is_none())

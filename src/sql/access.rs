@@ -1,0 +1,279 @@
+//! Roles and privileges.
+//!
+//! - `CREATE ROLE` / `CREATE USER name [WITH] [LOGIN] PASSWORD '...'`,
+//!   `ALTER ROLE name [WITH] PASSWORD '...'`, `DROP ROLE` / `DROP USER`;
+//! - `GRANT` / `REVOKE` `SELECT`, `INSERT`, `UPDATE`, `DELETE` or `ALL` on
+//!   tables to roles.
+//!
+//! A session of a role made with SQL passes a check before each statement
+//! reads or writes anything: queries need SELECT on every table they read;
+//! INSERT, UPDATE, DELETE and COPY FROM need their privilege on the target
+//! (and SELECT on the other tables they read); definitions, roles, grants
+//! and maintenance commands need a superuser. A denied statement fails with
+//! SQLSTATE 42501. The server's own users (`--user`, `--users`, and anyone
+//! on a trusted loopback connection who is not a role made with SQL) are
+//! superusers.
+
+use datafusion::common::tree_node::TreeNodeRecursion;
+use datafusion::logical_expr::LogicalPlan;
+use datafusion::sql::sqlparser::ast::{
+    Action, AlterRoleOperation, CreateRole, GrantObjects, GranteeName, ObjectName, Password,
+    Privileges, RoleOption, Statement,
+};
+
+use super::ddl;
+use super::error::{Result, SqlError};
+use super::session::{normalize, table_name, Output, Session};
+use crate::catalog::{CatalogError, Grant, Privilege, RoleDef, ScramSecret, TableDef};
+
+fn denied(message: String) -> SqlError {
+    SqlError::value("42501", message)
+}
+
+/// The privilege a DML statement needs on its target table.
+pub fn privilege_of(statement: &Statement) -> Option<Privilege> {
+    match statement {
+        Statement::Insert(_) => Some(Privilege::Insert),
+        Statement::Update(_) => Some(Privilege::Update),
+        Statement::Delete(_) => Some(Privilege::Delete),
+        _ => None,
+    }
+}
+
+impl Session {
+    /// Fails unless the session may do `privilege` on `table`.
+    pub(super) fn require(&self, table: &TableDef, privilege: Privilege) -> Result<()> {
+        match self.role() {
+            Some(role) if !table.granted(role, privilege) => Err(denied(format!(
+                "permission denied for table {}: role {role:?} has no {} privilege on it",
+                table.name,
+                privilege.keyword()
+            ))),
+            _ => Ok(()),
+        }
+    }
+
+    /// Fails unless the session is a superuser's.
+    pub(super) fn require_superuser(&self, action: &str) -> Result<()> {
+        match self.role() {
+            Some(role) => Err(denied(format!(
+                "permission denied to {action}: role {role:?} is not a superuser"
+            ))),
+            None => Ok(()),
+        }
+    }
+
+    /// Fails unless the session may read every table the plan reads, but
+    /// `target` (the table a DML statement writes, checked on its own).
+    pub(super) fn require_reads(&self, plan: &LogicalPlan, target: Option<&str>) -> Result<()> {
+        if self.role().is_none() {
+            return Ok(());
+        }
+        let mut read = Vec::new();
+        plan.apply_with_subqueries(|node| {
+            if let LogicalPlan::TableScan(scan) = node {
+                let in_public = scan
+                    .table_name
+                    .schema()
+                    .is_none_or(|s| s == super::session::SCHEMA_NAME);
+                if in_public {
+                    read.push(scan.table_name.table().to_owned());
+                }
+            }
+            Ok(TreeNodeRecursion::Continue)
+        })?;
+        for name in read {
+            let name = name
+                .strip_prefix(super::provider::DML_PREFIX)
+                .unwrap_or(&name);
+            if Some(name) == target {
+                continue;
+            }
+            if let Some(def) = self.table_def(name) {
+                self.require(&def, Privilege::Select)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+fn secret(password: &Password) -> Result<Option<ScramSecret>> {
+    match password {
+        Password::NullPassword => Ok(None),
+        Password::Password(expr) => {
+            let text = expr.to_string();
+            let text = text
+                .strip_prefix('\'')
+                .and_then(|t| t.strip_suffix('\''))
+                .ok_or_else(|| SqlError::Syntax(format!("a password is a string: {text}")))?
+                .replace("''", "'");
+            Ok(Some(ScramSecret::new(&text)))
+        }
+    }
+}
+
+fn role_name(name: &ObjectName) -> Result<String> {
+    table_name(name)
+}
+
+pub async fn create_role(session: &mut Session, create: CreateRole) -> Result<Output> {
+    session.require_superuser("create roles")?;
+    if create.superuser == Some(true) {
+        return Err(SqlError::FeatureNotSupported(
+            "SUPERUSER roles: the server's superusers are its --user / --users list".into(),
+        ));
+    }
+    let secret = match &create.password {
+        Some(p) => secret(p)?,
+        None => None,
+    };
+    for name in &create.names {
+        let name = role_name(name)?;
+        if session.engine().catalog.roles.get(&name).is_some() && create.if_not_exists {
+            continue;
+        }
+        session
+            .engine()
+            .catalog
+            .roles
+            .create(RoleDef {
+                name,
+                secret: secret.clone(),
+            })
+            .await?;
+    }
+    Ok(Output::Command("CREATE ROLE".into()))
+}
+
+pub async fn alter_role(
+    session: &mut Session,
+    name: &datafusion::sql::sqlparser::ast::Ident,
+    operation: &AlterRoleOperation,
+) -> Result<Output> {
+    session.require_superuser("alter roles")?;
+    let AlterRoleOperation::WithOptions { options } = operation else {
+        return Err(SqlError::FeatureNotSupported(format!(
+            "ALTER ROLE {operation} (only PASSWORD is supported)"
+        )));
+    };
+    let name = normalize(name);
+    let roles = &session.engine().catalog.roles;
+    let mut role = roles
+        .get(&name)
+        .ok_or_else(|| CatalogError::RoleNotFound(name.clone()))?;
+    for option in options {
+        match option {
+            RoleOption::Password(p) => role.secret = secret(p)?,
+            RoleOption::Login(_) => {}
+            other => {
+                return Err(SqlError::FeatureNotSupported(format!(
+                    "ALTER ROLE ... {other} (only PASSWORD and LOGIN are supported)"
+                )))
+            }
+        }
+    }
+    roles.alter(role).await?;
+    Ok(Output::Command("ALTER ROLE".into()))
+}
+
+pub async fn drop_roles(
+    session: &mut Session,
+    names: &[ObjectName],
+    if_exists: bool,
+) -> Result<Output> {
+    session.require_superuser("drop roles")?;
+    for name in names {
+        let name = role_name(name)?;
+        let roles = &session.engine().catalog.roles;
+        if roles.get(&name).is_none() {
+            if if_exists {
+                continue;
+            }
+            return Err(CatalogError::RoleNotFound(name).into());
+        }
+        // The role's grants go with it.
+        for def in session.tables() {
+            if def.grants.iter().any(|g| g.role == name) {
+                let mut def = (*def).clone();
+                def.grants.retain(|g| g.role != name);
+                let table = def.name.clone();
+                ddl::define(session, &table, Some(def))?;
+            }
+        }
+        session.engine().catalog.roles.drop(&name).await?;
+    }
+    Ok(Output::Command("DROP ROLE".into()))
+}
+
+fn privileges(privileges: &Privileges) -> Result<Vec<Privilege>> {
+    match privileges {
+        Privileges::All { .. } => Ok(Privilege::ALL.to_vec()),
+        Privileges::Actions(actions) => actions
+            .iter()
+            .map(|a| match a {
+                Action::Select { columns: None } => Ok(Privilege::Select),
+                Action::Insert { columns: None } => Ok(Privilege::Insert),
+                Action::Update { columns: None } => Ok(Privilege::Update),
+                Action::Delete => Ok(Privilege::Delete),
+                other => Err(SqlError::FeatureNotSupported(format!(
+                    "privilege {other} (SELECT, INSERT, UPDATE, DELETE and ALL on whole tables \
+                     are supported)"
+                ))),
+            })
+            .collect(),
+    }
+}
+
+/// `GRANT` (`grant` true) or `REVOKE` of privileges on tables to roles.
+pub fn grant_or_revoke(
+    session: &mut Session,
+    grant: bool,
+    privileges_given: &Privileges,
+    objects: Option<&GrantObjects>,
+    grantees: &[datafusion::sql::sqlparser::ast::Grantee],
+) -> Result<Output> {
+    let verb = if grant { "GRANT" } else { "REVOKE" };
+    session.require_superuser(&format!("{} privileges", verb.to_lowercase()))?;
+    let privileges = privileges(privileges_given)?;
+    let Some(GrantObjects::Tables(tables)) = objects else {
+        return Err(SqlError::FeatureNotSupported(format!(
+            "{verb} on anything but tables"
+        )));
+    };
+    let mut roles = Vec::new();
+    for grantee in grantees {
+        let Some(GranteeName::ObjectName(name)) = &grantee.name else {
+            return Err(SqlError::FeatureNotSupported(format!(
+                "{verb} to {grantee}"
+            )));
+        };
+        let name = role_name(name)?;
+        if session.engine().catalog.roles.get(&name).is_none() {
+            return Err(CatalogError::RoleNotFound(name).into());
+        }
+        roles.push(name);
+    }
+    for table in tables {
+        let mut def = (*session.table(&table_name(table)?)?).clone();
+        for role in &roles {
+            match def.grants.iter_mut().find(|g| &g.role == role) {
+                Some(g) => {
+                    g.privileges.retain(|p| !privileges.contains(p));
+                    if grant {
+                        g.privileges.extend(&privileges);
+                        g.privileges.sort();
+                    }
+                }
+                None if grant => def.grants.push(Grant {
+                    role: role.clone(),
+                    privileges: privileges.clone(),
+                }),
+                None => {}
+            }
+            def.grants.retain(|g| !g.privileges.is_empty());
+        }
+        let name = def.name.clone();
+        ddl::define(session, &name, Some(def))?;
+    }
+    Ok(Output::Command(verb.into()))
+}

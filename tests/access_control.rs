@@ -55,6 +55,12 @@ async fn grants_decide_what_a_role_reads_and_writes() {
         )
         .await
         .unwrap();
+    let roles = common::simple_rows(
+        &admin,
+        "SELECT rolname, rolsuper, rolcanlogin FROM pg_roles ORDER BY rolname",
+    )
+    .await;
+    assert_eq!(roles, [["bob", "f", "t"], ["tablegate", "t", "t"]]);
     let bob = as_user(&server, "bob").await;
 
     // Nothing granted yet.

@@ -1026,24 +1026,35 @@ impl PgCatalogSchema {
                     Cell::Null,
                 ]],
             ),
-            "pg_roles" | "pg_user" => table(
-                PG_ROLES,
-                vec![vec![
-                    OWNER.into(),
-                    true.into(),
-                    true.into(),
-                    true.into(),
-                    true.into(),
-                    true.into(),
-                    false.into(),
-                    (-1).into(),
-                    "********".into(),
-                    Cell::Null,
-                    false.into(),
-                    Cell::Null,
-                    OWNER_OID.into(),
-                ]],
-            ),
+            "pg_roles" | "pg_user" => {
+                // The owner (a superuser), then the roles made with SQL.
+                let row = |name: &str, superuser: bool, oid: i32| {
+                    vec![
+                        name.into(),
+                        superuser.into(),
+                        true.into(),
+                        superuser.into(),
+                        superuser.into(),
+                        true.into(),
+                        false.into(),
+                        (-1).into(),
+                        "********".into(),
+                        Cell::Null,
+                        false.into(),
+                        Cell::Null,
+                        oid.into(),
+                    ]
+                };
+                let mut rows = vec![row(OWNER, true, OWNER_OID)];
+                rows.extend(
+                    self.catalog
+                        .roles
+                        .list()
+                        .iter()
+                        .map(|r| row(&r.name, false, oid_of("role", &r.name))),
+                );
+                table(PG_ROLES, rows)
+            }
             "pg_am" => table(
                 PG_AM,
                 vec![

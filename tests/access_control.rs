@@ -167,3 +167,115 @@ async fn grants_decide_what_a_role_reads_and_writes() {
     let bob = as_user(&server, "bob").await;
     denied(&bob, "INSERT INTO orders VALUES ('acme', 6, 60)").await;
 }
+
+/// A grant limited to a range of the partition key, as the seeds' shared
+/// access signatures scope a key to a range: the role sees only those
+/// partitions (the limit narrows what is read), and writes outside them
+/// fail with 42501 and write nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn grants_limited_to_partitions() {
+    let server = TestServer::start().await;
+    let admin = server.client().await;
+    admin
+        .batch_execute(
+            "CREATE TABLE orders (tenant text, id int, total int, PRIMARY KEY (tenant, id));
+             INSERT INTO orders VALUES ('acme', 1, 10), ('acme', 2, 20), ('beta', 1, 7), ('zeta', 1, 5);
+             CREATE TABLE shards (shard int, k int, PRIMARY KEY (shard, k));
+             INSERT INTO shards SELECT s, 1 FROM generate_series(1, 120) AS g(s);
+             CREATE TABLE loose (v int);
+             CREATE ROLE acme_app",
+        )
+        .await
+        .unwrap();
+    // A grant with PARTITIONS is a statement of its own.
+    for grant in [
+        "GRANT SELECT, INSERT, UPDATE, DELETE ON orders TO acme_app PARTITIONS 'acme' TO 'acme'",
+        "GRANT SELECT ON shards TO acme_app PARTITIONS '10' TO '19'",
+    ] {
+        admin.batch_execute(grant).await.unwrap();
+    }
+    let app = as_user(&server, "acme_app").await;
+
+    // Reads see the granted partitions only, and read only them.
+    let rows = common::simple_rows(&app, "SELECT tenant, id FROM orders ORDER BY id").await;
+    assert_eq!(rows, [["acme", "1"], ["acme", "2"]]);
+    assert_eq!(
+        common::simple_rows(&app, "SELECT * FROM orders WHERE tenant = 'zeta'")
+            .await
+            .len(),
+        0
+    );
+    let plan = common::simple_rows(&app, "EXPLAIN SELECT * FROM orders").await;
+    let scan = plan
+        .iter()
+        .map(|r| r[1].clone())
+        .find(|p| p.contains("StoreScan"))
+        .unwrap();
+    assert!(
+        scan.contains("access=range") || scan.contains("access=partition"),
+        "{scan}"
+    );
+    assert!(scan.contains("acme"), "{scan}");
+    // A prepared point query (the fast path for others) sees the limit too.
+    let point = app
+        .prepare("SELECT total FROM orders WHERE tenant = $1 AND id = $2")
+        .await
+        .unwrap();
+    assert_eq!(app.query(&point, &[&"zeta", &1]).await.unwrap().len(), 0);
+    assert_eq!(app.query(&point, &[&"acme", &1]).await.unwrap().len(), 1);
+    // Numeric keys compare as numbers: shards 10 to 19, not "100".
+    let shards =
+        common::simple_rows(&app, "SELECT min(shard), max(shard), count(*) FROM shards").await;
+    assert_eq!(shards, [["10", "19", "10"]]);
+
+    // Writes inside the range go through; outside it, nothing is written.
+    app.batch_execute("INSERT INTO orders VALUES ('acme', 3, 30)")
+        .await
+        .unwrap();
+    let message = denied(&app, "INSERT INTO orders VALUES ('zeta', 9, 90)").await;
+    assert_eq!(
+        message,
+        "permission denied for table orders: partition key \"zeta\" is outside the partitions \
+         granted to role \"acme_app\""
+    );
+    denied(
+        &app,
+        "INSERT INTO orders VALUES ('acme', 4, 40), ('beta', 9, 90)",
+    )
+    .await;
+    denied(&app, "UPDATE orders SET tenant = 'zeta' WHERE id = 1").await;
+    // A DELETE of everything deletes what the role sees.
+    app.batch_execute("DELETE FROM orders").await.unwrap();
+    let left = common::simple_rows(&admin, "SELECT tenant, id FROM orders ORDER BY tenant").await;
+    assert_eq!(left, [["beta", "1"], ["zeta", "1"]]);
+    // COPY too.
+    {
+        use futures::SinkExt;
+        let sink = app.copy_in("COPY orders FROM STDIN").await.unwrap();
+        futures::pin_mut!(sink);
+        sink.send(bytes::Bytes::from_static(b"acme\t7\t70\nzeta\t7\t70\n"))
+            .await
+            .unwrap();
+        let error = sink.finish().await.unwrap_err();
+        assert_eq!(error.code(), Some(&SqlState::INSUFFICIENT_PRIVILEGE));
+    }
+    assert_eq!(count(&admin, "orders").await, 2);
+
+    // Ranges need a one-column partition key and values of its type.
+    let error = admin
+        .batch_execute("GRANT SELECT ON loose TO acme_app PARTITIONS 'a' TO 'b'")
+        .await
+        .unwrap_err();
+    assert_eq!(error.code(), Some(&SqlState::FEATURE_NOT_SUPPORTED));
+    let error = admin
+        .batch_execute("GRANT SELECT ON shards TO acme_app PARTITIONS 'ten' TO '19'")
+        .await
+        .unwrap_err();
+    assert_eq!(error.code(), Some(&SqlState::INVALID_TEXT_REPRESENTATION));
+    // A grant without a range gives every partition again.
+    admin
+        .batch_execute("REVOKE SELECT ON shards FROM acme_app; GRANT SELECT ON shards TO acme_app")
+        .await
+        .unwrap();
+    assert_eq!(count(&app, "shards").await, 120);
+}

@@ -135,6 +135,11 @@ impl Privilege {
 pub struct Grant {
     pub role: String,
     pub privileges: Vec<Privilege>,
+    /// The first and last value of the partition key column the grant
+    /// covers, as given (`GRANT ... PARTITIONS 'a' TO 'm'`); `None` for
+    /// every partition.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub partitions: Option<(String, String)>,
 }
 
 /// A row: one optional value per column, in column order. `None` is NULL.

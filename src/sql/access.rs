@@ -3,7 +3,9 @@
 //! - `CREATE ROLE` / `CREATE USER name [WITH] [LOGIN] PASSWORD '...'`,
 //!   `ALTER ROLE name [WITH] PASSWORD '...'`, `DROP ROLE` / `DROP USER`;
 //! - `GRANT` / `REVOKE` `SELECT`, `INSERT`, `UPDATE`, `DELETE` or `ALL` on
-//!   tables to roles.
+//!   tables to roles; a grant may end with `PARTITIONS 'from' TO 'to'`,
+//!   which limits it to that range of the partition key (see
+//!   [`PartitionLimit`]).
 //!
 //! A session of a role made with SQL passes a check before each statement
 //! reads or writes anything: queries need SELECT on every table they read;
@@ -15,7 +17,8 @@
 //! superusers.
 
 use datafusion::common::tree_node::TreeNodeRecursion;
-use datafusion::logical_expr::LogicalPlan;
+use datafusion::common::{Column, ScalarValue};
+use datafusion::logical_expr::{lit, Expr, LogicalPlan};
 use datafusion::sql::sqlparser::ast::{
     Action, AlterRoleOperation, CreateRole, GrantObjects, GranteeName, ObjectName, Password,
     Privileges, RoleOption, Statement,
@@ -24,7 +27,10 @@ use datafusion::sql::sqlparser::ast::{
 use super::ddl;
 use super::error::{Result, SqlError};
 use super::session::{normalize, table_name, Output, Session};
-use crate::catalog::{CatalogError, Grant, Privilege, RoleDef, ScramSecret, TableDef};
+use crate::catalog::{
+    encode_component, CatalogError, Grant, Privilege, RoleDef, ScramSecret, TableDef,
+};
+use crate::model::EntityKey;
 
 fn denied(message: String) -> SqlError {
     SqlError::value("42501", message)
@@ -231,6 +237,7 @@ pub fn grant_or_revoke(
     privileges_given: &Privileges,
     objects: Option<&GrantObjects>,
     grantees: &[datafusion::sql::sqlparser::ast::Grantee],
+    partitions: Option<(String, String)>,
 ) -> Result<Output> {
     let verb = if grant { "GRANT" } else { "REVOKE" };
     session.require_superuser(&format!("{} privileges", verb.to_lowercase()))?;
@@ -255,6 +262,9 @@ pub fn grant_or_revoke(
     }
     for table in tables {
         let mut def = (*session.table(&table_name(table)?)?).clone();
+        if let Some((from, to)) = &partitions {
+            PartitionLimit::check(&def, from, to)?;
+        }
         for role in &roles {
             match def.grants.iter_mut().find(|g| &g.role == role) {
                 Some(g) => {
@@ -267,8 +277,17 @@ pub fn grant_or_revoke(
                 None if grant => def.grants.push(Grant {
                     role: role.clone(),
                     privileges: privileges.clone(),
+                    partitions: None,
                 }),
                 None => {}
+            }
+            if let (true, Some(range)) = (grant, &partitions) {
+                if let Some(g) = def.grants.iter_mut().find(|g| &g.role == role) {
+                    g.partitions = Some(range.clone());
+                }
+                PartitionLimit::of(&def, role).ok_or_else(|| {
+                    SqlError::Internal("a partition range without its limit".into())
+                })?;
             }
             def.grants.retain(|g| !g.privileges.is_empty());
         }
@@ -276,4 +295,210 @@ pub fn grant_or_revoke(
         ddl::define(session, &name, Some(def))?;
     }
     Ok(Output::Command(verb.into()))
+}
+
+/// A grant limited to a range of partitions (`GRANT ... PARTITIONS 'a' TO
+/// 'm'`, the seeds' shared access signature scoped to a key range): the
+/// role sees only the rows of those partitions, and may write only there.
+pub struct PartitionLimit {
+    column: String,
+    from: ScalarValue,
+    to: ScalarValue,
+    /// The same bounds as PartitionKeys (whose order is the values').
+    from_key: String,
+    to_key: String,
+}
+
+/// A partition key value given as text, as the column's value and key.
+fn bound(def: &TableDef, text: &str) -> Result<(ScalarValue, String)> {
+    let (partition, _) = def.key_columns();
+    let [column] = partition else {
+        return Err(SqlError::FeatureNotSupported(format!(
+            "partition ranges in grants need a table whose partition key is one column; \
+             \"{}\" has {}",
+            def.name,
+            partition.len()
+        )));
+    };
+    let column = &def.columns[*column];
+    let invalid = || {
+        SqlError::value(
+            "22P02",
+            format!(
+                "{text:?} is not a value of the partition key column \"{}\"",
+                column.name
+            ),
+        )
+    };
+    let scalar = ScalarValue::Utf8(Some(text.to_owned()))
+        .cast_to(&super::types::arrow_type(column.ty))
+        .map_err(|_| invalid())?;
+    let value = super::pushdown::literal_value(column.ty, &scalar).ok_or_else(invalid)?;
+    let key = encode_component(&column.name, column.ty, &value)
+        .map_err(|e| SqlError::value("22P02", e.to_string()))?;
+    Ok((scalar, key))
+}
+
+impl PartitionLimit {
+    /// The limit of `role`'s grant on the table, if it has one.
+    pub fn of(def: &TableDef, role: &str) -> Option<PartitionLimit> {
+        let (from, to) = def
+            .grants
+            .iter()
+            .find(|g| g.role == role)?
+            .partitions
+            .as_ref()?;
+        let (partition, _) = def.key_columns();
+        let column = def.columns[*partition.first()?].name.clone();
+        let (from, from_key) = bound(def, from).ok()?;
+        let (to, to_key) = bound(def, to).ok()?;
+        Some(PartitionLimit {
+            column,
+            from,
+            to,
+            from_key,
+            to_key,
+        })
+    }
+
+    /// Fails unless `from` and `to` bound a range of the table's partition
+    /// key.
+    pub fn check(def: &TableDef, from: &str, to: &str) -> Result<()> {
+        bound(def, from)?;
+        bound(def, to)?;
+        Ok(())
+    }
+
+    /// The rows of the range, as a filter on the partition key column.
+    pub fn filter(&self) -> Expr {
+        let column = || Expr::Column(Column::new_unqualified(self.column.clone()));
+        column()
+            .gt_eq(lit(self.from.clone()))
+            .and(column().lt_eq(lit(self.to.clone())))
+    }
+
+    fn contains(&self, partition_key: &str) -> bool {
+        (self.from_key.as_str()..=self.to_key.as_str()).contains(&partition_key)
+    }
+}
+
+impl Session {
+    /// Fails unless every key is in the partitions the session's grant on
+    /// the table covers.
+    pub(super) fn require_partitions<'a>(
+        &self,
+        def: &TableDef,
+        keys: impl IntoIterator<Item = &'a EntityKey>,
+    ) -> Result<()> {
+        let Some(role) = self.role() else {
+            return Ok(());
+        };
+        let Some(limit) = PartitionLimit::of(def, role) else {
+            return Ok(());
+        };
+        match keys.into_iter().find(|k| !limit.contains(&k.partition_key)) {
+            Some(key) => Err(denied(format!(
+                "permission denied for table {}: partition key {:?} is outside the partitions \
+                 granted to role {role:?}",
+                def.name, key.partition_key
+            ))),
+            None => Ok(()),
+        }
+    }
+}
+
+/// A leading SQL string literal: its text, and what follows it.
+fn quoted(s: &str) -> Option<(String, &str)> {
+    let body = s.strip_prefix('\'')?;
+    let mut text = String::new();
+    let mut chars = body.char_indices().peekable();
+    while let Some((i, c)) = chars.next() {
+        if c == '\'' {
+            if chars.peek().map(|(_, c)| *c) == Some('\'') {
+                chars.next();
+                text.push('\'');
+                continue;
+            }
+            return Some((text, body[i + 1..].trim_start()));
+        }
+        text.push(c);
+    }
+    None
+}
+
+/// A GRANT ending with `PARTITIONS 'from' TO 'to'`: the GRANT before it and
+/// the two values.
+fn partitions_clause(sql: &str) -> Option<(&str, String, String)> {
+    let lower = sql.to_ascii_lowercase();
+    if !lower.trim_start().starts_with("grant") {
+        return None;
+    }
+    let at = lower.rfind(" partitions ")?;
+    let clause = sql[at + " partitions ".len()..]
+        .trim()
+        .trim_end_matches(';')
+        .trim_end();
+    let (from, rest) = quoted(clause)?;
+    let rest = rest
+        .get(..3)
+        .filter(|w| w.eq_ignore_ascii_case("to "))
+        .map(|_| rest[3..].trim_start())?;
+    let (to, rest) = quoted(rest)?;
+    rest.is_empty().then(|| (&sql[..at], from, to))
+}
+
+/// `GRANT ... ON table TO role PARTITIONS 'from' TO 'to'`; `None` for any
+/// other statement.
+pub async fn grant_partitions(session: &mut Session, sql: &str) -> Option<Result<Output>> {
+    let (grant, from, to) = partitions_clause(sql)?;
+    Some(
+        async {
+            session.check_not_failed()?;
+            session.require_superuser("grant privileges")?;
+            let statement = match Session::parse(grant)?.pop() {
+                Some(datafusion::sql::parser::Statement::Statement(s)) => *s,
+                _ => return Err(SqlError::Syntax(format!("not a GRANT: {grant}"))),
+            };
+            let Statement::Grant(g) = statement else {
+                return Err(SqlError::Syntax(format!("not a GRANT: {grant}")));
+            };
+            let implicit = session.open_implicit();
+            let result = grant_or_revoke(
+                session,
+                true,
+                &g.privileges,
+                g.objects.as_ref(),
+                &g.grantees,
+                Some((from, to)),
+            );
+            if implicit {
+                session.close_implicit(result.is_ok()).await?;
+            }
+            result
+        }
+        .await,
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::partitions_clause;
+
+    #[test]
+    fn partition_clauses_are_read_from_the_end() {
+        assert_eq!(
+            partitions_clause("GRANT SELECT ON t TO bob PARTITIONS 'acme' TO 'acme';"),
+            Some(("GRANT SELECT ON t TO bob", "acme".into(), "acme".into()))
+        );
+        assert_eq!(
+            partitions_clause("grant all on t to bob partitions 'it''s' to 'z'"),
+            Some(("grant all on t to bob", "it's".into(), "z".into()))
+        );
+        assert_eq!(partitions_clause("GRANT SELECT ON t TO bob"), None);
+        assert_eq!(partitions_clause("SELECT ' partitions ' FROM t"), None);
+        assert_eq!(
+            partitions_clause("GRANT SELECT ON t TO bob PARTITIONS 'a' TO 'b' extra"),
+            None
+        );
+    }
 }

@@ -741,6 +741,7 @@ pub async fn plan_changes(
         None => Output::Command(format!("{tag} {count}")),
         Some(items) => returning(&rewrite, items, returned, tag).await?,
     };
+    session.require_partitions(&rewrite.def, changes.iter().map(|c| &c.key))?;
     Ok((changes, output, rewrite.def))
 }
 

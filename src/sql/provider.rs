@@ -68,6 +68,9 @@ pub struct ReadView {
     /// hold those rows yet.
     written: RwLock<std::collections::BTreeSet<String>>,
     pushdown: std::sync::atomic::AtomicBool,
+    /// The role made with SQL the session runs as: its grants may limit
+    /// the partitions it sees.
+    role: RwLock<Option<String>>,
 }
 
 impl Default for ReadView {
@@ -77,6 +80,7 @@ impl Default for ReadView {
             definitions: RwLock::new(Definitions::new()),
             written: RwLock::new(Default::default()),
             pushdown: std::sync::atomic::AtomicBool::new(true),
+            role: RwLock::new(None),
         }
     }
 }
@@ -149,6 +153,10 @@ impl ReadView {
         );
         names.sort();
         names
+    }
+
+    pub fn set_role(&self, role: Option<String>) {
+        *self.role.write().unwrap_or_else(|e| e.into_inner()) = role;
     }
 
     pub fn set_pushdown(&self, on: bool) {
@@ -345,6 +353,22 @@ impl TableProvider for StoreTable {
         limit: Option<usize>,
     ) -> DfResult<Arc<dyn ExecutionPlan>> {
         let def = &self.def;
+        // A grant limited to some partitions: rows outside them are not
+        // there for the session, and the filter narrows what is read.
+        let role = self
+            .view
+            .role
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        let limited: Vec<Expr>;
+        let filters = match role.and_then(|r| super::access::PartitionLimit::of(def, &r)) {
+            Some(limit) => {
+                limited = filters.iter().cloned().chain([limit.filter()]).collect();
+                &limited[..]
+            }
+            None => filters,
+        };
         let table_columns = def.columns.len();
         let row_position = self.with_row.then_some(table_columns);
         let output: Vec<usize> = match projection {

@@ -307,6 +307,7 @@ impl Session {
             next_backend_pid(),
         );
         let role = engine.catalog.roles.get(user).map(|r| r.name);
+        view.set_role(role.clone());
         Session {
             engine,
             ctx,
@@ -425,6 +426,9 @@ impl Session {
         }
         // Statements the parser does not read, told by their first words
         // before anything reads the whole text.
+        if let Some(result) = super::access::grant_partitions(self, sql).await {
+            return vec![result.map_err(|e| self.fail(e))];
+        }
         if ddl::text_command(sql).is_some() {
             if let Some(result) = diagnostics::advise::advise(self, sql).await {
                 return vec![result];
@@ -565,7 +569,19 @@ impl Session {
     ) -> Result<Output> {
         self.note_errors_sent();
         self.statement_text = prepared.sql.clone();
-        if let Some(point) = &prepared.point {
+        // A role's grant limited to some partitions takes the general
+        // path, whose scan applies the limit.
+        let limited = |def: &TableDef| {
+            self.role()
+                .is_some_and(|r| super::access::PartitionLimit::of(def, r).is_some())
+        };
+        let point = prepared.point.as_ref().filter(|p| {
+            self.role.is_none()
+                || !self
+                    .table_def(p.table_name())
+                    .is_some_and(|def| limited(&def))
+        });
+        if let Some(point) = point {
             self.check_not_failed()?;
             if self.role.is_some() {
                 if let Some(def) = self.table_def(point.table_name()) {
@@ -713,6 +729,7 @@ impl Session {
                 &g.privileges,
                 g.objects.as_ref(),
                 &g.grantees,
+                None,
             ),
             Statement::Revoke(r) => super::access::grant_or_revoke(
                 self,
@@ -720,6 +737,7 @@ impl Session {
                 &r.privileges,
                 r.objects.as_ref(),
                 &r.grantees,
+                None,
             ),
             other => Err(SqlError::Internal(format!(
                 "not a definition change: {other}"
@@ -1268,6 +1286,7 @@ impl Session {
     async fn apply_copy(&mut self, copy: CopyIn) -> Result<usize> {
         let used = copy.definition().clone();
         let changes = copy.finish()?;
+        self.require_partitions(&used, changes.iter().map(|c| &c.key))?;
         let count = changes.len();
         match &self.txn {
             Some(_) => self.apply_to_transaction(changes, &used)?,

@@ -246,6 +246,7 @@ impl Traffic {
                         writes: 0,
                     },
                 );
+                t.prune(slot);
             }
         })
     }
@@ -283,6 +284,8 @@ impl Traffic {
                         writes: n,
                     },
                 );
+                // A bulk load writes millions of partitions in one statement.
+                t.prune(slot);
             }
             if partitions.len() > CONCENTRATED {
                 partitions.clear();

@@ -304,7 +304,7 @@ async fn rows_near_the_entity_limits_warn() {
     let received = drain(&mut notices);
     assert_eq!(received.len(), 1, "{received:?}");
     assert!(
-        received[0].starts_with("blobs: row (\"0000000002\", \"\") is 960"),
+        received[0].starts_with("blobs: row (k)=(2) is 960"),
         "{}",
         received[0]
     );
@@ -320,7 +320,7 @@ async fn rows_near_the_entity_limits_warn() {
     let received = drain(&mut notices);
     assert_eq!(received.len(), 1, "{received:?}");
     assert!(
-        received[0].starts_with("wide: row (\"0000000001\", \"\") has 230 properties"),
+        received[0].starts_with("wide: row (k)=(1) has 230 properties"),
         "{}",
         received[0]
     );

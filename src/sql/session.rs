@@ -1124,7 +1124,7 @@ impl Session {
             .filter(|c| c.before.is_some() && c.after.is_none())
             .map(|c| c.name.clone())
             .collect();
-        let writes = diagnostics::monitor::Writes::of(&ops);
+        let writes = diagnostics::monitor::Writes::of(&ops, &used);
         match self.engine.catalog.commit(definitions, ops, used).await {
             Ok(()) => {
                 for warning in self.engine.monitor.record_writes(writes) {

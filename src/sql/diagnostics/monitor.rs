@@ -117,7 +117,8 @@ pub struct Writes {
 }
 
 impl Writes {
-    pub fn of(ops: &[(String, WriteOp)]) -> Writes {
+    /// The writes of `ops`, whose tables' definitions are among `used`.
+    pub fn of(ops: &[(String, WriteOp)], used: &[Arc<crate::catalog::TableDef>]) -> Writes {
         let mut per_table: BTreeMap<String, Vec<(String, u64)>> = BTreeMap::new();
         let mut near_limits: BTreeMap<String, (usize, String)> = BTreeMap::new();
         for (table, op) in ops {
@@ -130,7 +131,8 @@ impl Writes {
                 Some((p, n)) if p == partition => *n += 1,
                 _ => runs.push((partition.clone(), 1)),
             }
-            if let Some(message) = op_entity(op).and_then(near_limit) {
+            let def = used.iter().find(|d| &d.name == table);
+            if let Some(message) = op_entity(op).and_then(|e| near_limit(e, def.map(|d| &**d))) {
                 near_limits
                     .entry(table.clone())
                     .or_insert_with(|| (0, message))
@@ -160,10 +162,17 @@ fn op_entity(op: &WriteOp) -> Option<&crate::model::Entity> {
 }
 
 /// A row within a tenth of the 1 MiB or 252-property limit.
-fn near_limit(entity: &crate::model::Entity) -> Option<String> {
+fn near_limit(
+    entity: &crate::model::Entity,
+    def: Option<&crate::catalog::TableDef>,
+) -> Option<String> {
     let bytes = entity.billed_size();
     let properties = entity.properties.len();
-    let key = format!("({:?}, {:?})", entity.key.partition_key, entity.key.row_key);
+    // The row by its key columns' values, as SQL shows them.
+    let key = match def {
+        Some(def) => def.describe_key(&entity.key),
+        None => format!("({:?}, {:?})", entity.key.partition_key, entity.key.row_key),
+    };
     if bytes * 10 >= MAX_ENTITY_BYTES * 9 {
         return Some(format!(
             "row {key} is {bytes} bytes, near the entity limit of {MAX_ENTITY_BYTES}; keep large \

@@ -8,17 +8,6 @@ use common::TestServer;
 use tokio_postgres::error::SqlState;
 use tokio_postgres::Client;
 
-async fn as_user(server: &TestServer, user: &str) -> Client {
-    let (client, connection) = tokio_postgres::connect(
-        &format!("host=127.0.0.1 port={} user={user}", server.port),
-        tokio_postgres::NoTls,
-    )
-    .await
-    .expect("connect");
-    tokio::spawn(connection);
-    client
-}
-
 async fn denied(client: &Client, sql: &str) -> String {
     let error = client
         .simple_query(sql)
@@ -61,7 +50,7 @@ async fn grants_decide_what_a_role_reads_and_writes() {
     )
     .await;
     assert_eq!(roles, [["bob", "f", "t"], ["tablegate", "t", "t"]]);
-    let bob = as_user(&server, "bob").await;
+    let bob = server.client_as("bob").await;
 
     // Nothing granted yet.
     let message = denied(&bob, "SELECT * FROM orders").await;
@@ -153,7 +142,7 @@ async fn grants_decide_what_a_role_reads_and_writes() {
     drop(bob);
     drop(admin);
     let server = TestServer::start_in(server.stop().await).await;
-    let bob = as_user(&server, "bob").await;
+    let bob = server.client_as("bob").await;
     denied(&bob, "SELECT * FROM orders").await;
     bob.batch_execute("INSERT INTO orders VALUES ('acme', 5, 50)")
         .await
@@ -164,7 +153,7 @@ async fn grants_decide_what_a_role_reads_and_writes() {
     // A dropped role's grants go with it.
     admin.batch_execute("DROP ROLE bob").await.unwrap();
     admin.batch_execute("CREATE ROLE bob").await.unwrap();
-    let bob = as_user(&server, "bob").await;
+    let bob = server.client_as("bob").await;
     denied(&bob, "INSERT INTO orders VALUES ('acme', 6, 60)").await;
 }
 
@@ -194,7 +183,7 @@ async fn grants_limited_to_partitions() {
     ] {
         admin.batch_execute(grant).await.unwrap();
     }
-    let app = as_user(&server, "acme_app").await;
+    let app = server.client_as("acme_app").await;
 
     // Reads see the granted partitions only, and read only them.
     let rows = common::simple_rows(&app, "SELECT tenant, id FROM orders ORDER BY id").await;

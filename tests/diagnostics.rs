@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::TestServer;
+use common::{simple_rows as rows, TestServer};
 use tokio::sync::mpsc::UnboundedReceiver;
 use tokio_postgres::Client;
 
@@ -15,10 +15,6 @@ fn drain(notices: &mut UnboundedReceiver<String>) -> Vec<String> {
         out.push(n);
     }
     out
-}
-
-async fn rows(client: &Client, sql: &str) -> Vec<Vec<String>> {
-    common::simple_rows(client, sql).await
 }
 
 async fn advice(client: &Client, table: &str) -> Vec<(String, String, String)> {

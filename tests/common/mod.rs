@@ -148,8 +148,13 @@ impl TestServer {
     }
 
     pub async fn client(&self) -> tokio_postgres::Client {
+        self.client_as("test").await
+    }
+
+    /// A client logged in as `user` (trust authentication).
+    pub async fn client_as(&self, user: &str) -> tokio_postgres::Client {
         let (client, connection) = tokio_postgres::connect(
-            &format!("host=127.0.0.1 port={} user=test", self.port),
+            &format!("host=127.0.0.1 port={} user={user}", self.port),
             tokio_postgres::NoTls,
         )
         .await

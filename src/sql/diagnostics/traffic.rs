@@ -229,9 +229,7 @@ impl Traffic {
             Some(t) => t,
             None => tables.entry(table.to_owned()).or_default(),
         };
-        let result = f(traffic, slot);
-        traffic.prune(slot);
-        result
+        f(traffic, slot)
     }
 
     /// Entities read from named partitions: (partition, entities) pairs.

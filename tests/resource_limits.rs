@@ -124,8 +124,8 @@ async fn statement_timeout_cancels_with_57014() {
 }
 
 /// A block left idle past `idle_in_transaction_session_timeout` is dropped
-/// with what it wrote, and the connection ends with FATAL 25P03 at its next
-/// message; a busy block, and idleness outside a block, are left alone.
+/// with what it wrote, and the server ends the connection at once with
+/// FATAL 25P03; a busy block, and idleness outside a block, are left alone.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn idle_in_transaction_timeout_ends_the_session() {
     let server = TestServer::start().await;
@@ -160,41 +160,42 @@ async fn idle_in_transaction_timeout_ends_the_session() {
     client.batch_execute("COMMIT").await.unwrap();
     assert_eq!(count().await, 5);
 
-    // Idle in a block: the block is gone, and so is the connection.
-    client
-        .batch_execute("BEGIN; INSERT INTO t VALUES (100)")
+    // Idle in a block, over either protocol: the block is gone, and the
+    // server closes the connection without waiting for another message.
+    for extended in [false, true] {
+        let (client, connection) = tokio_postgres::connect(
+            &format!("host=127.0.0.1 port={} user=test", server.port),
+            tokio_postgres::NoTls,
+        )
         .await
         .unwrap();
-    tokio::time::sleep(std::time::Duration::from_millis(700)).await;
-    assert_eq!(count().await, 5);
-    let error = client.simple_query("COMMIT").await.unwrap_err();
-    let db = error.as_db_error().expect("a server error");
-    assert_eq!(db.code(), &SqlState::IDLE_IN_TRANSACTION_SESSION_TIMEOUT);
-    assert_eq!(db.severity(), "FATAL");
-    assert!(client.simple_query("SELECT 1").await.is_err());
-    assert_eq!(count().await, 5);
-
-    // Over the extended protocol too.
-    let client = server.client().await;
-    client
-        .batch_execute("SET idle_in_transaction_session_timeout = '300ms'; BEGIN")
-        .await
-        .unwrap();
-    client
-        .execute("INSERT INTO t VALUES ($1)", &[&200])
-        .await
-        .unwrap();
-    tokio::time::sleep(std::time::Duration::from_millis(700)).await;
-    let error = client
-        .execute("INSERT INTO t VALUES ($1)", &[&201])
-        .await
-        .unwrap_err();
-    assert_eq!(
-        error.code(),
-        Some(&SqlState::IDLE_IN_TRANSACTION_SESSION_TIMEOUT),
-        "{error:?}"
-    );
-    assert_eq!(count().await, 5);
+        let connection = tokio::spawn(connection);
+        client
+            .batch_execute("SET idle_in_transaction_session_timeout = '300ms'; BEGIN")
+            .await
+            .unwrap();
+        if extended {
+            client
+                .execute("INSERT INTO t VALUES ($1)", &[&200])
+                .await
+                .unwrap();
+        } else {
+            client
+                .batch_execute("INSERT INTO t VALUES (100)")
+                .await
+                .unwrap();
+        }
+        let ended = tokio::time::timeout(std::time::Duration::from_secs(5), connection)
+            .await
+            .expect("the server closes the idle connection")
+            .unwrap();
+        let error = ended.expect_err("the connection ends with an error");
+        let db = error.as_db_error().expect("a server error");
+        assert_eq!(db.code(), &SqlState::IDLE_IN_TRANSACTION_SESSION_TIMEOUT);
+        assert_eq!(db.severity(), "FATAL");
+        assert!(client.is_closed());
+        assert_eq!(count().await, 5);
+    }
 }
 
 /// Runs one query on a session; the error of its execution, if any.

@@ -10,7 +10,6 @@ use pgwire::api::auth::noop::NoopStartupHandler;
 use pgwire::api::auth::sasl::scram::ScramAuth;
 use pgwire::api::auth::sasl::SASLAuthStartupHandler;
 use pgwire::api::auth::{DefaultServerParameterProvider, ServerParameterProvider, StartupHandler};
-use pgwire::api::cancel::CancelHandler;
 use pgwire::api::copy::CopyHandler;
 use pgwire::api::portal::{Format, Portal};
 use pgwire::api::query::send_describe_response;
@@ -22,9 +21,7 @@ use pgwire::api::results::{
 use pgwire::api::stmt::{QueryParser, StoredStatement};
 use pgwire::api::store::PortalStore;
 use pgwire::api::ConnectionManager;
-use pgwire::api::{
-    ClientInfo, ClientPortalStore, PgWireConnectionState, PgWireServerHandlers, Type, DEFAULT_NAME,
-};
+use pgwire::api::{ClientInfo, ClientPortalStore, PgWireConnectionState, Type, DEFAULT_NAME};
 use pgwire::error::{PgWireError, PgWireResult};
 use pgwire::messages::copy::{CopyData, CopyDone, CopyFail};
 use pgwire::messages::extendedquery::{Bind, Describe, Execute, Parse, TARGET_TYPE_BYTE_PORTAL};
@@ -136,7 +133,23 @@ fn connection_of<C: ClientInfo>(
     })
 }
 
+/// The idle timer of a connection that has started its session.
+pub fn idle_watch<C: ClientInfo>(client: &C) -> Option<Arc<IdleWatch>> {
+    Some(
+        client
+            .session_extensions()
+            .get::<Connection>()?
+            .idle
+            .clone(),
+    )
+}
+
 impl Handlers {
+    /// Logins exchange SCRAM messages.
+    pub fn scram(&self) -> bool {
+        matches!(self.authentication, Authentication::Scram(_))
+    }
+
     fn connection<C: ClientInfo>(&self, client: &C) -> Arc<Connection> {
         connection_of(&self.engine, &self.cancels, client)
     }
@@ -569,16 +582,10 @@ impl NoopStartupHandler for Handlers {
     }
 }
 
-impl PgWireServerHandlers for Handlers {
-    fn simple_query_handler(&self) -> Arc<impl SimpleQueryHandler> {
-        Arc::new(self.clone_ref())
-    }
-
-    fn extended_query_handler(&self) -> Arc<impl ExtendedQueryHandler> {
-        Arc::new(self.clone_ref())
-    }
-
-    fn startup_handler(&self) -> Arc<impl StartupHandler> {
+/// The handlers of logins and cancel requests, made for each connection.
+impl Handlers {
+    /// A login: trust, or a SCRAM exchange whose state is the connection's.
+    pub fn startup(&self) -> Arc<Startup> {
         Arc::new(match &self.authentication {
             Authentication::Trust => Startup::Trust(self.clone_ref()),
             Authentication::Scram(users) => Startup::Scram(
@@ -592,15 +599,11 @@ impl PgWireServerHandlers for Handlers {
         })
     }
 
-    fn cancel_handler(&self) -> Arc<impl CancelHandler> {
+    pub fn canceller(&self) -> Arc<Canceller> {
         Arc::new(Canceller::new(
             self.connections.clone(),
             self.cancels.clone(),
         ))
-    }
-
-    fn copy_handler(&self) -> Arc<impl CopyHandler> {
-        Arc::new(self.clone_ref())
     }
 }
 

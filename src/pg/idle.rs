@@ -1,12 +1,12 @@
 //! `idle_in_transaction_session_timeout`: a connection that sits in an
 //! open transaction block longer than the limit between two messages loses
-//! its block (what it wrote is dropped at once) and, at its next message,
-//! gets FATAL 25P03 and is closed, as in PostgreSQL.
+//! its block (what it wrote is dropped at once) and gets FATAL 25P03 and
+//! is closed, as in PostgreSQL.
 
 use std::sync::{Arc, Mutex};
 
 use pgwire::error::{ErrorInfo, PgWireError};
-use tokio::sync::Mutex as AsyncMutex;
+use tokio::sync::{Mutex as AsyncMutex, Notify};
 
 use crate::sql::Session;
 
@@ -14,6 +14,8 @@ use crate::sql::Session;
 #[derive(Default)]
 pub struct IdleWatch {
     state: Mutex<State>,
+    /// Told when the timer ends the session.
+    ended: Notify,
 }
 
 #[derive(Default)]
@@ -24,20 +26,23 @@ struct State {
 }
 
 impl IdleWatch {
+    pub const MESSAGE: &str = "terminating connection due to idle-in-transaction timeout";
+
     /// A message arrived: stops the timer. Errs when the timer had already
-    /// ended the session.
+    /// ended the session (the message raced the connection's closing).
     pub fn message(&self) -> Result<(), PgWireError> {
         let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
         state.generation += 1;
         if state.expired {
-            let error = ErrorInfo::new(
-                "FATAL".into(),
-                "25P03".into(),
-                "terminating connection due to idle-in-transaction timeout".into(),
-            );
+            let error = ErrorInfo::new("FATAL".into(), "25P03".into(), Self::MESSAGE.into());
             return Err(PgWireError::UserError(Box::new(error)));
         }
         Ok(())
+    }
+
+    /// Completes when the timer has ended the session.
+    pub async fn expired(&self) {
+        self.ended.notified().await;
     }
 
     /// The replies of a message were sent: when the session waits in an
@@ -63,6 +68,7 @@ impl IdleWatch {
             }
             tracing::info!("closing a connection idle in a transaction block for {limit:?}");
             session.lock().await.abandon_transaction().await;
+            watch.ended.notify_one();
         });
     }
 }

@@ -1,5 +1,9 @@
 //! The wire layer: a PostgreSQL-protocol server over SQL sessions.
 //!
+//! - `connection`: one connection's loop: TLS, then each message to
+//!   pgwire's dispatcher.
+//! - `frames`: frame checks ahead of pgwire's decoder (FATAL 08P01 for a
+//!   bad frame).
 //! - `handler`: pgwire's simple and extended query handlers; a connection's
 //!   session lives in its extensions.
 //! - `encode`: Arrow results to row descriptions and data rows.
@@ -17,8 +21,10 @@
 
 mod auth;
 mod cancel;
+mod connection;
 mod encode;
 mod error;
+mod frames;
 mod handler;
 mod idle;
 mod limit;
@@ -95,7 +101,7 @@ impl Server {
                         let handlers = self.handlers.clone();
                         let tls = self.tls.clone();
                         tokio::spawn(async move {
-                            if let Err(e) = pgwire::tokio::process_socket(socket, tls, handlers).await {
+                            if let Err(e) = connection::serve(socket, tls, handlers).await {
                                 tracing::debug!(%peer, "connection ended with an error: {e}");
                             }
                             drop(slot);

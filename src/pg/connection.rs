@@ -1,0 +1,138 @@
+//! One client connection: TLS negotiation, then its messages, each handled
+//! by pgwire's dispatcher and tablegate's handlers.
+//!
+//! This is pgwire's own connection loop with three changes: the bytes pass
+//! through the frame checks of `frames` before pgwire decodes them; a bad
+//! frame or an undecodable message is answered with FATAL 08P01 naming
+//! what was wrong (pgwire closes silently); and a session left idle in a
+//! transaction block past its limit is closed at once with FATAL 25P03,
+//! not at its next message.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::{SinkExt, StreamExt};
+use pgwire::api::{ClientInfo, PgWireConnectionState};
+use pgwire::error::{ErrorInfo, PgWireError};
+use pgwire::messages::{PgWireBackendMessage, PgWireFrontendMessage};
+use pgwire::tokio::server::{negotiate_tls, process_error, process_message};
+use pgwire::tokio::TlsAcceptor;
+use tokio::net::TcpStream;
+use tokio_util::codec::{Framed, FramedParts};
+
+use super::frames::{frame_error, Checked, FrameCheck};
+use super::handler::{idle_watch, Handlers};
+use super::idle::IdleWatch;
+use crate::sql::Prepared;
+
+/// How long a client may take from connecting to being logged in
+/// (PostgreSQL's `authentication_timeout` is one minute too).
+const STARTUP_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// Serves one connection until the client leaves or is refused.
+pub async fn serve(
+    socket: TcpStream,
+    tls: Option<TlsAcceptor>,
+    handlers: Arc<Handlers>,
+) -> std::io::Result<()> {
+    let startup_deadline = tokio::time::sleep(STARTUP_TIMEOUT);
+    tokio::pin!(startup_deadline);
+    let negotiated = tokio::select! {
+        _ = &mut startup_deadline => return Ok(()),
+        negotiated = negotiate_tls::<Arc<Prepared>>(socket, tls) => negotiated?,
+    };
+    // A direct TLS handshake without a certificate to answer it.
+    let Some(negotiated) = negotiated else {
+        return Ok(());
+    };
+    let negotiated = negotiated.into_parts();
+    let checked = Checked::new(
+        negotiated.io,
+        FrameCheck::new(handlers.scram()),
+        negotiated.read_buf,
+    );
+    let mut parts = FramedParts::new(checked, negotiated.codec);
+    parts.write_buf = negotiated.write_buf;
+    let mut socket = Framed::from_parts(parts);
+
+    let startup = handlers.startup();
+    let cancel = handlers.canceller();
+    let mut idle: Option<Arc<IdleWatch>> = None;
+
+    loop {
+        let logging_in = matches!(
+            socket.state(),
+            PgWireConnectionState::AwaitingStartup
+                | PgWireConnectionState::AuthenticationInProgress
+        );
+        let expired = async {
+            match &idle {
+                Some(idle) => idle.expired().await,
+                None => std::future::pending().await,
+            }
+        };
+        let next = tokio::select! {
+            _ = &mut startup_deadline, if logging_in => return Ok(()),
+            _ = expired => {
+                return fatal(&mut socket, "25P03", IdleWatch::MESSAGE.to_owned()).await;
+            }
+            next = socket.next() => next,
+        };
+        let message = match next {
+            Some(Ok(PgWireFrontendMessage::Terminate(_))) | None => return Ok(()),
+            Some(Ok(message)) => message,
+            Some(Err(PgWireError::IoError(e))) => {
+                return match frame_error(&e) {
+                    Some(bad) => fatal(&mut socket, "08P01", bad.to_string()).await,
+                    None => Err(e),
+                };
+            }
+            Some(Err(undecodable)) => {
+                return fatal(&mut socket, "08P01", undecodable.to_string()).await;
+            }
+        };
+        let wait_for_sync = match socket.state() {
+            PgWireConnectionState::CopyInProgress(extended) => extended,
+            _ => message.is_extended_query(),
+        };
+        let handled = process_message(
+            message,
+            &mut socket,
+            startup.clone(),
+            handlers.clone(),
+            handlers.clone(),
+            handlers.clone(),
+            cancel.clone(),
+        )
+        .await;
+        if let Err(error) = handled {
+            let error = ErrorInfo::from(error);
+            let is_fatal = error.is_fatal();
+            process_error(
+                &mut socket,
+                PgWireError::UserError(Box::new(error)),
+                wait_for_sync,
+            )
+            .await?;
+            if is_fatal {
+                return Ok(());
+            }
+        }
+        if idle.is_none() {
+            idle = idle_watch(&socket);
+        }
+    }
+}
+
+/// Sends a FATAL error and closes the connection.
+async fn fatal<S>(socket: &mut S, code: &str, message: String) -> std::io::Result<()>
+where
+    S: futures::Sink<PgWireBackendMessage, Error = std::io::Error> + Unpin,
+{
+    let error = ErrorInfo::new("FATAL".to_owned(), code.to_owned(), message);
+    tracing::debug!("closing a connection: {}", error.message);
+    socket
+        .send(PgWireBackendMessage::ErrorResponse(error.into()))
+        .await?;
+    socket.close().await
+}

@@ -180,8 +180,19 @@ fn password_frame(body: &[u8]) -> Vec<u8> {
 /// scrambled.
 fn scram_text(rng: &mut StdRng) -> Vec<u8> {
     const PIECES: &[&str] = &[
-        "n,,n=alice,r=", "y,,", "p=tls-server-end-point,,", "c=biws,r=", "p=", "n=", "r=",
-        ",", "=", "==", "\u{0}", "é", "x",
+        "n,,n=alice,r=",
+        "y,,",
+        "p=tls-server-end-point,,",
+        "c=biws,r=",
+        "p=",
+        "n=",
+        "r=",
+        ",",
+        "=",
+        "==",
+        "\u{0}",
+        "é",
+        "x",
     ];
     let mut text = Vec::new();
     for _ in 0..rng.random_range(0..8) {
@@ -256,7 +267,11 @@ async fn hostile_scram_messages_end_their_login_only() {
     .expect("a good login still works");
     tokio::spawn(connection);
     assert_eq!(
-        client.query_one("SELECT 1", &[]).await.unwrap().get::<_, i64>(0),
+        client
+            .query_one("SELECT 1", &[])
+            .await
+            .unwrap()
+            .get::<_, i64>(0),
         1
     );
     assert_eq!(panics.own(), 0, "tablegate's code panicked");

@@ -123,6 +123,105 @@ async fn statement_timeout_cancels_with_57014() {
     assert_eq!(error.code(), Some(&SqlState::INVALID_PARAMETER_VALUE));
 }
 
+/// `statement_timeout` stops more than queries: a COPY whose data comes
+/// too slowly, an index build, CREATE TABLE AS and VERIFY INDEX each end
+/// with 57014 and leave nothing behind.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn statement_timeout_stops_copy_ddl_and_index_builds() {
+    use futures::SinkExt;
+    let server = TestServer::start().await;
+    let client = server.client().await;
+    client
+        .batch_execute(
+            "CREATE TABLE big (k int PRIMARY KEY, v int);
+             INSERT INTO big SELECT x, x % 7 FROM generate_series(1, 100000) AS s(x);
+             CREATE TABLE small (k int PRIMARY KEY)",
+        )
+        .await
+        .unwrap();
+    let rows = |sql: &'static str| {
+        let client = &client;
+        async move { common::simple_rows(client, sql).await }
+    };
+    let timed_out = |error: tokio_postgres::Error| {
+        assert_eq!(error.code(), Some(&SqlState::QUERY_CANCELED), "{error:?}");
+        assert_eq!(
+            error.as_db_error().unwrap().message(),
+            "canceling statement due to statement timeout"
+        );
+    };
+
+    // An index build: the index is defined at once, then built a page at a
+    // time; past the limit the build stops and the index is dropped.
+    client
+        .batch_execute("SET statement_timeout = '200ms'")
+        .await
+        .unwrap();
+    let started = std::time::Instant::now();
+    timed_out(
+        client
+            .batch_execute("CREATE INDEX big_v ON big (v)")
+            .await
+            .unwrap_err(),
+    );
+    assert!(started.elapsed() < std::time::Duration::from_secs(5));
+    assert!(rows("SELECT index_name FROM tablegate.indexes")
+        .await
+        .is_empty());
+
+    // CREATE TABLE AS: no table.
+    timed_out(
+        client
+            .batch_execute("CREATE TABLE doubled AS SELECT a.k FROM big a, big b WHERE a.v = b.k")
+            .await
+            .unwrap_err(),
+    );
+    let error = client
+        .batch_execute("SELECT * FROM doubled")
+        .await
+        .unwrap_err();
+    assert_eq!(error.code(), Some(&SqlState::UNDEFINED_TABLE));
+
+    // A COPY whose data is still coming at the limit writes nothing.
+    let sink = client.copy_in("COPY small FROM STDIN").await.unwrap();
+    futures::pin_mut!(sink);
+    sink.send(bytes::Bytes::from_static(b"1\n2\n"))
+        .await
+        .unwrap();
+    tokio::time::sleep(std::time::Duration::from_millis(400)).await;
+    sink.send(bytes::Bytes::from_static(b"3\n")).await.unwrap();
+    timed_out(sink.finish().await.unwrap_err());
+    assert_eq!(rows("SELECT count(*) FROM small").await, [["0"]]);
+
+    // Without the limit all of it works; VERIFY INDEX then times out.
+    client
+        .batch_execute("RESET statement_timeout")
+        .await
+        .unwrap();
+    let started = std::time::Instant::now();
+    client
+        .batch_execute("CREATE INDEX big_v ON big (v)")
+        .await
+        .unwrap();
+    let build = started.elapsed();
+    client
+        .batch_execute("SET statement_timeout = '5ms'")
+        .await
+        .unwrap();
+    timed_out(
+        client
+            .batch_execute("VERIFY INDEX big_v")
+            .await
+            .unwrap_err(),
+    );
+    client
+        .batch_execute("RESET statement_timeout")
+        .await
+        .unwrap();
+    assert_eq!(rows("VERIFY INDEX big_v").await, Vec::<Vec<String>>::new());
+    eprintln!("the index build the limit stopped takes {build:?} in full");
+}
+
 /// A block left idle past `idle_in_transaction_session_timeout` is dropped
 /// with what it wrote, and the server ends the connection at once with
 /// FATAL 25P03; a busy block, and idleness outside a block, are left alone.

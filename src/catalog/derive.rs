@@ -339,9 +339,15 @@ impl Catalog {
     /// gets the entry of its new version either way. Then the index is
     /// marked built. If the build fails (two rows with one value of a
     /// unique index, say) the index is dropped and the error returned.
-    /// Progress is in [`Catalog::builds`].
-    pub async fn build_index(&self, table: &str, index: &str) -> Result<(), CatalogError> {
-        let result = self.backfill(table, index).await;
+    /// Progress is in [`Catalog::builds`]. Past `deadline` the build stops
+    /// (between two pages) and the index is dropped, as on failure.
+    pub async fn build_index(
+        &self,
+        table: &str,
+        index: &str,
+        deadline: Option<tokio::time::Instant>,
+    ) -> Result<(), CatalogError> {
+        let result = self.backfill(table, index, deadline).await;
         self.builds
             .lock()
             .unwrap_or_else(|e| e.into_inner())
@@ -366,7 +372,12 @@ impl Catalog {
         result
     }
 
-    async fn backfill(&self, table: &str, index: &str) -> Result<(), CatalogError> {
+    async fn backfill(
+        &self,
+        table: &str,
+        index: &str,
+        deadline: Option<tokio::time::Instant>,
+    ) -> Result<(), CatalogError> {
         let total = self.store.table_stats(table).await?.entities;
         self.builds
             .lock()
@@ -382,6 +393,9 @@ impl Catalog {
         let query = Query::table().page_size(BUILD_PAGE);
         let mut continuation = None;
         loop {
+            if deadline.is_some_and(|d| tokio::time::Instant::now() >= d) {
+                return Err(CatalogError::TimedOut);
+            }
             let page = self
                 .store
                 .query(table, &query, continuation.as_ref())

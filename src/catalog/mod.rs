@@ -35,7 +35,7 @@ pub use view::{
 };
 
 use crate::model::{Entity, EntityKey, IfMatch, Value};
-use crate::store::{query_all, Query, StoreError, TableStore, WriteOp};
+use crate::store::{for_each_page, query_all, Query, StoreError, TableStore, WriteOp};
 
 /// The store table that holds table definitions.
 pub const SYSTEM_TABLE: &str = "_tablegate_catalog";
@@ -76,6 +76,9 @@ pub enum CatalogError {
         "the definition of relation {0:?} was changed by another session; retry the transaction"
     )]
     ChangedConcurrently(String),
+    /// Work given a deadline ran past it.
+    #[error("canceling statement due to statement timeout")]
+    TimedOut,
     #[error(transparent)]
     Store(#[from] StoreError),
 }
@@ -420,28 +423,60 @@ impl Catalog {
 
     /// Recomputes an index from its table's rows and compares it with the
     /// entries the store holds: every entry missing, extra, or pointing
-    /// elsewhere than it should. Empty when the index is right.
+    /// elsewhere than it should. Empty when the index is right. Past
+    /// `deadline` it stops between two pages with [`CatalogError::TimedOut`].
     pub async fn verify_index(
         &self,
         table: &TableDef,
         index: &IndexDef,
+        deadline: Option<tokio::time::Instant>,
     ) -> Result<Vec<IndexDifference>, CatalogError> {
+        let past = || deadline.is_some_and(|d| tokio::time::Instant::now() >= d);
         let mut expected = std::collections::BTreeMap::new();
-        for row in query_all(&*self.store, &table.name, &Query::table()).await? {
-            if let Some(entry) = index.entry(table, &row)? {
-                expected.insert(entry.key.clone(), entry);
-            }
-        }
-        let mut differences = Vec::new();
-        for actual in query_all(&*self.store, &index.store_table(), &Query::table()).await? {
-            match expected.remove(&actual.key) {
-                None => differences.push(IndexDifference::Extra(actual.key)),
-                Some(entry) if base_key(&entry) != base_key(&actual) => {
-                    differences.push(IndexDifference::Different(actual.key))
+        let mut failed = Ok(());
+        for_each_page(&*self.store, &table.name, &Query::table(), |page| {
+            for row in &page.entities {
+                match index.entry(table, row) {
+                    Ok(Some(entry)) => {
+                        expected.insert(entry.key.clone(), entry);
+                    }
+                    Ok(None) => {}
+                    Err(e) => {
+                        failed = Err(e.into());
+                        return false;
+                    }
                 }
-                Some(_) => {}
             }
-        }
+            if past() {
+                failed = Err(CatalogError::TimedOut);
+            }
+            failed.is_ok()
+        })
+        .await?;
+        std::mem::replace(&mut failed, Ok(()))?;
+        let mut differences = Vec::new();
+        for_each_page(
+            &*self.store,
+            &index.store_table(),
+            &Query::table(),
+            |page| {
+                for actual in page.entities {
+                    match expected.remove(&actual.key) {
+                        None => differences.push(IndexDifference::Extra(actual.key)),
+                        Some(entry) if base_key(&entry) != base_key(&actual) => {
+                            differences.push(IndexDifference::Different(actual.key))
+                        }
+                        Some(_) => {}
+                    }
+                }
+                if past() {
+                    failed = Err(CatalogError::TimedOut);
+                }
+                failed.is_ok()
+            },
+        )
+        .await?;
+        failed?;
         differences.extend(expected.into_keys().map(IndexDifference::Missing));
         Ok(differences)
     }

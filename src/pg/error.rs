@@ -62,6 +62,7 @@ fn catalog_state(e: &CatalogError) -> &'static str {
         CatalogError::Dependent(_) => "2BP01",
         CatalogError::RoleExists(_) => "42710",
         CatalogError::RoleNotFound(_) => "42704",
+        CatalogError::TimedOut => "57014",
         CatalogError::Store(s) => store_state(s),
     }
 }

@@ -623,13 +623,31 @@ mod tests {
         let start = startup();
         assert_eq!(check.check(&start), (start.len(), None));
         let cases: [(&[u8], &str); 7] = [
-            (b"Q\0\0\0\x02", "invalid message length 2 for a message of type 'Q'"),
-            (b"S\0\0\0\x05\0", "invalid message length 5 for a message of type 'S'"),
+            (
+                b"Q\0\0\0\x02",
+                "invalid message length 2 for a message of type 'Q'",
+            ),
+            (
+                b"S\0\0\0\x05\0",
+                "invalid message length 5 for a message of type 'S'",
+            ),
             (b"\xff\0\0\0\x04", "invalid frontend message type 255"),
-            (b"Q\0\0\0\x07abc", "malformed message of type 'Q': a string is not terminated"),
-            (b"Q\0\0\0\x07a\0c", "malformed message of type 'Q': bytes are left after its content"),
-            (b"E\0\0\0\x07p\0\0", "malformed message of type 'E': its content runs past its length"),
-            (b"d\x7f\xff\xff\xff", "invalid message length 2147483647 for a message of type 'd'"),
+            (
+                b"Q\0\0\0\x07abc",
+                "malformed message of type 'Q': a string is not terminated",
+            ),
+            (
+                b"Q\0\0\0\x07a\0c",
+                "malformed message of type 'Q': bytes are left after its content",
+            ),
+            (
+                b"E\0\0\0\x07p\0\0",
+                "malformed message of type 'E': its content runs past its length",
+            ),
+            (
+                b"d\x7f\xff\xff\xff",
+                "invalid message length 2147483647 for a message of type 'd'",
+            ),
         ];
         for (bytes, message) in cases {
             let mut check = FrameCheck::new(false);

@@ -473,7 +473,10 @@ pub(super) async fn fill(
     let mut stream = frame.execute_stream().await?;
     let columns: Vec<usize> = (0..def.columns.len()).collect();
     let mut changes = Vec::new();
-    while let Some(batch) = stream.try_next().await? {
+    while let Some(batch) = session
+        .within_deadline(async { Ok(stream.try_next().await?) })
+        .await?
+    {
         let arrays: Vec<_> = batch
             .columns()
             .iter()
@@ -820,7 +823,11 @@ pub async fn verify_index(session: &Session, sql: &str) -> Option<Result<Output>
                 .iter()
                 .find(|i| i.name == name)
                 .ok_or_else(|| CatalogError::TableNotFound(name.clone()))?;
-            let differences = session.engine().catalog.verify_index(&table, index).await?;
+            let differences = session
+                .engine()
+                .catalog
+                .verify_index(&table, index, session.deadline())
+                .await?;
             session
                 .engine()
                 .monitor

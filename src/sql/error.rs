@@ -58,6 +58,11 @@ impl SqlError {
             message: message.into(),
         }
     }
+
+    /// A statement that ran past `statement_timeout`.
+    pub fn statement_timeout() -> Self {
+        SqlError::value("57014", "canceling statement due to statement timeout")
+    }
 }
 
 impl From<datafusion::arrow::error::ArrowError> for SqlError {

@@ -218,6 +218,8 @@ pub struct Session {
     notices: Notices,
     /// The text of the statement running, for the query log.
     statement_text: Arc<str>,
+    /// When it started, for `statement_timeout`.
+    statement_started: tokio::time::Instant,
     /// The role made with SQL the session runs as, whose grants limit it;
     /// `None` for a superuser.
     role: Option<String>,
@@ -318,6 +320,7 @@ impl Session {
             cursors: HashMap::new(),
             notices: Notices::default(),
             statement_text: Arc::from(""),
+            statement_started: tokio::time::Instant::now(),
             role,
         }
     }
@@ -350,7 +353,10 @@ impl Session {
     pub(super) async fn query_text_rows(&self, sql: &str) -> Result<Vec<String>> {
         use datafusion::arrow::util::display::{ArrayFormatter, FormatOptions};
         let plan = self.plan_query(sql).await?;
-        let batches = self.ctx.execute_logical_plan(plan).await?.collect().await?;
+        let frame = self.ctx.execute_logical_plan(plan).await?;
+        let batches = self
+            .within_deadline(async { Ok(frame.collect().await?) })
+            .await?;
         let options = FormatOptions::default().with_null("\\N");
         let mut rows = Vec::new();
         for batch in &batches {
@@ -390,6 +396,42 @@ impl Session {
     }
 
     /// A duration parameter's value; `None` when it is 0 (off).
+    fn start_statement(&mut self, text: Arc<str>) {
+        self.statement_text = text;
+        self.statement_started = tokio::time::Instant::now();
+    }
+
+    /// When the running statement passes `statement_timeout`.
+    pub(super) fn deadline(&self) -> Option<tokio::time::Instant> {
+        self.duration_setting("statement_timeout")
+            .map(|timeout| self.statement_started + timeout)
+    }
+
+    /// Fails with 57014 once the running statement is past
+    /// `statement_timeout`: called before a commit and between the steps of
+    /// long work, so that a statement that times out writes nothing.
+    pub(super) fn check_deadline(&self) -> Result<()> {
+        match self.deadline() {
+            Some(deadline) if tokio::time::Instant::now() >= deadline => {
+                Err(SqlError::statement_timeout())
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// Runs work that only reads, stopped with 57014 at `statement_timeout`.
+    pub(super) async fn within_deadline<T>(
+        &self,
+        work: impl std::future::Future<Output = Result<T>>,
+    ) -> Result<T> {
+        match self.deadline() {
+            Some(deadline) => tokio::time::timeout_at(deadline, work)
+                .await
+                .map_err(|_| SqlError::statement_timeout())?,
+            None => work.await,
+        }
+    }
+
     fn duration_setting(&self, name: &str) -> Option<std::time::Duration> {
         self.settings
             .get(name)
@@ -421,6 +463,7 @@ impl Session {
     /// is the last element.
     pub async fn execute(&mut self, sql: &str) -> Vec<Result<Output>> {
         self.note_errors_sent();
+        self.start_statement(Arc::from(sql));
         if let Some((statement, data)) = inline_copy(sql) {
             return vec![self.copy_inline(statement, data).await];
         }
@@ -467,11 +510,10 @@ impl Session {
         let mut outputs = Vec::with_capacity(statements.len());
         let several = statements.len() > 1;
         for statement in statements {
-            self.statement_text = if several {
-                Arc::from(statement.to_string())
-            } else {
-                Arc::from(sql)
-            };
+            // Each statement of a text has its own statement_timeout.
+            if several {
+                self.start_statement(Arc::from(statement.to_string()));
+            }
             let result = self.run(statement, None).await;
             let failed = result.is_err();
             outputs.push(result.map_err(|e| self.fail(e)));
@@ -568,7 +610,7 @@ impl Session {
         params: ParamValues,
     ) -> Result<Output> {
         self.note_errors_sent();
-        self.statement_text = prepared.sql.clone();
+        self.start_statement(prepared.sql.clone());
         // A role's grant limited to some partitions takes the general
         // path, whose scan applies the limit.
         let limited = |def: &TableDef| {
@@ -747,7 +789,10 @@ impl Session {
             self.close_implicit(result.is_ok()).await?;
         }
         if let (true, Some((table, index))) = (result.is_ok(), build) {
-            self.engine.catalog.build_index(&table, &index).await?;
+            self.engine
+                .catalog
+                .build_index(&table, &index, self.deadline())
+                .await?;
         }
         result
     }
@@ -1041,14 +1086,13 @@ impl Session {
         let task = Arc::new(frame.task_ctx());
         let plan = frame.create_physical_plan().await?;
         let stream = datafusion::physical_plan::execute_stream(plan.clone(), task)?;
-        let timeout = self.duration_setting("statement_timeout");
         Ok(Box::pin(diagnostics::Watched::new(
             stream,
             plan,
             self.engine.monitor.clone(),
             self.notices.clone(),
             self.statement_text.clone(),
-            timeout,
+            self.deadline(),
         )))
     }
 
@@ -1115,6 +1159,7 @@ impl Session {
         changes: Vec<Change>,
         used: Vec<Arc<TableDef>>,
     ) -> Result<()> {
+        self.check_deadline()?;
         let ops: Vec<_> = changes.into_iter().filter_map(Change::into_op).collect();
         // A row may hold a value drawn from a sequence: the sequence must
         // not hand it out again after a crash.
@@ -1252,8 +1297,9 @@ impl Session {
     /// A chunk of COPY FROM STDIN data. A bad chunk ends the COPY; its error
     /// is reported when the client finishes sending (as PostgreSQL does).
     pub fn copy_data(&mut self, data: &[u8]) {
+        let timed_out = self.check_deadline();
         if let Some(Ok(copy)) = &mut self.copy_in {
-            if let Err(e) = copy.feed(data) {
+            if let Err(e) = timed_out.and_then(|()| copy.feed(data)) {
                 self.copy_in = Some(Err(e));
             }
         }

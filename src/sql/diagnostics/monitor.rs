@@ -260,7 +260,7 @@ impl Watched {
         monitor: Arc<Monitor>,
         notices: Notices,
         text: Arc<str>,
-        timeout: Option<std::time::Duration>,
+        deadline: Option<tokio::time::Instant>,
     ) -> Self {
         Watched {
             inner,
@@ -272,7 +272,7 @@ impl Watched {
             clock: Instant::now(),
             rows: 0,
             done: false,
-            deadline: timeout.map(|t| Box::pin(tokio::time::sleep(t))),
+            deadline: deadline.map(|d| Box::pin(tokio::time::sleep_until(d))),
         }
     }
 
@@ -305,12 +305,8 @@ impl Stream for Watched {
         if let Some(deadline) = &mut self.deadline {
             if deadline.as_mut().poll(cx).is_ready() {
                 self.finish();
-                let timeout = crate::sql::SqlError::value(
-                    "57014",
-                    "canceling statement due to statement timeout",
-                );
                 return Poll::Ready(Some(Err(datafusion::error::DataFusionError::External(
-                    Box::new(timeout),
+                    Box::new(crate::sql::SqlError::statement_timeout()),
                 ))));
             }
         }

@@ -145,6 +145,19 @@ mod tests {
         fn decoding_garbage_never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..40)) {
             let _ = decode_entity_key(&bytes);
         }
+
+        #[test]
+        fn mutated_keys_are_errors_not_panics(pk in any_key(), rk in any_key(), at in any::<usize>(), byte in any::<u8>()) {
+            let mut bytes = encode_entity_key(&pk, &rk);
+            let at = at % (bytes.len() + 1);
+            if at < bytes.len() && byte % 2 == 0 {
+                bytes[at] = byte;
+            } else {
+                bytes.insert(at, byte);
+            }
+            let _ = decode_entity_key(&bytes);
+            let _ = decode_partition_prefix(&bytes);
+        }
     }
 
     #[test]

@@ -83,6 +83,8 @@ fn store_state(e: &StoreError) -> &'static str {
         StoreError::Corrupt(_) => "XX001",
         StoreError::Storage(_) => "58030",
         StoreError::Closed => "57P01",
+        StoreError::Service(_) => "58000",
+        StoreError::NotAtomic(_) => "0A000",
     }
 }
 

@@ -49,6 +49,13 @@ pub enum StoreError {
     Storage(String),
     #[error("the store is shut down")]
     Closed,
+    /// A remote service refused or failed a request (after retries, where
+    /// it may be retried).
+    #[error("the table service failed: {0}")]
+    Service(String),
+    /// Writes the backend cannot apply all or none.
+    #[error("cannot apply atomically: {0}")]
+    NotAtomic(String),
 }
 
 impl StoreError {

@@ -10,7 +10,8 @@
 //! - [`Statistics`]: entity counts and bytes per table and per partition.
 //! - [`TableStore`]: all of the above; what the layers above hold.
 //!
-//! Backends: [`native`] (embedded, the default).
+//! Backends: [`native`] (embedded, the default) and [`azure`] (the Azure
+//! Table service).
 //!
 //! Layer rule: `store` depends only on `model`. It never sees SQL, DataFusion,
 //! Arrow or wire-protocol types.
@@ -19,6 +20,7 @@ mod error;
 mod query;
 mod stream;
 
+pub mod azure;
 pub mod native;
 
 pub use error::{Result, StoreError};

@@ -192,12 +192,35 @@ pub fn bounds_contain(lower: &Bound<Vec<u8>>, upper: &Bound<Vec<u8>>, key: &[u8]
 pub struct Continuation(String);
 
 const TOKEN_VERSION: u8 = 1;
+const REMOTE_TOKEN_VERSION: u8 = 2;
 
 impl Continuation {
     pub fn to_next(key: &EntityKey) -> Self {
         let mut bytes = vec![TOKEN_VERSION];
         bytes.extend(encode_entity_key(&key.partition_key, &key.row_key));
         Continuation(URL_SAFE_NO_PAD.encode(bytes))
+    }
+
+    /// A token of a remote service's own continuation: the
+    /// `NextPartitionKey` and `NextRowKey` it answered, opaque to us.
+    pub fn remote(next_partition_key: &str, next_row_key: &str) -> Self {
+        let mut bytes = vec![REMOTE_TOKEN_VERSION];
+        bytes.extend(encode_entity_key(next_partition_key, next_row_key));
+        Continuation(URL_SAFE_NO_PAD.encode(bytes))
+    }
+
+    /// The service's `NextPartitionKey` and `NextRowKey` of a [`Continuation::remote`] token.
+    pub fn decode_remote(&self) -> Result<(String, String)> {
+        let invalid = |why: &str| StoreError::InvalidContinuation(why.into());
+        let bytes = URL_SAFE_NO_PAD
+            .decode(&self.0)
+            .map_err(|_| invalid("not base64url"))?;
+        match bytes.split_first() {
+            Some((&REMOTE_TOKEN_VERSION, key)) => {
+                decode_entity_key(key).map_err(|_| invalid("malformed service token"))
+            }
+            _ => Err(invalid("not a token of this service")),
+        }
     }
 
     /// Accepts a token a client sent back; it is checked when used.

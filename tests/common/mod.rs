@@ -1,6 +1,7 @@
 //! Helpers shared by the integration tests.
 #![allow(dead_code)]
 
+pub mod azurite;
 pub mod workload;
 
 use tablegate::model::{Entity, Value};

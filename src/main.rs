@@ -1,15 +1,16 @@
 //! The `tablegate` command.
 
 use std::net::IpAddr;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 
 use clap::{Parser, Subcommand};
 use tablegate::pg::{tls_acceptor, Authentication, Server, Users};
 use tablegate::sql::Engine;
+use tablegate::store::azure::AzureStore;
 use tablegate::store::native::NativeStore;
-use tablegate::store::{Statistics, TableAdmin};
+use tablegate::store::TableStore;
 
 #[derive(Parser)]
 #[command(
@@ -24,11 +25,11 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Serve the PostgreSQL wire protocol over the embedded store.
+    /// Serve the PostgreSQL wire protocol over the embedded store (or the
+    /// Azure Table service).
     Serve {
-        /// The data directory; created if missing.
-        #[arg(long, env = "TABLEGATE_DATA_DIR", default_value = "tablegate-data")]
-        data_dir: PathBuf,
+        #[command(flatten)]
+        store: StoreArgs,
         /// The address to listen on.
         #[arg(long, env = "TABLEGATE_HOST", default_value = "127.0.0.1")]
         host: IpAddr,
@@ -57,12 +58,61 @@ enum Command {
         #[arg(long, env = "TABLEGATE_MAX_CONNECTIONS", default_value_t = tablegate::pg::DEFAULT_MAX_CONNECTIONS)]
         max_connections: usize,
     },
-    /// List the tables of a data dir with their entity counts and sizes.
+    /// List the store's tables with their entity counts and sizes.
     Tables {
-        /// The data directory.
-        #[arg(long, env = "TABLEGATE_DATA_DIR", default_value = "tablegate-data")]
-        data_dir: PathBuf,
+        #[command(flatten)]
+        store: StoreArgs,
     },
+}
+
+/// Which store holds the tables.
+#[derive(clap::ValueEnum, Clone, Copy, PartialEq, Eq)]
+enum Backend {
+    /// The embedded engine, under `--data-dir`.
+    Native,
+    /// The Azure Table service (Azure Storage, Cosmos DB Table API, or
+    /// Azurite) of `--azure-connection-string`.
+    Azure,
+}
+
+#[derive(clap::Args)]
+struct StoreArgs {
+    #[arg(long, env = "TABLEGATE_BACKEND", value_enum, default_value = "native")]
+    backend: Backend,
+    /// The data directory of the embedded engine; created if missing.
+    #[arg(long, env = "TABLEGATE_DATA_DIR", default_value = "tablegate-data")]
+    data_dir: PathBuf,
+    /// The storage account of the Azure backend, as a connection string
+    /// (`UseDevelopmentStorage=true` for a local Azurite).
+    #[arg(long, env = "AZURE_STORAGE_CONNECTION_STRING", hide_env_values = true)]
+    azure_connection_string: Option<String>,
+}
+
+impl StoreArgs {
+    fn open(&self) -> Result<Arc<dyn TableStore>, Box<dyn std::error::Error>> {
+        Ok(match self.backend {
+            Backend::Native => {
+                std::fs::create_dir_all(&self.data_dir)?;
+                Arc::new(NativeStore::open(&self.data_dir)?)
+            }
+            Backend::Azure => {
+                let connection = self.azure_connection_string.as_deref().ok_or(
+                    "--backend azure needs --azure-connection-string or AZURE_STORAGE_CONNECTION_STRING",
+                )?;
+                let store = AzureStore::connect(connection)?;
+                // Writes a stopped gateway left half done are finished.
+                store.spawn_recovery();
+                Arc::new(store)
+            }
+        })
+    }
+
+    fn describe(&self) -> String {
+        match self.backend {
+            Backend::Native => format!("data dir {}", self.data_dir.display()),
+            Backend::Azure => "the Azure Table service".to_owned(),
+        }
+    }
 }
 
 #[tokio::main]
@@ -76,7 +126,7 @@ async fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Serve {
-            data_dir,
+            store,
             host,
             port,
             users,
@@ -95,9 +145,9 @@ async fn main() -> ExitCode {
                 max_connections,
                 query_memory: query_memory_mb << 20,
             };
-            serve(&data_dir, host, port, access, limits).await
+            serve(&store, host, port, access, limits).await
         }
-        Command::Tables { data_dir } => list_tables(&data_dir).await,
+        Command::Tables { store } => list_tables(&store).await,
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -149,7 +199,7 @@ struct Limits {
 }
 
 async fn serve(
-    data_dir: &Path,
+    store: &StoreArgs,
     host: IpAddr,
     port: u16,
     access: Access,
@@ -160,9 +210,7 @@ async fn serve(
         Some((cert, key)) => Some(tls_acceptor(cert, key)?),
         None => None,
     };
-    std::fs::create_dir_all(data_dir)?;
-    let store = Arc::new(NativeStore::open(data_dir)?);
-    let engine = Engine::open_with_memory(store, limits.query_memory).await?;
+    let engine = Engine::open_with_memory(store.open()?, limits.query_memory).await?;
     let server = Server::bind_with(
         &format!("{host}:{port}"),
         engine,
@@ -171,7 +219,11 @@ async fn serve(
     )
     .await?
     .with_max_connections(limits.max_connections);
-    tracing::info!(data_dir = %data_dir.display(), "listening on {} (PostgreSQL protocol)", server.local_addr()?);
+    tracing::info!(
+        "listening on {} (PostgreSQL protocol) over {}",
+        server.local_addr()?,
+        store.describe()
+    );
     match authentication {
         Authentication::Trust => tracing::info!(
             "trust authentication: any user may connect without a password on this loopback address"
@@ -208,8 +260,8 @@ async fn shutdown_signal() {
     let _ = ctrl_c.await;
 }
 
-async fn list_tables(data_dir: &Path) -> Result<(), Box<dyn std::error::Error>> {
-    let store = NativeStore::open(data_dir)?;
+async fn list_tables(store: &StoreArgs) -> Result<(), Box<dyn std::error::Error>> {
+    let store = store.open()?;
     println!(
         "{:<32} {:>12} {:>12} {:>14}",
         "table", "entities", "partitions", "bytes"

@@ -297,3 +297,79 @@ async fn pages_ranges_reversed_reads_batches_and_statistics() {
     assert_eq!(deleted.entities, 12);
     assert_eq!(store.table_stats("log").await.unwrap().entities, 2500);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn writes_over_several_partitions_go_whole_or_not_at_all() {
+    let azurite = Azurite::start();
+    let store = store(&azurite);
+    store.create_table("a").await.unwrap();
+    store.create_table("b").await.unwrap();
+    store
+        .write("b", WriteOp::Insert(row("taken", "1", 7)))
+        .await
+        .unwrap();
+
+    // 250 rows over two tables and three partitions, one of them more
+    // than a batch: all there, and no outbox record left.
+    let ops: Vec<(String, WriteOp)> = (0..250)
+        .map(|i| {
+            let (table, pk) = match i % 3 {
+                0 => ("a", "x"),
+                1 => ("a", "y"),
+                _ => ("b", "z"),
+            };
+            (
+                table.to_owned(),
+                WriteOp::Insert(row(pk, &format!("{i:04}"), i)),
+            )
+        })
+        .collect();
+    let outcomes = store.write_atomic(ops).await.unwrap();
+    assert_eq!(outcomes.len(), 250);
+    assert!(outcomes.iter().all(|o| o.etag.is_some()));
+    assert_eq!(
+        query_all(&store, "a", &Query::table()).await.unwrap().len(),
+        167
+    );
+    assert_eq!(
+        query_all(&store, "b", &Query::table()).await.unwrap().len(),
+        84
+    );
+    assert_eq!(store.outbox_lag().await.unwrap(), None);
+
+    // An insert that meets an existing row fails the whole write: the rows
+    // other partitions got are gone again, the existing row is untouched,
+    // and the replaced row has its old value back.
+    let failing = vec![
+        ("a".to_owned(), WriteOp::Insert(row("fresh", "1", 1))),
+        (
+            "a".to_owned(),
+            WriteOp::InsertOrReplace(row("x", "0000", -1)),
+        ),
+        ("b".to_owned(), WriteOp::Insert(row("taken", "1", 1))),
+        ("b".to_owned(), WriteOp::Insert(row("other", "1", 1))),
+    ];
+    match store.write_atomic(failing).await.unwrap_err() {
+        StoreError::BatchOperationFailed { index, source } => {
+            assert_eq!(index, 2);
+            assert!(matches!(*source, StoreError::EntityAlreadyExists { .. }));
+        }
+        other => panic!("{other}"),
+    }
+    let get = |table: &'static str, pk: &'static str, rk: &'static str| {
+        let store = store.clone();
+        async move {
+            store
+                .get(table, &EntityKey::new(pk, rk), None)
+                .await
+                .unwrap()
+                .map(|e| e.properties["n"].clone())
+        }
+    };
+    assert_eq!(get("a", "fresh", "1").await, None);
+    assert_eq!(get("b", "other", "1").await, None);
+    assert_eq!(get("b", "taken", "1").await, Some(Value::Int32(7)));
+    assert_eq!(get("a", "x", "0000").await, Some(Value::Int32(0)));
+    assert_eq!(store.outbox_lag().await.unwrap(), None);
+    assert_eq!(store.recover(std::time::Duration::ZERO).await.unwrap(), 0);
+}

@@ -141,6 +141,13 @@ pub trait AtomicWrite: Send + Sync {
     /// Applies the operations in order, all or none; a failure names the index
     /// of the failing operation ([`StoreError::BatchOperationFailed`]).
     async fn write_atomic(&self, ops: Vec<(String, WriteOp)>) -> Result<Vec<WriteOutcome>>;
+
+    /// Whether writes over several partitions are atomic at every moment
+    /// (false: they become whole later, as through an outbox, and readers
+    /// may see part of them meanwhile).
+    fn atomic_across_partitions(&self) -> bool {
+        true
+    }
 }
 
 /// Consistent reads: a view of every table as of one moment.

@@ -6,17 +6,20 @@
 //! - `json`: entities in the service's JSON; OData keys and filters.
 //! - `rest`: requests, retries with backoff, the service's errors.
 //! - `batch`: entity group transactions (`$batch`).
+//! - `outbox`: writes over several partitions, made whole by a durable
+//!   outbox.
 //!
 //! The service has no snapshots (a read view reads the latest data), no
 //! descending order (a reversed query reads its range forward and keeps
-//! the last page), and no atomic writes across partitions
-//! ([`AtomicWrite`] takes one partition's operations only). Statistics
-//! come from scanning the table, kept for [`STATS_TTL`].
+//! the last page), and no atomic writes across partitions: those go
+//! through the outbox, whole in the end but not at every moment.
+//! Statistics come from scanning the table, kept for [`STATS_TTL`].
 
 mod account;
 mod batch;
 mod json;
 mod names;
+mod outbox;
 mod rest;
 
 use std::collections::{HashMap, VecDeque};
@@ -73,6 +76,52 @@ impl AzureStore {
     pub fn account(&self) -> &Account {
         &self.inner.rest.account
     }
+
+    /// Finishes the outbox records older than `age`, left by gateways
+    /// that stopped mid-write; how many there were.
+    pub async fn recover(&self, age: Duration) -> Result<usize> {
+        outbox::recover(self, age).await
+    }
+
+    /// How far behind the outbox is: the age of its oldest record.
+    pub async fn outbox_lag(&self) -> Result<Option<Duration>> {
+        outbox::oldest(self).await
+    }
+
+    /// Finishes left records now, then every [`RECOVERY_PERIOD`] those older
+    /// than [`RECOVERY_AGE`] (younger ones may be another gateway's, still
+    /// being applied).
+    pub fn spawn_recovery(&self) -> tokio::task::JoinHandle<()> {
+        let store = self.clone();
+        tokio::spawn(async move {
+            let mut age = Duration::ZERO;
+            loop {
+                match store.recover(age).await {
+                    Ok(0) => {}
+                    Ok(n) => tracing::info!("finished {n} outbox records"),
+                    Err(e) => tracing::warn!("outbox recovery failed: {e}"),
+                }
+                age = RECOVERY_AGE;
+                tokio::time::sleep(RECOVERY_PERIOD).await;
+            }
+        })
+    }
+}
+
+/// How often a gateway looks for outbox records left by others.
+pub const RECOVERY_PERIOD: Duration = Duration::from_secs(5);
+/// How old another gateway's record must be to be finished by this one.
+pub const RECOVERY_AGE: Duration = Duration::from_secs(30);
+
+/// A random number, for ids that must not meet.
+fn random_u32() -> u32 {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static COUNTER: AtomicU32 = AtomicU32::new(0);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or_default();
+    nanos.rotate_left(13) ^ COUNTER.fetch_add(0x9e37_79b9, Ordering::Relaxed) ^ std::process::id()
 }
 
 /// The store error of a service error, for an operation on `table` (and `key`).
@@ -604,36 +653,36 @@ impl EntityWrite for AzureStore {
 
 #[async_trait]
 impl AtomicWrite for AzureStore {
-    /// One partition's operations go as one entity group transaction;
-    /// operations over several partitions or tables are refused (the
-    /// service cannot apply them atomically).
+    /// Up to 100 operations on distinct entities of one partition go as
+    /// one entity group transaction; anything wider goes through the
+    /// outbox.
     async fn write_atomic(&self, ops: Vec<(String, WriteOp)>) -> Result<Vec<WriteOutcome>> {
         let Some((table, first)) = ops.first() else {
             return Ok(Vec::new());
         };
-        let partition = first.key().partition_key.clone();
-        let table = table.clone();
-        if let Some((other_table, op)) = ops
-            .iter()
-            .find(|(t, op)| t != &table || op.key().partition_key != partition)
-        {
-            return Err(StoreError::NotAtomic(format!(
-                "{} operations touch table {table:?} partition {partition:?} and table \
-                 {other_table:?} partition {:?}; the Azure Table service applies atomically \
-                 only the operations of one partition of one table",
-                ops.len(),
-                op.key().partition_key
-            )));
+        let (table, partition) = (table.clone(), first.key().partition_key.clone());
+        let mut rows = std::collections::HashSet::new();
+        let one_batch = ops.len() <= crate::model::MAX_BATCH_OPERATIONS
+            && ops.iter().all(|(t, op)| {
+                t == &table
+                    && op.key().partition_key == partition
+                    && rows.insert(op.key().row_key.clone())
+            });
+        if one_batch {
+            let ops: Vec<WriteOp> = ops.into_iter().map(|(_, op)| op).collect();
+            return self.write_batch(&table, ops).await;
         }
-        let ops: Vec<WriteOp> = ops.into_iter().map(|(_, op)| op).collect();
-        if ops.len() > crate::model::MAX_BATCH_OPERATIONS {
-            return Err(StoreError::NotAtomic(format!(
-                "{} operations on one partition; the Azure Table service applies at most {} atomically",
-                ops.len(),
-                crate::model::MAX_BATCH_OPERATIONS
-            )));
+        for (index, (_, op)) in ops.iter().enumerate() {
+            check_op(op).map_err(|e| StoreError::BatchOperationFailed {
+                index,
+                source: Box::new(e),
+            })?;
         }
-        self.write_batch(&table, ops).await
+        outbox::write(self, ops).await
+    }
+
+    fn atomic_across_partitions(&self) -> bool {
+        false
     }
 }
 

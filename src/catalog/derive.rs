@@ -184,7 +184,7 @@ impl Catalog {
     /// Whether writing rows of these tables derives other writes: one of
     /// them has indexes, or a maintained view is made from one. One pass
     /// over the definitions, as every commit that writes rows asks.
-    pub(super) fn derives_from(&self, tables: &BTreeSet<&str>) -> bool {
+    pub fn derives_from(&self, tables: &BTreeSet<&str>) -> bool {
         let all = self.tables.read().unwrap_or_else(|e| e.into_inner());
         all.values().any(|def| {
             (!def.indexes.is_empty() && tables.contains(def.name.as_str()))

@@ -104,6 +104,27 @@ pub struct Catalog {
     derived: tokio::sync::Mutex<()>,
     /// The indexes being built, by name.
     builds: std::sync::Mutex<HashMap<String, BuildProgress>>,
+    /// When the definitions were last read from the store.
+    loaded: std::sync::Mutex<std::time::Instant>,
+}
+
+/// The table definitions the store holds.
+async fn load_definitions(
+    store: &dyn TableStore,
+) -> Result<HashMap<String, Arc<TableDef>>, CatalogError> {
+    let mut tables = HashMap::new();
+    for entity in query_all(store, SYSTEM_TABLE, &Query::partition(TABLES_PARTITION)).await? {
+        let Some(Value::Json(text)) = entity.get(DEFINITION) else {
+            return Err(CatalogError::InvalidDefinition(format!(
+                "entry {} has no definition",
+                entity.key
+            )));
+        };
+        let def: TableDef = serde_json::from_str(text)
+            .map_err(|e| CatalogError::InvalidDefinition(format!("entry {}: {e}", entity.key)))?;
+        tables.insert(def.name.clone(), Arc::new(def));
+    }
+    Ok(tables)
 }
 
 impl Catalog {
@@ -113,19 +134,7 @@ impl Catalog {
             Ok(()) | Err(StoreError::TableAlreadyExists(_)) => {}
             Err(e) => return Err(e.into()),
         }
-        let mut tables = HashMap::new();
-        for entity in query_all(&*store, SYSTEM_TABLE, &Query::partition(TABLES_PARTITION)).await? {
-            let Some(Value::Json(text)) = entity.get(DEFINITION) else {
-                return Err(CatalogError::InvalidDefinition(format!(
-                    "entry {} has no definition",
-                    entity.key
-                )));
-            };
-            let def: TableDef = serde_json::from_str(text).map_err(|e| {
-                CatalogError::InvalidDefinition(format!("entry {}: {e}", entity.key))
-            })?;
-            tables.insert(def.name.clone(), Arc::new(def));
-        }
+        let tables = load_definitions(&*store).await?;
         let catalog = Catalog {
             sequences: Sequences::open(store.clone()).await?,
             roles: Roles::open(store.clone()).await?,
@@ -134,9 +143,38 @@ impl Catalog {
             definitions_lock: tokio::sync::RwLock::new(()),
             derived: tokio::sync::Mutex::new(()),
             builds: Default::default(),
+            loaded: std::sync::Mutex::new(std::time::Instant::now()),
         };
         catalog.drop_interrupted_builds().await?;
         Ok(catalog)
+    }
+
+    /// On a store other gateways change too, reads the definitions again
+    /// when they were read more than `max_age` ago, so that tables another
+    /// gateway made or changed are seen here.
+    pub async fn refresh(&self, max_age: std::time::Duration) -> Result<(), CatalogError> {
+        if !self.store.shared() {
+            return Ok(());
+        }
+        {
+            let mut loaded = self.loaded.lock().unwrap_or_else(|e| e.into_inner());
+            if loaded.elapsed() < max_age {
+                return Ok(());
+            }
+            *loaded = std::time::Instant::now();
+        }
+        let mut tables = load_definitions(&*self.store).await?;
+        let _changing = self.definitions_lock.read().await;
+        let mut current = self.tables.write().unwrap_or_else(|e| e.into_inner());
+        // An unchanged definition stays the same value: statements planned
+        // with it are not taken for ones that raced a change.
+        for (name, def) in tables.iter_mut() {
+            if let Some(kept) = current.get(name).filter(|kept| **kept == *def) {
+                *def = kept.clone();
+            }
+        }
+        *current = tables;
+        Ok(())
     }
 
     /// An index whose build a restart interrupted is dropped: its entries

@@ -215,7 +215,18 @@ impl SchemaProvider for TablegateSchema {
             Some(base) => (base, true),
             None => (name, false),
         };
-        let Some(def) = self.view.definition(&self.catalog, name) else {
+        let mut def = self.view.definition(&self.catalog, name);
+        if def.is_none()
+            && self
+                .catalog
+                .refresh(std::time::Duration::ZERO)
+                .await
+                .is_ok()
+        {
+            // Another gateway may have made it since the definitions were read.
+            def = self.view.definition(&self.catalog, name);
+        }
+        let Some(def) = def else {
             return match with_row {
                 false => self.system.table(name).await,
                 true => Ok(None),

@@ -401,6 +401,16 @@ impl Session {
         self.statement_started = tokio::time::Instant::now();
     }
 
+    /// Over a store that other gateways share, definitions older than this
+    /// are read again before a statement.
+    const CATALOG_MAX_AGE: std::time::Duration = std::time::Duration::from_secs(1);
+
+    async fn refresh_catalog(&self) {
+        if let Err(e) = self.engine.catalog.refresh(Self::CATALOG_MAX_AGE).await {
+            tracing::warn!("cannot read the table definitions again: {e}");
+        }
+    }
+
     /// When the running statement passes `statement_timeout`.
     pub(super) fn deadline(&self) -> Option<tokio::time::Instant> {
         self.duration_setting("statement_timeout")
@@ -464,6 +474,7 @@ impl Session {
     pub async fn execute(&mut self, sql: &str) -> Vec<Result<Output>> {
         self.note_errors_sent();
         self.start_statement(Arc::from(sql));
+        self.refresh_catalog().await;
         if let Some((statement, data)) = inline_copy(sql) {
             return vec![self.copy_inline(statement, data).await];
         }
@@ -611,6 +622,7 @@ impl Session {
     ) -> Result<Output> {
         self.note_errors_sent();
         self.start_statement(prepared.sql.clone());
+        self.refresh_catalog().await;
         // A role's grant limited to some partitions takes the general
         // path, whose scan applies the limit.
         let limited = |def: &TableDef| {
@@ -854,6 +866,42 @@ impl Session {
             key: self.describe_key(&table, &key),
             table,
         })
+    }
+
+    /// On a store whose writes over several partitions become whole only
+    /// later (the Azure service, through its outbox), a transaction block
+    /// may write only what one entity group transaction holds: rows of one
+    /// partition of one table that derives no index entries or view rows.
+    fn check_block_write(&mut self, changes: &[Change]) -> Result<()> {
+        if self.engine.store().atomic_across_partitions() {
+            return Ok(());
+        }
+        let mut partitions = self.transaction()?.written_partitions();
+        partitions.extend(
+            changes
+                .iter()
+                .map(|c| (c.table.clone(), c.key.partition_key.clone())),
+        );
+        let tables: std::collections::BTreeSet<&str> =
+            partitions.iter().map(|(t, _)| t.as_str()).collect();
+        let derives = self.engine.catalog.derives_from(&tables);
+        if partitions.len() <= 1 && !derives {
+            return Ok(());
+        }
+        let tables: Vec<&str> = tables.into_iter().collect();
+        Err(SqlError::FeatureNotSupported(format!(
+            "this store applies a transaction block's writes atomically only within one partition \
+             of one table without indexes or maintained materialized views; this block would write \
+             {} partition(s) of {}{}. Run the statement outside BEGIN ... COMMIT: there, writes \
+             over several partitions are made whole through the outbox",
+            partitions.len(),
+            tables.join(", "),
+            if derives {
+                " and their index or view rows"
+            } else {
+                ""
+            }
+        )))
     }
 
     /// A key as its table's key columns show it.
@@ -1111,6 +1159,7 @@ impl Session {
                 dml::plan_changes(self, statement, params.clone()).await?;
             writable(&used)?;
             if self.txn.is_some() {
+                self.check_block_write(&changes)?;
                 self.apply_to_transaction(changes, &used)?;
                 return Ok(output);
             }
@@ -1335,7 +1384,10 @@ impl Session {
         self.require_partitions(&used, changes.iter().map(|c| &c.key))?;
         let count = changes.len();
         match &self.txn {
-            Some(_) => self.apply_to_transaction(changes, &used)?,
+            Some(_) => {
+                self.check_block_write(&changes)?;
+                self.apply_to_transaction(changes, &used)?
+            }
             None => self.commit_changes(changes, used).await?,
         }
         Ok(count)

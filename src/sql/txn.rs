@@ -137,6 +137,20 @@ pub struct SequenceChanges {
 }
 
 impl Transaction {
+    /// The tables and partitions the transaction has written.
+    pub fn written_partitions(&self) -> std::collections::BTreeSet<(String, String)> {
+        self.writes
+            .iter()
+            .flat_map(|(table, rows)| {
+                rows.keys().filter_map(move |key| {
+                    crate::model::codec::key::decode_entity_key(key)
+                        .ok()
+                        .map(|(pk, _)| (table.clone(), pk))
+                })
+            })
+            .collect()
+    }
+
     pub fn new(snapshot: Arc<dyn EntityRead>) -> Self {
         Transaction {
             snapshot,

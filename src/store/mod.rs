@@ -101,6 +101,12 @@ pub trait TableAdmin: Send + Sync {
     /// Drops the table and all its entities at once.
     async fn drop_table(&self, name: &str) -> Result<()>;
     async fn list_tables(&self) -> Result<Vec<String>>;
+
+    /// Whether other processes may change the tables too (several gateways
+    /// over one remote account): then what was read before may be stale.
+    fn shared(&self) -> bool {
+        false
+    }
 }
 
 #[async_trait]

@@ -131,6 +131,24 @@ impl TestServer {
         configure: impl FnOnce(tablegate::pg::Server) -> tablegate::pg::Server,
     ) -> TestServer {
         let store = std::sync::Arc::new(NativeStore::open(dir.path()).expect("open store"));
+        Self::start_over(store, dir, configure).await
+    }
+
+    /// A server over the Azure backend on `azurite`'s account; it finishes
+    /// outbox records left by stopped gateways, as `tablegate serve` does.
+    pub async fn start_azure(azurite: &azurite::Azurite) -> TestServer {
+        let store = tablegate::store::azure::AzureStore::connect(&azurite.connection_string())
+            .expect("connect");
+        store.spawn_recovery();
+        let dir = tempfile::tempdir().expect("tempdir");
+        Self::start_over(std::sync::Arc::new(store), dir, |server| server).await
+    }
+
+    async fn start_over(
+        store: std::sync::Arc<dyn tablegate::store::TableStore>,
+        dir: tempfile::TempDir,
+        configure: impl FnOnce(tablegate::pg::Server) -> tablegate::pg::Server,
+    ) -> TestServer {
         let engine = tablegate::sql::Engine::open(store).await.expect("engine");
         let server = tablegate::pg::Server::bind("127.0.0.1:0", engine)
             .await

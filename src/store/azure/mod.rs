@@ -529,6 +529,10 @@ impl TableAdmin for AzureStore {
         Ok(())
     }
 
+    fn shared(&self) -> bool {
+        true
+    }
+
     async fn list_tables(&self) -> Result<Vec<String>> {
         let mut names_found = Vec::new();
         let mut next: Option<String> = None;

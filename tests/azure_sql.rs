@@ -1,0 +1,168 @@
+//! SQL over the Azure backend (Azurite): statements over several
+//! partitions through the outbox, indexes, the transaction block rule, and
+//! two gateways over one account.
+
+mod common;
+
+use common::azurite::Azurite;
+use common::{simple_rows, TestServer};
+use tokio_postgres::error::SqlState;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn statements_indexes_and_blocks() {
+    let azurite = Azurite::start();
+    let server = TestServer::start_azure(&azurite).await;
+    let client = server.client().await;
+    client
+        .batch_execute(
+            "CREATE TABLE t (k int PRIMARY KEY, v text);
+             INSERT INTO t SELECT x, 'v' || x FROM generate_series(1, 300) AS s(x);
+             UPDATE t SET v = v || '!' WHERE k % 2 = 0;
+             DELETE FROM t WHERE k > 250",
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        simple_rows(&client, "SELECT count(*), min(v), max(k) FROM t").await,
+        [["250", "v1", "250"]]
+    );
+    assert_eq!(
+        simple_rows(&client, "SELECT v FROM t WHERE k = 42").await,
+        [["v42!"]]
+    );
+
+    // A duplicate key fails the whole statement.
+    let error = client
+        .batch_execute("INSERT INTO t VALUES (1000, 'new'), (7, 'dup')")
+        .await
+        .unwrap_err();
+    assert_eq!(error.code(), Some(&SqlState::UNIQUE_VIOLATION), "{error:?}");
+    assert_eq!(
+        simple_rows(&client, "SELECT count(*) FROM t").await,
+        [["250"]]
+    );
+    assert_eq!(
+        simple_rows(&client, "SELECT v FROM t WHERE k = 7").await,
+        [["v7"]]
+    );
+
+    // An index, kept by later writes and used by lookups.
+    client
+        .batch_execute(
+            "CREATE INDEX t_v ON t (v);
+             INSERT INTO t VALUES (500, 'five hundred');
+             UPDATE t SET v = 'changed' WHERE k = 3",
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        simple_rows(&client, "SELECT k FROM t WHERE v = 'five hundred'").await,
+        [["500"]]
+    );
+    assert_eq!(
+        simple_rows(&client, "SELECT k FROM t WHERE v = 'v3'")
+            .await
+            .len(),
+        0
+    );
+    assert!(simple_rows(&client, "VERIFY INDEX t_v").await.is_empty());
+
+    // A block may write one partition of a table without derived rows.
+    client
+        .batch_execute(
+            "CREATE TABLE events (tenant text, id int, body text, PRIMARY KEY (tenant, id));
+             BEGIN;
+             INSERT INTO events VALUES ('acme', 1, 'a'), ('acme', 2, 'b');
+             UPDATE events SET body = 'B' WHERE tenant = 'acme' AND id = 2;
+             COMMIT",
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        simple_rows(&client, "SELECT body FROM events ORDER BY id").await,
+        [["a"], ["B"]]
+    );
+    // More than that is refused with a clear error, and nothing is written.
+    client.batch_execute("BEGIN").await.unwrap();
+    let error = client
+        .batch_execute("INSERT INTO events VALUES ('acme', 3, 'c'), ('zeta', 1, 'z')")
+        .await
+        .unwrap_err();
+    assert_eq!(
+        error.code(),
+        Some(&SqlState::FEATURE_NOT_SUPPORTED),
+        "{error:?}"
+    );
+    assert!(error
+        .as_db_error()
+        .unwrap()
+        .message()
+        .contains("outside BEGIN ... COMMIT"));
+    client.batch_execute("ROLLBACK").await.unwrap();
+    client.batch_execute("BEGIN").await.unwrap();
+    let error = client
+        .batch_execute("INSERT INTO t VALUES (600, 'indexed')")
+        .await
+        .unwrap_err();
+    assert_eq!(error.code(), Some(&SqlState::FEATURE_NOT_SUPPORTED));
+    client.batch_execute("ROLLBACK").await.unwrap();
+    assert_eq!(
+        simple_rows(&client, "SELECT count(*) FROM events").await,
+        [["2"]]
+    );
+    assert_eq!(
+        simple_rows(&client, "SELECT count(*) FROM t WHERE k = 600").await,
+        [["0"]]
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_gateways_over_one_account() {
+    let azurite = Azurite::start();
+    let first = TestServer::start_azure(&azurite).await;
+    let second = TestServer::start_azure(&azurite).await;
+    let a = first.client().await;
+    let b = second.client().await;
+
+    a.batch_execute(
+        "CREATE TABLE counters (name text PRIMARY KEY, n int);
+         INSERT INTO counters VALUES ('hits', 0)",
+    )
+    .await
+    .unwrap();
+    // Made through one gateway, seen and written through the other.
+    assert_eq!(simple_rows(&b, "SELECT n FROM counters").await, [["0"]]);
+    b.batch_execute("INSERT INTO counters VALUES ('misses', 0)")
+        .await
+        .unwrap();
+    assert_eq!(
+        simple_rows(&a, "SELECT count(*) FROM counters").await,
+        [["2"]]
+    );
+
+    // Racing increments through both: each lands, or fails with 40001.
+    let run = |client: tokio_postgres::Client| async move {
+        let mut done = 0;
+        for _ in 0..20 {
+            match client
+                .execute("UPDATE counters SET n = n + 1 WHERE name = 'hits'", &[])
+                .await
+            {
+                Ok(1) => done += 1,
+                Ok(n) => panic!("updated {n} rows"),
+                Err(e) => assert_eq!(
+                    e.code(),
+                    Some(&SqlState::T_R_SERIALIZATION_FAILURE),
+                    "{e:?}"
+                ),
+            }
+        }
+        done
+    };
+    let (x, y) = tokio::join!(run(first.client().await), run(second.client().await));
+    assert_eq!(
+        simple_rows(&a, "SELECT n FROM counters WHERE name = 'hits'").await,
+        [[(x + y).to_string()]]
+    );
+    eprintln!("{x} + {y} increments through two gateways");
+}

@@ -84,7 +84,6 @@ fn store_state(e: &StoreError) -> &'static str {
         StoreError::Storage(_) => "58030",
         StoreError::Closed => "57P01",
         StoreError::Service(_) => "58000",
-        StoreError::NotAtomic(_) => "0A000",
     }
 }
 

@@ -53,9 +53,6 @@ pub enum StoreError {
     /// it may be retried).
     #[error("the table service failed: {0}")]
     Service(String),
-    /// Writes the backend cannot apply all or none.
-    #[error("cannot apply atomically: {0}")]
-    NotAtomic(String),
 }
 
 impl StoreError {

@@ -1,9 +1,18 @@
 //! Runs `sql/*.slt` against a real server on an ephemeral port through a real
-//! PostgreSQL client (tokio-postgres, simple query protocol). Each file gets
-//! a fresh data dir and server. Errors are reported as `SQLSTATE: message`,
-//! so `statement error 23505` asserts the code.
+//! PostgreSQL client (tokio-postgres, simple query protocol), over each
+//! backend: the native engine (a fresh data dir per file) and the Azure
+//! Table service (a fresh Azurite per file). Errors are reported as
+//! `SQLSTATE: message`, so `statement error 23505` asserts the code.
 //!
-//! `cargo test --test sqllogictests [NAME]` runs the files whose name contains NAME.
+//! Records where the Azure service's semantics differ are marked
+//! `skipif azure` / `onlyif azure` (the engine names are `native` and
+//! `azure`), next to a comment saying why; `azure_*.slt` files run on the
+//! Azure backend only.
+//!
+//! `cargo test --test sqllogictests [NAME]` runs the files whose name
+//! contains NAME; `SLT_BACKENDS=native` (or `azure`) runs one backend.
+
+mod common;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -12,7 +21,9 @@ use async_trait::async_trait;
 use sqllogictest::{AsyncDB, DBOutput, DefaultColumnType, Runner};
 use tablegate::pg::Server;
 use tablegate::sql::Engine;
+use tablegate::store::azure::AzureStore;
 use tablegate::store::native::NativeStore;
+use tablegate::store::TableStore;
 use tokio_postgres::{NoTls, SimpleQueryMessage};
 
 #[derive(Debug)]
@@ -28,16 +39,17 @@ impl std::error::Error for PgError {}
 
 struct Postgres {
     client: tokio_postgres::Client,
+    backend: &'static str,
 }
 
 impl Postgres {
-    async fn connect(port: u16) -> Result<Self, PgError> {
+    async fn connect(port: u16, backend: &'static str) -> Result<Self, PgError> {
         let (client, connection) =
             tokio_postgres::connect(&format!("host=127.0.0.1 port={port} user=test"), NoTls)
                 .await
                 .map_err(|e| PgError(e.to_string()))?;
         tokio::spawn(connection);
-        Ok(Postgres { client })
+        Ok(Postgres { client, backend })
     }
 }
 
@@ -96,13 +108,23 @@ impl AsyncDB for Postgres {
     async fn shutdown(&mut self) {}
 
     fn engine_name(&self) -> &str {
-        "tablegate"
+        self.backend
     }
 }
 
-async fn run_file(path: PathBuf) -> Result<(), String> {
+async fn run_file(path: PathBuf, backend: &'static str) -> Result<(), String> {
     let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
-    let store = Arc::new(NativeStore::open(dir.path()).map_err(|e| e.to_string())?);
+    let mut azurite = None;
+    let store: Arc<dyn TableStore> = match backend {
+        "azure" => {
+            let emulator = azurite.insert(common::azurite::Azurite::start());
+            let store =
+                AzureStore::connect(&emulator.connection_string()).map_err(|e| e.to_string())?;
+            store.spawn_recovery();
+            Arc::new(store)
+        }
+        _ => Arc::new(NativeStore::open(dir.path()).map_err(|e| e.to_string())?),
+    };
     let engine = Engine::open(store).await.map_err(|e| e.to_string())?;
     let server = Server::bind("127.0.0.1:0", engine)
         .await
@@ -112,7 +134,7 @@ async fn run_file(path: PathBuf) -> Result<(), String> {
     let serving = tokio::spawn(server.run(async {
         let _ = stopped.await;
     }));
-    let mut runner = Runner::new(move || Postgres::connect(port));
+    let mut runner = Runner::new(move || Postgres::connect(port, backend));
     runner.with_column_validator(|_, _| true);
     let result = runner
         .run_file_async(&path)
@@ -120,6 +142,7 @@ async fn run_file(path: PathBuf) -> Result<(), String> {
         .map_err(|e| e.display(true).to_string());
     let _ = stop.send(());
     let _ = serving.await;
+    drop(azurite);
     result
 }
 
@@ -141,20 +164,30 @@ fn main() {
         .enable_all()
         .build()
         .expect("runtime");
+    let backends = std::env::var("SLT_BACKENDS").unwrap_or_else(|_| "native,azure".into());
     let (mut passed, mut failed) = (0, 0);
-    for file in files {
-        let name = file
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_default();
-        match runtime.block_on(run_file(file)) {
-            Ok(()) => {
-                println!("sqllogictest {name} ... ok");
-                passed += 1;
+    for backend in ["native", "azure"] {
+        if !backends.split(',').any(|b| b.trim() == backend) {
+            continue;
+        }
+        for file in &files {
+            let name = file
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            // `azure_*.slt`: what only the Azure backend does.
+            if name.starts_with("azure_") && backend != "azure" {
+                continue;
             }
-            Err(e) => {
-                println!("sqllogictest {name} ... FAILED\n{e}");
-                failed += 1;
+            match runtime.block_on(run_file(file.clone(), backend)) {
+                Ok(()) => {
+                    println!("sqllogictest {name} ({backend}) ... ok");
+                    passed += 1;
+                }
+                Err(e) => {
+                    println!("sqllogictest {name} ({backend}) ... FAILED\n{e}");
+                    failed += 1;
+                }
             }
         }
     }

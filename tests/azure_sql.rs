@@ -166,3 +166,92 @@ async fn two_gateways_over_one_account() {
     );
     eprintln!("{x} + {y} increments through two gateways");
 }
+
+/// A table another Azure client made and filled is declared under its own
+/// name and queried; the properties no column names are in "Properties".
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_table_other_clients_wrote_is_declared_and_read() {
+    use tablegate::model::{Entity, EntityKey, Value};
+    use tablegate::store::azure::AzureStore;
+    use tablegate::store::{EntityRead, EntityWrite, TableAdmin, WriteOp};
+
+    let azurite = Azurite::start();
+    let other_client = AzureStore::connect(&azurite.connection_string()).unwrap();
+    other_client.create_table("Customers").await.unwrap();
+    for entity in [
+        Entity::new("west", "001")
+            .with("Name", Value::String("Ann".into()))
+            .with("Age", Value::Int32(30))
+            .with("Tier", Value::String("gold".into())),
+        Entity::new("east", "002")
+            .with("Name", Value::String("Bob".into()))
+            .with("Score", Value::Double(1.5)),
+    ] {
+        other_client
+            .write("Customers", WriteOp::Insert(entity))
+            .await
+            .unwrap();
+    }
+
+    let server = TestServer::start_azure(&azurite).await;
+    let client = server.client().await;
+    client
+        .batch_execute(
+            "CREATE TABLE \"Customers\" (\"PartitionKey\" text, \"RowKey\" text, \"Name\" text, \
+             \"Age\" int, \"Properties\" json)",
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        simple_rows(
+            &client,
+            "SELECT \"RowKey\", \"Name\", \"Age\", \"Properties\" FROM \"Customers\" ORDER BY \"RowKey\""
+        )
+        .await,
+        [
+            ["001", "Ann", "30", "{\"Tier\":\"gold\"}"],
+            ["002", "Bob", "NULL", "{\"Score\":1.5}"]
+        ]
+    );
+    // Point reads on the declared keys, and writes the other client sees.
+    assert_eq!(
+        simple_rows(
+            &client,
+            "SELECT \"Name\" FROM \"Customers\" WHERE \"PartitionKey\" = 'east' AND \"RowKey\" = '002'"
+        )
+        .await,
+        [["Bob"]]
+    );
+    client
+        .batch_execute(
+            "INSERT INTO \"Customers\" (\"PartitionKey\", \"RowKey\", \"Name\", \"Age\") \
+             VALUES ('west', '003', 'Cy', 41)",
+        )
+        .await
+        .unwrap();
+    let seen = other_client
+        .get("Customers", &EntityKey::new("west", "003"), None)
+        .await
+        .unwrap()
+        .expect("written through SQL");
+    assert_eq!(seen.properties["Age"], Value::Int32(41));
+    // "Properties" is read-only.
+    let error = client
+        .batch_execute(
+            "INSERT INTO \"Customers\" (\"PartitionKey\", \"RowKey\", \"Properties\") \
+             VALUES ('x', 'y', '{}')",
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(error.code(), Some(&SqlState::GENERATED_ALWAYS), "{error:?}");
+    // A name that differs only in case would be the same service table.
+    let error = client
+        .batch_execute("CREATE TABLE customers (id int PRIMARY KEY)")
+        .await
+        .unwrap_err();
+    let message = error
+        .as_db_error()
+        .map(|e| e.message().to_owned())
+        .unwrap_or_default();
+    assert!(message.contains("without case"), "{message}");
+}

@@ -320,6 +320,20 @@ impl Catalog {
                     _ => CatalogError::ChangedConcurrently(change.name.clone()),
                 });
             }
+            // The Azure service compares table names without case.
+            if change.before.is_none() && self.store.shared() {
+                if let Some(other) = self
+                    .list()
+                    .iter()
+                    .find(|d| d.name != change.name && d.name.eq_ignore_ascii_case(&change.name))
+                {
+                    return Err(CatalogError::InvalidDefinition(format!(
+                        "relation {:?} would share its store table with {:?}: the table service \
+                         compares table names without case",
+                        change.name, other.name
+                    )));
+                }
+            }
             let key = EntityKey::new(TABLES_PARTITION, change.name.as_str());
             let op = match (&change.before, &change.after) {
                 (_, Some(after)) => {
@@ -371,15 +385,20 @@ impl Catalog {
             }));
         }
         // Store tables for created tables and for created indexes.
-        let mut created: Vec<String> = definitions
+        let mut new_tables: Vec<String> = definitions
             .iter()
             .filter(|c| c.before.is_none() && c.after.is_some())
             .map(|c| c.name.clone())
             .collect();
         let (added, removed) = index_changes(&definitions);
-        created.extend(added.iter().map(|i| i.store_table()));
-        for name in &created {
-            self.create_store_table(name).await?;
+        new_tables.extend(added.iter().map(|i| i.store_table()));
+        // Only tables made here are dropped again on failure, not ones
+        // declared over data that was there.
+        let mut created = Vec::new();
+        for name in new_tables {
+            if self.create_store_table(&name).await? {
+                created.push(name);
+            }
         }
         let indexed = match self.derived_writes(&definitions, &writes).await {
             Ok(indexed) => indexed,
@@ -538,14 +557,19 @@ impl Catalog {
         Ok(keys.into_iter().map(|e| e.key).collect())
     }
 
-    async fn create_store_table(&self, name: &str) -> Result<(), CatalogError> {
+    /// Makes a table's store table; false when one was there already and
+    /// is kept: on a shared store (the Azure service) that is a table other
+    /// clients wrote, which the new definition is declared over.
+    async fn create_store_table(&self, name: &str) -> Result<bool, CatalogError> {
         match self.store.create_table(name).await {
-            Ok(()) => Ok(()),
+            Ok(()) => Ok(true),
+            Err(StoreError::TableAlreadyExists(_)) if self.store.shared() => Ok(false),
             // A store table without a definition: left by a crash between the
             // steps of an earlier create or drop. It holds no SQL table.
             Err(StoreError::TableAlreadyExists(_)) => {
                 self.store.drop_table(name).await?;
-                Ok(self.store.create_table(name).await?)
+                self.store.create_table(name).await?;
+                Ok(true)
             }
             Err(e) => Err(e.into()),
         }

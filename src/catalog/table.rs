@@ -19,6 +19,9 @@ pub enum SystemField {
     /// The entity's version tag (read-only); `WHERE "ETag" = ...` in UPDATE and
     /// DELETE makes them conditional writes.
     ETag,
+    /// The entity's properties that no column names, as a JSON object
+    /// (read-only): what other clients of a table wrote beyond its columns.
+    Properties,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -26,7 +29,7 @@ pub struct Column {
     pub name: String,
     pub ty: SqlType,
     pub nullable: bool,
-    /// Set for the read-only `"Timestamp"` and `"ETag"` columns.
+    /// Set for the read-only `"Timestamp"`, `"ETag"` and `"Properties"` columns.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub system: Option<SystemField>,
     /// The DEFAULT expression, as SQL text.
@@ -287,6 +290,7 @@ impl TableDef {
             return Ok(match field {
                 SystemField::Timestamp => entity.timestamp.map(Value::DateTime),
                 SystemField::ETag => entity.etag.as_ref().map(|e| Value::String(e.0.clone())),
+                SystemField::Properties => Some(self.undeclared_properties(entity)),
             });
         }
         if let Some(v) = key_parts.value(i) {
@@ -302,6 +306,35 @@ impl TableDef {
                 expected: column.ty.pg_name(),
             }),
         }
+    }
+
+    /// The properties of an entity that no column names, as a JSON object.
+    fn undeclared_properties(&self, entity: &Entity) -> Value {
+        let object: serde_json::Map<String, serde_json::Value> = entity
+            .properties
+            .iter()
+            .filter(|(name, _)| !self.columns.iter().any(|c| &c.name == *name))
+            .map(|(name, value)| (name.clone(), value.to_json()))
+            .collect();
+        Value::Json(serde_json::Value::Object(object).to_string())
+    }
+
+    /// The properties the store must decode for these columns: those of
+    /// non-key, non-system columns; all of them (`None`) for `"Properties"`.
+    pub fn store_projection(
+        &self,
+        columns: impl IntoIterator<Item = usize>,
+    ) -> Option<Vec<String>> {
+        let mut names = Vec::new();
+        for i in columns {
+            match self.columns[i].system {
+                Some(SystemField::Properties) => return None,
+                Some(_) => {}
+                None if self.is_key_column(i) => {}
+                None => names.push(self.columns[i].name.clone()),
+            }
+        }
+        Some(names)
     }
 
     /// Every column of an entity, in column order.

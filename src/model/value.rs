@@ -184,6 +184,20 @@ impl Value {
         }
     }
 
+    /// The value as JSON: numbers and booleans as such, JSON as itself,
+    /// the rest as the text PostgreSQL shows.
+    pub fn to_json(&self) -> serde_json::Value {
+        match self {
+            Value::Int32(v) => (*v).into(),
+            Value::Int64(v) => (*v).into(),
+            Value::Double(v) => serde_json::Number::from_f64(*v)
+                .map_or_else(|| v.to_string().into(), serde_json::Value::Number),
+            Value::Boolean(v) => (*v).into(),
+            Value::Json(text) => serde_json::from_str(text).unwrap_or_else(|_| text.clone().into()),
+            other => other.to_string().into(),
+        }
+    }
+
     /// The value's size in the Azure service's entity-size formula
     /// (strings count two bytes a character plus four).
     pub fn billed_size(&self) -> usize {

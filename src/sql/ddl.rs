@@ -101,6 +101,9 @@ fn column_of(def: &ColumnDef) -> Result<(Column, bool, Option<ForeignKeyConstrai
             Some(SystemField::Timestamp)
         }
         "ETag" if matches!(ty, SqlType::Text | SqlType::Varchar(_)) => Some(SystemField::ETag),
+        "Properties" if matches!(ty, SqlType::Json | SqlType::Jsonb) => {
+            Some(SystemField::Properties)
+        }
         "Timestamp" | "ETag" => {
             return Err(SqlError::InvalidDefinition(format!(
                 "column {name:?} shows the entity's {name} and must be of type {}",

@@ -41,7 +41,7 @@ pub struct PointPlan {
     /// The table column of each output column.
     outputs: Vec<usize>,
     /// Properties to decode.
-    projection: Vec<String>,
+    projection: Option<Vec<String>>,
     schema: SchemaRef,
 }
 
@@ -138,11 +138,7 @@ impl PointPlan {
         if outputs.iter().any(|&i| i >= def.columns.len()) {
             return None;
         }
-        let projection = outputs
-            .iter()
-            .filter(|&&i| !def.is_key_column(i) && def.columns[i].system.is_none())
-            .map(|&i| def.columns[i].name.clone())
-            .collect();
+        let projection = def.store_projection(outputs.iter().copied());
         let schema = Arc::new(plan.schema().as_arrow().clone());
         Some(PointPlan {
             table: def,
@@ -193,7 +189,9 @@ impl PointPlan {
             return Ok(Some(self.rows(&[])?));
         };
         let started = (SystemTime::now(), Instant::now());
-        let entity = view.get(&def.name, &key, Some(&self.projection)).await?;
+        let entity = view
+            .get(&def.name, &key, self.projection.as_deref())
+            .await?;
         let found = u64::from(entity.is_some());
         monitor
             .traffic

@@ -619,15 +619,11 @@ fn external(e: impl std::error::Error + Send + Sync + 'static) -> DataFusionErro
 }
 
 impl ScanState {
-    /// Properties the store must decode: non-key, non-system decoded columns.
-    fn projection(&self) -> Vec<String> {
-        let t = &self.spec.table;
+    /// Properties the store must decode for the decoded columns.
+    fn projection(&self) -> Option<Vec<String>> {
         self.spec
-            .decoded
-            .iter()
-            .filter(|&&i| !t.is_key_column(i) && t.columns[i].system.is_none())
-            .map(|&i| t.columns[i].name.clone())
-            .collect()
+            .table
+            .store_projection(self.spec.decoded.iter().copied())
     }
 
     /// The next chunk of entities, or `None` when the access path is done.
@@ -654,7 +650,7 @@ impl ScanState {
                 for key in &keys[*next..end] {
                     if let Some(e) = self
                         .reader
-                        .get(&table, key, Some(&projection))
+                        .get(&table, key, projection.as_deref())
                         .await
                         .map_err(external)?
                     {
@@ -701,7 +697,7 @@ impl ScanState {
                     }
                     if let Some(e) = self
                         .reader
-                        .get(&table, &key, Some(&projection))
+                        .get(&table, &key, projection.as_deref())
                         .await
                         .map_err(external)?
                     {
@@ -719,7 +715,8 @@ impl ScanState {
                 let Some(query) = queries.get(*next) else {
                     return Ok(None);
                 };
-                let mut query = query.clone().page_size(page_size).project(projection);
+                let mut query = query.clone().page_size(page_size);
+                query.projection = projection;
                 query.reverse = self.spec.reverse;
                 let page = self
                     .reader

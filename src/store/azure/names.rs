@@ -6,9 +6,12 @@
 //! names of index tables), so names the service would refuse, or could
 //! confuse, are carried in a reversible form:
 //!
-//! - a table name of lowercase letters and digits is kept; any other name
-//!   becomes `tgx` + the lowercase hex of its UTF-8 bytes (up to 30 bytes),
-//!   or, longer, `tgh` + 60 hex digits of its SHA-256 (not reversible);
+//! - a table name the service takes is kept (so that a table other clients
+//!   made can be declared under its own name); any other name becomes
+//!   `tgx` + the lowercase hex of its UTF-8 bytes (up to 30 bytes), or,
+//!   longer, `tgh` + 60 hex digits of its SHA-256 (not reversible). The
+//!   service compares names without case, so `Orders` and `orders` are one
+//!   table there;
 //! - a property name that is an identifier is kept; any other name becomes
 //!   `tgx_` + the hex of its bytes.
 //!
@@ -46,11 +49,9 @@ fn reserved(name: &str) -> bool {
 /// The service's name of a store table.
 pub fn table(name: &str) -> String {
     let kept = (3..=MAX_TABLE).contains(&name.len())
-        && name.starts_with(|c: char| c.is_ascii_lowercase())
-        && name
-            .chars()
-            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit())
-        && name != "tables"
+        && name.starts_with(|c: char| c.is_ascii_alphabetic())
+        && name.chars().all(|c| c.is_ascii_alphanumeric())
+        && !name.eq_ignore_ascii_case("tables")
         && !reserved(name);
     if kept {
         return name.to_owned();
@@ -121,6 +122,7 @@ mod tests {
             assert_eq!(table_of(&service).as_deref(), Some(name));
         }
         assert_eq!(table("orders"), "orders");
+        assert_eq!(table("Customers"), "Customers");
         let long = "x_".repeat(20);
         assert!(table(&long).starts_with("tgh"));
         assert_eq!(table(&long).len(), 63);

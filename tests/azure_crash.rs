@@ -1,0 +1,195 @@
+//! Crash consistency over the Azure backend: `tablegate serve --backend
+//! azure` runs statements whose writes span partitions and tables (so they
+//! go through the outbox: rows over several partitions, their index
+//! entries and view rows) and is killed with SIGKILL at a random moment,
+//! then started again over the same Azurite account. After each restart
+//! the outbox records the killed gateway left are finished, and then:
+//! - the index and the view verify clean against the table;
+//! - every statement a client saw acknowledged is there;
+//! - every statement found is there whole (each row carries its
+//!   statement's size), acknowledged or not.
+//!
+//! Rounds: `AZURE_CRASH_ROUNDS` (default 6).
+
+mod common;
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use common::azurite::Azurite;
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+
+struct Gateway {
+    child: Child,
+    port: u16,
+}
+
+/// Starts a gateway over the emulator's account and waits until it
+/// listens; counts the outbox records it finishes (from its log).
+fn start(azurite: &Azurite, finished: Arc<AtomicUsize>) -> Gateway {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_tablegate"))
+        .args(["serve", "--backend", "azure", "--port", "0"])
+        .env("AZURE_STORAGE_CONNECTION_STRING", azurite.connection_string())
+        .env("RUST_LOG", "info")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start tablegate");
+    let mut lines = BufReader::new(child.stderr.take().expect("stderr")).lines();
+    let port = loop {
+        let line = lines
+            .next()
+            .expect("tablegate exited before it listened")
+            .expect("read");
+        if let Some(rest) = line.split("listening on ").nth(1) {
+            let address = rest.split_whitespace().next().unwrap_or_default();
+            break address.rsplit(':').next().unwrap_or_default().parse().expect("port");
+        }
+    };
+    std::thread::spawn(move || {
+        for line in lines.map_while(Result::ok) {
+            if line.contains("finished outbox record") {
+                finished.fetch_add(1, Ordering::SeqCst);
+            }
+        }
+    });
+    Gateway { child, port }
+}
+
+async fn connect(port: u16) -> tokio_postgres::Client {
+    let (client, connection) = tokio_postgres::connect(
+        &format!("host=127.0.0.1 port={port} user=test"),
+        tokio_postgres::NoTls,
+    )
+    .await
+    .expect("connect");
+    tokio::spawn(connection);
+    client
+}
+
+/// Statement `id`: `size` rows over as many partitions, in 3 groups of
+/// the view; each row carries the statement's size.
+fn insert(id: i32, size: i32) -> String {
+    let rows: Vec<String> = (0..size)
+        .map(|i| format!("({}, {id}, {size}, {})", id * 1000 + i, i % 3))
+        .collect();
+    format!("INSERT INTO items VALUES {}", rows.join(", "))
+}
+
+/// Statements found, with the number of their rows, and what each says
+/// its size is.
+async fn statements(client: &tokio_postgres::Client) -> Vec<(i32, i64, i32)> {
+    client
+        .query(
+            "SELECT stmt, count(*), min(size) FROM items GROUP BY stmt ORDER BY stmt",
+            &[],
+        )
+        .await
+        .expect("read items")
+        .iter()
+        .map(|r| (r.get(0), r.get(1), r.get(2)))
+        .collect()
+}
+
+async fn verified(client: &tokio_postgres::Client) -> bool {
+    for check in ["VERIFY INDEX items_size", "VERIFY MATERIALIZED VIEW by_group"] {
+        match client.simple_query(check).await {
+            Ok(messages) => {
+                if messages
+                    .iter()
+                    .any(|m| matches!(m, tokio_postgres::SimpleQueryMessage::Row(_)))
+                {
+                    return false;
+                }
+            }
+            Err(_) => return false,
+        }
+    }
+    true
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn killed_gateways_leave_whole_statements_and_clean_indexes() {
+    let rounds: usize = common::env_number("AZURE_CRASH_ROUNDS", 6);
+    let mut rng = StdRng::seed_from_u64(common::env_number("AZURE_CRASH_SEED", 5));
+    let azurite = Azurite::start();
+    let finished = Arc::new(AtomicUsize::new(0));
+    let mut gateway = start(&azurite, finished.clone());
+    connect(gateway.port)
+        .await
+        .batch_execute(
+            "CREATE TABLE items (k int PRIMARY KEY, stmt int NOT NULL, size int NOT NULL, grp int NOT NULL);
+             CREATE INDEX items_size ON items (size);
+             CREATE MATERIALIZED VIEW by_group AS
+               SELECT grp, count(*) AS n, sum(size) AS total FROM items GROUP BY grp",
+        )
+        .await
+        .unwrap();
+
+    let mut next_id = 1;
+    let mut acknowledged = Vec::new();
+    for round in 0..rounds {
+        let client = connect(gateway.port).await;
+        let kill_after = Duration::from_millis(rng.random_range(300..1500));
+        let started = Instant::now();
+        // Writes until the gateway dies under them.
+        loop {
+            let (id, size) = (next_id, rng.random_range(2..120));
+            next_id += 1;
+            let statement = insert(id, size);
+            let write = client.batch_execute(&statement);
+            let outcome = if started.elapsed() >= kill_after {
+                // Kill while this statement is on its way.
+                let killer = async {
+                    tokio::time::sleep(Duration::from_millis(rng.random_range(0..150))).await;
+                    let _ = gateway.child.kill();
+                };
+                let (outcome, ()) = tokio::join!(write, killer);
+                let _ = gateway.child.wait();
+                if outcome.is_ok() {
+                    acknowledged.push(id);
+                }
+                break;
+            } else {
+                write.await
+            };
+            match outcome {
+                Ok(()) => acknowledged.push(id),
+                Err(e) => panic!("round {round}: {e:?}"),
+            }
+        }
+
+        // A new gateway finishes what the killed one left.
+        gateway = start(&azurite, finished.clone());
+        let client = connect(gateway.port).await;
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let found = statements(&client).await;
+            let whole = found.iter().all(|&(_, rows, size)| rows == i64::from(size));
+            if whole && verified(&client).await {
+                let ids: std::collections::HashSet<i32> = found.iter().map(|f| f.0).collect();
+                for id in &acknowledged {
+                    assert!(ids.contains(id), "acknowledged statement {id} is missing");
+                }
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "round {round}: not whole or not verified after 60 s: {found:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+    let _ = gateway.child.kill();
+    let _ = gateway.child.wait();
+    eprintln!(
+        "{rounds} kills: {} statements acknowledged, all there whole; \
+         {} outbox records finished by the next gateway",
+        acknowledged.len(),
+        finished.load(Ordering::SeqCst)
+    );
+}

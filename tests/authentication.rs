@@ -9,21 +9,7 @@ use tablegate::sql::Engine;
 use tablegate::store::native::NativeStore;
 
 async fn start(tls: Option<TlsAcceptor>) -> (u16, tempfile::TempDir) {
-    let dir = tempfile::tempdir().unwrap();
-    let store = Arc::new(NativeStore::open(dir.path()).unwrap());
-    let engine = Engine::open(store).await.unwrap();
-    let users = Users::parse("alice:s3cret\nbob:hunter2\n").unwrap();
-    let server = Server::bind_with(
-        "127.0.0.1:0",
-        engine,
-        Authentication::Scram(Arc::new(users)),
-        tls,
-    )
-    .await
-    .unwrap();
-    let port = server.local_addr().unwrap().port();
-    tokio::spawn(server.run(std::future::pending()));
-    (port, dir)
+    common::start_scram("alice:s3cret\nbob:hunter2\n", tls).await
 }
 
 async fn connect(

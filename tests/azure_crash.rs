@@ -60,16 +60,6 @@ fn start(azurite: &Azurite, finished: Arc<AtomicUsize>) -> Gateway {
     Gateway { child, port }
 }
 
-async fn connect(port: u16) -> tokio_postgres::Client {
-    let (client, connection) = tokio_postgres::connect(
-        &format!("host=127.0.0.1 port={port} user=test"),
-        tokio_postgres::NoTls,
-    )
-    .await
-    .expect("connect");
-    tokio::spawn(connection);
-    client
-}
 
 /// Statement `id`: `size` rows over as many partitions, in 3 groups of
 /// the view; each row carries the statement's size.
@@ -119,7 +109,7 @@ async fn killed_gateways_leave_whole_statements_and_clean_indexes() {
     let azurite = Azurite::start();
     let finished = Arc::new(AtomicUsize::new(0));
     let mut gateway = start(&azurite, finished.clone());
-    connect(gateway.port)
+    common::connect(gateway.port)
         .await
         .batch_execute(
             "CREATE TABLE items (k int PRIMARY KEY, stmt int NOT NULL, size int NOT NULL, grp int NOT NULL);
@@ -133,7 +123,7 @@ async fn killed_gateways_leave_whole_statements_and_clean_indexes() {
     let mut next_id = 1;
     let mut acknowledged = Vec::new();
     for round in 0..rounds {
-        let client = connect(gateway.port).await;
+        let client = common::connect(gateway.port).await;
         let kill_after = Duration::from_millis(rng.random_range(300..1500));
         let started = Instant::now();
         // Writes until the gateway dies under them.
@@ -165,7 +155,7 @@ async fn killed_gateways_leave_whole_statements_and_clean_indexes() {
 
         // A new gateway finishes what the killed one left.
         gateway = start(&azurite, finished.clone());
-        let client = connect(gateway.port).await;
+        let client = common::connect(gateway.port).await;
         let deadline = Instant::now() + Duration::from_secs(60);
         loop {
             let found = statements(&client).await;

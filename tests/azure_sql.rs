@@ -66,6 +66,11 @@ async fn statements_indexes_and_blocks() {
         0
     );
     assert!(simple_rows(&client, "VERIFY INDEX t_v").await.is_empty());
+    // Nothing waits in the outbox once the statements are acknowledged.
+    assert_eq!(
+        simple_rows(&client, "SELECT lag_seconds FROM tablegate.indexes").await,
+        [["0"]]
+    );
 
     // A block may write one partition of a table without derived rows.
     client

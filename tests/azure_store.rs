@@ -335,7 +335,7 @@ async fn writes_over_several_partitions_go_whole_or_not_at_all() {
         query_all(&store, "b", &Query::table()).await.unwrap().len(),
         84
     );
-    assert_eq!(store.outbox_lag().await.unwrap(), None);
+    assert_eq!(store.pending_for().await.unwrap(), None);
 
     // An insert that meets an existing row fails the whole write: the rows
     // other partitions got are gone again, the existing row is untouched,
@@ -370,6 +370,6 @@ async fn writes_over_several_partitions_go_whole_or_not_at_all() {
     assert_eq!(get("b", "other", "1").await, None);
     assert_eq!(get("b", "taken", "1").await, Some(Value::Int32(7)));
     assert_eq!(get("a", "x", "0000").await, Some(Value::Int32(0)));
-    assert_eq!(store.outbox_lag().await.unwrap(), None);
+    assert_eq!(store.pending_for().await.unwrap(), None);
     assert_eq!(store.recover(std::time::Duration::ZERO).await.unwrap(), 0);
 }

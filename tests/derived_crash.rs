@@ -54,16 +54,6 @@ fn start(dir: &std::path::Path) -> Server {
     Server { child, port }
 }
 
-async fn connect(port: u16) -> tokio_postgres::Client {
-    let (client, connection) = tokio_postgres::connect(
-        &format!("host=127.0.0.1 port={port} user=test"),
-        tokio_postgres::NoTls,
-    )
-    .await
-    .expect("connect");
-    tokio::spawn(connection);
-    client
-}
 
 /// The rows of transaction `id` in `ledger`, as COPY text: each carries
 /// the transaction's size.
@@ -103,7 +93,7 @@ async fn copy_ledger(client: &tokio_postgres::Client, id: i32, size: i32) -> Res
 /// Runs the mixed workload until the connection breaks; returns the ids of
 /// its acknowledged blocks (in `acks` and `ledger`) and COPYs (in `ledger`).
 async fn write_until_killed(port: u16, seed: u64, writer: i32, round: i32) -> Acknowledged {
-    let client = connect(port).await;
+    let client = common::connect(port).await;
     let mut rng = StdRng::seed_from_u64(seed);
     let mut acknowledged = Acknowledged::default();
     for n in 0.. {
@@ -157,7 +147,7 @@ async fn indexes_and_views_survive_sigkill() {
     let mut rng = StdRng::seed_from_u64(7);
     let mut acknowledged = Acknowledged::default();
     let mut server = start(dir.path());
-    connect(server.port)
+    common::connect(server.port)
         .await
         .batch_execute(&format!(
             "{SCHEMA}; CREATE TABLE acks (id int PRIMARY KEY);
@@ -179,7 +169,7 @@ async fn indexes_and_views_survive_sigkill() {
         }
 
         server = start(dir.path());
-        let client = connect(server.port).await;
+        let client = common::connect(server.port).await;
         let found = differences(&client).await;
         assert!(found.is_empty(), "round {round}: {found:?}");
         let there: std::collections::HashSet<i32> = client

@@ -207,26 +207,10 @@ fn scram_text(rng: &mut StdRng) -> Vec<u8> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hostile_scram_messages_end_their_login_only() {
-    use std::sync::Arc;
-    use tablegate::pg::{Authentication, Server, Users};
-
     let panics = common::PanicCounter::install();
     let cases: usize = common::env_number("HOSTILE_WIRE_CASES", 300);
     let mut rng = StdRng::seed_from_u64(common::env_number("HOSTILE_WIRE_SEED", 7));
-    let dir = tempfile::tempdir().unwrap();
-    let store = Arc::new(tablegate::store::native::NativeStore::open(dir.path()).unwrap());
-    let engine = tablegate::sql::Engine::open(store).await.unwrap();
-    let users = Users::parse("test:s3cret\n").unwrap();
-    let server = Server::bind_with(
-        "127.0.0.1:0",
-        engine,
-        Authentication::Scram(Arc::new(users)),
-        None,
-    )
-    .await
-    .unwrap();
-    let port = server.local_addr().unwrap().port();
-    tokio::spawn(server.run(std::future::pending()));
+    let (port, _dir) = common::start_scram("test:s3cret\n", None).await;
 
     for _ in 0..cases {
         let mut socket = TcpStream::connect(("127.0.0.1", port)).await.unwrap();

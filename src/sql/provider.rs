@@ -452,6 +452,8 @@ impl TableProvider for StoreTable {
             AccessPath::Table
         };
         let key_order = match &def.keys {
+            // A store whose pages are not in key order (Cosmos DB).
+            _ if !self.stats.key_ordered() => Vec::new(),
             // An index gives rows in the order of its values.
             _ if matches!(access, AccessPath::Index { .. }) => Vec::new(),
             Keys::Columns { partition, row } => {

@@ -154,6 +154,12 @@ pub trait AtomicWrite: Send + Sync {
     fn atomic_across_partitions(&self) -> bool {
         true
     }
+
+    /// How long the oldest write that is not yet whole has waited (for a
+    /// store that makes writes whole later); `None` when none waits.
+    async fn pending_for(&self) -> Result<Option<std::time::Duration>> {
+        Ok(None)
+    }
 }
 
 /// Consistent reads: a view of every table as of one moment.
@@ -181,6 +187,12 @@ pub trait Statistics: Send + Sync {
         page_size: usize,
         continuation: Option<&Continuation>,
     ) -> Result<PartitionStatsPage>;
+
+    /// Whether query pages come in key order (the Cosmos DB Table API's do
+    /// not): only then may a scan's output be declared sorted by key.
+    fn key_ordered(&self) -> bool {
+        true
+    }
 
     /// PartitionKeys that cut the table into at most `parts` pieces of about
     /// the same number of entities, for scanning the pieces in parallel:

@@ -32,6 +32,42 @@ pub fn int(e: &Entity, name: &str) -> i64 {
     }
 }
 
+/// A client of the server on `port`, as user `test` (trust authentication).
+pub async fn connect(port: u16) -> tokio_postgres::Client {
+    let (client, connection) = tokio_postgres::connect(
+        &format!("host=127.0.0.1 port={port} user=test"),
+        tokio_postgres::NoTls,
+    )
+    .await
+    .expect("connect");
+    tokio::spawn(connection);
+    client
+}
+
+/// A server whose users (`name:password` lines) log in with SCRAM-SHA-256,
+/// over a fresh data dir; its port, and the dir to keep.
+pub async fn start_scram(
+    users: &str,
+    tls: Option<tablegate::pg::TlsAcceptor>,
+) -> (u16, tempfile::TempDir) {
+    use tablegate::pg::{Authentication, Server, Users};
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = std::sync::Arc::new(NativeStore::open(dir.path()).expect("open store"));
+    let engine = tablegate::sql::Engine::open(store).await.expect("engine");
+    let users = Users::parse(users).expect("users");
+    let server = Server::bind_with(
+        "127.0.0.1:0",
+        engine,
+        Authentication::Scram(std::sync::Arc::new(users)),
+        tls,
+    )
+    .await
+    .expect("bind");
+    let port = server.local_addr().expect("addr").port();
+    tokio::spawn(server.run(std::future::pending()));
+    (port, dir)
+}
+
 /// A number from the environment (a test's size or seed), or the default.
 pub fn env_number<T: std::str::FromStr>(name: &str, default: T) -> T {
     std::env::var(name)

@@ -173,6 +173,17 @@ impl DiagnosticsSchema {
 
     /// A store table's counters; zeros for one not made yet (a table
     /// created in the open transaction).
+    /// What index entries and maintained view rows lag behind their tables:
+    /// nothing when the store writes them in the rows' own atomic write; the
+    /// age of the oldest write not yet whole for one that makes writes whole
+    /// later (the Azure service's outbox).
+    async fn derived_lag(&self) -> Cell {
+        match self.store.pending_for().await {
+            Ok(pending) => Cell::Double(pending.map_or(0.0, |d| d.as_secs_f64())),
+            Err(_) => Cell::Null,
+        }
+    }
+
     async fn stats(&self, store_table: &str) -> TableStats {
         self.store
             .table_stats(store_table)
@@ -279,6 +290,7 @@ impl DiagnosticsSchema {
 
     async fn indexes(&self, defs: &[Arc<TableDef>]) -> Vec<Vec<Cell>> {
         let builds = self.catalog.builds();
+        let lag = self.derived_lag().await;
         let mut rows = Vec::new();
         for def in defs {
             for index in &def.indexes {
@@ -299,8 +311,7 @@ impl DiagnosticsSchema {
                     count(stats.bytes),
                     build.map_or(Cell::Null, |b| count(b.done)),
                     build.map_or(Cell::Null, |b| count(b.total)),
-                    // Entries are written in the row's own atomic write.
-                    Cell::Double(0.0),
+                    lag.clone(),
                     time(verified.map(|v| v.at)),
                     verified.map_or(Cell::Null, |v| count(v.differences)),
                 ]);
@@ -310,15 +321,16 @@ impl DiagnosticsSchema {
     }
 
     async fn views(&self, defs: &[Arc<TableDef>]) -> Vec<Vec<Cell>> {
+        let derived_lag = self.derived_lag().await;
         let mut rows = Vec::new();
         for def in defs {
             let Some(view) = &def.view else { continue };
             let stats = self.stats(&def.name).await;
             let refreshed = self.monitor.refreshed(&def.name);
-            // A maintained view changes in its base rows' own atomic write;
-            // a refreshed one is as old as its last refresh.
+            // A maintained view changes with its base rows (see
+            // `derived_lag`); a refreshed one is as old as its last refresh.
             let lag = match (&view.maintained, refreshed) {
-                (Some(_), _) => Cell::Double(0.0),
+                (Some(_), _) => derived_lag.clone(),
                 (None, Some(t)) => Cell::Double(t.elapsed().map_or(0.0, |d| d.as_secs_f64())),
                 (None, None) => Cell::Null,
             };

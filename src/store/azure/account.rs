@@ -124,6 +124,19 @@ impl Account {
         })
     }
 
+    /// Whether the endpoint is the Cosmos DB Table API's, which does not
+    /// return query results in key order.
+    pub fn is_cosmos(&self) -> bool {
+        let host = self
+            .endpoint
+            .split_once("://")
+            .map_or(self.endpoint.as_str(), |(_, rest)| rest);
+        let host = host.split(['/', ':']).next().unwrap_or(host);
+        host.ends_with(".cosmos.azure.com")
+            || host.ends_with(".cosmosdb.azure.com")
+            || host.ends_with(".documents.azure.com")
+    }
+
     /// The URL of a resource path (`Tables`, `t(PartitionKey='a',RowKey='b')`,
     /// `$batch`) with an encoded query string (without `?`), the shared
     /// access signature added.
@@ -183,6 +196,7 @@ mod tests {
         )
         .unwrap();
         assert_eq!(cosmos.endpoint, "https://acct.table.cosmos.azure.com:443");
+        assert!(cosmos.is_cosmos() && !azure.is_cosmos() && !dev.is_cosmos());
 
         let sas = Account::from_connection_string(
             "TableEndpoint=https://acct.table.core.windows.net/;SharedAccessSignature=sv=2019-02-02&sig=abc",

@@ -11,8 +11,10 @@
 //!
 //! The service has no snapshots (a read view reads the latest data), no
 //! descending order (a reversed query reads its range forward and keeps
-//! the last page), and no atomic writes across partitions: those go
-//! through the outbox, whole in the end but not at every moment.
+//! the highest keys), and no atomic writes across partitions: those go
+//! through the outbox, whole in the end but not at every moment. The
+//! Cosmos DB Table API does not even return pages in key order
+//! ([`Statistics::key_ordered`] says so, and scans then declare no order).
 //! Statistics come from scanning the table, kept for [`STATS_TTL`].
 
 mod account;
@@ -22,7 +24,7 @@ mod names;
 mod outbox;
 mod rest;
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap};
 use std::ops::Bound;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -81,11 +83,6 @@ impl AzureStore {
     /// that stopped mid-write; how many there were.
     pub async fn recover(&self, age: Duration) -> Result<usize> {
         outbox::recover(self, age).await
-    }
-
-    /// How far behind the outbox is: the age of its oldest record.
-    pub async fn outbox_lag(&self) -> Result<Option<Duration>> {
-        outbox::oldest(self).await
     }
 
     /// Finishes left records now, then every [`RECOVERY_PERIOD`] those older
@@ -330,7 +327,8 @@ impl Inner {
                 false => format!("{filter} and {clause}"),
             };
         }
-        let mut last: VecDeque<Entity> = VecDeque::with_capacity(query.page_size + 1);
+        // The highest keys seen, whatever order the pages come in.
+        let mut last: BTreeMap<EntityKey, Entity> = BTreeMap::new();
         let mut more_below = false;
         let mut resume = None;
         loop {
@@ -344,11 +342,11 @@ impl Inner {
                 )
                 .await?;
             for entity in page {
-                if last.len() == query.page_size {
-                    last.pop_front();
+                last.insert(entity.key.clone(), entity);
+                if last.len() > query.page_size {
+                    last.pop_first();
                     more_below = true;
                 }
-                last.push_back(entity);
             }
             resume = next;
             if resume.is_none() {
@@ -357,11 +355,11 @@ impl Inner {
         }
         // The token of a reversed page holds its lowest key: the next page
         // is what lies below it.
-        let continuation = match (more_below, last.front()) {
-            (true, Some(lowest)) => Some(Continuation::to_next(&lowest.key)),
+        let continuation = match (more_below, last.keys().next()) {
+            (true, Some(lowest)) => Some(Continuation::to_next(lowest)),
             _ => None,
         };
-        let entities: Vec<Entity> = last.into_iter().rev().collect();
+        let entities: Vec<Entity> = last.into_values().rev().collect();
         Ok(Page {
             entities,
             continuation,
@@ -380,7 +378,7 @@ impl Inner {
                 return Ok(stats.clone());
             }
         }
-        let mut partitions: Vec<PartitionStats> = Vec::new();
+        let mut partitions: BTreeMap<String, PartitionStats> = BTreeMap::new();
         let mut resume = None;
         loop {
             let (page, next) = self
@@ -388,24 +386,22 @@ impl Inner {
                 .await?;
             for entity in page {
                 let bytes = entity.billed_size() as u64;
-                match partitions.last_mut() {
-                    Some(p) if p.partition_key == entity.key.partition_key => {
-                        p.entities += 1;
-                        p.bytes += bytes;
-                    }
-                    _ => partitions.push(PartitionStats {
+                let partition = partitions
+                    .entry(entity.key.partition_key.clone())
+                    .or_insert_with(|| PartitionStats {
                         partition_key: entity.key.partition_key,
-                        entities: 1,
-                        bytes,
-                    }),
-                }
+                        entities: 0,
+                        bytes: 0,
+                    });
+                partition.entities += 1;
+                partition.bytes += bytes;
             }
             resume = next;
             if resume.is_none() {
                 break;
             }
         }
-        let stats = Arc::new(partitions);
+        let stats = Arc::new(partitions.into_values().collect::<Vec<_>>());
         self.stats
             .lock()
             .unwrap_or_else(|e| e.into_inner())
@@ -688,6 +684,10 @@ impl AtomicWrite for AzureStore {
     fn atomic_across_partitions(&self) -> bool {
         false
     }
+
+    async fn pending_for(&self) -> Result<Option<Duration>> {
+        outbox::oldest(self).await
+    }
 }
 
 impl Snapshots for AzureStore {
@@ -752,6 +752,10 @@ impl Statistics for AzureStore {
                 entities: 0,
                 bytes: 0,
             }))
+    }
+
+    fn key_ordered(&self) -> bool {
+        !self.account().is_cosmos()
     }
 
     async fn list_partition_stats(

@@ -85,7 +85,12 @@ struct Figures {
 fn figures(mut latencies: Vec<Duration>, seconds: f64) -> Figures {
     latencies.sort();
     let n = latencies.len().max(1);
-    let at = |q: usize| latencies.get((n * q / 100).min(n - 1)).copied().unwrap_or_default();
+    let at = |q: usize| {
+        latencies
+            .get((n * q / 100).min(n - 1))
+            .copied()
+            .unwrap_or_default()
+    };
     Figures {
         qps: latencies.len() as f64 / seconds,
         p50_ms: at(50).as_secs_f64() * 1000.0,
@@ -122,10 +127,7 @@ async fn tablegate_run(port: u16, range: bool, clients: usize, seconds: f64, row
                 } else {
                     let x = rng.random_range(0..rows);
                     let part = format!("p{}", x / PER_PARTITION);
-                    let found = client
-                        .query(&statement, &[&part, &x])
-                        .await
-                        .expect("point");
+                    let found = client.query(&statement, &[&part, &x]).await.expect("point");
                     assert_eq!(found.len(), 1);
                 }
                 latencies.push(started.elapsed());

@@ -1,12 +1,11 @@
 //! SCRAM-SHA-256 against a user list, TLS with a given certificate, and the
 //! user a session runs as.
 
-use std::process::Command;
-use std::sync::Arc;
+mod common;
 
-use tablegate::pg::{tls_acceptor, Authentication, Server, TlsAcceptor, Users};
-use tablegate::sql::Engine;
-use tablegate::store::native::NativeStore;
+use std::process::Command;
+
+use tablegate::pg::{tls_acceptor, TlsAcceptor};
 
 async fn start(tls: Option<TlsAcceptor>) -> (u16, tempfile::TempDir) {
     common::start_scram("alice:s3cret\nbob:hunter2\n", tls).await

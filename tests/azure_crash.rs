@@ -33,7 +33,10 @@ struct Gateway {
 fn start(azurite: &Azurite, finished: Arc<AtomicUsize>) -> Gateway {
     let mut child = Command::new(env!("CARGO_BIN_EXE_tablegate"))
         .args(["serve", "--backend", "azure", "--port", "0"])
-        .env("AZURE_STORAGE_CONNECTION_STRING", azurite.connection_string())
+        .env(
+            "AZURE_STORAGE_CONNECTION_STRING",
+            azurite.connection_string(),
+        )
         .env("RUST_LOG", "info")
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
@@ -47,7 +50,12 @@ fn start(azurite: &Azurite, finished: Arc<AtomicUsize>) -> Gateway {
             .expect("read");
         if let Some(rest) = line.split("listening on ").nth(1) {
             let address = rest.split_whitespace().next().unwrap_or_default();
-            break address.rsplit(':').next().unwrap_or_default().parse().expect("port");
+            break address
+                .rsplit(':')
+                .next()
+                .unwrap_or_default()
+                .parse()
+                .expect("port");
         }
     };
     std::thread::spawn(move || {
@@ -59,7 +67,6 @@ fn start(azurite: &Azurite, finished: Arc<AtomicUsize>) -> Gateway {
     });
     Gateway { child, port }
 }
-
 
 /// Statement `id`: `size` rows over as many partitions, in 3 groups of
 /// the view; each row carries the statement's size.
@@ -86,7 +93,10 @@ async fn statements(client: &tokio_postgres::Client) -> Vec<(i32, i64, i32)> {
 }
 
 async fn verified(client: &tokio_postgres::Client) -> bool {
-    for check in ["VERIFY INDEX items_size", "VERIFY MATERIALIZED VIEW by_group"] {
+    for check in [
+        "VERIFY INDEX items_size",
+        "VERIFY MATERIALIZED VIEW by_group",
+    ] {
         match client.simple_query(check).await {
             Ok(messages) => {
                 if messages

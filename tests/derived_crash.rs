@@ -54,7 +54,6 @@ fn start(dir: &std::path::Path) -> Server {
     Server { child, port }
 }
 
-
 /// The rows of transaction `id` in `ledger`, as COPY text: each carries
 /// the transaction's size.
 fn ledger_rows(id: i32, size: i32) -> String {

@@ -20,51 +20,14 @@
 #[path = "../tests/common/azurite.rs"]
 mod azurite;
 
-use std::net::TcpListener;
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use rand::{Rng, SeedableRng};
 use tokio_postgres::NoTls;
 
 const PER_PARTITION: i32 = 1000;
-
-struct Gateway {
-    port: u16,
-    child: Child,
-}
-
-impl Drop for Gateway {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-async fn start_gateway(connection: &str) -> Gateway {
-    let port = TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("free port");
-    let child = Command::new(env!("CARGO_BIN_EXE_tablegate"))
-        .args(["serve", "--backend", "azure", "--port", &port.to_string()])
-        .env("AZURE_STORAGE_CONNECTION_STRING", connection)
-        .env("RUST_LOG", "warn")
-        .stdout(Stdio::null())
-        .spawn()
-        .expect("start tablegate");
-    for _ in 0..200 {
-        if tokio_postgres::connect(&format!("host=127.0.0.1 port={port} user=bench"), NoTls)
-            .await
-            .is_ok()
-        {
-            return Gateway { port, child };
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    panic!("tablegate did not start");
-}
 
 async fn connect(port: u16) -> tokio_postgres::Client {
     let (client, connection) =
@@ -228,7 +191,7 @@ fn main() {
         .build()
         .expect("runtime");
     runtime.block_on(async {
-        let gateway = start_gateway(&connection).await;
+        let gateway = emulator.start_gateway(|_| {});
         let client = connect(gateway.port).await;
         let load = Instant::now();
         client

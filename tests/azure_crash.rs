@@ -13,59 +13,21 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::azurite::Azurite;
+use common::azurite::{Azurite, Gateway};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
-struct Gateway {
-    child: Child,
-    port: u16,
-}
-
-/// Starts a gateway over the emulator's account and waits until it
-/// listens; counts the outbox records it finishes (from its log).
+/// A gateway that counts the outbox records it finishes (from its log).
 fn start(azurite: &Azurite, finished: Arc<AtomicUsize>) -> Gateway {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_tablegate"))
-        .args(["serve", "--backend", "azure", "--port", "0"])
-        .env(
-            "AZURE_STORAGE_CONNECTION_STRING",
-            azurite.connection_string(),
-        )
-        .env("RUST_LOG", "info")
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start tablegate");
-    let mut lines = BufReader::new(child.stderr.take().expect("stderr")).lines();
-    let port = loop {
-        let line = lines
-            .next()
-            .expect("tablegate exited before it listened")
-            .expect("read");
-        if let Some(rest) = line.split("listening on ").nth(1) {
-            let address = rest.split_whitespace().next().unwrap_or_default();
-            break address
-                .rsplit(':')
-                .next()
-                .unwrap_or_default()
-                .parse()
-                .expect("port");
+    azurite.start_gateway(move |line| {
+        if line.contains("finished outbox record") {
+            finished.fetch_add(1, Ordering::SeqCst);
         }
-    };
-    std::thread::spawn(move || {
-        for line in lines.map_while(Result::ok) {
-            if line.contains("finished outbox record") {
-                finished.fetch_add(1, Ordering::SeqCst);
-            }
-        }
-    });
-    Gateway { child, port }
+    })
 }
 
 /// Statement `id`: `size` rows over as many partitions, in 3 groups of
@@ -149,7 +111,6 @@ async fn killed_gateways_leave_whole_statements_and_clean_indexes() {
                     let _ = gateway.child.kill();
                 };
                 let (outcome, ()) = tokio::join!(write, killer);
-                let _ = gateway.child.wait();
                 if outcome.is_ok() {
                     acknowledged.push(id);
                 }
@@ -184,8 +145,7 @@ async fn killed_gateways_leave_whole_statements_and_clean_indexes() {
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
     }
-    let _ = gateway.child.kill();
-    let _ = gateway.child.wait();
+    drop(gateway);
     eprintln!(
         "{rounds} kills: {} statements acknowledged, all there whole; \
          {} outbox records finished by the next gateway",

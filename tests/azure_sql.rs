@@ -1,6 +1,6 @@
 //! SQL over the Azure backend (Azurite): statements over several
-//! partitions through the outbox, indexes, the transaction block rule, and
-//! two gateways over one account.
+//! partitions through the outbox, indexes, the transaction block rule, two
+//! gateway processes over one account, and a table other clients made.
 
 mod common;
 
@@ -122,12 +122,12 @@ async fn statements_indexes_and_blocks() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn two_gateways_over_one_account() {
+async fn two_gateway_processes_over_one_account() {
     let azurite = Azurite::start();
-    let first = TestServer::start_azure(&azurite).await;
-    let second = TestServer::start_azure(&azurite).await;
-    let a = first.client().await;
-    let b = second.client().await;
+    let first = azurite.start_gateway(|_| {});
+    let second = azurite.start_gateway(|_| {});
+    let a = common::connect(first.port).await;
+    let b = common::connect(second.port).await;
 
     a.batch_execute(
         "CREATE TABLE counters (name text PRIMARY KEY, n int);
@@ -164,7 +164,10 @@ async fn two_gateways_over_one_account() {
         }
         done
     };
-    let (x, y) = tokio::join!(run(first.client().await), run(second.client().await));
+    let (x, y) = tokio::join!(
+        run(common::connect(first.port).await),
+        run(common::connect(second.port).await)
+    );
     assert_eq!(
         simple_rows(&a, "SELECT n FROM counters WHERE name = 'hits'").await,
         [[(x + y).to_string()]]

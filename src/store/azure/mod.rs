@@ -54,10 +54,12 @@ pub struct AzureStore {
     inner: Arc<Inner>,
 }
 
+/// A table's partition statistics, with the time they were read.
+type ReadStats = (Instant, Arc<Vec<PartitionStats>>);
+
 struct Inner {
     rest: Rest,
-    /// Per-partition statistics by table, with the time they were read.
-    stats: Mutex<HashMap<String, (Instant, Arc<Vec<PartitionStats>>)>>,
+    stats: Mutex<HashMap<String, ReadStats>>,
 }
 
 impl AzureStore {
@@ -220,7 +222,7 @@ fn query_string(
 ) -> String {
     let mut parts = vec![format!("$top={top}")];
     if !filter.is_empty() {
-        parts.push(format!("$filter={}", json::encode(&filter)));
+        parts.push(format!("$filter={}", json::encode(filter)));
     }
     if let Some(projection) = projection {
         parts.push(select(projection));

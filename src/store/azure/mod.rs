@@ -81,15 +81,19 @@ impl AzureStore {
         &self.inner.rest.account
     }
 
-    /// Finishes the outbox records older than `age`, left by gateways
-    /// that stopped mid-write; how many there were.
+    /// Finishes the outbox records abandoned for longer than `age`, left by
+    /// gateways that stopped mid-write; how many there were.
     pub async fn recover(&self, age: Duration) -> Result<usize> {
         outbox::recover(self, age).await
     }
 
-    /// Finishes left records now, then every [`RECOVERY_PERIOD`] those older
-    /// than [`RECOVERY_AGE`] (younger ones may be another gateway's, still
-    /// being applied).
+    /// Finishes left records now, then every [`RECOVERY_PERIOD`] those whose
+    /// writer has not renewed them for [`RECOVERY_AGE`] (others are another
+    /// gateway's, still being applied). At its start a gateway finishes
+    /// every record it finds, so that a restarted gateway repairs at once
+    /// what it left: a record another gateway is applying at that moment
+    /// is then applied by both (the steps are idempotent, but the writer's
+    /// own conditional apply may then fail and undo the write).
     pub fn spawn_recovery(&self) -> tokio::task::JoinHandle<()> {
         let store = self.clone();
         tokio::spawn(async move {
@@ -109,7 +113,8 @@ impl AzureStore {
 
 /// How often a gateway looks for outbox records left by others.
 pub const RECOVERY_PERIOD: Duration = Duration::from_secs(5);
-/// How old another gateway's record must be to be finished by this one.
+/// How long a record's writer must have been silent for another gateway
+/// to finish it.
 pub const RECOVERY_AGE: Duration = Duration::from_secs(30);
 
 /// A random number, for ids that must not meet.

@@ -19,9 +19,11 @@
 //!    the undo, deletes the second and returns the error: the write is
 //!    then as if never made.
 //!
-//! A gateway that stops between 2 and 4 leaves records, and [`recover`]
-//! (at startup, then periodically, by any gateway over the account)
-//! applies them oldest first, so that an undo comes after what it undoes.
+//! While it applies a record, the writer renews the record's header every
+//! [`LEASE_RENEWAL`]. A gateway that stops between 2 and 4 leaves records
+//! that nobody renews, and [`recover`] (at startup, then periodically, by
+//! any gateway over the account) applies them oldest first, so that an
+//! undo comes after what it undoes.
 //! Until then readers may see part of the write; the oldest record's age
 //! is the lag.
 
@@ -31,8 +33,8 @@ use std::time::Duration;
 use futures::{StreamExt, TryStreamExt};
 use serde_json::{json, Value as Json};
 
-use super::{json as entity_json, range_filter, AzureStore};
-use crate::model::{Entity, EntityKey, IfMatch, Value};
+use super::{json as entity_json, AzureStore};
+use crate::model::{DateTime, Entity, EntityKey, IfMatch, Value};
 use crate::store::{
     EntityRead, EntityWrite, Query, Result, StoreError, TableAdmin, WriteOp, WriteOutcome,
 };
@@ -47,6 +49,10 @@ const CHUNK_PROPERTIES: usize = 15;
 const CHUNKS_PER_BATCH: usize = 3;
 /// Partitions applied at once.
 const PARALLEL_PARTITIONS: usize = 8;
+/// How often a writer renews the header of the record it applies; a record
+/// is taken for abandoned when the age given to [`recover`] has passed
+/// since (which must be well above this).
+const LEASE_RENEWAL: Duration = Duration::from_secs(10);
 const HEADER: &str = "header";
 
 /// One operation as the outbox keeps it: unconditional, so that applying
@@ -188,6 +194,7 @@ pub async fn write(store: &AzureStore, ops: Vec<(String, WriteOp)>) -> Result<Ve
     // 2. The record of what the operations leave.
     let redo: Vec<Step> = ops.iter().map(|(t, op)| Step::redo(t, op)).collect();
     let record = Record::write(store, &redo).await?;
+    let lease = record.keep_alive(store);
 
     // 3. The operations, with their conditions.
     let groups = groups(&ops);
@@ -214,6 +221,7 @@ pub async fn write(store: &AzureStore, ops: Vec<(String, WriteOp)>) -> Result<Ve
 
     // 4. Done, or undone: the applied operations' undo, in reverse, goes
     // in a record of its own before the first record goes.
+    lease.abort();
     let Some((index, error)) = failure else {
         record.delete(store).await?;
         return Ok(outcomes
@@ -232,8 +240,10 @@ pub async fn write(store: &AzureStore, ops: Vec<(String, WriteOp)>) -> Result<Ve
         .map(|i| Step::undo(&ops[i].0, ops[i].1.key(), befores[i].as_ref()))
         .collect();
     let undoing = Record::write(store, &undo).await?;
+    let lease = undoing.keep_alive(store);
     record.delete(store).await?;
     apply_steps(store, &undo).await?;
+    lease.abort();
     undoing.delete(store).await?;
     Err(StoreError::BatchOperationFailed {
         index,
@@ -343,9 +353,46 @@ impl Record {
             let ops = batch.iter().cloned().map(WriteOp::Insert).collect();
             store.write_batch(OUTBOX_TABLE, ops).await?;
         }
-        let header = Entity::new(id.clone(), HEADER).with("chunks", Value::Int32(count as i32));
-        store.write(OUTBOX_TABLE, WriteOp::Insert(header)).await?;
-        Ok(Record { id, chunks: count })
+        let record = Record { id, chunks: count };
+        store
+            .write(OUTBOX_TABLE, WriteOp::Insert(record.header()))
+            .await?;
+        Ok(record)
+    }
+
+    /// The header: the number of chunks, and when its writer last said it
+    /// was still applying the record.
+    fn header(&self) -> Entity {
+        let now = DateTime(chrono::Utc::now().timestamp_micros());
+        Entity::new(self.id.clone(), HEADER)
+            .with("chunks", Value::Int32(self.chunks as i32))
+            .with("alive", Value::DateTime(now))
+    }
+
+    /// While its writer applies it, the record's header says so every
+    /// [`LEASE_RENEWAL`], so that no other gateway takes it for abandoned.
+    /// Stopped by aborting the task; a renewal never brings back a deleted
+    /// header (it replaces only an existing one).
+    fn keep_alive(&self, store: &AzureStore) -> tokio::task::JoinHandle<()> {
+        let (store, record) = (
+            store.clone(),
+            Record {
+                id: self.id.clone(),
+                chunks: self.chunks,
+            },
+        );
+        tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(LEASE_RENEWAL).await;
+                let renew = WriteOp::Replace {
+                    entity: record.header(),
+                    if_match: IfMatch::Any,
+                };
+                if store.write(OUTBOX_TABLE, renew).await.is_err() {
+                    return;
+                }
+            }
+        })
     }
 
     /// Deletes the header first: a record without one is never applied.
@@ -410,17 +457,16 @@ async fn ensure_table(store: &AzureStore) -> Result<()> {
     }
 }
 
-/// Finishes the records older than `age` (left by a gateway that stopped),
+/// Finishes the records abandoned for longer than `age` (left by a gateway
+/// that stopped: its header not renewed, or never written, for that long),
 /// oldest first: applies each committed one, and drops those never
 /// committed. Returns how many were finished.
 pub async fn recover(store: &AzureStore, age: Duration) -> Result<usize> {
-    let cutoff = chrono::Utc::now() - chrono::Duration::from_std(age).unwrap_or_default();
-    let cutoff = cutoff.format("%Y%m%dT%H%M%S%.6f").to_string();
+    let now = chrono::Utc::now().naive_utc();
+    let abandoned = |at: Option<chrono::NaiveDateTime>| {
+        at.is_none_or(|at| (now - at).to_std().is_ok_and(|idle| idle >= age))
+    };
     let mut finished = 0;
-    let filter = range_filter(&crate::store::KeyRange::Partitions {
-        from: std::ops::Bound::Unbounded,
-        to: std::ops::Bound::Excluded(cutoff),
-    });
     let mut records: BTreeMap<String, (Option<Entity>, usize)> = BTreeMap::new();
     let mut resume = None;
     loop {
@@ -428,8 +474,8 @@ pub async fn recover(store: &AzureStore, age: Duration) -> Result<usize> {
             .inner
             .service_page(
                 OUTBOX_TABLE,
-                &filter,
-                Some(&["chunks".to_owned()]),
+                "",
+                Some(&["chunks".to_owned(), "alive".to_owned()]),
                 1000,
                 resume.as_ref(),
             )
@@ -453,6 +499,15 @@ pub async fn recover(store: &AzureStore, age: Duration) -> Result<usize> {
         }
     }
     for (id, (header, chunks)) in records {
+        let alive = match header.as_ref().and_then(|h| h.properties.get("alive")) {
+            Some(Value::DateTime(t)) => {
+                chrono::DateTime::from_timestamp_micros(t.0).map(|t| t.naive_utc())
+            }
+            _ => created(&id),
+        };
+        if !abandoned(alive) {
+            continue;
+        }
         if let Some(header) = &header {
             let steps = Record::steps(store, header).await?;
             apply_steps(store, &steps).await?;
@@ -482,8 +537,13 @@ pub async fn oldest(store: &AzureStore) -> Result<Option<Duration>> {
         Err(e) => return Err(e),
     };
     Ok(page.first().and_then(|e| {
-        let stamp = e.key.partition_key.split('-').next()?;
-        let at = chrono::NaiveDateTime::parse_from_str(stamp, "%Y%m%dT%H%M%S%.6f").ok()?;
+        let at = created(&e.key.partition_key)?;
         (chrono::Utc::now().naive_utc() - at).to_std().ok()
     }))
+}
+
+/// When a record was made, from its id.
+fn created(id: &str) -> Option<chrono::NaiveDateTime> {
+    let stamp = id.split('-').next()?;
+    chrono::NaiveDateTime::parse_from_str(stamp, "%Y%m%dT%H%M%S%.6f").ok()
 }

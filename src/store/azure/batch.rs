@@ -15,7 +15,7 @@ use crate::store::{Result, StoreError, WriteOp, WriteOutcome};
 /// Sends `ops` (already checked: one partition, distinct entities) as one
 /// transaction; the outcome of each, in order.
 pub async fn send(rest: &Rest, table: &str, ops: &[WriteOp]) -> Result<Vec<WriteOutcome>> {
-    let id = unique_id();
+    let id = format!("{:08x}{:08x}", super::random_u32(), super::random_u32());
     let (batch, changeset) = (format!("batch_{id}"), format!("changeset_{id}"));
     let body = body(rest, table, ops, &batch, &changeset);
     let answer = rest
@@ -174,16 +174,6 @@ fn responses(body: &[u8]) -> Vec<Part> {
         });
     }
     parts
-}
-
-fn unique_id() -> String {
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_nanos())
-        .unwrap_or_default();
-    static COUNTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-    let n = COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    format!("{nanos:x}{n:x}")
 }
 
 #[cfg(test)]

@@ -117,7 +117,8 @@ pub const RECOVERY_PERIOD: Duration = Duration::from_secs(5);
 /// to finish it.
 pub const RECOVERY_AGE: Duration = Duration::from_secs(30);
 
-/// A random number, for ids that must not meet.
+/// A random number: for ids that must not meet (outbox records, batch
+/// boundaries) and for the jitter of retries.
 fn random_u32() -> u32 {
     use std::sync::atomic::{AtomicU32, Ordering};
     static COUNTER: AtomicU32 = AtomicU32::new(0);
@@ -434,7 +435,7 @@ fn project(mut entity: Entity, projection: Option<&[String]>) -> Entity {
 }
 
 #[async_trait]
-impl EntityRead for Inner {
+impl EntityRead for AzureStore {
     async fn get(
         &self,
         table: &str,
@@ -444,6 +445,7 @@ impl EntityRead for Inner {
         let resource = json::entity_path(&names::table(table), key);
         let query = projection.map(select).unwrap_or_default();
         match self
+            .inner
             .rest
             .send(Request::new(Method::GET, &resource).query(&query))
             .await
@@ -470,31 +472,10 @@ impl EntityRead for Inner {
     ) -> Result<Page> {
         query.check()?;
         if query.reverse {
-            self.reverse(table, query, continuation).await
+            self.inner.reverse(table, query, continuation).await
         } else {
-            self.forward(table, query, continuation).await
+            self.inner.forward(table, query, continuation).await
         }
-    }
-}
-
-#[async_trait]
-impl EntityRead for AzureStore {
-    async fn get(
-        &self,
-        table: &str,
-        key: &EntityKey,
-        projection: Option<&[String]>,
-    ) -> Result<Option<Entity>> {
-        self.inner.get(table, key, projection).await
-    }
-
-    async fn query(
-        &self,
-        table: &str,
-        query: &Query,
-        continuation: Option<&Continuation>,
-    ) -> Result<Page> {
-        self.inner.query(table, query, continuation).await
     }
 }
 
@@ -700,7 +681,7 @@ impl AtomicWrite for AzureStore {
 impl Snapshots for AzureStore {
     /// The service has no snapshots: the view reads the latest data.
     fn read_view(&self) -> Arc<dyn EntityRead> {
-        self.inner.clone()
+        Arc::new(self.clone())
     }
 }
 

@@ -164,7 +164,7 @@ impl Rest {
                 return Err(error);
             }
             tracing::debug!("retrying after {error} (attempt {attempt})");
-            let jitter = Duration::from_millis(u64::from(rand_byte()) % 50);
+            let jitter = Duration::from_millis(u64::from(super::random_u32() % 50));
             tokio::time::sleep(backoff + jitter).await;
             backoff = (backoff * 2).min(MAX_BACKOFF);
             attempt += 1;
@@ -214,13 +214,4 @@ impl Rest {
             Err(ServiceError::of(status, &body))
         }
     }
-}
-
-/// A byte of randomness for jitter, without a generator to keep.
-fn rand_byte() -> u8 {
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.subsec_nanos())
-        .unwrap_or_default();
-    (nanos ^ (nanos >> 8)) as u8
 }

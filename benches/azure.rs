@@ -19,6 +19,8 @@
 
 #[path = "../tests/common/azurite.rs"]
 mod azurite;
+#[path = "../tests/common/process.rs"]
+mod process;
 
 use std::path::PathBuf;
 use std::process::{Command, Stdio};

@@ -13,45 +13,16 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
+use common::process::ServeProcess;
 use common::workload::{differences, statement, SCHEMA};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
-struct Server {
-    child: Child,
-    port: u16,
-}
-
-/// Starts `tablegate serve` on a free port and waits until it listens.
-fn start(dir: &std::path::Path) -> Server {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_tablegate"))
-        .args(["serve", "--port", "0", "--data-dir"])
-        .arg(dir)
-        .env("RUST_LOG", "info")
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start tablegate");
-    // It logs to stderr.
-    let mut lines = BufReader::new(child.stderr.take().expect("stderr")).lines();
-    let port = loop {
-        let line = lines
-            .next()
-            .expect("tablegate exited before it listened")
-            .expect("read");
-        if let Some(rest) = line.split("listening on ").nth(1) {
-            let address = rest.split_whitespace().next().unwrap_or_default();
-            let port = address.rsplit(':').next().unwrap_or_default();
-            break port.parse().expect("port");
-        }
-    };
-    // Keep reading its log so that it never blocks on a full pipe.
-    std::thread::spawn(move || for _ in lines {});
-    Server { child, port }
+/// Starts `tablegate serve` over `dir` on a free port.
+fn start(dir: &std::path::Path) -> ServeProcess {
+    common::process::serve(&["--data-dir".as_ref(), dir.as_os_str()], &[], |_| {})
 }
 
 /// The rows of transaction `id` in `ledger`, as COPY text: each carries

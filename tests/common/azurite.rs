@@ -89,50 +89,17 @@ impl Azurite {
 
 /// A `tablegate serve --backend azure` process over the emulator's
 /// account, killed when dropped.
-pub struct Gateway {
-    pub child: Child,
-    pub port: u16,
-}
+pub type Gateway = super::process::ServeProcess;
 
 impl Azurite {
     /// Starts a gateway on a free port and waits until it listens; every
     /// line it logs goes to `log`.
     pub fn start_gateway(&self, log: impl Fn(&str) + Send + 'static) -> Gateway {
-        use std::io::{BufRead, BufReader};
-        let mut child = Command::new(env!("CARGO_BIN_EXE_tablegate"))
-            .args(["serve", "--backend", "azure", "--port", "0"])
-            .env("AZURE_STORAGE_CONNECTION_STRING", self.connection_string())
-            .env("RUST_LOG", "info")
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("start tablegate");
-        let mut lines = BufReader::new(child.stderr.take().expect("stderr")).lines();
-        let port = loop {
-            let line = lines
-                .next()
-                .expect("tablegate exited before it listened")
-                .expect("read");
-            if let Some(rest) = line.split("listening on ").nth(1) {
-                let address = rest.split_whitespace().next().unwrap_or_default();
-                break address
-                    .rsplit(':')
-                    .next()
-                    .unwrap_or_default()
-                    .parse()
-                    .expect("port");
-            }
-        };
-        // Reading on also keeps the gateway from blocking on a full pipe.
-        std::thread::spawn(move || lines.map_while(Result::ok).for_each(|l| log(&l)));
-        Gateway { child, port }
-    }
-}
-
-impl Drop for Gateway {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        super::process::serve(
+            &["--backend".as_ref(), "azure".as_ref()],
+            &[("AZURE_STORAGE_CONNECTION_STRING", self.connection_string())],
+            log,
+        )
     }
 }
 

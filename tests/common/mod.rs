@@ -2,6 +2,7 @@
 #![allow(dead_code)]
 
 pub mod azurite;
+pub mod process;
 pub mod workload;
 
 use tablegate::model::{Entity, Value};

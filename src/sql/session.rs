@@ -395,7 +395,8 @@ impl Session {
         self.duration_setting("idle_in_transaction_session_timeout")
     }
 
-    /// A duration parameter's value; `None` when it is 0 (off).
+    /// A statement starts: its text for the query log, its clock for
+    /// `statement_timeout`.
     fn start_statement(&mut self, text: Arc<str>) {
         self.statement_text = text;
         self.statement_started = tokio::time::Instant::now();
@@ -442,6 +443,7 @@ impl Session {
         }
     }
 
+    /// A duration parameter's value; `None` when it is 0 (off).
     fn duration_setting(&self, name: &str) -> Option<std::time::Duration> {
         self.settings
             .get(name)

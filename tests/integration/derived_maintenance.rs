@@ -11,7 +11,7 @@
 //! Statements come from a seeded generator (`INDEX_SEED`, default 1;
 //! `INDEX_STATEMENTS`, default 2000); a failure prints the seed.
 
-mod common;
+use crate::common;
 
 use common::workload::{differences, statement, SCHEMA};
 use common::TestServer;

@@ -1,7 +1,7 @@
 //! The Azure backend against the Azurite emulator: every store operation,
 //! its errors, paging, reversed reads, batches and statistics.
 
-mod common;
+use crate::common;
 
 use std::ops::Bound;
 

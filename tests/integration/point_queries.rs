@@ -1,8 +1,6 @@
 //! Prepared point queries by the whole key skip planning; everything else
 //! does not; both answer the same.
 
-mod common;
-
 use std::sync::Arc;
 
 use datafusion::common::{ParamValues, ScalarValue};

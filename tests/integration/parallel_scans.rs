@@ -1,7 +1,7 @@
 //! Scans of large tables are cut by PartitionKey ranges and read in parallel;
 //! the pieces together return every row once, and key order survives.
 
-mod common;
+use crate::common;
 
 use common::TestServer;
 use futures::SinkExt;

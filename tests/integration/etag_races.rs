@@ -1,7 +1,7 @@
 //! Optimistic concurrency: N tasks increment one counter with conditional
 //! writes; the counter ends at exactly the number of successful writes.
 
-mod common;
+use crate::common;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;

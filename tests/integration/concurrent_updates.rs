@@ -2,7 +2,7 @@
 //! successful commit counts, and a conflict comes back as SQLSTATE 40001,
 //! never as a lost update.
 
-mod common;
+use crate::common;
 
 use common::TestServer;
 use tokio_postgres::error::SqlState;

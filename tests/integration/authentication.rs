@@ -1,7 +1,7 @@
 //! SCRAM-SHA-256 against a user list, TLS with a given certificate, and the
 //! user a session runs as.
 
-mod common;
+use crate::common;
 
 use std::process::Command;
 

@@ -2,7 +2,7 @@
 //! typed parameters and binary results, portals read in pieces, errors that
 //! leave the connection usable, COPY in and out, and concurrent writers.
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 

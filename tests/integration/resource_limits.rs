@@ -1,7 +1,7 @@
 //! Limits a server keeps under load: past its connection limit a client
 //! gets SQLSTATE 53300 while the open connections carry on.
 
-mod common;
+use crate::common;
 
 use common::TestServer;
 use tokio_postgres::error::SqlState;

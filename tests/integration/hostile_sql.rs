@@ -6,7 +6,7 @@
 //! swaps or replaces pieces of one, or splices two together. Cases:
 //! `HOSTILE_SQL_CASES` (default 1500), seed `HOSTILE_SQL_SEED`.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

@@ -5,7 +5,7 @@
 //!
 //! Cases: `HOSTILE_WIRE_CASES` (default 300), seed `HOSTILE_WIRE_SEED`.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

@@ -3,7 +3,7 @@
 //! other side holds (counted by `EXPLAIN ANALYZE`'s
 //! `entities_read`), and the results equal those of whole-table scans.
 
-mod common;
+use crate::common;
 
 use common::TestServer;
 

@@ -2,7 +2,7 @@
 //! partitions through the outbox, indexes, the transaction block rule, two
 //! gateway processes over one account, and a table other clients made.
 
-mod common;
+use crate::common;
 
 use common::azurite::Azurite;
 use common::{simple_rows, TestServer};

@@ -2,7 +2,7 @@
 //! given; a denied statement fails with 42501 and changes nothing. Roles
 //! and grants are kept across restarts.
 
-mod common;
+use crate::common;
 
 use common::TestServer;
 use tokio_postgres::error::SqlState;

@@ -1,6 +1,6 @@
 //! The data model's limits, enforced with errors that name them.
 
-mod common;
+use crate::common;
 
 use common::temp_store;
 use tablegate::model::{Entity, EntityKey, ModelError, Value, MAX_ENTITY_BYTES};

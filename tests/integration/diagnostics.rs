@@ -2,7 +2,7 @@
 //! each must show in the `tablegate` views, earn a NOTICE naming the
 //! pattern that fixes it, and turn into advice from `TABLEGATE ADVISE`.
 
-mod common;
+use crate::common;
 
 use common::{simple_rows as rows, TestServer};
 use tokio::sync::mpsc::UnboundedReceiver;

@@ -1,7 +1,7 @@
 //! Entity group transactions: all or nothing, one partition, at most 100
 //! operations, one operation per entity, and the failing index named.
 
-mod common;
+use crate::common;
 
 use common::{employee, temp_store};
 use tablegate::model::{EntityKey, IfMatch};

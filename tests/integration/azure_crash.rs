@@ -11,7 +11,7 @@
 //!
 //! Rounds: `AZURE_CRASH_ROUNDS` (default 6).
 
-mod common;
+use crate::common;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;

@@ -1,6 +1,6 @@
 //! The six write operations, their preconditions, and the system fields.
 
-mod common;
+use crate::common;
 
 use common::{employee, int, temp_store};
 use tablegate::model::{ETag, EntityKey, IfMatch, Value};

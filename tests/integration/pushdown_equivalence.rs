@@ -5,7 +5,7 @@
 //! Predicates are drawn from a seeded generator (`PUSHDOWN_SEED`, default 1;
 //! `PUSHDOWN_CASES`, default 300); a failure prints the query and its seed.
 
-mod common;
+use crate::common;
 
 use common::TestServer;
 use rand::rngs::StdRng;

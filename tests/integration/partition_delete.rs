@@ -1,7 +1,7 @@
 //! Bulk removal (drop a table, delete a partition) and the statistics kept for
 //! tables and partitions.
 
-mod common;
+use crate::common;
 
 use common::{employee, temp_store};
 use tablegate::model::{EntityKey, IfMatch};

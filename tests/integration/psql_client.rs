@@ -1,7 +1,7 @@
 //! psql's meta-commands against tablegate, with their output checked: what a
 //! user typing `\dt` or `\d NAME` sees.
 
-mod common;
+use crate::common;
 
 use std::process::Command;
 

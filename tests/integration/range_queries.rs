@@ -1,7 +1,7 @@
 //! Point, range, partition and table reads, forward and reverse, and paging
 //! with continuation tokens (including while writes happen).
 
-mod common;
+use crate::common;
 
 use std::collections::HashMap;
 use std::ops::Bound::{self, Excluded, Included, Unbounded};

@@ -11,7 +11,7 @@
 //!
 //! Rounds: `DERIVED_CRASH_ROUNDS` (default 4).
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

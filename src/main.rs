@@ -12,6 +12,9 @@ use tablegate::store::azure::AzureStore;
 use tablegate::store::native::NativeStore;
 use tablegate::store::TableStore;
 
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[derive(Parser)]
 #[command(
     name = "tablegate",

@@ -660,10 +660,12 @@ impl Catalog {
         for_each_page(&*self.store, &m.table, &query, |page| {
             for entity in &page.entities {
                 let holds = on.iter().zip(&values).all(|(&i, v)| {
-                    base.key_parts(&entity.key)
-                        .ok()
-                        .and_then(|parts| base.column_value(entity, &parts, i).ok().flatten())
-                        .is_some_and(|w| w.compare(v) == Some(std::cmp::Ordering::Equal))
+                    base.key_parts(&entity.key).ok().is_some_and(|parts| {
+                        base.column_value(entity, &parts, i)
+                            .ok()
+                            .flatten()
+                            .is_some_and(|w| w.compare(v) == Some(std::cmp::Ordering::Equal))
+                    })
                 });
                 if holds {
                     keys.push(entity.key.clone());

@@ -1,5 +1,6 @@
 //! Table definitions and the mapping between SQL rows and entities.
 
+use std::borrow::Cow;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -279,26 +280,27 @@ impl TableDef {
     }
 
     /// The value of column `i` in an entity.
-    pub fn column_value(
+    pub fn column_value<'a>(
         &self,
-        entity: &Entity,
-        key_parts: &KeyParts,
+        entity: &'a Entity,
+        key_parts: &'a KeyParts,
         i: usize,
-    ) -> Result<Option<Value>, RowError> {
+    ) -> Result<Option<Cow<'a, Value>>, RowError> {
         let column = &self.columns[i];
         if let Some(field) = column.system {
-            return Ok(match field {
+            let value = match field {
                 SystemField::Timestamp => entity.timestamp.map(Value::DateTime),
                 SystemField::ETag => entity.etag.as_ref().map(|e| Value::String(e.0.clone())),
                 SystemField::Properties => Some(self.undeclared_properties(entity)),
-            });
+            };
+            return Ok(value.map(Cow::Owned));
         }
         if let Some(v) = key_parts.value(i) {
-            return Ok(Some(v.clone()));
+            return Ok(Some(Cow::Borrowed(v)));
         }
         match entity.properties.get(&column.name) {
             None => Ok(None),
-            Some(v) if v.property_type() == column.ty.property_type() => Ok(Some(v.clone())),
+            Some(v) if v.property_type() == column.ty.property_type() => Ok(Some(Cow::Borrowed(v))),
             Some(v) => Err(RowError::PropertyType {
                 property: column.name.clone(),
                 key: entity.key.clone(),
@@ -341,7 +343,7 @@ impl TableDef {
     pub fn entity_to_row(&self, entity: &Entity) -> Result<Row, RowError> {
         let parts = self.key_parts(&entity.key)?;
         (0..self.columns.len())
-            .map(|i| self.column_value(entity, &parts, i))
+            .map(|i| Ok(self.column_value(entity, &parts, i)?.map(Cow::into_owned)))
             .collect()
     }
 

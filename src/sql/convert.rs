@@ -62,21 +62,21 @@ impl Builder {
 
     /// Appends a stored value; the catalog has checked that its property type
     /// matches the column.
-    fn append(&mut self, value: Option<Value>) {
+    fn append(&mut self, value: Option<&Value>) {
         match (self, value) {
             (Builder::Utf8(b), Some(Value::String(s) | Value::Json(s))) => b.append_value(s),
             (Builder::Utf8(b), Some(Value::Guid(g))) => b.append_value(g.to_string()),
-            (Builder::Int16(b), Some(Value::Int32(v))) => b.append_option(i16::try_from(v).ok()),
-            (Builder::Int32(b), Some(Value::Int32(v))) => b.append_value(v),
-            (Builder::Int64(b), Some(Value::Int64(v))) => b.append_value(v),
-            (Builder::Float32(b), Some(Value::Double(v))) => b.append_value(v as f32),
-            (Builder::Float64(b), Some(Value::Double(v))) => b.append_value(v),
+            (Builder::Int16(b), Some(Value::Int32(v))) => b.append_option(i16::try_from(*v).ok()),
+            (Builder::Int32(b), Some(Value::Int32(v))) => b.append_value(*v),
+            (Builder::Int64(b), Some(Value::Int64(v))) => b.append_value(*v),
+            (Builder::Float32(b), Some(Value::Double(v))) => b.append_value(*v as f32),
+            (Builder::Float64(b), Some(Value::Double(v))) => b.append_value(*v),
             (Builder::Decimal(b, scale), Some(Value::Decimal(d))) => {
-                b.append_option(rescale(d, *scale))
+                b.append_option(rescale(*d, *scale))
             }
-            (Builder::Bool(b), Some(Value::Boolean(v))) => b.append_value(v),
-            (Builder::Date(b), Some(Value::Date(Date(d)))) => b.append_value(d),
-            (Builder::Timestamp(b), Some(Value::DateTime(DateTime(t)))) => b.append_value(t),
+            (Builder::Bool(b), Some(Value::Boolean(v))) => b.append_value(*v),
+            (Builder::Date(b), Some(Value::Date(Date(d)))) => b.append_value(*d),
+            (Builder::Timestamp(b), Some(Value::DateTime(DateTime(t)))) => b.append_value(*t),
             (Builder::Binary(b), Some(Value::Binary(v))) => b.append_value(v),
             (Builder::Utf8(b), _) => b.append_null(),
             (Builder::Int16(b), _) => b.append_null(),
@@ -137,7 +137,7 @@ pub fn entities_to_batch(
     for entity in entities {
         let parts = def.key_parts(&entity.key)?;
         for (builder, &i) in builders.iter_mut().zip(columns) {
-            builder.append(def.column_value(entity, &parts, i)?);
+            builder.append(def.column_value(entity, &parts, i)?.as_deref());
         }
     }
     let arrays: Vec<ArrayRef> = builders.into_iter().map(Builder::finish).collect();

@@ -1,0 +1,372 @@
+//! tablegate against PostgreSQL 15 on the same machine: the same tables,
+//! keys and indexes, the same rows, the same client (tokio-postgres, in this
+//! process).
+//!
+//! `cargo bench --bench versus_postgres` (release build) starts `tablegate
+//! serve` and a PostgreSQL server on free ports and prints, for each
+//! workload, tablegate's figure, PostgreSQL's and the ratio (above 1: tablegate
+//! is faster), each the median of `RUNS` runs (default 3):
+//!
+//! 1. `point`: point selects by primary key, prepared once, 1 / 8 / 32
+//!    connections (`CONNS`), over `ROWS` accounts (default 100,000);
+//! 2. `insert`: single-row INSERTs from 8 connections, each acknowledged
+//!    durably;
+//! 3. `copy`: COPY FROM STDIN of `DEVICES` × 1,000 readings (default 1,000,
+//!    so 1,000,000 rows) into a new table;
+//! 4. `range`: 100 consecutive rows of one partition, and its last 10 rows
+//!    newest first (`ORDER BY seq DESC LIMIT 10`), 8 connections;
+//! 5. `tpch`: TPC-H at scale factor `SF` (default 1): load time, then each
+//!    query's time on tablegate, PostgreSQL and DataFusion over the same rows
+//!    in memory, tablegate's answers checked against PostgreSQL's; and
+//!    tablegate's peak memory while it scans all of `lineitem`.
+//!
+//! `WORKLOADS` (default `point,insert,copy,range,tpch`) picks some;
+//! `SECONDS` is the length of a timed run (default 5); `BENCH_DIR` is where
+//! the servers keep their data. Without `--bench` (under `cargo test`) it
+//! runs a short tablegate-only check of workloads 1 to 4.
+
+mod key_access;
+mod servers;
+mod tpch;
+
+use std::time::{Duration, Instant};
+
+use key_access::{Figures, Workload};
+use servers::Server;
+
+struct Settings {
+    bench: bool,
+    workloads: Vec<String>,
+    runs: usize,
+    seconds: f64,
+    rows: u64,
+    devices: u64,
+    connections: Vec<usize>,
+    scale: String,
+}
+
+impl Settings {
+    fn from_env() -> Self {
+        let bench = std::env::args().any(|a| a == "--bench");
+        let var = |k: &str| std::env::var(k).ok();
+        let number = |k: &str, d: u64| var(k).and_then(|v| v.parse().ok()).unwrap_or(d);
+        let list = |v: String| {
+            v.split(',')
+                .map(|s| s.trim().to_owned())
+                .collect::<Vec<_>>()
+        };
+        if !bench {
+            return Settings {
+                bench,
+                workloads: list("point,insert,copy,range".into()),
+                runs: 1,
+                seconds: 0.3,
+                rows: 2_000,
+                devices: 5,
+                connections: vec![1, 4],
+                scale: String::new(),
+            };
+        }
+        Settings {
+            bench,
+            workloads: list(var("WORKLOADS").unwrap_or("point,insert,copy,range,tpch".into())),
+            runs: number("RUNS", 3) as usize,
+            seconds: number("SECONDS", 5) as f64,
+            rows: number("ROWS", 100_000),
+            devices: number("DEVICES", 1_000),
+            connections: var("CONNS")
+                .map(|v| list(v).iter().filter_map(|c| c.parse().ok()).collect())
+                .unwrap_or_else(|| vec![1, 8, 32]),
+            scale: var("SF").unwrap_or("1".into()),
+        }
+    }
+
+    fn wants(&self, workload: &str) -> bool {
+        self.workloads.iter().any(|w| w == workload)
+    }
+}
+
+fn print_header(what: &str, unit: &str) {
+    println!();
+    println!("{what}");
+    println!(
+        "{:<14} {:>6} {:>12} {:>9} {:>9}",
+        "server", "conns", unit, "p50 us", "p99 us"
+    );
+}
+
+/// Runs a workload on every server, `runs` times each, interleaved, and
+/// prints the medians and the ratio.
+async fn compare(servers: &[Server], settings: &Settings, workload: Workload, connections: usize) {
+    let mut runs: Vec<Vec<Figures>> = servers.iter().map(|_| Vec::new()).collect();
+    for _ in 0..settings.runs {
+        for (server, figures) in servers.iter().zip(runs.iter_mut()) {
+            figures.push(key_access::run(server, workload, connections, settings.seconds).await);
+        }
+    }
+    let medians: Vec<Figures> = runs.into_iter().map(key_access::median).collect();
+    for (server, f) in servers.iter().zip(&medians) {
+        println!(
+            "{:<14} {:>6} {:>12.0} {:>9.0} {:>9.0}",
+            server.name, connections, f.per_second, f.p50_us, f.p99_us
+        );
+    }
+    if let [tg, pg] = medians.as_slice() {
+        println!(
+            "{:<14} {:>6} {:>11.2}x",
+            "ratio",
+            connections,
+            tg.per_second / pg.per_second
+        );
+    }
+}
+
+fn ratio_text(ours: f64, theirs: f64) -> String {
+    format!("{:.2}x", theirs / ours)
+}
+
+async fn key_workloads(servers: &[Server], s: &Settings) {
+    for server in servers {
+        key_access::create_tables(server).await;
+        let started = Instant::now();
+        key_access::load_accounts(server, s.rows).await;
+        println!(
+            "{}: {} accounts loaded with COPY in {:.1}s",
+            server.name,
+            s.rows,
+            started.elapsed().as_secs_f64()
+        );
+    }
+    if s.wants("point") {
+        print_header(
+            &format!("1. point selects by primary key, extended protocol, prepared once; median of {} runs of {}s", s.runs, s.seconds),
+            "queries/s",
+        );
+        for &c in &s.connections {
+            compare(servers, s, Workload::PointSelect { rows: s.rows }, c).await;
+        }
+    }
+    if s.wants("insert") {
+        print_header(
+            &format!(
+                "2. single-row INSERTs, each committed durably; median of {} runs of {}s",
+                s.runs, s.seconds
+            ),
+            "inserts/s",
+        );
+        compare(servers, s, Workload::Insert, if s.bench { 8 } else { 2 }).await;
+    }
+    if s.wants("copy") || s.wants("range") {
+        let rows = s.devices * key_access::READINGS_PER_DEVICE;
+        println!();
+        println!(
+            "3. COPY FROM STDIN of {rows} rows (text format) into a new table; median of {} runs",
+            s.runs
+        );
+        println!("{:<14} {:>12} {:>10}", "server", "rows/s", "seconds");
+        let mut medians = Vec::new();
+        for server in servers {
+            let mut times = Vec::new();
+            for run in 0..s.runs {
+                // The last run's table is kept as `readings` for workload 4.
+                let name = if run + 1 == s.runs {
+                    "readings".to_owned()
+                } else {
+                    format!("readings_{run}")
+                };
+                times.push(key_access::copy_readings(server, &name, s.devices).await);
+                if name != "readings" {
+                    server
+                        .connect()
+                        .await
+                        .batch_execute(&format!("DROP TABLE {name}"))
+                        .await
+                        .expect("drop");
+                }
+            }
+            times.sort_by(f64::total_cmp);
+            let median = times[times.len() / 2];
+            println!(
+                "{:<14} {:>12.0} {:>10.2}",
+                server.name,
+                rows as f64 / median,
+                median
+            );
+            medians.push(median);
+        }
+        if let [tg, pg] = medians.as_slice() {
+            println!("{:<14} {:>12}", "ratio", ratio_text(*tg, *pg));
+        }
+    }
+    if s.wants("range") {
+        let connections = if s.bench { 8 } else { 2 };
+        print_header(
+            &format!(
+                "4. 100 consecutive rows of one partition; median of {} runs of {}s",
+                s.runs, s.seconds
+            ),
+            "queries/s",
+        );
+        compare(
+            servers,
+            s,
+            Workload::Range100 { devices: s.devices },
+            connections,
+        )
+        .await;
+        print_header(
+            &format!("4. log tail: ORDER BY seq DESC LIMIT 10 in one partition; median of {} runs of {}s", s.runs, s.seconds),
+            "queries/s",
+        );
+        compare(
+            servers,
+            s,
+            Workload::LogTail { devices: s.devices },
+            connections,
+        )
+        .await;
+    }
+}
+
+async fn tpch_workload(s: &Settings) {
+    let data = tpch::generate(&s.scale);
+    println!();
+    println!(
+        "5. TPC-H at scale factor {} (tpchgen-cli 4.0.0), clients/tpch/schema.sql on both servers",
+        s.scale
+    );
+    // A server of its own each, so the key workloads' tables are not in the way.
+    let servers = [
+        servers::start_tablegate().await,
+        servers::start_postgres().await,
+    ];
+    let mut totals = Vec::new();
+    for server in &servers {
+        let loaded = tpch::load(server, &data).await;
+        let mut total: f64 = loaded.iter().map(|(_, t)| t).sum();
+        if server.name != "tablegate" {
+            let started = Instant::now();
+            server
+                .connect()
+                .await
+                .batch_execute("ANALYZE")
+                .await
+                .expect("analyze");
+            total += started.elapsed().as_secs_f64();
+        }
+        let per_table: Vec<String> = loaded.iter().map(|(t, s)| format!("{t} {s:.1}s")).collect();
+        println!(
+            "{}: loaded in {total:.1}s ({})",
+            server.name,
+            per_table.join(", ")
+        );
+        totals.push(total);
+    }
+    println!("load time ratio: {}", ratio_text(totals[0], totals[1]));
+
+    let started = Instant::now();
+    let memory = tpch::in_memory(&data).await;
+    println!(
+        "DataFusion: read the CSV files into memory in {:.1}s",
+        started.elapsed().as_secs_f64()
+    );
+
+    println!();
+    println!(
+        "TPC-H queries, milliseconds, median of {} runs; ratios above 1 mean tablegate is faster",
+        s.runs
+    );
+    println!(
+        "{:<6} {:>6} {:>11} {:>11} {:>11} {:>9} {:>9}  {}",
+        "query", "rows", "tablegate", "PostgreSQL", "DataFusion", "vs PG", "vs DF", "answer"
+    );
+    let clients = [servers[0].connect().await, servers[1].connect().await];
+    let (mut sum_tg, mut sum_pg, mut sum_df) = (0.0, 0.0, 0.0);
+    for (name, sql) in tpch::queries() {
+        let mut times: [Vec<Duration>; 3] = Default::default();
+        let (mut got, mut expected, mut df_rows) = (Vec::new(), Vec::new(), 0);
+        for _ in 0..s.runs {
+            let t;
+            (got, t) = tpch::run_query(&clients[0], &sql).await;
+            times[0].push(t);
+            let t;
+            (expected, t) = tpch::run_query(&clients[1], &sql).await;
+            times[1].push(t);
+            let t;
+            (df_rows, t) = tpch::run_in_memory(&memory, &sql).await;
+            times[2].push(t);
+        }
+        let [tg, pg, df] = times.map(|mut t| {
+            t.sort();
+            t[t.len() / 2].as_secs_f64() * 1000.0
+        });
+        (sum_tg, sum_pg, sum_df) = (sum_tg + tg, sum_pg + pg, sum_df + df);
+        let answer = match (tpch::same_rows(&got, &expected), df_rows == expected.len()) {
+            (true, true) => "same as PostgreSQL".to_owned(),
+            (false, _) => format!(
+                "DIFFERS from PostgreSQL: {:?} vs {:?}",
+                got.first(),
+                expected.first()
+            ),
+            (true, false) => format!("DataFusion gave {df_rows} rows"),
+        };
+        println!(
+            "{name:<6} {:>6} {tg:>11.1} {pg:>11.1} {df:>11.1} {:>9} {:>9}  {answer}",
+            expected.len(),
+            ratio_text(tg, pg),
+            ratio_text(tg, df)
+        );
+    }
+    println!(
+        "{:<6} {:>6} {sum_tg:>11.1} {sum_pg:>11.1} {sum_df:>11.1} {:>9} {:>9}",
+        "all",
+        "",
+        ratio_text(sum_tg, sum_pg),
+        ratio_text(sum_tg, sum_df)
+    );
+
+    // Peak memory of the server while one query reads every lineitem row.
+    let tablegate = &servers[0];
+    let before = tablegate.rss_mib().unwrap_or(0.0);
+    let scan = "SELECT count(*), sum(l_extendedprice), max(l_comment) FROM lineitem";
+    let query = clients[0].simple_query(scan);
+    tokio::pin!(query);
+    let mut peak = before;
+    let started = Instant::now();
+    loop {
+        tokio::select! {
+            result = &mut query => { result.expect("full scan"); break; }
+            _ = tokio::time::sleep(Duration::from_millis(10)) => {
+                peak = peak.max(tablegate.rss_mib().unwrap_or(0.0));
+            }
+        }
+    }
+    println!();
+    println!(
+        "full scan of lineitem ({scan}): {:.1}s; tablegate RSS {before:.0} MiB before, peak {peak:.0} MiB during",
+        started.elapsed().as_secs_f64()
+    );
+}
+
+fn main() {
+    let settings = Settings::from_env();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    runtime.block_on(async move {
+        if ["point", "insert", "copy", "range"]
+            .iter()
+            .any(|w| settings.wants(w))
+        {
+            let mut servers = vec![servers::start_tablegate().await];
+            if settings.bench {
+                servers.push(servers::start_postgres().await);
+            }
+            key_workloads(&servers, &settings).await;
+        }
+        if settings.wants("tpch") {
+            tpch_workload(&settings).await;
+        }
+    });
+}

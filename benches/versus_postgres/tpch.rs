@@ -198,13 +198,20 @@ pub fn queries() -> Vec<(String, String)> {
         .collect()
 }
 
-/// A query's rows as text, over the simple protocol, and how long it took.
+/// A query's rows as text, over the simple protocol, and how long it took;
+/// `None` if it ran past the session's `statement_timeout`.
 pub async fn run_query(
     client: &tokio_postgres::Client,
     sql: &str,
-) -> (Vec<Vec<Option<String>>>, Duration) {
+) -> Option<(Vec<Vec<Option<String>>>, Duration)> {
     let started = Instant::now();
-    let messages = client.simple_query(sql).await.expect("query");
+    let messages = match client.simple_query(sql).await {
+        Ok(messages) => messages,
+        Err(e) if e.code() == Some(&tokio_postgres::error::SqlState::QUERY_CANCELED) => {
+            return None
+        }
+        Err(e) => panic!("query failed: {e}"),
+    };
     let elapsed = started.elapsed();
     let rows = messages
         .into_iter()
@@ -217,7 +224,7 @@ pub async fn run_query(
             _ => None,
         })
         .collect();
-    (rows, elapsed)
+    Some((rows, elapsed))
 }
 
 pub async fn run_in_memory(ctx: &SessionContext, sql: &str) -> (usize, Duration) {

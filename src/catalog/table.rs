@@ -387,7 +387,9 @@ impl TableDef {
     }
 }
 
-/// Decoded key column values of one entity.
+/// Decoded key column values of one entity (none where no key column is
+/// wanted).
+#[derive(Default)]
 pub struct KeyParts(Vec<(usize, Value)>);
 
 impl KeyParts {

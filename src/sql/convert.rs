@@ -14,7 +14,7 @@ use datafusion::arrow::datatypes::SchemaRef;
 
 use super::error::{Result, SqlError};
 use super::types::{arrow_type, parse_uuid};
-use crate::catalog::{Row, SqlType, TableDef};
+use crate::catalog::{KeyParts, Row, SqlType, TableDef};
 use crate::model::{Date, DateTime, Decimal, Entity, Value};
 use datafusion::arrow::datatypes::DataType;
 
@@ -134,8 +134,13 @@ pub fn entities_to_batch(
         .iter()
         .map(|&i| Builder::new(def.columns[i].ty, entities.len()))
         .collect();
+    // Key columns come from parsing the keys, which only they need.
+    let wants_key = columns.iter().any(|&i| def.is_key_column(i));
     for entity in entities {
-        let parts = def.key_parts(&entity.key)?;
+        let parts = match wants_key {
+            true => def.key_parts(&entity.key)?,
+            false => KeyParts::default(),
+        };
         for (builder, &i) in builders.iter_mut().zip(columns) {
             builder.append(def.column_value(entity, &parts, i)?.as_deref());
         }

@@ -270,7 +270,7 @@ async fn tpch_workload(s: &Settings) {
     println!("load time ratio: {}", ratio_text(totals[0], totals[1]));
 
     let started = Instant::now();
-    let memory = tpch::in_memory(&data).await;
+    let memory = tpch::in_memory(&data);
     println!(
         "DataFusion: read the CSV files into memory in {:.1}s",
         started.elapsed().as_secs_f64()

@@ -38,6 +38,19 @@ impl Drop for Server {
     }
 }
 
+/// A temporary directory for a server's data, under `BENCH_DIR` if set.
+fn data_dir() -> tempfile::TempDir {
+    match std::env::var("BENCH_DIR") {
+        Ok(d) => tempfile::tempdir_in(d),
+        Err(_) => tempfile::tempdir(),
+    }
+    .expect("tempdir")
+}
+
+fn url(port: u16) -> String {
+    format!("host=127.0.0.1 port={port} user=bench dbname=postgres")
+}
+
 fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
@@ -46,20 +59,16 @@ fn free_port() -> u16 {
 }
 
 async fn connect(port: u16) -> tokio_postgres::Client {
-    let (client, connection) = tokio_postgres::connect(
-        &format!("host=127.0.0.1 port={port} user=bench dbname=postgres"),
-        NoTls,
-    )
-    .await
-    .expect("connect");
+    let (client, connection) = tokio_postgres::connect(&url(port), NoTls)
+        .await
+        .expect("connect");
     tokio::spawn(connection);
     client
 }
 
 async fn wait_ready(port: u16) {
     for _ in 0..200 {
-        let url = format!("host=127.0.0.1 port={port} user=bench dbname=postgres");
-        if tokio_postgres::connect(&url, NoTls).await.is_ok() {
+        if tokio_postgres::connect(&url(port), NoTls).await.is_ok() {
             return;
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
@@ -68,11 +77,7 @@ async fn wait_ready(port: u16) {
 }
 
 pub async fn start_tablegate() -> Server {
-    let dir = match std::env::var("BENCH_DIR") {
-        Ok(d) => tempfile::tempdir_in(d),
-        Err(_) => tempfile::tempdir(),
-    }
-    .expect("tempdir");
+    let dir = data_dir();
     let port = free_port();
     let child = Command::new(env!("CARGO_BIN_EXE_tablegate"))
         .args(["serve", "--port", &port.to_string(), "--data-dir"])
@@ -118,11 +123,7 @@ fn pg_command(bin: &str) -> Command {
 }
 
 pub async fn start_postgres() -> Server {
-    let dir = match std::env::var("BENCH_DIR") {
-        Ok(d) => tempfile::tempdir_in(d),
-        Err(_) => tempfile::tempdir(),
-    }
-    .expect("tempdir");
+    let dir = data_dir();
     let data = dir.path().join("data");
     std::fs::create_dir_all(&data).expect("mkdir");
     let _ = Command::new("chown")

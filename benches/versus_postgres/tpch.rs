@@ -161,7 +161,7 @@ pub async fn load(server: &Server, data: &Path) -> Vec<(String, f64)> {
 }
 
 /// The same rows in DataFusion's memory, two partitions a table (one per core).
-pub async fn in_memory(data: &Path) -> SessionContext {
+pub fn in_memory(data: &Path) -> SessionContext {
     let ctx = SessionContext::new();
     for (table, schema) in tables() {
         let file = std::fs::File::open(data.join(format!("{table}.csv"))).expect("csv");

@@ -20,6 +20,7 @@ use datafusion::arrow::array::{Array, ArrayRef, Int64Array, RecordBatch, StringA
 use datafusion::arrow::compute::cast;
 use datafusion::arrow::datatypes::{DataType, Schema, SchemaRef};
 use datafusion::common::ParamValues;
+use datafusion::datasource::memory::MemorySourceConfig;
 use datafusion::datasource::MemTable;
 use datafusion::physical_plan::memory::MemoryStream;
 use datafusion::sql::parser::Statement as DfStatement;
@@ -79,6 +80,18 @@ struct Rewrite {
     alias: String,
     on_conflict: Conflict,
     kind: Kind,
+    /// For an INSERT whose rows are only parameters and NULLs (the prepared
+    /// single-row insert): each row's value sources, by output column. Its
+    /// rows are built without planning the SELECT.
+    direct: Option<Vec<Vec<Direct>>>,
+}
+
+/// A value of an INSERT row that needs no evaluation.
+#[derive(Clone, Copy)]
+enum Direct {
+    /// `$n`, 1-based.
+    Param(usize),
+    Null,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -235,6 +248,7 @@ fn rewrite_insert(session: &Session, insert: &Insert) -> Result<Rewrite> {
             .collect::<Result<_>>()?
     };
     let mut hints = HashMap::new();
+    let direct = direct_rows(&def, &targets, insert);
     let source = match &insert.source {
         None => "VALUES (NULL)".to_owned(),
         Some(query) => match query.body.as_ref() {
@@ -356,7 +370,112 @@ fn rewrite_insert(session: &Session, insert: &Insert) -> Result<Rewrite> {
         returning: insert.returning.clone(),
         on_conflict,
         kind: Kind::Insert,
+        direct,
     })
+}
+
+/// The rows of an INSERT as [`Direct`] values by output column, when every
+/// value is a parameter, NULL or DEFAULT and no column needs its default.
+fn direct_rows(def: &TableDef, targets: &[usize], insert: &Insert) -> Option<Vec<Vec<Direct>>> {
+    let query = insert.source.as_ref()?;
+    let SetExpr::Values(values) = query.body.as_ref() else {
+        return None;
+    };
+    if query.with.is_some() || query.order_by.is_some() || query.limit_clause.is_some() {
+        return None;
+    }
+    let columns = (0..def.columns.len()).filter(|&i| def.columns[i].system.is_none());
+    let mut position = vec![None; def.columns.len()];
+    for (j, &t) in targets.iter().enumerate() {
+        position[t] = Some(j);
+    }
+    values
+        .rows
+        .iter()
+        .map(|row| {
+            if row.len() != targets.len() {
+                return None;
+            }
+            columns
+                .clone()
+                .map(|i| {
+                    let expr = position[i].map(|j| &row[j]);
+                    match expr {
+                        Some(e) if !is_default(e) => match e {
+                            AstExpr::Value(v)
+                                if matches!(
+                                    v.value,
+                                    datafusion::sql::sqlparser::ast::Value::Null
+                                ) =>
+                            {
+                                Some(Direct::Null)
+                            }
+                            e => placeholder_index(e).map(Direct::Param),
+                        },
+                        _ => def.columns[i].default.is_none().then_some(Direct::Null),
+                    }
+                })
+                .collect()
+        })
+        .collect()
+}
+
+/// The rows of a [`Direct`] INSERT as a batch of the output columns, each
+/// parameter cast to its column's type as the planned SELECT would.
+fn direct_batch(
+    def: &TableDef,
+    columns: &[usize],
+    rows: &[Vec<Direct>],
+    params: Option<&ParamValues>,
+) -> Result<RecordBatch> {
+    use datafusion::arrow::compute::{cast_with_options, concat, CastOptions};
+    use datafusion::common::ScalarValue;
+    let options = CastOptions {
+        safe: false,
+        ..Default::default()
+    };
+    let values = match params {
+        Some(ParamValues::List(values)) => values.as_slice(),
+        _ => &[],
+    };
+    let mut fields = Vec::with_capacity(columns.len());
+    let mut arrays: Vec<ArrayRef> = Vec::with_capacity(columns.len());
+    for (j, &i) in columns.iter().enumerate() {
+        let target = arrow_type(def.columns[i].ty);
+        let cells = rows
+            .iter()
+            .map(|row| {
+                let scalar = match row[j] {
+                    Direct::Null => ScalarValue::Null,
+                    Direct::Param(n) => {
+                        values.get(n - 1).map(|v| v.value.clone()).ok_or_else(|| {
+                            SqlError::value(
+                                "08P01",
+                                format!("no value supplied for parameter ${n}"),
+                            )
+                        })?
+                    }
+                };
+                Ok(cast_with_options(&scalar.to_array()?, &target, &options)?)
+            })
+            .collect::<Result<Vec<ArrayRef>>>()?;
+        arrays.push(match cells.as_slice() {
+            [one] => one.clone(),
+            many => concat(&many.iter().map(|a| a.as_ref()).collect::<Vec<_>>())?,
+        });
+        fields.push(datafusion::arrow::datatypes::Field::new(
+            format!("c{j}"),
+            target,
+            true,
+        ));
+    }
+    let options =
+        datafusion::arrow::array::RecordBatchOptions::new().with_row_count(Some(rows.len()));
+    Ok(RecordBatch::try_new_with_options(
+        Arc::new(Schema::new(fields)),
+        arrays,
+        &options,
+    )?)
 }
 
 /// The table, its alias and the other FROM items of an UPDATE or DELETE.
@@ -459,6 +578,7 @@ fn rewrite_update(session: &Session, update: &Update) -> Result<Rewrite> {
         alias,
         on_conflict: Conflict::Error,
         kind: Kind::Update,
+        direct: None,
     })
 }
 
@@ -506,6 +626,7 @@ fn rewrite_delete(session: &Session, delete: &Delete) -> Result<Rewrite> {
         alias,
         on_conflict: Conflict::Error,
         kind: Kind::Delete,
+        direct: None,
     })
 }
 
@@ -587,17 +708,27 @@ pub async fn plan_changes(
     params: Option<ParamValues>,
 ) -> Result<(Vec<Change>, Output, Arc<TableDef>)> {
     let rewrite = rewrite(session, statement)?;
-    let mut plan = plan_sql(session, &rewrite.sql).await?;
-    if let Some(params) = params {
-        plan = plan.with_param_values(params)?;
-    }
     let def = rewrite.def.clone();
     if let Some(privilege) = super::access::privilege_of(statement) {
         session.require(&def, privilege)?;
     }
-    session.require_reads(&plan, Some(&def.name))?;
-    let frame = session.context().execute_logical_plan(plan).await?;
-    let mut stream = session.execute_watched(frame).await?;
+    let mut stream = match &rewrite.direct {
+        Some(rows) => {
+            let batch = direct_batch(&def, &rewrite.columns, rows, params.as_ref())?;
+            let schema = batch.schema();
+            let plan = MemorySourceConfig::try_new_exec(&[vec![batch]], schema, None)?;
+            session.watch(plan, session.context().task_ctx())?
+        }
+        None => {
+            let mut plan = plan_sql(session, &rewrite.sql).await?;
+            if let Some(params) = params {
+                plan = plan.with_param_values(params)?;
+            }
+            session.require_reads(&plan, Some(&def.name))?;
+            let frame = session.context().execute_logical_plan(plan).await?;
+            session.execute_watched(frame).await?
+        }
+    };
 
     let mut changes = Vec::new();
     let mut returned: Vec<Row> = Vec::new();

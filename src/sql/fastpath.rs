@@ -1,17 +1,22 @@
-//! Point queries without a planning round trip.
+//! Key reads without a planning round trip.
 //!
-//! A prepared `SELECT <columns> FROM t WHERE <every key column> = <parameter
-//! or constant>` is recognised once, when it is prepared, from its optimized
-//! plan. Each execution then encodes the key from the parameters and makes one
-//! point get: no DataFusion optimizer or physical planner per query. Anything
-//! else (or a parameter that does not fit its column) takes the general path.
+//! A prepared `SELECT <columns> FROM t WHERE <key comparisons> [ORDER BY
+//! <row key> [DESC]] [LIMIT n]` is recognised once, when it is prepared, from
+//! its optimized plan, when its comparisons (of key columns with parameters
+//! or constants) fix the partition. Each execution then turns the parameters
+//! into a point get or a range of one partition, read forwards or backwards
+//! (the log tail): no DataFusion optimizer or physical planner per query.
+//! Anything else (or a parameter that does not fit its column) takes the
+//! general path.
 
 use std::sync::Arc;
 
 use datafusion::arrow::datatypes::SchemaRef;
-use datafusion::common::{ParamValues, ScalarValue};
+use datafusion::common::{Column, ParamValues, ScalarValue};
 use datafusion::logical_expr::utils::split_conjunction;
-use datafusion::logical_expr::{BinaryExpr, Expr, LogicalPlan, Operator};
+use datafusion::logical_expr::{
+    BinaryExpr, Expr, FetchType, LogicalPlan, Operator, Projection, SkipType,
+};
 
 use std::time::{Instant, SystemTime};
 
@@ -19,11 +24,11 @@ use super::convert::entities_to_batch;
 use super::diagnostics::queries::{QueryRecord, ScanRecord};
 use super::diagnostics::Monitor;
 use super::error::Result;
-use super::pushdown::literal_value;
-use super::pushdown::AccessPath;
+use super::pushdown::{access_path, literal_value, AccessPath};
 use super::session::Output;
 use crate::catalog::{Catalog, Keys, Row, TableDef};
-use crate::store::EntityRead;
+use crate::model::{Entity, Value};
+use crate::store::{EntityRead, KeyRange, Query, MAX_PAGE_SIZE};
 
 /// Where a key column's value comes from.
 #[derive(Debug, Clone)]
@@ -33,11 +38,25 @@ enum Source {
     Constant(ScalarValue),
 }
 
-/// A prepared point query.
+/// A key comparison: `column <op> source`.
+#[derive(Debug, Clone)]
+struct Condition {
+    column: usize,
+    op: Operator,
+    source: Source,
+}
+
+/// A prepared read by key.
 #[derive(Debug)]
-pub struct PointPlan {
+pub struct KeyPlan {
     table: Arc<TableDef>,
-    keys: Vec<(usize, Source)>,
+    conditions: Vec<Condition>,
+    /// Every key column is compared for equality: one point get.
+    point: bool,
+    /// Rows in reverse key order (`ORDER BY <row key> DESC`).
+    reverse: bool,
+    /// Most rows returned.
+    fetch: Option<usize>,
     /// The table column of each output column.
     outputs: Vec<usize>,
     /// Properties to decode.
@@ -45,11 +64,35 @@ pub struct PointPlan {
     schema: SchemaRef,
 }
 
+/// Rows a read without a limit may hold before the general path, which
+/// streams them, takes over.
+const MAX_UNLIMITED_ROWS: usize = 1000;
+
 fn column_index(def: &TableDef, expr: &Expr) -> Option<usize> {
     match expr {
         Expr::Column(c) => def.column_index(&c.name),
         Expr::Alias(a) => column_index(def, &a.expr),
         _ => None,
+    }
+}
+
+/// The table column an expression over the output of `below` (projections,
+/// the top one first, above the scan) names.
+fn table_column(def: &TableDef, expr: &Expr, below: &[&Projection]) -> Option<usize> {
+    match below.split_first() {
+        None => column_index(def, expr),
+        Some((projection, rest)) => {
+            let column = match expr {
+                Expr::Column(c) => c,
+                Expr::Alias(a) => match a.expr.as_ref() {
+                    Expr::Column(c) => c,
+                    _ => return None,
+                },
+                _ => return None,
+            };
+            let j = projection.schema.index_of_column(column).ok()?;
+            table_column(def, &projection.expr[j], rest)
+        }
     }
 }
 
@@ -66,83 +109,163 @@ fn source(expr: &Expr) -> Option<Source> {
     }
 }
 
-impl PointPlan {
-    /// Recognises a point query in an optimized plan.
-    pub fn detect(plan: &LogicalPlan, catalog: &Catalog) -> Option<PointPlan> {
-        // Projection? -> Filter? -> TableScan: a filter with parameters stays
-        // above the scan until the parameters are known.
-        let (outputs_expr, below) = match plan {
-            LogicalPlan::Projection(p) => (Some(&p.expr), p.input.as_ref()),
-            other => (None, other),
+fn flip(op: Operator) -> Option<Operator> {
+    Some(match op {
+        Operator::Eq => Operator::Eq,
+        Operator::Lt => Operator::Gt,
+        Operator::LtEq => Operator::GtEq,
+        Operator::Gt => Operator::Lt,
+        Operator::GtEq => Operator::LtEq,
+        _ => return None,
+    })
+}
+
+/// `column <op> source` or `source <op> column` on a key column.
+fn condition(def: &TableDef, keys: &[usize], filter: &Expr) -> Option<Condition> {
+    let Expr::BinaryExpr(BinaryExpr { left, op, right }) = filter else {
+        return None;
+    };
+    let (column, op, source) = match (column_index(def, left), source(right)) {
+        (Some(c), Some(s)) => (c, *op, s),
+        _ => (column_index(def, right)?, flip(*op)?, source(left)?),
+    };
+    flip(op)?;
+    keys.contains(&column)
+        .then_some(Condition { column, op, source })
+}
+
+/// The parts of a plan `Limit? -> Sort? -> Filter? -> TableScan`, with
+/// column-only projections anywhere above the filter.
+#[derive(Default)]
+struct Shape<'a> {
+    fetch: Option<usize>,
+    /// The sort's columns and directions (ascending: true).
+    sort: Vec<(&'a Column, bool)>,
+    /// Column-only projections, the top one first.
+    projections: Vec<&'a Projection>,
+    /// How many of them are above the sort.
+    projections_over_sort: usize,
+    filter: Option<&'a Expr>,
+}
+
+fn min_fetch(a: Option<usize>, b: Option<usize>) -> Option<usize> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
+}
+
+impl KeyPlan {
+    /// Recognises a read by key in an optimized plan. `key_ordered`: the
+    /// store reads ranges in key order (the Cosmos DB Table API does not).
+    pub fn detect(plan: &LogicalPlan, catalog: &Catalog, key_ordered: bool) -> Option<KeyPlan> {
+        let mut shape = Shape::default();
+        let mut node = plan;
+        // Each step may only be followed by the steps below it.
+        let mut stage = 0;
+        let scan = loop {
+            match node {
+                LogicalPlan::Limit(limit) if stage < 1 => {
+                    let (SkipType::Literal(0), FetchType::Literal(fetch)) =
+                        (limit.get_skip_type().ok()?, limit.get_fetch_type().ok()?)
+                    else {
+                        return None;
+                    };
+                    shape.fetch = fetch;
+                    stage = 1;
+                    node = &limit.input;
+                }
+                LogicalPlan::Sort(sort) if stage < 2 => {
+                    for s in &sort.expr {
+                        let Expr::Column(column) = &s.expr else {
+                            return None;
+                        };
+                        shape.sort.push((column, s.asc));
+                        shape.projections_over_sort = shape.projections.len();
+                    }
+                    shape.fetch = min_fetch(shape.fetch, sort.fetch);
+                    stage = 2;
+                    node = &sort.input;
+                }
+                LogicalPlan::Projection(p) if stage < 3 => {
+                    shape.projections.push(p);
+                    node = &p.input;
+                }
+                LogicalPlan::Filter(f) if stage < 3 => {
+                    shape.filter = Some(&f.predicate);
+                    stage = 3;
+                    node = &f.input;
+                }
+                LogicalPlan::TableScan(scan) => break scan,
+                _ => return None,
+            }
         };
-        let (filter, below) = match below {
-            LogicalPlan::Filter(f) => (Some(&f.predicate), f.input.as_ref()),
-            other => (None, other),
-        };
-        let LogicalPlan::TableScan(scan) = below else {
-            return None;
-        };
-        if scan.fetch.is_some() {
-            return None;
-        }
         let def = catalog.get(scan.table_name.table())?;
         let Keys::Columns { partition, row } = &def.keys else {
             return None;
         };
         let key_columns: Vec<usize> = partition.iter().chain(row).copied().collect();
+        // A limit inside the scan comes after its filters but before any sort.
+        if scan.fetch.is_some() && !shape.sort.is_empty() {
+            return None;
+        }
+        let fetch = min_fetch(shape.fetch, scan.fetch);
 
-        let mut keys: Vec<(usize, Source)> = Vec::new();
-        for filter in scan
+        let conditions: Vec<Condition> = scan
             .filters
             .iter()
-            .chain(filter)
+            .chain(shape.filter)
             .flat_map(split_conjunction)
-        {
-            let Expr::BinaryExpr(BinaryExpr {
-                left,
-                op: Operator::Eq,
-                right,
-            }) = filter
-            else {
-                return None;
-            };
-            let (column, value) = match (
-                column_index(&def, left.as_ref()),
-                source(right.as_ref()),
-                column_index(&def, right.as_ref()),
-                source(left.as_ref()),
-            ) {
-                (Some(c), Some(s), _, _) | (_, _, Some(c), Some(s)) => (c, s),
-                _ => return None,
-            };
-            if !key_columns.contains(&column) || keys.iter().any(|(c, _)| *c == column) {
+            .map(|f| condition(&def, &key_columns, f))
+            .collect::<Option<_>>()?;
+        let equal = |c: &usize| {
+            conditions
+                .iter()
+                .any(|k| k.column == *c && k.op == Operator::Eq)
+        };
+        if !partition.iter().all(equal) {
+            return None;
+        }
+        let point = row.iter().all(equal);
+
+        // The sort must be a prefix of the row key, all one way, and the
+        // store must read in key order.
+        let reverse = shape.sort.first().is_some_and(|&(_, asc)| !asc);
+        if !shape.sort.is_empty() {
+            let prefix = shape.sort.len() <= row.len()
+                && shape.sort.iter().zip(row).all(|(&(column, asc), &r)| {
+                    let below = &shape.projections[shape.projections_over_sort..];
+                    let column = Expr::Column(column.clone());
+                    table_column(&def, &column, below) == Some(r) && asc != reverse
+                });
+            if !prefix || !(key_ordered || point) {
                 return None;
             }
-            keys.push((column, value));
-        }
-        if keys.len() != key_columns.len() {
-            return None;
         }
 
         let scanned: Vec<usize> = match &scan.projection {
             Some(p) => p.clone(),
             None => (0..def.columns.len()).collect(),
         };
-        let outputs: Vec<usize> = match outputs_expr {
-            Some(exprs) => exprs
+        let outputs: Vec<usize> = match shape.projections.split_first() {
+            Some((top, below)) => top
+                .expr
                 .iter()
-                .map(|e| column_index(&def, e))
+                .map(|e| table_column(&def, e, below))
                 .collect::<Option<_>>()?,
-            None => scanned.clone(),
+            None => scanned,
         };
         if outputs.iter().any(|&i| i >= def.columns.len()) {
             return None;
         }
         let projection = def.store_projection(outputs.iter().copied());
         let schema = Arc::new(plan.schema().as_arrow().clone());
-        Some(PointPlan {
+        Some(KeyPlan {
             table: def,
-            keys,
+            conditions,
+            point,
+            reverse,
+            fetch,
             outputs,
             projection,
             schema,
@@ -150,7 +273,8 @@ impl PointPlan {
     }
 
     /// Runs the query, or returns `None` when the general path must (a
-    /// parameter that does not convert, or a table changed since preparing).
+    /// parameter that does not convert, a table changed since preparing, a
+    /// read the general path would stream).
     pub async fn execute(
         &self,
         current: Option<Arc<TableDef>>,
@@ -167,61 +291,161 @@ impl PointPlan {
         let ParamValues::List(values) = params else {
             return Ok(None);
         };
-        let mut row: Row = vec![None; def.columns.len()];
-        for (column, source) in &self.keys {
-            let scalar = match source {
+        // Each comparison's value, as the column holds it and as a literal.
+        let mut bounds: Vec<(&Condition, Value, ScalarValue)> = Vec::new();
+        for condition in &self.conditions {
+            let scalar = match &condition.source {
                 Source::Param(i) => match values.get(*i) {
                     Some(v) => &v.value,
                     None => return Ok(None),
                 },
                 Source::Constant(v) => v,
             };
+            // A comparison with NULL holds for no row.
             if scalar.is_null() {
                 return Ok(Some(self.rows(&[])?));
             }
-            match literal_value(def.columns[*column].ty, scalar) {
-                Some(v) => row[*column] = Some(v),
+            match literal_value(def.columns[condition.column].ty, scalar) {
+                Some(v) => bounds.push((condition, v, scalar.clone())),
                 None => return Ok(None),
             }
         }
-        // A value no key can hold matches no row.
-        let Ok(key) = def.entity_key(&row) else {
-            return Ok(Some(self.rows(&[])?));
-        };
         let started = (SystemTime::now(), Instant::now());
-        let entity = view
-            .get(&def.name, &key, self.projection.as_deref())
-            .await?;
-        let found = u64::from(entity.is_some());
+        let (access, read, entities) = if self.point {
+            let mut row: Row = vec![None; def.columns.len()];
+            for (condition, value, _) in &bounds {
+                if condition.op == Operator::Eq {
+                    row[condition.column] = Some(value.clone());
+                }
+            }
+            // A value no key can hold matches no row.
+            let Ok(key) = def.entity_key(&row) else {
+                return Ok(Some(self.rows(&[])?));
+            };
+            let entity = view
+                .get(&def.name, &key, self.projection.as_deref())
+                .await?;
+            let entities: Vec<Entity> = entity.into_iter().collect();
+            let entities = self.matching(&bounds, entities)?;
+            (AccessPath::Points(vec![key]), entities.len(), entities)
+        } else {
+            let filters: Vec<Expr> = bounds
+                .iter()
+                .map(|(c, _, scalar)| {
+                    Expr::BinaryExpr(BinaryExpr::new(
+                        Box::new(Expr::Column(def.columns[c.column].name.as_str().into())),
+                        c.op,
+                        Box::new(Expr::Literal(scalar.clone(), None)),
+                    ))
+                })
+                .collect();
+            let access = access_path(def, &filters);
+            let AccessPath::Ranges(ranges) = &access else {
+                return Ok(None);
+            };
+            let [range @ KeyRange::Rows { .. }] = ranges.as_slice() else {
+                return Ok(None);
+            };
+            let limit = self.fetch.unwrap_or(MAX_UNLIMITED_ROWS + 1);
+            let mut query = Query::new(range.clone());
+            query.reverse = self.reverse;
+            query.projection = self.projection.clone();
+            query.page_size = limit.clamp(1, MAX_PAGE_SIZE);
+            let mut entities = Vec::new();
+            let mut read = 0;
+            let mut continuation = None;
+            loop {
+                let page = view.query(&def.name, &query, continuation.as_ref()).await?;
+                read += page.entities.len();
+                entities.extend(self.matching(&bounds, page.entities)?);
+                continuation = page.continuation;
+                if entities.len() >= limit || continuation.is_none() {
+                    break;
+                }
+            }
+            entities.truncate(limit);
+            if self.fetch.is_none() && entities.len() > MAX_UNLIMITED_ROWS {
+                return Ok(None);
+            }
+            (access, read, entities)
+        };
+        let partition = match &access {
+            AccessPath::Points(keys) => keys[0].partition_key.clone(),
+            AccessPath::Ranges(ranges) => match &ranges[0] {
+                KeyRange::Rows { partition_key, .. } => partition_key.clone(),
+                KeyRange::Partitions { .. } => String::new(),
+            },
+            _ => String::new(),
+        };
+        let returned = entities.len() as u64;
         monitor
             .traffic
-            .record_reads(&def.name, [(key.partition_key.as_str(), found)]);
+            .record_reads(&def.name, [(partition.as_str(), read as u64)]);
         monitor.record_statement(QueryRecord {
             id: 0,
             started: started.0,
             text: text.clone(),
             elapsed: started.1.elapsed(),
-            rows: found,
+            rows: returned,
             scans: vec![ScanRecord {
                 table: def.name.clone(),
-                access: AccessPath::Points(vec![key]).to_string(),
+                access: access.to_string(),
                 across_partitions: false,
-                entities_read: found,
-                rows_returned: found,
+                entities_read: read as u64,
+                rows_returned: returned,
                 filter_columns: Vec::new(),
-                reverse: false,
+                reverse: self.reverse,
                 joined: false,
                 aggregated: false,
             }],
         });
-        Ok(Some(self.rows(entity.as_slice())?))
+        Ok(Some(self.rows(&entities)?))
+    }
+
+    /// The entities whose key columns meet every comparison (the read's
+    /// keys already do, unless a bound could not be encoded exactly).
+    fn matching(
+        &self,
+        bounds: &[(&Condition, Value, ScalarValue)],
+        entities: Vec<Entity>,
+    ) -> Result<Vec<Entity>> {
+        let def = &self.table;
+        let mut kept = Vec::with_capacity(entities.len());
+        for entity in entities {
+            let parts = def.key_parts(&entity.key)?;
+            let mut keep = true;
+            for (condition, value, _) in bounds {
+                let Some(column) = def.column_value(&entity, &parts, condition.column)? else {
+                    keep = false;
+                    break;
+                };
+                let holds = column
+                    .compare(value)
+                    .is_some_and(|order| match condition.op {
+                        Operator::Eq => order.is_eq(),
+                        Operator::Lt => order.is_lt(),
+                        Operator::LtEq => order.is_le(),
+                        Operator::Gt => order.is_gt(),
+                        Operator::GtEq => order.is_ge(),
+                        _ => false,
+                    });
+                if !holds {
+                    keep = false;
+                    break;
+                }
+            }
+            if keep {
+                kept.push(entity);
+            }
+        }
+        Ok(kept)
     }
 
     pub fn table_name(&self) -> &str {
         &self.table.name
     }
 
-    fn rows(&self, entities: &[crate::model::Entity]) -> Result<Output> {
+    fn rows(&self, entities: &[Entity]) -> Result<Output> {
         let batch = entities_to_batch(&self.table, &self.outputs, self.schema.clone(), entities)?;
         Output::from_batches(self.schema.clone(), vec![batch], "SELECT")
     }

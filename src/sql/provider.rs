@@ -164,7 +164,7 @@ impl ReadView {
             .store(on, std::sync::atomic::Ordering::Relaxed);
     }
 
-    fn pushdown(&self) -> bool {
+    pub(super) fn pushdown(&self) -> bool {
         self.pushdown.load(std::sync::atomic::Ordering::Relaxed)
     }
 }

@@ -22,7 +22,7 @@ use super::copy::{CopyFormat, CopyIn};
 use super::cursor::{self, Cursor};
 use super::diagnostics;
 use super::error::{Result, SqlError};
-use super::fastpath::PointPlan;
+use super::fastpath::KeyPlan;
 use super::names::ColumnNames;
 use super::provider::{ReadView, TablegateSchema};
 use super::settings::Settings;
@@ -132,8 +132,8 @@ pub struct Prepared {
     pub param_types: Vec<Option<DataType>>,
     /// Columns of the result, if the statement returns rows.
     pub result: Option<SchemaRef>,
-    /// Set when the statement is a point query that skips planning.
-    point: Option<Arc<PointPlan>>,
+    /// Set when the statement is a read by key that skips planning.
+    by_key: Option<Arc<KeyPlan>>,
     /// PostgreSQL's names of the result columns, where they differ.
     names: Option<Vec<Option<String>>>,
     /// A statement the SQL parser does not read (see `ddl::text_command`),
@@ -142,9 +142,9 @@ pub struct Prepared {
 }
 
 impl Prepared {
-    /// Whether executions skip planning (a point query by the whole key).
-    pub fn is_point_query(&self) -> bool {
-        self.point.is_some()
+    /// Whether executions skip planning (a read by key of one partition).
+    pub fn skips_planning(&self) -> bool {
+        self.by_key.is_some()
     }
 }
 
@@ -554,7 +554,7 @@ impl Session {
                 plan: None,
                 param_types: vec![],
                 result,
-                point: None,
+                by_key: None,
                 names: None,
                 text_command: true,
             });
@@ -571,7 +571,7 @@ impl Session {
             plan: None,
             param_types: vec![],
             result: None,
-            point: None,
+            by_key: None,
             names: None,
             text_command: false,
         };
@@ -601,12 +601,15 @@ impl Session {
                     Some(names) => names::rename(&schema, names),
                     None => schema,
                 });
-                prepared.point = self
+                let key_ordered = self.engine.store().key_ordered();
+                prepared.by_key = self
                     .ctx
                     .state()
                     .optimize(&plan)
                     .ok()
-                    .and_then(|optimized| PointPlan::detect(&optimized, &self.engine.catalog))
+                    .and_then(|optimized| {
+                        KeyPlan::detect(&optimized, &self.engine.catalog, key_ordered)
+                    })
                     .map(Arc::new);
                 prepared.plan = Some(plan);
             }
@@ -631,22 +634,23 @@ impl Session {
             self.role()
                 .is_some_and(|r| super::access::PartitionLimit::of(def, r).is_some())
         };
-        let point = prepared.point.as_ref().filter(|p| {
-            self.role.is_none()
-                || !self
+        let by_key = prepared.by_key.as_ref().filter(|p| {
+            let limited = self.role.is_some()
+                && self
                     .table_def(p.table_name())
-                    .is_some_and(|def| limited(&def))
+                    .is_some_and(|def| limited(&def));
+            self.view.pushdown() && !limited
         });
-        if let Some(point) = point {
+        if let Some(by_key) = by_key {
             self.check_not_failed()?;
             if self.role.is_some() {
-                if let Some(def) = self.table_def(point.table_name()) {
+                if let Some(def) = self.table_def(by_key.table_name()) {
                     self.require(&def, crate::catalog::Privilege::Select)?;
                 }
             }
-            match point
+            match by_key
                 .execute(
-                    self.table_def(point.table_name()),
+                    self.table_def(by_key.table_name()),
                     self.current_view(),
                     &params,
                     &self.engine.monitor,
@@ -1135,6 +1139,15 @@ impl Session {
     ) -> Result<SendableRecordBatchStream> {
         let task = Arc::new(frame.task_ctx());
         let plan = frame.create_physical_plan().await?;
+        self.watch(plan, task)
+    }
+
+    /// Runs a physical plan under the statement's watch (see [`Self::execute_watched`]).
+    pub(super) fn watch(
+        &self,
+        plan: Arc<dyn datafusion::physical_plan::ExecutionPlan>,
+        task: Arc<datafusion::execution::TaskContext>,
+    ) -> Result<SendableRecordBatchStream> {
         let stream = datafusion::physical_plan::execute_stream(plan.clone(), task)?;
         Ok(Box::pin(diagnostics::Watched::new(
             stream,

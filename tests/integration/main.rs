@@ -16,6 +16,7 @@ mod concurrent_updates;
 mod derived_crash;
 mod derived_maintenance;
 mod diagnostics;
+mod direct_inserts;
 mod entity_operations;
 mod etag_races;
 mod hostile_sql;

@@ -48,7 +48,7 @@ async fn point_queries_skip_planning() {
     ];
     for (sql, point) in cases {
         let prepared = session.prepare(sql).await.unwrap();
-        assert_eq!(prepared.is_point_query(), point, "{sql}");
+        assert_eq!(prepared.skips_planning(), point, "{sql}");
         let params = if sql.contains("$1") {
             vec![ScalarValue::Int32(Some(1))]
         } else {
@@ -77,5 +77,196 @@ async fn point_queries_skip_planning() {
         )
         .await;
         assert_eq!(n, 0);
+    }
+}
+
+/// The rows of an output, one line each.
+async fn lines(output: Output) -> Vec<String> {
+    let Output::Rows { stream, .. } = output else {
+        panic!("not rows")
+    };
+    let batches: Vec<_> = stream.try_collect().await.unwrap();
+    let text = datafusion::arrow::util::pretty::pretty_format_batches(&batches)
+        .unwrap()
+        .to_string();
+    text.lines()
+        .filter(|l| l.starts_with('|'))
+        .skip(1)
+        .map(str::to_owned)
+        .collect()
+}
+
+async fn run(
+    session: &mut Session,
+    prepared: &tablegate::sql::Prepared,
+    params: &[ScalarValue],
+) -> Vec<String> {
+    let params = ParamValues::from(params.to_vec());
+    lines(session.execute_prepared(prepared, params).await.unwrap()).await
+}
+
+/// Ranges of one partition, forwards and backwards, with and without a
+/// limit, skip planning and answer as the general path does (a session
+/// with key pushdown off reads the whole table and filters it).
+#[tokio::test]
+async fn key_ranges_skip_planning_and_match_the_general_path() {
+    use rand::{Rng, SeedableRng};
+    let dir = tempfile::tempdir().unwrap();
+    let engine = Engine::open(Arc::new(NativeStore::open(dir.path()).unwrap()))
+        .await
+        .unwrap();
+    let mut fast = Session::new(engine.clone());
+    let mut general = Session::new(engine);
+    let mut setup = String::from(
+        "CREATE TABLE readings (device int, seq int, value bigint, PRIMARY KEY (device, seq));
+         CREATE TABLE logs (stream text, at text, line text, PRIMARY KEY (stream, at));",
+    );
+    for device in 1..=3 {
+        for seq in 1..=40 {
+            setup.push_str(&format!(
+                "INSERT INTO readings VALUES ({device}, {seq}, {});",
+                device * 1000 + seq * 7 % 13
+            ));
+            setup.push_str(&format!(
+                "INSERT INTO logs VALUES ('s{device}', 't{seq:03}', 'line {seq}');"
+            ));
+        }
+    }
+    for output in fast.execute(&setup).await {
+        output.unwrap();
+    }
+    for output in general.execute("SET tablegate.pushdown = off").await {
+        output.unwrap();
+    }
+    // (query, skips planning, ordered, parameters: device, then bounds)
+    let cases = [
+        (
+            "SELECT seq, value FROM readings WHERE device = $1 AND seq >= $2 AND seq < $3",
+            true,
+            false,
+            3,
+        ),
+        (
+            "SELECT seq, value FROM readings WHERE device = $1 ORDER BY seq DESC LIMIT 10",
+            true,
+            true,
+            1,
+        ),
+        (
+            "SELECT value FROM readings WHERE device = $1 AND seq > $2 ORDER BY seq DESC LIMIT 4",
+            true,
+            true,
+            2,
+        ),
+        (
+            "SELECT seq AS s, value FROM readings WHERE device = $1 ORDER BY s DESC LIMIT 5",
+            true,
+            true,
+            1,
+        ),
+        (
+            "SELECT * FROM readings WHERE device = $1 AND $2 >= seq ORDER BY seq LIMIT 3",
+            true,
+            true,
+            2,
+        ),
+        (
+            "SELECT * FROM readings WHERE device = $1 AND seq BETWEEN $2 AND $3 ORDER BY seq DESC",
+            true,
+            true,
+            3,
+        ),
+        (
+            "SELECT seq FROM readings WHERE device = $1 AND seq <= $2 AND seq >= $3 LIMIT 2",
+            true,
+            false,
+            3,
+        ),
+        ("SELECT seq FROM readings WHERE device = $1", true, false, 1),
+        (
+            "SELECT seq FROM readings WHERE device = $1 ORDER BY value DESC LIMIT 3",
+            false,
+            true,
+            1,
+        ),
+        (
+            "SELECT seq FROM readings WHERE seq > $1 ORDER BY seq",
+            false,
+            true,
+            1,
+        ),
+        (
+            "SELECT seq FROM readings WHERE device = $1 ORDER BY seq LIMIT 3 OFFSET 2",
+            false,
+            true,
+            1,
+        ),
+        (
+            "SELECT count(*) FROM readings WHERE device = $1",
+            false,
+            true,
+            1,
+        ),
+    ];
+    let text_cases = [
+        (
+            "SELECT at, line FROM logs WHERE stream = $1 ORDER BY at DESC LIMIT 3",
+            true,
+            true,
+        ),
+        (
+            "SELECT line FROM logs WHERE stream = $1 AND at > $2 AND at <= $3",
+            true,
+            false,
+        ),
+    ];
+    let mut rng = rand::rngs::StdRng::seed_from_u64(7);
+    let int = |rng: &mut rand::rngs::StdRng| {
+        if rng.random_range(0..20) == 0 {
+            ScalarValue::Int32(None)
+        } else {
+            ScalarValue::Int32(Some(rng.random_range(-2..45)))
+        }
+    };
+    for (sql, skips, ordered, count) in cases {
+        let fast_prepared = fast.prepare(sql).await.unwrap();
+        assert_eq!(fast_prepared.skips_planning(), skips, "{sql}");
+        let general_prepared = general.prepare(sql).await.unwrap();
+        for _ in 0..40 {
+            let mut params = vec![ScalarValue::Int32(Some(rng.random_range(0..5)))];
+            params.extend((1..count).map(|_| int(&mut rng)));
+            let mut got = run(&mut fast, &fast_prepared, &params).await;
+            let mut want = run(&mut general, &general_prepared, &params).await;
+            if !ordered {
+                got.sort();
+                want.sort();
+            }
+            assert_eq!(got, want, "{sql} with {params:?}");
+        }
+    }
+    let text = |rng: &mut rand::rngs::StdRng, prefix: &str, below: u32| {
+        ScalarValue::Utf8(Some(format!("{prefix}{:03}", rng.random_range(0..below))))
+    };
+    for (sql, skips, ordered) in text_cases {
+        let fast_prepared = fast.prepare(sql).await.unwrap();
+        assert_eq!(fast_prepared.skips_planning(), skips, "{sql}");
+        let general_prepared = general.prepare(sql).await.unwrap();
+        for _ in 0..40 {
+            let mut params = vec![ScalarValue::Utf8(Some(format!(
+                "s{}",
+                rng.random_range(0..5)
+            )))];
+            if sql.contains("$3") {
+                params.push(text(&mut rng, "t", 45));
+                params.push(text(&mut rng, "t", 45));
+            }
+            let mut got = run(&mut fast, &fast_prepared, &params).await;
+            let mut want = run(&mut general, &general_prepared, &params).await;
+            if !ordered {
+                got.sort();
+                want.sort();
+            }
+            assert_eq!(got, want, "{sql} with {params:?}");
+        }
     }
 }

@@ -1,0 +1,164 @@
+//! A prepared INSERT whose values are all parameters builds its rows
+//! without planning a query. Its rows and errors must be those of the
+//! planned path, which the same values written as literals take.
+
+use std::sync::Arc;
+
+use datafusion::common::{ParamValues, ScalarValue};
+use futures::TryStreamExt;
+use rand::{Rng, SeedableRng};
+use tablegate::sql::{Engine, Output, Session};
+use tablegate::store::native::NativeStore;
+
+async fn run(session: &mut Session, sql: &str) -> Vec<String> {
+    let mut lines = Vec::new();
+    for output in session.execute(sql).await {
+        if let Output::Rows { stream, .. } = output.unwrap() {
+            let batches: Vec<_> = stream.try_collect().await.unwrap();
+            let text = datafusion::arrow::util::pretty::pretty_format_batches(&batches)
+                .unwrap()
+                .to_string();
+            lines.extend(text.lines().map(str::to_owned));
+        }
+    }
+    lines
+}
+
+/// One column's value: the parameter and the same value as a literal.
+fn value(rng: &mut rand::rngs::StdRng, column: usize, id: i64) -> (ScalarValue, String) {
+    let null = column > 1 && rng.random_range(0..8) == 0;
+    let text = |s: String| {
+        (
+            ScalarValue::Utf8(Some(s.clone())),
+            format!("'{}'", s.replace('\'', "''")),
+        )
+    };
+    match column {
+        0 => (ScalarValue::Int64(Some(id)), id.to_string()),
+        1 => text(format!("o'{}", rng.random_range(0..5))),
+        _ if null => (ScalarValue::Null, "NULL".into()),
+        2 => {
+            let v = rng.random_range(-40_000..40_000);
+            (ScalarValue::Int32(Some(v)), v.to_string())
+        }
+        3 => {
+            let cents: i128 = rng.random_range(-99_999_999..99_999_999);
+            let literal = format!(
+                "'{}{}.{:02}'",
+                if cents < 0 { "-" } else { "" },
+                cents.abs() / 100,
+                cents.abs() % 100
+            );
+            (ScalarValue::Decimal128(Some(cents), 10, 2), literal)
+        }
+        4 => {
+            let v = f64::from(rng.random_range(-1000..1000)) / 8.0;
+            (ScalarValue::Float64(Some(v)), format!("{v:?}"))
+        }
+        5 => {
+            let v = rng.random_bool(0.5);
+            (ScalarValue::Boolean(Some(v)), v.to_string())
+        }
+        6 => {
+            let days = rng.random_range(0..20_000);
+            let date = chrono::NaiveDate::from_num_days_from_ce_opt(719_163 + days).unwrap();
+            (ScalarValue::Date32(Some(days)), format!("'{date}'"))
+        }
+        7 => {
+            let micros: i64 = rng.random_range(0..2_000_000_000_000_000);
+            let at = chrono::DateTime::from_timestamp_micros(micros).unwrap();
+            (
+                ScalarValue::TimestampMicrosecond(Some(micros), Some(Arc::from("+00:00"))),
+                format!("'{}'", at.format("%Y-%m-%d %H:%M:%S%.6f+00:00")),
+            )
+        }
+        8 => {
+            // Sometimes longer than varchar(6) allows.
+            let len = rng.random_range(0..8);
+            text("abcdefgh"[..len].to_owned())
+        }
+        9 => text(format!("{{\"k\": {}}}", rng.random_range(0..9))),
+        10 => {
+            let bytes: Vec<u8> = (0..rng.random_range(0..4)).map(|_| rng.random()).collect();
+            let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+            (ScalarValue::Binary(Some(bytes)), format!("'\\x{hex}'"))
+        }
+        _ => text(format!(
+            "00000000-0000-0000-0000-{:012x}",
+            rng.random_range(0..1000u64)
+        )),
+    }
+}
+
+#[tokio::test]
+async fn parameter_inserts_match_planned_inserts() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = Engine::open(Arc::new(NativeStore::open(dir.path()).unwrap()))
+        .await
+        .unwrap();
+    let mut session = Session::new(engine);
+    let columns = "id bigint, owner text, n int, amount numeric(10, 2), w float8, ok boolean, \
+                   day date, at timestamptz, code varchar(6), doc jsonb, raw bytea, tag uuid";
+    run(
+        &mut session,
+        &format!(
+            "CREATE TABLE direct ({columns}, PRIMARY KEY (owner, id));
+             CREATE TABLE planned ({columns}, PRIMARY KEY (owner, id));"
+        ),
+    )
+    .await;
+    let placeholders: Vec<String> = (1..=12).map(|i| format!("${i}")).collect();
+    let insert = session
+        .prepare(&format!(
+            "INSERT INTO direct VALUES ({})",
+            placeholders.join(", ")
+        ))
+        .await
+        .unwrap();
+    let mut rng = rand::rngs::StdRng::seed_from_u64(11);
+    let (mut written, mut refused) = (0, 0);
+    for i in 0..300 {
+        // Every tenth row repeats an earlier key.
+        let id = if i % 10 == 9 {
+            i64::from(i - 5)
+        } else {
+            i64::from(i)
+        };
+        let (params, literals): (Vec<ScalarValue>, Vec<String>) =
+            (0..12).map(|c| value(&mut rng, c, id)).unzip();
+        let direct = session
+            .execute_prepared(&insert, ParamValues::from(params))
+            .await;
+        let planned = session
+            .execute(&format!(
+                "INSERT INTO planned VALUES ({})",
+                literals.join(", ")
+            ))
+            .await
+            .pop()
+            .unwrap();
+        match (&direct, &planned) {
+            (Ok(_), Ok(_)) => written += 1,
+            (Err(a), Err(b)) => {
+                assert_eq!(
+                    std::mem::discriminant(a),
+                    std::mem::discriminant(b),
+                    "{a} / {b}"
+                );
+                refused += 1;
+            }
+            _ => panic!(
+                "row {i}: direct {:?}, planned {:?}",
+                direct.as_ref().err(),
+                planned.as_ref().err()
+            ),
+        }
+    }
+    assert!(
+        written > 150 && refused > 30,
+        "{written} written, {refused} refused"
+    );
+    let direct = run(&mut session, "SELECT * FROM direct ORDER BY owner, id").await;
+    let planned = run(&mut session, "SELECT * FROM planned ORDER BY owner, id").await;
+    assert_eq!(direct, planned);
+}

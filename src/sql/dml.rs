@@ -20,7 +20,6 @@ use datafusion::arrow::array::{Array, ArrayRef, Int64Array, RecordBatch, StringA
 use datafusion::arrow::compute::cast;
 use datafusion::arrow::datatypes::{DataType, Schema, SchemaRef};
 use datafusion::common::ParamValues;
-use datafusion::datasource::memory::MemorySourceConfig;
 use datafusion::datasource::MemTable;
 use datafusion::physical_plan::memory::MemoryStream;
 use datafusion::sql::parser::Statement as DfStatement;
@@ -712,12 +711,13 @@ pub async fn plan_changes(
     if let Some(privilege) = super::access::privilege_of(statement) {
         session.require(&def, privilege)?;
     }
-    let mut stream = match &rewrite.direct {
+    let mut stream: datafusion::physical_plan::SendableRecordBatchStream = match &rewrite.direct {
         Some(rows) => {
+            let started = (std::time::SystemTime::now(), std::time::Instant::now());
             let batch = direct_batch(&def, &rewrite.columns, rows, params.as_ref())?;
+            session.log_unplanned(started, rows.len() as u64);
             let schema = batch.schema();
-            let plan = MemorySourceConfig::try_new_exec(&[vec![batch]], schema, None)?;
-            session.watch(plan, session.context().task_ctx())?
+            Box::pin(MemoryStream::try_new(vec![batch], schema, None)?)
         }
         None => {
             let mut plan = plan_sql(session, &rewrite.sql).await?;

@@ -1139,15 +1139,6 @@ impl Session {
     ) -> Result<SendableRecordBatchStream> {
         let task = Arc::new(frame.task_ctx());
         let plan = frame.create_physical_plan().await?;
-        self.watch(plan, task)
-    }
-
-    /// Runs a physical plan under the statement's watch (see [`Self::execute_watched`]).
-    pub(super) fn watch(
-        &self,
-        plan: Arc<dyn datafusion::physical_plan::ExecutionPlan>,
-        task: Arc<datafusion::execution::TaskContext>,
-    ) -> Result<SendableRecordBatchStream> {
         let stream = datafusion::physical_plan::execute_stream(plan.clone(), task)?;
         Ok(Box::pin(diagnostics::Watched::new(
             stream,
@@ -1157,6 +1148,25 @@ impl Session {
             self.statement_text.clone(),
             self.deadline(),
         )))
+    }
+
+    /// Logs a statement that read no table and was not planned, begun at
+    /// `started`, which produced `rows` rows.
+    pub(super) fn log_unplanned(
+        &self,
+        started: (std::time::SystemTime, std::time::Instant),
+        rows: u64,
+    ) {
+        self.engine
+            .monitor
+            .record_statement(diagnostics::queries::QueryRecord {
+                id: 0,
+                started: started.0,
+                text: self.statement_text.clone(),
+                elapsed: started.1.elapsed(),
+                rows,
+                scans: Vec::new(),
+            });
     }
 
     /// Runs DML: in a transaction, buffers its changes; otherwise commits them,

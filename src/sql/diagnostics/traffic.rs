@@ -93,6 +93,9 @@ struct TableTraffic {
     scans: u64,
     entities_scanned: u64,
     recent: VecDeque<RecentWrite>,
+    /// How many of the recent writes wrote each partition (kept as writes
+    /// come and go, since the shape is read on every write).
+    recent_partitions: HashMap<String, usize>,
     newest: Option<String>,
     oldest: Option<String>,
 }
@@ -133,16 +136,11 @@ impl TableTraffic {
         if of < MIN_RECENT_WRITES {
             return None;
         }
-        let mut per_partition: HashMap<&str, usize> = HashMap::new();
-        for w in &self.recent {
-            for p in &w.partitions {
-                *per_partition.entry(p.as_str()).or_default() += 1;
-            }
-        }
-        let (partition, count) = per_partition
+        let (partition, count) = self
+            .recent_partitions
             .iter()
             .max_by_key(|(_, n)| **n)
-            .map(|(p, n)| (*p, *n))?;
+            .map(|(p, n)| (p.as_str(), *n))?;
         if count * 10 >= of * 8 {
             return Some(WriteShape::HotPartition {
                 partition: partition.to_owned(),
@@ -297,7 +295,19 @@ impl Traffic {
                 t.oldest = Some(lowest.to_owned());
             }
             if t.recent.len() == RECENT_WRITES {
-                t.recent.pop_front();
+                if let Some(gone) = t.recent.pop_front() {
+                    for p in gone.partitions {
+                        if let Some(n) = t.recent_partitions.get_mut(&p) {
+                            *n -= 1;
+                            if *n == 0 {
+                                t.recent_partitions.remove(&p);
+                            }
+                        }
+                    }
+                }
+            }
+            for p in &partitions {
+                *t.recent_partitions.entry(p.clone()).or_default() += 1;
             }
             t.recent.push_back(RecentWrite {
                 partitions,

@@ -437,7 +437,6 @@ fn direct_batch(
         Some(ParamValues::List(values)) => values.as_slice(),
         _ => &[],
     };
-    let mut fields = Vec::with_capacity(columns.len());
     let mut arrays: Vec<ArrayRef> = Vec::with_capacity(columns.len());
     for (j, &i) in columns.iter().enumerate() {
         let target = arrow_type(def.columns[i].ty);
@@ -462,14 +461,30 @@ fn direct_batch(
             [one] => one.clone(),
             many => concat(&many.iter().map(|a| a.as_ref()).collect::<Vec<_>>())?,
         });
-        fields.push(datafusion::arrow::datatypes::Field::new(
-            format!("c{j}"),
-            target,
-            true,
-        ));
     }
-    let options =
-        datafusion::arrow::array::RecordBatchOptions::new().with_row_count(Some(rows.len()));
+    column_batch(def, columns, arrays, rows.len())
+}
+
+/// A batch of arrays holding the given table columns, in their Arrow types,
+/// named `c0`, `c1`, ...
+fn column_batch(
+    def: &TableDef,
+    columns: &[usize],
+    arrays: Vec<ArrayRef>,
+    rows: usize,
+) -> Result<RecordBatch> {
+    let fields: Vec<_> = columns
+        .iter()
+        .enumerate()
+        .map(|(j, &i)| {
+            datafusion::arrow::datatypes::Field::new(
+                format!("c{j}"),
+                arrow_type(def.columns[i].ty),
+                true,
+            )
+        })
+        .collect();
+    let options = datafusion::arrow::array::RecordBatchOptions::new().with_row_count(Some(rows));
     Ok(RecordBatch::try_new_with_options(
         Arc::new(Schema::new(fields)),
         arrays,
@@ -982,7 +997,6 @@ fn cast_columns(
     batch: &RecordBatch,
     offset: usize,
 ) -> Result<RecordBatch> {
-    let mut fields = Vec::with_capacity(columns.len());
     let mut arrays = Vec::with_capacity(columns.len());
     for (j, &i) in columns.iter().enumerate() {
         let target = arrow_type(def.columns[i].ty);
@@ -992,19 +1006,8 @@ fn cast_columns(
         } else {
             cast(array, &target)?
         });
-        fields.push(datafusion::arrow::datatypes::Field::new(
-            format!("c{j}"),
-            target,
-            true,
-        ));
     }
-    let options =
-        datafusion::arrow::array::RecordBatchOptions::new().with_row_count(Some(batch.num_rows()));
-    Ok(RecordBatch::try_new_with_options(
-        Arc::new(Schema::new(fields)),
-        arrays,
-        &options,
-    )?)
+    column_batch(def, columns, arrays, batch.num_rows())
 }
 
 /// Evaluates RETURNING over the rows written (or deleted).

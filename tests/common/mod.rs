@@ -15,6 +15,15 @@ pub fn temp_store() -> (tempfile::TempDir, NativeStore) {
     (dir, store)
 }
 
+/// An engine over a store in a fresh temporary directory.
+pub async fn temp_engine() -> (tempfile::TempDir, std::sync::Arc<tablegate::sql::Engine>) {
+    let (dir, store) = temp_store();
+    let engine = tablegate::sql::Engine::open(std::sync::Arc::new(store))
+        .await
+        .expect("open engine");
+    (dir, engine)
+}
+
 pub fn entity(pk: &str, rk: &str) -> Entity {
     Entity::new(pk, rk)
 }

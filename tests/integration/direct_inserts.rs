@@ -2,13 +2,14 @@
 //! without planning a query. Its rows and errors must be those of the
 //! planned path, which the same values written as literals take.
 
+use crate::common;
+
 use std::sync::Arc;
 
 use datafusion::common::{ParamValues, ScalarValue};
 use futures::TryStreamExt;
 use rand::{Rng, SeedableRng};
-use tablegate::sql::{Engine, Output, Session};
-use tablegate::store::native::NativeStore;
+use tablegate::sql::{Output, Session};
 
 async fn run(session: &mut Session, sql: &str) -> Vec<String> {
     let mut lines = Vec::new();
@@ -92,10 +93,7 @@ fn value(rng: &mut rand::rngs::StdRng, column: usize, id: i64) -> (ScalarValue, 
 
 #[tokio::test]
 async fn parameter_inserts_match_planned_inserts() {
-    let dir = tempfile::tempdir().unwrap();
-    let engine = Engine::open(Arc::new(NativeStore::open(dir.path()).unwrap()))
-        .await
-        .unwrap();
+    let (_dir, engine) = common::temp_engine().await;
     let mut session = Session::new(engine);
     let columns = "id bigint, owner text, n int, amount numeric(10, 2), w float8, ok boolean, \
                    day date, at timestamptz, code varchar(6), doc jsonb, raw bytea, tag uuid";

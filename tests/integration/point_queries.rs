@@ -1,12 +1,11 @@
-//! Prepared point queries by the whole key skip planning; everything else
-//! does not; both answer the same.
+//! Prepared reads of one partition by key (points, ranges, log tails) skip
+//! planning; everything else does not; both answer the same.
 
-use std::sync::Arc;
+use crate::common;
 
 use datafusion::common::{ParamValues, ScalarValue};
 use futures::TryStreamExt;
-use tablegate::sql::{Engine, Output, Session};
-use tablegate::store::native::NativeStore;
+use tablegate::sql::{Output, Session};
 
 async fn rows(output: Output) -> usize {
     match output {
@@ -23,10 +22,7 @@ async fn rows(output: Output) -> usize {
 
 #[tokio::test]
 async fn point_queries_skip_planning() {
-    let dir = tempfile::tempdir().unwrap();
-    let engine = Engine::open(Arc::new(NativeStore::open(dir.path()).unwrap()))
-        .await
-        .unwrap();
+    let (_dir, engine) = common::temp_engine().await;
     let mut session = Session::new(engine);
     for output in session
         .execute("CREATE TABLE accounts (id int PRIMARY KEY, owner text, balance bigint); INSERT INTO accounts VALUES (1, 'a', 10), (2, 'b', 20)")
@@ -111,10 +107,7 @@ async fn run(
 #[tokio::test]
 async fn key_ranges_skip_planning_and_match_the_general_path() {
     use rand::{Rng, SeedableRng};
-    let dir = tempfile::tempdir().unwrap();
-    let engine = Engine::open(Arc::new(NativeStore::open(dir.path()).unwrap()))
-        .await
-        .unwrap();
+    let (_dir, engine) = common::temp_engine().await;
     let mut fast = Session::new(engine.clone());
     let mut general = Session::new(engine);
     let mut setup = String::from(

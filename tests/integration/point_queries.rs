@@ -201,57 +201,44 @@ async fn key_ranges_skip_planning_and_match_the_general_path() {
             1,
         ),
     ];
+    // The same over a text row key: (query, skips planning, ordered, parameters).
     let text_cases = [
         (
             "SELECT at, line FROM logs WHERE stream = $1 ORDER BY at DESC LIMIT 3",
             true,
             true,
+            1,
         ),
         (
             "SELECT line FROM logs WHERE stream = $1 AND at > $2 AND at <= $3",
             true,
             false,
+            3,
         ),
     ];
     let mut rng = rand::rngs::StdRng::seed_from_u64(7);
-    let int = |rng: &mut rand::rngs::StdRng| {
-        if rng.random_range(0..20) == 0 {
-            ScalarValue::Int32(None)
-        } else {
-            ScalarValue::Int32(Some(rng.random_range(-2..45)))
-        }
-    };
-    for (sql, skips, ordered, count) in cases {
+    let cases = cases
+        .into_iter()
+        .map(|c| (c, false))
+        .chain(text_cases.into_iter().map(|c| (c, true)));
+    for ((sql, skips, ordered, count), text) in cases {
         let fast_prepared = fast.prepare(sql).await.unwrap();
         assert_eq!(fast_prepared.skips_planning(), skips, "{sql}");
         let general_prepared = general.prepare(sql).await.unwrap();
         for _ in 0..40 {
-            let mut params = vec![ScalarValue::Int32(Some(rng.random_range(0..5)))];
-            params.extend((1..count).map(|_| int(&mut rng)));
-            let mut got = run(&mut fast, &fast_prepared, &params).await;
-            let mut want = run(&mut general, &general_prepared, &params).await;
-            if !ordered {
-                got.sort();
-                want.sort();
-            }
-            assert_eq!(got, want, "{sql} with {params:?}");
-        }
-    }
-    let text = |rng: &mut rand::rngs::StdRng, prefix: &str, below: u32| {
-        ScalarValue::Utf8(Some(format!("{prefix}{:03}", rng.random_range(0..below))))
-    };
-    for (sql, skips, ordered) in text_cases {
-        let fast_prepared = fast.prepare(sql).await.unwrap();
-        assert_eq!(fast_prepared.skips_planning(), skips, "{sql}");
-        let general_prepared = general.prepare(sql).await.unwrap();
-        for _ in 0..40 {
-            let mut params = vec![ScalarValue::Utf8(Some(format!(
-                "s{}",
-                rng.random_range(0..5)
-            )))];
-            if sql.contains("$3") {
-                params.push(text(&mut rng, "t", 45));
-                params.push(text(&mut rng, "t", 45));
+            // A partition (some missing), then bounds (some NULL).
+            let device = rng.random_range(0..5);
+            let mut params = vec![match text {
+                true => ScalarValue::Utf8(Some(format!("s{device}"))),
+                false => ScalarValue::Int32(Some(device)),
+            }];
+            for _ in 1..count {
+                let bound = rng.random_range(-2..45);
+                params.push(match (text, rng.random_range(0..20) == 0) {
+                    (true, _) => ScalarValue::Utf8(Some(format!("t{:03}", bound.max(0)))),
+                    (false, true) => ScalarValue::Int32(None),
+                    (false, false) => ScalarValue::Int32(Some(bound)),
+                });
             }
             let mut got = run(&mut fast, &fast_prepared, &params).await;
             let mut want = run(&mut general, &general_prepared, &params).await;

@@ -53,6 +53,9 @@ pub struct KeyPlan {
     conditions: Vec<Condition>,
     /// Every key column is compared for equality: one point get.
     point: bool,
+    /// The rows read must be checked against the comparisons again (all but
+    /// a point get by exactly one equality per key column, whose key is exact).
+    recheck: bool,
     /// Rows in reverse key order (`ORDER BY <row key> DESC`).
     reverse: bool,
     /// Most rows returned.
@@ -129,6 +132,7 @@ fn condition(def: &TableDef, keys: &[usize], filter: &Expr) -> Option<Condition>
         (Some(c), Some(s)) => (c, *op, s),
         _ => (column_index(def, right)?, flip(*op)?, source(left)?),
     };
+    // Only the comparisons a key range can hold.
     flip(op)?;
     keys.contains(&column)
         .then_some(Condition { column, op, source })
@@ -181,8 +185,8 @@ impl KeyPlan {
                             return None;
                         };
                         shape.sort.push((column, s.asc));
-                        shape.projections_over_sort = shape.projections.len();
                     }
+                    shape.projections_over_sort = shape.projections.len();
                     shape.fetch = min_fetch(shape.fetch, sort.fetch);
                     stage = 2;
                     node = &sort.input;
@@ -227,6 +231,7 @@ impl KeyPlan {
             return None;
         }
         let point = row.iter().all(equal);
+        let recheck = !(point && conditions.len() == key_columns.len());
 
         // The sort must be a prefix of the row key, all one way, and the
         // store must read in key order.
@@ -264,6 +269,7 @@ impl KeyPlan {
             table: def,
             conditions,
             point,
+            recheck,
             reverse,
             fetch,
             outputs,
@@ -409,6 +415,9 @@ impl KeyPlan {
         bounds: &[(&Condition, Value, ScalarValue)],
         entities: Vec<Entity>,
     ) -> Result<Vec<Entity>> {
+        if !self.recheck {
+            return Ok(entities);
+        }
         let def = &self.table;
         let mut kept = Vec::with_capacity(entities.len());
         for entity in entities {

@@ -629,28 +629,24 @@ impl Session {
         self.start_statement(prepared.sql.clone());
         self.refresh_catalog().await;
         // A role's grant limited to some partitions takes the general
-        // path, whose scan applies the limit.
-        let limited = |def: &TableDef| {
-            self.role()
-                .is_some_and(|r| super::access::PartitionLimit::of(def, r).is_some())
-        };
-        let by_key = prepared.by_key.as_ref().filter(|p| {
-            let limited = self.role.is_some()
-                && self
-                    .table_def(p.table_name())
-                    .is_some_and(|def| limited(&def));
-            self.view.pushdown() && !limited
+        // path, whose scan applies the limit; so does a session with key
+        // pushdown off.
+        let by_key = prepared.by_key.as_ref().and_then(|p| {
+            let def = self.table_def(p.table_name());
+            let limited = def.as_ref().is_some_and(|def| {
+                self.role()
+                    .is_some_and(|r| super::access::PartitionLimit::of(def, r).is_some())
+            });
+            (self.view.pushdown() && !limited).then_some((p, def))
         });
-        if let Some(by_key) = by_key {
+        if let Some((by_key, def)) = by_key {
             self.check_not_failed()?;
-            if self.role.is_some() {
-                if let Some(def) = self.table_def(by_key.table_name()) {
-                    self.require(&def, crate::catalog::Privilege::Select)?;
-                }
+            if let (Some(def), true) = (&def, self.role.is_some()) {
+                self.require(def, crate::catalog::Privilege::Select)?;
             }
             match by_key
                 .execute(
-                    self.table_def(by_key.table_name()),
+                    def,
                     self.current_view(),
                     &params,
                     &self.engine.monitor,

@@ -22,6 +22,8 @@
 //! an escaped space and below every other character, so a shorter component
 //! sorts first, as in SQL. A key of one column is just that column's text.
 
+use std::borrow::Cow;
+
 use chrono::{DateTime as ChronoDateTime, NaiveDate, NaiveDateTime};
 
 use super::types::SqlType;
@@ -293,33 +295,36 @@ pub fn join_components(components: &[String]) -> String {
 
 /// Splits a key into `count` encoded components.
 pub fn split_components(key: &str, count: usize) -> Option<Vec<String>> {
-    let mut out = Vec::with_capacity(count);
+    let mut parts = Vec::with_capacity(count);
+    key_components(key, count, &mut parts)?;
+    Some(parts.into_iter().map(Cow::into_owned).collect())
+}
+
+/// Splits a key into `count` encoded components, borrowed from the key
+/// unless they hold an escaped space; `out` is cleared first.
+pub fn key_components<'a>(key: &'a str, count: usize, out: &mut Vec<Cow<'a, str>>) -> Option<()> {
+    out.clear();
     let mut rest = key;
     for _ in 1..count {
-        let mut component = String::new();
-        let mut chars = rest.char_indices();
-        loop {
-            match chars.next() {
-                Some((i, ' ')) => match chars.next() {
-                    Some((_, ' ')) => {
-                        rest = &rest[i + 2..];
-                        break;
-                    }
-                    Some((_, '!')) => component.push(' '),
-                    _ => return None,
-                },
-                Some((_, c)) => component.push(c),
-                None => return None,
+        let end = rest.find("  ")?;
+        let (component, after) = (&rest[..end], &rest[end + 2..]);
+        let component = match component.contains(' ') {
+            false => Cow::Borrowed(component),
+            // Inside a component every space is escaped as ` !`.
+            true if component.matches(' ').count() == component.matches(" !").count() => {
+                Cow::Owned(component.replace(" !", " "))
             }
-        }
+            true => return None,
+        };
         out.push(component);
+        rest = after;
     }
     if count > 0 {
-        out.push(rest.to_owned());
+        out.push(Cow::Borrowed(rest));
     } else if !rest.is_empty() {
         return None;
     }
-    Some(out)
+    Some(())
 }
 
 #[cfg(test)]

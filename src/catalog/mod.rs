@@ -19,8 +19,8 @@ use std::sync::{Arc, RwLock};
 pub use derive::BuildProgress;
 pub use index::{base_key, index_change, IndexDef, BASE_PARTITION_KEY, BASE_ROW_KEY};
 pub use keys::{
-    decode_index_component, encode_component, encode_index_component, join_components,
-    split_components, KeyError,
+    decode_component, decode_index_component, encode_component, encode_index_component,
+    join_components, key_components, split_components, KeyError,
 };
 pub use roles::{salted_password, RoleDef, Roles, ScramSecret, SCRAM_ITERATIONS};
 pub use sequence::{Sequence, SequenceDef, SequenceExhausted, Sequences};

@@ -10,7 +10,7 @@ use super::keys::{
     decode_component, encode_component, join_components, split_components, KeyError,
 };
 use super::types::SqlType;
-use crate::model::{Entity, EntityKey, Value};
+use crate::model::{Entity, EntityKey, Properties, Value};
 
 /// The entity fields a column named after them exposes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -291,7 +291,7 @@ impl TableDef {
             let value = match field {
                 SystemField::Timestamp => entity.timestamp.map(Value::DateTime),
                 SystemField::ETag => entity.etag.as_ref().map(|e| Value::String(e.0.clone())),
-                SystemField::Properties => Some(self.undeclared_properties(entity)),
+                SystemField::Properties => Some(self.undeclared_properties(&entity.properties)),
             };
             return Ok(value.map(Cow::Owned));
         }
@@ -311,9 +311,8 @@ impl TableDef {
     }
 
     /// The properties of an entity that no column names, as a JSON object.
-    fn undeclared_properties(&self, entity: &Entity) -> Value {
-        let object: serde_json::Map<String, serde_json::Value> = entity
-            .properties
+    pub fn undeclared_properties(&self, properties: &Properties) -> Value {
+        let object: serde_json::Map<String, serde_json::Value> = properties
             .iter()
             .filter(|(name, _)| !self.columns.iter().any(|c| &c.name == *name))
             .map(|(name, value)| (name.clone(), value.to_json()))

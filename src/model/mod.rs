@@ -18,4 +18,6 @@ pub use limits::{
     MAX_BATCH_OPERATIONS, MAX_ENTITY_BYTES, MAX_KEY_BYTES, MAX_PROPERTIES, MAX_PROPERTY_NAME_CHARS,
     SYSTEM_PROPERTIES,
 };
-pub use value::{Date, DateTime, Decimal, Guid, PropertyType, Value, DECIMAL_MAX_PRECISION};
+pub use value::{
+    Date, DateTime, Decimal, Guid, PropertyType, Value, ValueRef, DECIMAL_MAX_PRECISION,
+};

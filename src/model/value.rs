@@ -131,21 +131,77 @@ pub enum Value {
     Json(String),
 }
 
-impl Value {
+/// A property value borrowed from where it is held: a [`Value`], or a
+/// stored record read in place (see `codec::record`), so that reads can
+/// copy values into their destination without an owned value between.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum ValueRef<'a> {
+    String(&'a str),
+    Int32(i32),
+    Int64(i64),
+    Double(f64),
+    Boolean(bool),
+    DateTime(DateTime),
+    Guid(Guid),
+    Binary(&'a [u8]),
+    Decimal(Decimal),
+    Date(Date),
+    Json(&'a str),
+}
+
+impl ValueRef<'_> {
     pub fn property_type(&self) -> PropertyType {
         match self {
-            Value::String(_) => PropertyType::String,
-            Value::Int32(_) => PropertyType::Int32,
-            Value::Int64(_) => PropertyType::Int64,
-            Value::Double(_) => PropertyType::Double,
-            Value::Boolean(_) => PropertyType::Boolean,
-            Value::DateTime(_) => PropertyType::DateTime,
-            Value::Guid(_) => PropertyType::Guid,
-            Value::Binary(_) => PropertyType::Binary,
-            Value::Decimal(_) => PropertyType::Decimal,
-            Value::Date(_) => PropertyType::Date,
-            Value::Json(_) => PropertyType::Json,
+            ValueRef::String(_) => PropertyType::String,
+            ValueRef::Int32(_) => PropertyType::Int32,
+            ValueRef::Int64(_) => PropertyType::Int64,
+            ValueRef::Double(_) => PropertyType::Double,
+            ValueRef::Boolean(_) => PropertyType::Boolean,
+            ValueRef::DateTime(_) => PropertyType::DateTime,
+            ValueRef::Guid(_) => PropertyType::Guid,
+            ValueRef::Binary(_) => PropertyType::Binary,
+            ValueRef::Decimal(_) => PropertyType::Decimal,
+            ValueRef::Date(_) => PropertyType::Date,
+            ValueRef::Json(_) => PropertyType::Json,
         }
+    }
+
+    pub fn to_value(self) -> Value {
+        match self {
+            ValueRef::String(s) => Value::String(s.to_owned()),
+            ValueRef::Int32(v) => Value::Int32(v),
+            ValueRef::Int64(v) => Value::Int64(v),
+            ValueRef::Double(v) => Value::Double(v),
+            ValueRef::Boolean(v) => Value::Boolean(v),
+            ValueRef::DateTime(v) => Value::DateTime(v),
+            ValueRef::Guid(v) => Value::Guid(v),
+            ValueRef::Binary(b) => Value::Binary(b.to_vec()),
+            ValueRef::Decimal(d) => Value::Decimal(d),
+            ValueRef::Date(d) => Value::Date(d),
+            ValueRef::Json(s) => Value::Json(s.to_owned()),
+        }
+    }
+}
+
+impl Value {
+    pub fn as_ref(&self) -> ValueRef<'_> {
+        match self {
+            Value::String(s) => ValueRef::String(s),
+            Value::Int32(v) => ValueRef::Int32(*v),
+            Value::Int64(v) => ValueRef::Int64(*v),
+            Value::Double(v) => ValueRef::Double(*v),
+            Value::Boolean(v) => ValueRef::Boolean(*v),
+            Value::DateTime(v) => ValueRef::DateTime(*v),
+            Value::Guid(v) => ValueRef::Guid(*v),
+            Value::Binary(b) => ValueRef::Binary(b),
+            Value::Decimal(d) => ValueRef::Decimal(*d),
+            Value::Date(d) => ValueRef::Date(*d),
+            Value::Json(s) => ValueRef::Json(s),
+        }
+    }
+
+    pub fn property_type(&self) -> PropertyType {
+        self.as_ref().property_type()
     }
 
     /// SQL order between two values of one type (decimals of any scales;

@@ -14,8 +14,13 @@ use datafusion::arrow::datatypes::SchemaRef;
 
 use super::error::{Result, SqlError};
 use super::types::{arrow_type, parse_uuid};
-use crate::catalog::{KeyParts, Row, SqlType, TableDef};
-use crate::model::{Date, DateTime, Decimal, Entity, Value};
+use crate::catalog::{
+    decode_component, key_components, KeyError, Row, RowError, SqlType, SystemField, TableDef,
+};
+use crate::model::codec::record::read_record;
+use crate::model::codec::CodecError;
+use crate::model::{Date, DateTime, Decimal, Entity, EntityKey, PropertyType, Value, ValueRef};
+use crate::store::EncodedRows;
 use datafusion::arrow::datatypes::DataType;
 
 /// One column's values being collected into an Arrow array.
@@ -60,24 +65,24 @@ impl Builder {
         }
     }
 
-    /// Appends a stored value; the catalog has checked that its property type
-    /// matches the column.
-    fn append(&mut self, value: Option<&Value>) {
+    /// Appends a stored value of the column's property type (see
+    /// `RowDecoder`, which checks it).
+    fn append(&mut self, value: Option<ValueRef>) {
         match (self, value) {
-            (Builder::Utf8(b), Some(Value::String(s) | Value::Json(s))) => b.append_value(s),
-            (Builder::Utf8(b), Some(Value::Guid(g))) => b.append_value(g.to_string()),
-            (Builder::Int16(b), Some(Value::Int32(v))) => b.append_option(i16::try_from(*v).ok()),
-            (Builder::Int32(b), Some(Value::Int32(v))) => b.append_value(*v),
-            (Builder::Int64(b), Some(Value::Int64(v))) => b.append_value(*v),
-            (Builder::Float32(b), Some(Value::Double(v))) => b.append_value(*v as f32),
-            (Builder::Float64(b), Some(Value::Double(v))) => b.append_value(*v),
-            (Builder::Decimal(b, scale), Some(Value::Decimal(d))) => {
-                b.append_option(rescale(*d, *scale))
+            (Builder::Utf8(b), Some(ValueRef::String(s) | ValueRef::Json(s))) => b.append_value(s),
+            (Builder::Utf8(b), Some(ValueRef::Guid(g))) => b.append_value(g.to_string()),
+            (Builder::Int16(b), Some(ValueRef::Int32(v))) => b.append_option(i16::try_from(v).ok()),
+            (Builder::Int32(b), Some(ValueRef::Int32(v))) => b.append_value(v),
+            (Builder::Int64(b), Some(ValueRef::Int64(v))) => b.append_value(v),
+            (Builder::Float32(b), Some(ValueRef::Double(v))) => b.append_value(v as f32),
+            (Builder::Float64(b), Some(ValueRef::Double(v))) => b.append_value(v),
+            (Builder::Decimal(b, scale), Some(ValueRef::Decimal(d))) => {
+                b.append_option(rescale(d, *scale))
             }
-            (Builder::Bool(b), Some(Value::Boolean(v))) => b.append_value(*v),
-            (Builder::Date(b), Some(Value::Date(Date(d)))) => b.append_value(*d),
-            (Builder::Timestamp(b), Some(Value::DateTime(DateTime(t)))) => b.append_value(*t),
-            (Builder::Binary(b), Some(Value::Binary(v))) => b.append_value(v),
+            (Builder::Bool(b), Some(ValueRef::Boolean(v))) => b.append_value(v),
+            (Builder::Date(b), Some(ValueRef::Date(Date(d)))) => b.append_value(d),
+            (Builder::Timestamp(b), Some(ValueRef::DateTime(DateTime(t)))) => b.append_value(t),
+            (Builder::Binary(b), Some(ValueRef::Binary(v))) => b.append_value(v),
             (Builder::Utf8(b), _) => b.append_null(),
             (Builder::Int16(b), _) => b.append_null(),
             (Builder::Int32(b), _) => b.append_null(),
@@ -130,28 +135,198 @@ pub fn entities_to_batch(
     schema: SchemaRef,
     entities: &[Entity],
 ) -> Result<RecordBatch> {
-    let mut builders: Vec<Builder> = columns
-        .iter()
-        .map(|&i| Builder::new(def.columns[i].ty, entities.len()))
-        .collect();
-    // Key columns come from parsing the keys, which only they need.
-    let wants_key = columns.iter().any(|&i| def.is_key_column(i));
+    let mut rows = EncodedRows::new();
     for entity in entities {
-        let parts = match wants_key {
-            true => def.key_parts(&entity.key)?,
-            false => KeyParts::default(),
-        };
-        for (builder, &i) in builders.iter_mut().zip(columns) {
-            builder.append(def.column_value(entity, &parts, i)?.as_deref());
+        rows.push_entity(entity);
+    }
+    RowDecoder::new(def, columns).decode(def, schema, &rows)
+}
+
+/// Where a decoded column's values come from.
+#[derive(Clone, Copy)]
+enum Source {
+    /// The property of the column's name.
+    Property,
+    /// Component `index` of the PartitionKey (`partition`) or RowKey.
+    Key {
+        partition: bool,
+        index: usize,
+    },
+    System(SystemField),
+}
+
+/// Decodes stored rows into the record batch of some table columns,
+/// copying each value from its stored record straight into its column.
+pub struct RowDecoder {
+    columns: Vec<usize>,
+    sources: Vec<Source>,
+    /// The decoded properties' names in byte order, each with the output
+    /// column it fills.
+    properties: Vec<(Vec<u8>, usize)>,
+    /// The property found at each position of the last record read:
+    /// records of a table mostly hold the same properties, in name order,
+    /// so one comparison usually finds a property's column.
+    last_record: Vec<(Vec<u8>, Option<usize>)>,
+    /// How many components the PartitionKey and RowKey split into, when a
+    /// key column is decoded.
+    key_counts: Option<(usize, usize)>,
+}
+
+impl RowDecoder {
+    pub fn new(def: &TableDef, columns: &[usize]) -> Self {
+        let (partition, row) = def.key_columns();
+        let mut properties = Vec::new();
+        let sources = columns
+            .iter()
+            .enumerate()
+            .map(|(out, &i)| {
+                let column = &def.columns[i];
+                if let Some(field) = column.system {
+                    return Source::System(field);
+                }
+                if let Some(index) = partition.iter().position(|&k| k == i) {
+                    return Source::Key {
+                        partition: true,
+                        index,
+                    };
+                }
+                if let Some(index) = row.iter().position(|&k| k == i) {
+                    return Source::Key {
+                        partition: false,
+                        index,
+                    };
+                }
+                properties.push((column.name.as_bytes().to_vec(), out));
+                Source::Property
+            })
+            .collect::<Vec<_>>();
+        properties.sort();
+        let key_counts = sources
+            .iter()
+            .any(|s| matches!(s, Source::Key { .. }))
+            .then_some((partition.len(), row.len()));
+        RowDecoder {
+            columns: columns.to_vec(),
+            sources,
+            properties,
+            last_record: Vec::new(),
+            key_counts,
         }
     }
-    let arrays: Vec<ArrayRef> = builders.into_iter().map(Builder::finish).collect();
-    if arrays.is_empty() {
-        let options = datafusion::arrow::array::RecordBatchOptions::new()
-            .with_row_count(Some(entities.len()));
-        return Ok(RecordBatch::try_new_with_options(schema, arrays, &options)?);
+
+    /// The output column of a property name found at `position` in a
+    /// record; `None` for a property not decoded.
+    fn property_column(&mut self, position: usize, name: &[u8]) -> Option<usize> {
+        if let Some((last, column)) = self.last_record.get(position) {
+            if last.as_slice() == name {
+                return *column;
+            }
+        }
+        let column = self
+            .properties
+            .binary_search_by(|(n, _)| n.as_slice().cmp(name))
+            .ok()
+            .map(|p| self.properties[p].1);
+        if position >= self.last_record.len() {
+            self.last_record.resize(position + 1, (Vec::new(), None));
+        }
+        self.last_record[position] = (name.to_vec(), column);
+        column
     }
-    Ok(RecordBatch::try_new(schema, arrays)?)
+
+    pub fn decode(
+        &mut self,
+        def: &TableDef,
+        schema: SchemaRef,
+        rows: &EncodedRows,
+    ) -> Result<RecordBatch> {
+        let mut builders: Vec<Builder> = self
+            .columns
+            .iter()
+            .map(|&i| Builder::new(def.columns[i].ty, rows.len()))
+            .collect();
+        // Which output columns a row's record filled, by the row's number + 1.
+        let mut filled = vec![0usize; builders.len()];
+        let (mut partition_parts, mut row_parts) = (Vec::new(), Vec::new());
+        for (r, row) in rows.iter().enumerate() {
+            let (_, properties) = read_record(row.record).map_err(corrupt)?;
+            for (position, property) in properties.enumerate() {
+                let (name, value) = property.map_err(corrupt)?;
+                let Some(out) = self.property_column(position, name) else {
+                    continue;
+                };
+                let value = value.get().map_err(corrupt)?;
+                let column = &def.columns[self.columns[out]];
+                if value.property_type() != column.ty.property_type() || filled[out] == r + 1 {
+                    return Err(RowError::PropertyType {
+                        property: column.name.clone(),
+                        key: EntityKey::new(row.partition_key, row.row_key),
+                        found: value.property_type().edm_name(),
+                        expected: column.ty.pg_name(),
+                    }
+                    .into());
+                }
+                filled[out] = r + 1;
+                builders[out].append(Some(value));
+            }
+            if let Some((partition_count, row_count)) = self.key_counts {
+                let malformed = |key: &str| KeyError::Malformed {
+                    key: key.to_owned(),
+                };
+                key_components(row.partition_key, partition_count, &mut partition_parts)
+                    .ok_or_else(|| malformed(row.partition_key))?;
+                key_components(row.row_key, row_count, &mut row_parts)
+                    .ok_or_else(|| malformed(row.row_key))?;
+            }
+            for (out, source) in self.sources.iter().enumerate() {
+                let builder = &mut builders[out];
+                match *source {
+                    Source::Property if filled[out] != r + 1 => builder.append(None),
+                    Source::Property => {}
+                    Source::Key { partition, index } => {
+                        let (key, parts) = match partition {
+                            true => (row.partition_key, &partition_parts),
+                            false => (row.row_key, &row_parts),
+                        };
+                        let part = &parts[index];
+                        let ty = def.columns[self.columns[out]].ty;
+                        if ty.property_type() == PropertyType::String {
+                            builder.append(Some(ValueRef::String(part)));
+                        } else {
+                            let value =
+                                decode_component(ty, part).ok_or_else(|| KeyError::Malformed {
+                                    key: key.to_owned(),
+                                })?;
+                            builder.append(Some(value.as_ref()));
+                        }
+                    }
+                    Source::System(SystemField::Timestamp) => {
+                        builder.append(row.timestamp.map(ValueRef::DateTime))
+                    }
+                    Source::System(SystemField::ETag) => {
+                        builder.append(row.etag.map(ValueRef::String))
+                    }
+                    Source::System(SystemField::Properties) => {
+                        let entity = rows.entity(r, None).map_err(corrupt)?;
+                        let all = def.undeclared_properties(&entity.properties);
+                        builder.append(Some(all.as_ref()));
+                    }
+                }
+            }
+        }
+        let arrays: Vec<ArrayRef> = builders.into_iter().map(Builder::finish).collect();
+        if arrays.is_empty() {
+            let options = datafusion::arrow::array::RecordBatchOptions::new()
+                .with_row_count(Some(rows.len()));
+            return Ok(RecordBatch::try_new_with_options(schema, arrays, &options)?);
+        }
+        Ok(RecordBatch::try_new(schema, arrays)?)
+    }
+}
+
+/// The error of a stored record that does not decode.
+fn corrupt(e: CodecError) -> SqlError {
+    SqlError::Store(e.into())
 }
 
 fn downcast<'a, T: 'static>(array: &'a ArrayRef, column: &str) -> Result<&'a T> {

@@ -29,15 +29,12 @@ pub const ROW_COLUMN: &str = "__tablegate_row";
 /// characters.
 const ROW_SEPARATOR: char = '\u{1f}';
 
-/// The [`ROW_COLUMN`] value of an entity: PartitionKey, RowKey and ETag.
+/// The [`ROW_COLUMN`] value of a row: its PartitionKey, RowKey and ETag.
 /// UPDATE and DELETE address the row they read by it (a table without a
 /// primary key has no columns that give its key).
-pub fn row_identity(entity: &crate::model::Entity) -> String {
-    let etag = entity.etag.as_ref().map_or("", |t| t.0.as_str());
-    format!(
-        "{}{ROW_SEPARATOR}{}{ROW_SEPARATOR}{etag}",
-        entity.key.partition_key, entity.key.row_key
-    )
+pub fn row_identity(partition_key: &str, row_key: &str, etag: Option<&str>) -> String {
+    let etag = etag.unwrap_or_default();
+    format!("{partition_key}{ROW_SEPARATOR}{row_key}{ROW_SEPARATOR}{etag}")
 }
 
 /// The key and ETag a [`ROW_COLUMN`] value holds.

@@ -28,13 +28,13 @@ use datafusion::physical_plan::{
 };
 use futures::stream;
 
-use super::convert::entities_to_batch;
+use super::convert::RowDecoder;
 use super::diagnostics::queries::ScanRecord;
 use super::diagnostics::traffic::Traffic;
 use super::pushdown::{self, AccessPath};
 use crate::catalog::TableDef;
 use crate::model::Entity;
-use crate::store::{Continuation, EntityRead, Query};
+use crate::store::{Continuation, EncodedRows, EntityRead, Query};
 
 /// Entities a page holds when no limit bounds the scan.
 const PAGE: usize = 4096;
@@ -314,6 +314,7 @@ impl ExecutionPlan for StoreScan {
         let returned = MetricBuilder::new(&self.metrics).output_rows(partition);
         let state = ScanState {
             spec: self.spec.clone(),
+            decoder: RowDecoder::new(&self.spec.table, &self.spec.decoded),
             reader: self.reader.clone(),
             cursor: Cursor::new(access, self.spec.reverse, &self.spec),
             returned: 0,
@@ -607,6 +608,7 @@ impl Cursor {
 
 struct ScanState {
     spec: ScanSpec,
+    decoder: RowDecoder,
     reader: Arc<dyn EntityRead>,
     cursor: Cursor,
     returned: usize,
@@ -626,13 +628,14 @@ impl ScanState {
             .store_projection(self.spec.decoded.iter().copied())
     }
 
-    /// The next chunk of entities, or `None` when the access path is done.
-    async fn next_entities(&mut self) -> DfResult<Option<Vec<Entity>>> {
+    /// Reads the next chunk of rows into `rows`; `false` when the access
+    /// path is done.
+    async fn next_rows(&mut self, rows: &mut EncodedRows) -> DfResult<bool> {
         let table = self.spec.table.name.clone();
         let projection = self.projection();
         let remaining = self.spec.limit.map(|l| l.saturating_sub(self.returned));
         if remaining == Some(0) {
-            return Ok(None);
+            return Ok(false);
         }
         // Without a filter every entity read is a row returned, so a limit
         // bounds the page; with one, read a full page.
@@ -643,22 +646,17 @@ impl ScanState {
         match &mut self.cursor {
             Cursor::Points { keys, next } => {
                 if *next >= keys.len() {
-                    return Ok(None);
+                    return Ok(false);
                 }
                 let end = (*next + POINTS_PER_BATCH.min(page_size)).min(keys.len());
-                let mut entities = Vec::with_capacity(end - *next);
                 for key in &keys[*next..end] {
-                    if let Some(e) = self
-                        .reader
-                        .get(&table, key, projection.as_deref())
+                    self.reader
+                        .get_row(&table, key, rows)
                         .await
-                        .map_err(external)?
-                    {
-                        entities.push(e);
-                    }
+                        .map_err(external)?;
                 }
                 *next = end;
-                Ok(Some(entities))
+                Ok(true)
             }
             Cursor::Index {
                 index_table,
@@ -668,7 +666,7 @@ impl ScanState {
                 covering,
             } => {
                 let Some(query) = queries.get(*next) else {
-                    return Ok(None);
+                    return Ok(false);
                 };
                 let query = query
                     .clone()
@@ -686,25 +684,20 @@ impl ScanState {
                 if continuation.is_none() {
                     *next += 1;
                 }
-                let mut entities = Vec::with_capacity(page.entities.len());
                 for entry in &page.entities {
                     let Some(key) = crate::catalog::base_key(entry) else {
                         continue;
                     };
                     if let Some(covering) = covering {
-                        entities.push(covered_row(&self.spec.table, covering, entry, key)?);
+                        rows.push_entity(&covered_row(&self.spec.table, covering, entry, key)?);
                         continue;
                     }
-                    if let Some(e) = self
-                        .reader
-                        .get(&table, &key, projection.as_deref())
+                    self.reader
+                        .get_row(&table, &key, rows)
                         .await
-                        .map_err(external)?
-                    {
-                        entities.push(e);
-                    }
+                        .map_err(external)?;
                 }
-                Ok(Some(entities))
+                Ok(true)
             }
             Cursor::Ranges {
                 queries,
@@ -713,33 +706,34 @@ impl ScanState {
                 ..
             } => {
                 let Some(query) = queries.get(*next) else {
-                    return Ok(None);
+                    return Ok(false);
                 };
                 let mut query = query.clone().page_size(page_size);
                 query.projection = projection;
                 query.reverse = self.spec.reverse;
-                let page = self
+                *continuation = self
                     .reader
-                    .query(&table, &query, continuation.as_ref())
+                    .query_rows(&table, &query, continuation.as_ref(), rows)
                     .await
                     .map_err(external)?;
-                *continuation = page.continuation;
                 if continuation.is_none() {
                     *next += 1;
                 }
-                Ok(Some(page.entities))
+                Ok(true)
             }
         }
     }
 
     async fn next_batch(&mut self) -> DfResult<Option<RecordBatch>> {
+        let mut rows = EncodedRows::new();
         loop {
-            let Some(entities) = self.next_entities().await? else {
+            rows.clear();
+            if !self.next_rows(&mut rows).await? {
                 return Ok(None);
-            };
-            self.entities_read.add(entities.len());
-            self.count_partition_reads(&entities);
-            let mut batch = self.decode(&entities)?;
+            }
+            self.entities_read.add(rows.len());
+            self.count_partition_reads(&rows);
+            let mut batch = self.decode(&rows)?;
             if let Some(filter) = &self.spec.filter {
                 let mask = filter.evaluate(&batch)?.into_array(batch.num_rows())?;
                 let mask = mask
@@ -768,42 +762,49 @@ impl ScanState {
 
     /// Counts the entities read from named partitions (a scan across
     /// partitions is counted once, in the query log).
-    fn count_partition_reads(&self, entities: &[Entity]) {
-        if matches!(self.cursor, Cursor::Ranges { across: true, .. }) || entities.is_empty() {
+    fn count_partition_reads(&self, rows: &EncodedRows) {
+        if matches!(self.cursor, Cursor::Ranges { across: true, .. }) || rows.is_empty() {
             return;
         }
         let mut runs: Vec<(&str, u64)> = Vec::new();
-        for e in entities {
-            let partition = e.key.partition_key.as_str();
+        for row in rows.iter() {
             match runs.last_mut() {
-                Some((p, n)) if *p == partition => *n += 1,
-                _ => runs.push((partition, 1)),
+                Some((p, n)) if *p == row.partition_key => *n += 1,
+                _ => runs.push((row.partition_key, 1)),
             }
         }
         self.spec.traffic.record_reads(&self.spec.table.name, runs);
     }
 
-    /// The decoded columns of some entities, with the row column where asked.
-    fn decode(&self, entities: &[Entity]) -> DfResult<RecordBatch> {
+    /// The decoded columns of some rows, with the row column where asked.
+    fn decode(&mut self, rows: &EncodedRows) -> DfResult<RecordBatch> {
         let s = &self.spec;
         let mut fields = s.decode_schema.fields().to_vec();
         if s.with_row {
             fields.remove(s.output);
         }
         let table_schema = Arc::new(datafusion::arrow::datatypes::Schema::new(fields));
-        let batch =
-            entities_to_batch(&s.table, &s.decoded, table_schema, entities).map_err(external)?;
+        let batch = self
+            .decoder
+            .decode(&s.table, table_schema, rows)
+            .map_err(external)?;
         let mut columns: Vec<ArrayRef> = batch.columns().to_vec();
         if s.with_row {
-            let rows: StringArray = entities
+            let identities: StringArray = rows
                 .iter()
-                .map(|e| Some(super::provider::row_identity(e)))
+                .map(|row| {
+                    Some(super::provider::row_identity(
+                        row.partition_key,
+                        row.row_key,
+                        row.etag,
+                    ))
+                })
                 .collect();
             // The row column sits right after the output columns, before filter-only columns.
-            columns.insert(s.output, Arc::new(rows));
+            columns.insert(s.output, Arc::new(identities));
         }
-        let options = datafusion::arrow::array::RecordBatchOptions::new()
-            .with_row_count(Some(entities.len()));
+        let options =
+            datafusion::arrow::array::RecordBatchOptions::new().with_row_count(Some(rows.len()));
         Ok(RecordBatch::try_new_with_options(
             s.decode_schema.clone(),
             columns,

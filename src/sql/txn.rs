@@ -19,7 +19,8 @@ use crate::catalog::{DefinitionChange, TableDef};
 use crate::model::codec::key::encode_entity_key;
 use crate::model::{ETag, Entity, EntityKey, IfMatch};
 use crate::store::{
-    bounds_contain, Continuation, EntityRead, Page, Query, Result as StoreResult, WriteOp,
+    bounds_contain, Continuation, EncodedRows, EntityRead, Page, Query, Result as StoreResult,
+    WriteOp,
 };
 
 /// The new state of one row, and the version it was computed from.
@@ -370,6 +371,15 @@ fn project(mut e: Entity, projection: Option<&[String]>) -> Entity {
     e
 }
 
+impl TxnView {
+    /// Whether the transaction wrote this entity.
+    fn wrote(&self, table: &str, key: &EntityKey) -> bool {
+        self.writes.get(table).is_some_and(|rows| {
+            rows.contains_key(&encode_entity_key(&key.partition_key, &key.row_key))
+        })
+    }
+}
+
 #[async_trait]
 impl EntityRead for TxnView {
     async fn get(
@@ -386,6 +396,45 @@ impl EntityRead for TxnView {
             return Ok(None);
         }
         self.snapshot.get(table, key, projection).await
+    }
+
+    async fn get_row(
+        &self,
+        table: &str,
+        key: &EntityKey,
+        rows: &mut EncodedRows,
+    ) -> StoreResult<bool> {
+        let untouched = !self.created.contains(table) && !self.wrote(table, key);
+        if untouched {
+            return self.snapshot.get_row(table, key, rows).await;
+        }
+        let entity = self.get(table, key, None).await?;
+        if let Some(entity) = &entity {
+            rows.push_entity(entity);
+        }
+        Ok(entity.is_some())
+    }
+
+    /// The snapshot's rows when the transaction wrote nothing to the table;
+    /// else its merged page (see [`TxnView::query`]).
+    async fn query_rows(
+        &self,
+        table: &str,
+        query: &Query,
+        continuation: Option<&Continuation>,
+        rows: &mut EncodedRows,
+    ) -> StoreResult<Option<Continuation>> {
+        if !self.created.contains(table) && !self.writes.contains_key(table) {
+            return self
+                .snapshot
+                .query_rows(table, query, continuation, rows)
+                .await;
+        }
+        let page = self.query(table, query, continuation).await?;
+        for entity in &page.entities {
+            rows.push_entity(entity);
+        }
+        Ok(page.continuation)
     }
 
     /// The snapshot's page, with the transaction's rows in the span that page

@@ -18,6 +18,7 @@
 
 mod error;
 mod query;
+mod rows;
 mod stream;
 
 pub mod azure;
@@ -27,6 +28,7 @@ pub use error::{Result, StoreError};
 pub use query::{
     bounds_contain, Continuation, KeyRange, Page, Query, DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE,
 };
+pub use rows::{EncodedRow, EncodedRows};
 pub use stream::{for_each_page, query_all};
 
 use async_trait::async_trait;
@@ -125,6 +127,33 @@ pub trait EntityRead: Send + Sync {
         query: &Query,
         continuation: Option<&Continuation>,
     ) -> Result<Page>;
+
+    /// The entity of the key, if there is one, appended to `rows` in its
+    /// stored form (with all its properties); whether it was there.
+    async fn get_row(&self, table: &str, key: &EntityKey, rows: &mut EncodedRows) -> Result<bool> {
+        let entity = self.get(table, key, None).await?;
+        if let Some(entity) = &entity {
+            rows.push_entity(entity);
+        }
+        Ok(entity.is_some())
+    }
+
+    /// One page of the query appended to `rows` in stored form; returns
+    /// where the next page starts. The projection may be ignored: readers
+    /// of the rows pick the properties they need.
+    async fn query_rows(
+        &self,
+        table: &str,
+        query: &Query,
+        continuation: Option<&Continuation>,
+        rows: &mut EncodedRows,
+    ) -> Result<Option<Continuation>> {
+        let page = self.query(table, query, continuation).await?;
+        for entity in &page.entities {
+            rows.push_entity(entity);
+        }
+        Ok(page.continuation)
+    }
 }
 
 #[async_trait]

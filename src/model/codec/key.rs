@@ -56,38 +56,77 @@ pub fn prefix_end(prefix: &[u8]) -> Vec<u8> {
 /// Reads one element starting at `*pos`, advancing past its terminator.
 pub fn read_element(bytes: &[u8], pos: &mut usize) -> Result<String, CodecError> {
     let mut out = Vec::new();
+    read_element_into(bytes, pos, &mut out)?;
+    String::from_utf8(out).map_err(|_| CodecError::NotUtf8)
+}
+
+/// Moves `*pos` past the element starting there.
+pub fn skip_element(bytes: &[u8], pos: &mut usize) -> Result<(), CodecError> {
+    read_element_bytes(bytes, pos, None)
+}
+
+fn read_element_into(bytes: &[u8], pos: &mut usize, out: &mut Vec<u8>) -> Result<(), CodecError> {
+    read_element_bytes(bytes, pos, Some(out))
+}
+
+/// Reads the element starting at `*pos`, appending its bytes to `out` if
+/// given, and advances past its terminator.
+fn read_element_bytes(
+    bytes: &[u8],
+    pos: &mut usize,
+    mut out: Option<&mut Vec<u8>>,
+) -> Result<(), CodecError> {
     let mut i = *pos;
     loop {
-        match bytes.get(i) {
-            None => return Err(CodecError::BadKey(i)),
-            Some(&ESCAPE) => match bytes.get(i + 1) {
-                Some(&TERMINATOR) => {
-                    *pos = i + 2;
-                    return String::from_utf8(out).map_err(|_| CodecError::NotUtf8);
-                }
-                Some(&ESCAPED_ZERO) => {
-                    out.push(0);
-                    i += 2;
-                }
-                _ => return Err(CodecError::BadKey(i)),
-            },
-            Some(&b) => {
-                out.push(b);
-                i += 1;
+        let rest = bytes.get(i..).ok_or(CodecError::BadKey(i))?;
+        let Some(run) = rest.iter().position(|&b| b == ESCAPE) else {
+            return Err(CodecError::BadKey(bytes.len()));
+        };
+        if let Some(out) = out.as_deref_mut() {
+            out.extend_from_slice(&rest[..run]);
+        }
+        i += run;
+        match bytes.get(i + 1) {
+            Some(&TERMINATOR) => {
+                *pos = i + 2;
+                return Ok(());
             }
+            Some(&ESCAPED_ZERO) => {
+                if let Some(out) = out.as_deref_mut() {
+                    out.push(0);
+                }
+                i += 2;
+            }
+            _ => return Err(CodecError::BadKey(i)),
         }
     }
 }
 
 /// Decodes `(partition_key, row_key)`; the input must hold exactly that tuple.
 pub fn decode_entity_key(bytes: &[u8]) -> Result<(String, String), CodecError> {
+    let (mut pk, mut rk) = (String::new(), String::new());
+    decode_entity_key_into(bytes, &mut pk, &mut rk)?;
+    Ok((pk, rk))
+}
+
+/// Decodes `(partition_key, row_key)` into two buffers, replacing what they
+/// held (so that a reader of many keys reuses them).
+pub fn decode_entity_key_into(
+    bytes: &[u8],
+    partition_key: &mut String,
+    row_key: &mut String,
+) -> Result<(), CodecError> {
     let mut pos = 0;
-    let pk = read_element(bytes, &mut pos)?;
-    let rk = read_element(bytes, &mut pos)?;
+    for out in [partition_key, row_key] {
+        let mut buffer = std::mem::take(out).into_bytes();
+        buffer.clear();
+        read_element_into(bytes, &mut pos, &mut buffer)?;
+        *out = String::from_utf8(buffer).map_err(|_| CodecError::NotUtf8)?;
+    }
     if pos != bytes.len() {
         return Err(CodecError::BadKey(pos));
     }
-    Ok((pk, rk))
+    Ok(())
 }
 
 /// Decodes a 1-tuple (a partition prefix).

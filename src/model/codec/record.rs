@@ -15,7 +15,7 @@
 //! Keys are not repeated here: they are the record's key in the store.
 
 use super::CodecError;
-use crate::model::{Date, DateTime, Decimal, Guid, Properties, Value};
+use crate::model::{Date, DateTime, Decimal, Guid, Properties, Value, ValueRef};
 
 const FORMAT: u8 = 1;
 const HEADER: usize = 1 + 8 + 4 + 2;
@@ -42,6 +42,12 @@ pub struct RecordHeader {
 /// Encodes a record.
 pub fn encode_record(header: RecordHeader, properties: &Properties) -> Vec<u8> {
     let mut out = Vec::with_capacity(HEADER + properties.len() * 24);
+    encode_record_into(&mut out, header, properties);
+    out
+}
+
+/// Encodes a record at the end of `out`.
+pub fn encode_record_into(out: &mut Vec<u8>, header: RecordHeader, properties: &Properties) {
     out.push(FORMAT);
     out.extend_from_slice(&header.version.to_le_bytes());
     out.extend_from_slice(&header.billed_size.to_le_bytes());
@@ -50,9 +56,8 @@ pub fn encode_record(header: RecordHeader, properties: &Properties) -> Vec<u8> {
     for (name, value) in properties {
         out.extend_from_slice(&(name.len() as u16).to_le_bytes());
         out.extend_from_slice(name.as_bytes());
-        push_value(&mut out, value);
+        push_value(out, value);
     }
-    out
 }
 
 /// Sets the version of an encoded record in place, so that a record can be
@@ -143,10 +148,6 @@ impl<'a> Reader<'a> {
         Ok(u32::from_le_bytes(self.array()?))
     }
 
-    fn text(&mut self, len: usize) -> Result<String, CodecError> {
-        String::from_utf8(self.take(len)?.to_vec()).map_err(|_| CodecError::NotUtf8)
-    }
-
     /// The payload length of a value with this tag (reading a length prefix if it has one).
     fn payload_len(&mut self, tag: u8) -> Result<usize, CodecError> {
         Ok(match tag {
@@ -159,51 +160,120 @@ impl<'a> Reader<'a> {
             other => return Err(CodecError::UnknownTypeTag(other)),
         })
     }
+}
 
-    fn value(&mut self, tag: u8, len: usize) -> Result<Value, CodecError> {
-        Ok(match tag {
-            T_STRING => Value::String(self.text(len)?),
-            T_JSON => Value::Json(self.text(len)?),
-            T_BINARY => Value::Binary(self.take(len)?.to_vec()),
-            T_INT32 => Value::Int32(i32::from_le_bytes(self.array()?)),
-            T_INT64 => Value::Int64(i64::from_le_bytes(self.array()?)),
-            T_DOUBLE => Value::Double(f64::from_le_bytes(self.array()?)),
-            T_BOOLEAN => Value::Boolean(self.u8()? != 0),
-            T_DATETIME => Value::DateTime(DateTime(i64::from_le_bytes(self.array()?))),
-            T_GUID => Value::Guid(Guid(self.array()?)),
-            T_DECIMAL => {
-                let unscaled = i128::from_le_bytes(self.array()?);
-                let scale = self.u8()?;
-                Value::Decimal(Decimal::new(unscaled, scale).ok_or(CodecError::BadDecimal)?)
+/// A stored value not yet decoded: its type tag and payload bytes.
+#[derive(Debug, Clone, Copy)]
+pub struct RawValue<'a> {
+    tag: u8,
+    payload: &'a [u8],
+}
+
+impl<'a> RawValue<'a> {
+    /// The value, borrowing text and bytes from the record.
+    pub fn get(&self) -> Result<ValueRef<'a>, CodecError> {
+        let p = self.payload;
+        let fixed = |n: usize| p.get(..n).ok_or(CodecError::Truncated(0));
+        let text = || std::str::from_utf8(p).map_err(|_| CodecError::NotUtf8);
+        Ok(match self.tag {
+            T_STRING => ValueRef::String(text()?),
+            T_JSON => ValueRef::Json(text()?),
+            T_BINARY => ValueRef::Binary(p),
+            T_INT32 => {
+                ValueRef::Int32(i32::from_le_bytes(fixed(4)?.try_into().unwrap_or_default()))
             }
-            T_DATE => Value::Date(Date(i32::from_le_bytes(self.array()?))),
+            T_INT64 => {
+                ValueRef::Int64(i64::from_le_bytes(fixed(8)?.try_into().unwrap_or_default()))
+            }
+            T_DOUBLE => {
+                ValueRef::Double(f64::from_le_bytes(fixed(8)?.try_into().unwrap_or_default()))
+            }
+            T_BOOLEAN => ValueRef::Boolean(fixed(1)?[0] != 0),
+            T_DATETIME => ValueRef::DateTime(DateTime(i64::from_le_bytes(
+                fixed(8)?.try_into().unwrap_or_default(),
+            ))),
+            T_GUID => ValueRef::Guid(Guid(fixed(16)?.try_into().unwrap_or_default())),
+            T_DECIMAL => {
+                let bytes = fixed(17)?;
+                let unscaled = i128::from_le_bytes(bytes[..16].try_into().unwrap_or_default());
+                ValueRef::Decimal(Decimal::new(unscaled, bytes[16]).ok_or(CodecError::BadDecimal)?)
+            }
+            T_DATE => ValueRef::Date(Date(i32::from_le_bytes(
+                fixed(4)?.try_into().unwrap_or_default(),
+            ))),
             other => return Err(CodecError::UnknownTypeTag(other)),
         })
     }
 }
 
-fn read_header(bytes: &[u8]) -> Result<(Reader<'_>, RecordHeader, u16), CodecError> {
-    let mut r = Reader { bytes, pos: 0 };
-    let format = r.u8()?;
+/// The properties of a record, read in place in their stored order: each
+/// property's name and its value, decoded only when asked
+/// ([`RawValue::get`]). Ends with an error if the record has bytes past
+/// its last property.
+pub struct RecordProperties<'a> {
+    reader: Reader<'a>,
+    left: u16,
+    failed: bool,
+}
+
+impl<'a> RecordProperties<'a> {
+    fn next_property(&mut self) -> Result<(&'a [u8], RawValue<'a>), CodecError> {
+        let r = &mut self.reader;
+        let name_len = usize::from(r.u16()?);
+        let name = r.take(name_len)?;
+        let tag = r.u8()?;
+        let len = r.payload_len(tag)?;
+        let payload = r.take(len)?;
+        Ok((name, RawValue { tag, payload }))
+    }
+}
+
+impl<'a> Iterator for RecordProperties<'a> {
+    type Item = Result<(&'a [u8], RawValue<'a>), CodecError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.failed {
+            return None;
+        }
+        let item = if self.left == 0 {
+            if self.reader.pos == self.reader.bytes.len() {
+                return None;
+            }
+            Err(CodecError::Truncated(self.reader.pos))
+        } else {
+            self.left -= 1;
+            self.next_property()
+        };
+        self.failed = item.is_err();
+        Some(item)
+    }
+}
+
+/// Reads a record's header, and gives its properties to read in place.
+pub fn read_record(bytes: &[u8]) -> Result<(RecordHeader, RecordProperties<'_>), CodecError> {
+    let mut reader = Reader { bytes, pos: 0 };
+    let format = reader.u8()?;
     if format != FORMAT {
         return Err(CodecError::UnknownFormat(format));
     }
-    let version = u64::from_le_bytes(r.array()?);
-    let billed_size = r.u32()?;
-    let count = r.u16()?;
-    Ok((
-        r,
-        RecordHeader {
-            version,
-            billed_size,
-        },
-        count,
-    ))
+    let version = u64::from_le_bytes(reader.array()?);
+    let billed_size = reader.u32()?;
+    let left = reader.u16()?;
+    let header = RecordHeader {
+        version,
+        billed_size,
+    };
+    let properties = RecordProperties {
+        reader,
+        left,
+        failed: false,
+    };
+    Ok((header, properties))
 }
 
 /// Reads only the fixed header of a record.
 pub fn record_header(bytes: &[u8]) -> Result<RecordHeader, CodecError> {
-    read_header(bytes).map(|(_, header, _)| header)
+    read_record(bytes).map(|(header, _)| header)
 }
 
 /// Decodes a record's header and properties. With a projection, only the
@@ -212,23 +282,14 @@ pub fn decode_record(
     bytes: &[u8],
     projection: Option<&[String]>,
 ) -> Result<(RecordHeader, Properties), CodecError> {
-    let (mut r, header, count) = read_header(bytes)?;
+    let (header, stored) = read_record(bytes)?;
     let mut properties = Properties::new();
-    for _ in 0..count {
-        let name_len = usize::from(r.u16()?);
-        let name = r.take(name_len)?;
-        let tag = r.u8()?;
-        let len = r.payload_len(tag)?;
-        let wanted = projection.is_none_or(|p| p.iter().any(|n| n.as_bytes() == name));
-        if wanted {
+    for property in stored {
+        let (name, value) = property?;
+        if projection.is_none_or(|p| p.iter().any(|n| n.as_bytes() == name)) {
             let name = std::str::from_utf8(name).map_err(|_| CodecError::NotUtf8)?;
-            properties.insert(name.to_owned(), r.value(tag, len)?);
-        } else {
-            r.take(len)?;
+            properties.insert(name.to_owned(), value.get()?.to_value());
         }
-    }
-    if r.pos != bytes.len() {
-        return Err(CodecError::Truncated(r.pos));
     }
     Ok((header, properties))
 }

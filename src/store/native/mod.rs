@@ -50,9 +50,9 @@ use self::layout::{TableTotals, CATALOG, NEXT_TABLE_ID, TABLE_PREFIX, TOMB_PREFI
 use self::read::storage;
 use self::writer::{Command, Prepared, Writer};
 use super::{
-    check_batch, check_op, AtomicWrite, BulkDelete, Continuation, EntityRead, EntityWrite, Page,
-    PartitionStats, PartitionStatsPage, Query, Result, Snapshots, Statistics, StoreError,
-    TableAdmin, TableStats, WriteOp, WriteOutcome,
+    check_batch, check_op, AtomicWrite, BulkDelete, Continuation, EncodedRows, EntityRead,
+    EntityWrite, Page, PartitionStats, PartitionStatsPage, Query, Result, Snapshots, Statistics,
+    StoreError, TableAdmin, TableStats, WriteOp, WriteOutcome,
 };
 use crate::model::{check_table_name, Entity, EntityKey};
 
@@ -295,6 +295,26 @@ impl EntityRead for NativeSnapshot {
             continuation,
         )
     }
+
+    async fn get_row(&self, table: &str, key: &EntityKey, rows: &mut EncodedRows) -> Result<bool> {
+        read::get_row(&*self.shared.table(table)?, &self.snapshot, key, rows)
+    }
+
+    async fn query_rows(
+        &self,
+        table: &str,
+        query: &Query,
+        continuation: Option<&Continuation>,
+        rows: &mut EncodedRows,
+    ) -> Result<Option<Continuation>> {
+        read::query_rows(
+            &*self.shared.table(table)?,
+            &self.snapshot,
+            query,
+            continuation,
+            rows,
+        )
+    }
 }
 
 #[async_trait]
@@ -324,6 +344,31 @@ impl EntityRead for NativeStore {
             &self.shared.db.snapshot(),
             query,
             continuation,
+        )
+    }
+
+    async fn get_row(&self, table: &str, key: &EntityKey, rows: &mut EncodedRows) -> Result<bool> {
+        read::get_row(
+            &*self.shared.table(table)?,
+            &self.shared.db.snapshot(),
+            key,
+            rows,
+        )
+    }
+
+    async fn query_rows(
+        &self,
+        table: &str,
+        query: &Query,
+        continuation: Option<&Continuation>,
+        rows: &mut EncodedRows,
+    ) -> Result<Option<Continuation>> {
+        read::query_rows(
+            &*self.shared.table(table)?,
+            &self.shared.db.snapshot(),
+            query,
+            continuation,
+            rows,
         )
     }
 }

@@ -5,15 +5,16 @@ use std::ops::Bound;
 
 use fjall::{Readable, Snapshot};
 
-use super::layout::{etag_of, timestamp_of, PartitionHeader};
+use super::layout::{etag_of, timestamp_of, write_etag, PartitionHeader};
 use super::Table;
 use crate::model::codec::key::{
-    decode_entity_key, decode_partition_prefix, encode_entity_key, encode_partition_prefix,
+    decode_entity_key_into, decode_partition_prefix, encode_entity_key, encode_partition_prefix,
+    skip_element,
 };
 use crate::model::codec::record::{decode_record, record_header};
 use crate::model::{Entity, EntityKey};
 use crate::store::{
-    Continuation, Page, PartitionStats, PartitionStatsPage, Query, Result, StoreError,
+    Continuation, EncodedRows, Page, PartitionStats, PartitionStatsPage, Query, Result, StoreError,
 };
 
 pub(super) fn storage(e: fjall::Error) -> StoreError {
@@ -58,22 +59,8 @@ impl<'a> Visibility<'a> {
     }
 }
 
-fn to_entity(key: EntityKey, record: &[u8], projection: Option<&[String]>) -> Result<Entity> {
-    let (header, properties) = decode_record(record, projection)?;
-    Ok(Entity {
-        key,
-        properties,
-        timestamp: Some(timestamp_of(header.version)),
-        etag: Some(etag_of(header.version)),
-    })
-}
-
-pub(super) fn get(
-    table: &Table,
-    snapshot: &Snapshot,
-    key: &EntityKey,
-    projection: Option<&[String]>,
-) -> Result<Option<Entity>> {
+/// The record of a key, if the key is there and visible.
+fn lookup(table: &Table, snapshot: &Snapshot, key: &EntityKey) -> Result<Option<fjall::Slice>> {
     let encoded = encode_entity_key(&key.partition_key, &key.row_key);
     let Some(record) = snapshot.get(&table.entities, &encoded).map_err(storage)? else {
         return Ok(None);
@@ -83,14 +70,52 @@ pub(super) fn get(
     if !Visibility::new(table, snapshot).is_visible(&prefix, version)? {
         return Ok(None);
     }
-    to_entity(key.clone(), &record, projection).map(Some)
+    Ok(Some(record))
 }
 
-/// The length of the partition prefix at the start of an encoded entity key.
-fn partition_prefix_len(encoded: &[u8]) -> Result<usize> {
-    let mut pos = 0;
-    crate::model::codec::key::read_element(encoded, &mut pos)?;
-    Ok(pos)
+pub(super) fn get(
+    table: &Table,
+    snapshot: &Snapshot,
+    key: &EntityKey,
+    projection: Option<&[String]>,
+) -> Result<Option<Entity>> {
+    let Some(record) = lookup(table, snapshot, key)? else {
+        return Ok(None);
+    };
+    let (header, properties) = decode_record(&record, projection)?;
+    Ok(Some(Entity {
+        key: key.clone(),
+        properties,
+        timestamp: Some(timestamp_of(header.version)),
+        etag: Some(etag_of(header.version)),
+    }))
+}
+
+/// Appends a stored row with the ETag and Timestamp of its version.
+fn push_row(
+    rows: &mut EncodedRows,
+    key: (&str, &str),
+    record: &[u8],
+    etag: &mut String,
+) -> Result<()> {
+    let version = record_header(record)?.version;
+    write_etag(etag, version);
+    rows.push(key, Some(etag), Some(timestamp_of(version)), record);
+    Ok(())
+}
+
+pub(super) fn get_row(
+    table: &Table,
+    snapshot: &Snapshot,
+    key: &EntityKey,
+    rows: &mut EncodedRows,
+) -> Result<bool> {
+    let Some(record) = lookup(table, snapshot, key)? else {
+        return Ok(false);
+    };
+    let key = (key.partition_key.as_str(), key.row_key.as_str());
+    push_row(rows, key, &record, &mut String::new())?;
+    Ok(true)
 }
 
 pub(super) fn query(
@@ -99,37 +124,51 @@ pub(super) fn query(
     query: &Query,
     continuation: Option<&Continuation>,
 ) -> Result<Page> {
+    let mut rows = EncodedRows::new();
+    let continuation = query_rows(table, snapshot, query, continuation, &mut rows)?;
+    let projection = query.projection.as_deref();
+    let entities = (0..rows.len())
+        .map(|i| rows.entity(i, projection))
+        .collect::<std::result::Result<_, _>>()?;
+    Ok(Page {
+        entities,
+        continuation,
+    })
+}
+
+pub(super) fn query_rows(
+    table: &Table,
+    snapshot: &Snapshot,
+    query: &Query,
+    continuation: Option<&Continuation>,
+    rows: &mut EncodedRows,
+) -> Result<Option<Continuation>> {
     query.check()?;
     let bounds = query.encoded_bounds(continuation)?;
     let iter = snapshot.range(&table.entities, bounds);
-    let mut iter: Box<dyn Iterator<Item = fjall::Guard>> = if query.reverse {
+    let iter: Box<dyn Iterator<Item = fjall::Guard>> = if query.reverse {
         Box::new(iter.rev())
     } else {
         Box::new(iter)
     };
-    let projection = query.projection.as_deref();
     let mut visibility = Visibility::new(table, snapshot);
-    let mut entities = Vec::with_capacity(query.page_size.min(1024));
-    for guard in iter.by_ref() {
+    let (mut pk, mut rk, mut etag) = (String::new(), String::new(), String::new());
+    let mut read = 0;
+    for guard in iter {
         let (key, record) = guard.into_inner().map_err(storage)?;
-        let prefix_len = partition_prefix_len(&key)?;
+        let mut prefix_len = 0;
+        skip_element(&key, &mut prefix_len)?;
         if !visibility.is_visible(&key[..prefix_len], record_header(&record)?.version)? {
             continue;
         }
-        let (pk, rk) = decode_entity_key(&key)?;
-        let key = EntityKey::new(pk, rk);
-        if entities.len() == query.page_size {
-            return Ok(Page {
-                entities,
-                continuation: Some(Continuation::to_next(&key)),
-            });
+        decode_entity_key_into(&key, &mut pk, &mut rk)?;
+        if read == query.page_size {
+            return Ok(Some(Continuation::to_next(&EntityKey::new(pk, rk))));
         }
-        entities.push(to_entity(key, &record, projection)?);
+        push_row(rows, (&pk, &rk), &record, &mut etag)?;
+        read += 1;
     }
-    Ok(Page {
-        entities,
-        continuation: None,
-    })
+    Ok(None)
 }
 
 pub(super) fn partition_stats(

@@ -1,0 +1,172 @@
+//! Rows in their stored form, many in two buffers: each row's keys, ETag and
+//! Timestamp, and its properties as an encoded record (see
+//! `model::codec::record`). Scans read pages into [`EncodedRows`] and copy
+//! the values they need straight into their output, with no [`Entity`]
+//! (and its map of owned names and values) per row.
+
+use crate::model::codec::record::{decode_record, encode_record_into, RecordHeader};
+use crate::model::codec::CodecError;
+use crate::model::{DateTime, ETag, Entity, EntityKey};
+
+/// Where one row's parts lie in the buffers.
+#[derive(Debug, Clone, Copy)]
+struct Span {
+    /// In `text`: PartitionKey, RowKey, then ETag, each ending where the next starts.
+    text_start: usize,
+    partition_end: usize,
+    row_end: usize,
+    etag_end: usize,
+    /// In `records`.
+    record_start: usize,
+    record_end: usize,
+    timestamp: Option<DateTime>,
+}
+
+/// One row of [`EncodedRows`].
+#[derive(Debug, Clone, Copy)]
+pub struct EncodedRow<'a> {
+    pub partition_key: &'a str,
+    pub row_key: &'a str,
+    pub etag: Option<&'a str>,
+    pub timestamp: Option<DateTime>,
+    /// The properties, encoded (the header's version and size are not
+    /// meaningful here: `etag` and `timestamp` are the row's own).
+    pub record: &'a [u8],
+}
+
+/// Rows read from a store, in read order.
+#[derive(Debug, Default)]
+pub struct EncodedRows {
+    text: String,
+    records: Vec<u8>,
+    spans: Vec<Span>,
+}
+
+impl EncodedRows {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    pub fn len(&self) -> usize {
+        self.spans.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.spans.is_empty()
+    }
+
+    pub fn clear(&mut self) {
+        self.text.clear();
+        self.records.clear();
+        self.spans.clear();
+    }
+
+    /// Appends a row whose record is already encoded.
+    pub fn push(
+        &mut self,
+        key: (&str, &str),
+        etag: Option<&str>,
+        timestamp: Option<DateTime>,
+        record: &[u8],
+    ) {
+        let record_start = self.records.len();
+        self.records.extend_from_slice(record);
+        self.push_span(key, etag, timestamp, record_start);
+    }
+
+    /// Appends an entity, encoding its properties.
+    pub fn push_entity(&mut self, entity: &Entity) {
+        let record_start = self.records.len();
+        let header = RecordHeader {
+            version: 0,
+            billed_size: 0,
+        };
+        encode_record_into(&mut self.records, header, &entity.properties);
+        self.push_span(
+            (&entity.key.partition_key, &entity.key.row_key),
+            entity.etag.as_ref().map(|e| e.0.as_str()),
+            entity.timestamp,
+            record_start,
+        );
+    }
+
+    fn push_span(
+        &mut self,
+        (partition_key, row_key): (&str, &str),
+        etag: Option<&str>,
+        timestamp: Option<DateTime>,
+        record_start: usize,
+    ) {
+        let text_start = self.text.len();
+        self.text.push_str(partition_key);
+        let partition_end = self.text.len();
+        self.text.push_str(row_key);
+        let row_end = self.text.len();
+        self.text.push_str(etag.unwrap_or_default());
+        self.spans.push(Span {
+            text_start,
+            partition_end,
+            row_end,
+            etag_end: self.text.len(),
+            record_start,
+            record_end: self.records.len(),
+            timestamp,
+        });
+    }
+
+    pub fn get(&self, i: usize) -> EncodedRow<'_> {
+        let s = self.spans[i];
+        let etag = &self.text[s.row_end..s.etag_end];
+        EncodedRow {
+            partition_key: &self.text[s.text_start..s.partition_end],
+            row_key: &self.text[s.partition_end..s.row_end],
+            etag: (!etag.is_empty()).then_some(etag),
+            timestamp: s.timestamp,
+            record: &self.records[s.record_start..s.record_end],
+        }
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = EncodedRow<'_>> + '_ {
+        (0..self.len()).map(|i| self.get(i))
+    }
+
+    /// Row `i` as an entity, with only the projected properties.
+    pub fn entity(&self, i: usize, projection: Option<&[String]>) -> Result<Entity, CodecError> {
+        let row = self.get(i);
+        let (_, properties) = decode_record(row.record, projection)?;
+        Ok(Entity {
+            key: EntityKey::new(row.partition_key, row.row_key),
+            properties,
+            timestamp: row.timestamp,
+            etag: row.etag.map(|e| ETag(e.to_owned())),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::Value;
+
+    #[test]
+    fn entities_round_trip_with_their_keys_tags_and_projection() {
+        let mut a = Entity::new("p1", "r1");
+        a.properties.insert("x".into(), Value::Int32(7));
+        a.properties.insert("y".into(), Value::String("hé".into()));
+        a.etag = Some(ETag("W/\"3\"".into()));
+        a.timestamp = Some(DateTime(3));
+        let b = Entity::new("", "r2");
+        let mut rows = EncodedRows::new();
+        rows.push_entity(&a);
+        rows.push_entity(&b);
+        assert_eq!(rows.len(), 2);
+        assert_eq!(rows.entity(0, None).unwrap(), a);
+        assert_eq!(rows.entity(1, None).unwrap(), b);
+        assert_eq!(rows.get(1).etag, None);
+        let projected = rows.entity(0, Some(&["y".to_owned()])).unwrap();
+        assert_eq!(projected.properties.len(), 1);
+        assert_eq!(projected.properties["y"], Value::String("hé".into()));
+        rows.clear();
+        assert!(rows.is_empty());
+    }
+}

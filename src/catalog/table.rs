@@ -370,10 +370,17 @@ impl TableDef {
 
     /// Decodes the key columns of an entity.
     pub fn key_parts(&self, key: &EntityKey) -> Result<KeyParts, KeyError> {
+        self.key_parts_of(&key.partition_key, &key.row_key)
+    }
+
+    /// Decodes the key columns of a PartitionKey and RowKey.
+    pub fn key_parts_of(&self, partition_key: &str, row_key: &str) -> Result<KeyParts, KeyError> {
         let mut values = Vec::new();
         if let Keys::Columns { partition, row } = &self.keys {
-            for (columns, text) in [(partition, &key.partition_key), (row, &key.row_key)] {
-                let malformed = || KeyError::Malformed { key: text.clone() };
+            for (columns, text) in [(partition, partition_key), (row, row_key)] {
+                let malformed = || KeyError::Malformed {
+                    key: text.to_owned(),
+                };
                 let parts = split_components(text, columns.len()).ok_or_else(malformed)?;
                 for (&i, part) in columns.iter().zip(parts) {
                     let value =

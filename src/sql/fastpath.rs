@@ -20,15 +20,15 @@ use datafusion::logical_expr::{
 
 use std::time::{Instant, SystemTime};
 
-use super::convert::entities_to_batch;
+use super::convert::RowDecoder;
 use super::diagnostics::queries::{QueryRecord, ScanRecord};
 use super::diagnostics::Monitor;
 use super::error::Result;
 use super::pushdown::{access_path, literal_value, AccessPath};
 use super::session::Output;
 use crate::catalog::{Catalog, Keys, Row, TableDef};
-use crate::model::{Entity, Value};
-use crate::store::{EntityRead, KeyRange, Query, MAX_PAGE_SIZE};
+use crate::model::Value;
+use crate::store::{EncodedRows, EntityRead, KeyRange, Query, MAX_PAGE_SIZE};
 
 /// Where a key column's value comes from.
 #[derive(Debug, Clone)]
@@ -309,7 +309,7 @@ impl KeyPlan {
             };
             // A comparison with NULL holds for no row.
             if scalar.is_null() {
-                return Ok(Some(self.rows(&[])?));
+                return Ok(Some(self.rows(&EncodedRows::new())?));
             }
             match literal_value(def.columns[condition.column].ty, scalar) {
                 Some(v) => bounds.push((condition, v, scalar.clone())),
@@ -317,7 +317,8 @@ impl KeyPlan {
             }
         }
         let started = (SystemTime::now(), Instant::now());
-        let (access, read, entities) = if self.point {
+        let mut rows = EncodedRows::new();
+        let (access, read) = if self.point {
             let mut row: Row = vec![None; def.columns.len()];
             for (condition, value, _) in &bounds {
                 if condition.op == Operator::Eq {
@@ -326,14 +327,12 @@ impl KeyPlan {
             }
             // A value no key can hold matches no row.
             let Ok(key) = def.entity_key(&row) else {
-                return Ok(Some(self.rows(&[])?));
+                return Ok(Some(self.rows(&rows)?));
             };
-            let entity = view
-                .get(&def.name, &key, self.projection.as_deref())
-                .await?;
-            let entities: Vec<Entity> = entity.into_iter().collect();
-            let entities = self.matching(&bounds, entities)?;
-            (AccessPath::Points(vec![key]), entities.len(), entities)
+            let mut read = EncodedRows::new();
+            view.get_row(&def.name, &key, &mut read).await?;
+            self.keep_matching(&bounds, &read, &mut rows, 1)?;
+            (AccessPath::Points(vec![key]), rows.len())
         } else {
             let filters: Vec<Expr> = bounds
                 .iter()
@@ -357,23 +356,24 @@ impl KeyPlan {
             query.reverse = self.reverse;
             query.projection = self.projection.clone();
             query.page_size = limit.clamp(1, MAX_PAGE_SIZE);
-            let mut entities = Vec::new();
+            let mut page = EncodedRows::new();
             let mut read = 0;
             let mut continuation = None;
             loop {
-                let page = view.query(&def.name, &query, continuation.as_ref()).await?;
-                read += page.entities.len();
-                entities.extend(self.matching(&bounds, page.entities)?);
-                continuation = page.continuation;
-                if entities.len() >= limit || continuation.is_none() {
+                page.clear();
+                continuation = view
+                    .query_rows(&def.name, &query, continuation.as_ref(), &mut page)
+                    .await?;
+                read += page.len();
+                self.keep_matching(&bounds, &page, &mut rows, limit)?;
+                if rows.len() >= limit || continuation.is_none() {
                     break;
                 }
             }
-            entities.truncate(limit);
-            if self.fetch.is_none() && entities.len() > MAX_UNLIMITED_ROWS {
+            if self.fetch.is_none() && rows.len() > MAX_UNLIMITED_ROWS {
                 return Ok(None);
             }
-            (access, read, entities)
+            (access, read)
         };
         let partition = match &access {
             AccessPath::Points(keys) => keys[0].partition_key.clone(),
@@ -383,7 +383,7 @@ impl KeyPlan {
             },
             _ => String::new(),
         };
-        let returned = entities.len() as u64;
+        let returned = rows.len() as u64;
         monitor
             .traffic
             .record_reads(&def.name, [(partition.as_str(), read as u64)]);
@@ -405,57 +405,69 @@ impl KeyPlan {
                 aggregated: false,
             }],
         });
-        Ok(Some(self.rows(&entities)?))
+        Ok(Some(self.rows(&rows)?))
     }
 
-    /// The entities whose key columns meet every comparison (the read's
-    /// keys already do, unless a bound could not be encoded exactly).
-    fn matching(
+    /// Appends to `kept`, up to `limit` rows, the rows read whose key
+    /// columns meet every comparison (the read's keys already do, unless a
+    /// bound could not be encoded exactly).
+    fn keep_matching(
         &self,
         bounds: &[(&Condition, Value, ScalarValue)],
-        entities: Vec<Entity>,
-    ) -> Result<Vec<Entity>> {
-        if !self.recheck {
-            return Ok(entities);
-        }
-        let def = &self.table;
-        let mut kept = Vec::with_capacity(entities.len());
-        for entity in entities {
-            let parts = def.key_parts(&entity.key)?;
-            let mut keep = true;
-            for (condition, value, _) in bounds {
-                let Some(column) = def.column_value(&entity, &parts, condition.column)? else {
-                    keep = false;
-                    break;
-                };
-                let holds = column
-                    .compare(value)
-                    .is_some_and(|order| match condition.op {
-                        Operator::Eq => order.is_eq(),
-                        Operator::Lt => order.is_lt(),
-                        Operator::LtEq => order.is_le(),
-                        Operator::Gt => order.is_gt(),
-                        Operator::GtEq => order.is_ge(),
-                        _ => false,
-                    });
-                if !holds {
-                    keep = false;
-                    break;
-                }
+        read: &EncodedRows,
+        kept: &mut EncodedRows,
+        limit: usize,
+    ) -> Result<()> {
+        for row in read.iter() {
+            if kept.len() >= limit {
+                break;
             }
-            if keep {
-                kept.push(entity);
+            if self.recheck && !self.holds(bounds, row.partition_key, row.row_key)? {
+                continue;
             }
+            kept.push(
+                (row.partition_key, row.row_key),
+                row.etag,
+                row.timestamp,
+                row.record,
+            );
         }
-        Ok(kept)
+        Ok(())
+    }
+
+    /// Whether a row's key columns meet every comparison.
+    fn holds(
+        &self,
+        bounds: &[(&Condition, Value, ScalarValue)],
+        partition_key: &str,
+        row_key: &str,
+    ) -> Result<bool> {
+        let parts = self.table.key_parts_of(partition_key, row_key)?;
+        Ok(bounds.iter().all(|(condition, value, _)| {
+            parts
+                .value(condition.column)
+                .and_then(|column| column.compare(value))
+                .is_some_and(|order| match condition.op {
+                    Operator::Eq => order.is_eq(),
+                    Operator::Lt => order.is_lt(),
+                    Operator::LtEq => order.is_le(),
+                    Operator::Gt => order.is_gt(),
+                    Operator::GtEq => order.is_ge(),
+                    _ => false,
+                })
+        }))
     }
 
     pub fn table_name(&self) -> &str {
         &self.table.name
     }
 
-    fn rows(&self, entities: &[Entity]) -> Result<Output> {
-        let batch = entities_to_batch(&self.table, &self.outputs, self.schema.clone(), entities)?;
+    fn rows(&self, rows: &EncodedRows) -> Result<Output> {
+        let batch = RowDecoder::new(&self.table, &self.outputs).decode(
+            &self.table,
+            self.schema.clone(),
+            rows,
+        )?;
         Output::from_batches(self.schema.clone(), vec![batch], "SELECT")
     }
 }

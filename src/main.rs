@@ -85,6 +85,10 @@ struct StoreArgs {
     /// The data directory of the embedded engine; created if missing.
     #[arg(long, env = "TABLEGATE_DATA_DIR", default_value = "tablegate-data")]
     data_dir: PathBuf,
+    /// The embedded engine's cache of decoded blocks, in MiB: the memory
+    /// reads use before they go to the files.
+    #[arg(long, env = "TABLEGATE_CACHE_MIB", default_value_t = tablegate::store::native::DEFAULT_CACHE_MIB)]
+    cache_mib: u64,
     /// The storage account of the Azure backend, as a connection string
     /// (`UseDevelopmentStorage=true` for a local Azurite).
     #[arg(long, env = "AZURE_STORAGE_CONNECTION_STRING", hide_env_values = true)]
@@ -96,7 +100,10 @@ impl StoreArgs {
         Ok(match self.backend {
             Backend::Native => {
                 std::fs::create_dir_all(&self.data_dir)?;
-                Arc::new(NativeStore::open(&self.data_dir)?)
+                Arc::new(NativeStore::open_with_cache(
+                    &self.data_dir,
+                    self.cache_mib,
+                )?)
             }
             Backend::Azure => {
                 let connection = self.azure_connection_string.as_deref().ok_or(

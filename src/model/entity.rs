@@ -39,6 +39,14 @@ impl fmt::Display for EntityKey {
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct ETag(pub String);
 
+impl ETag {
+    /// The weak ETag that names a version number (how the embedded engine
+    /// tags its entities).
+    pub fn of_version(version: u64) -> ETag {
+        ETag(format!("W/\"{version}\""))
+    }
+}
+
 impl fmt::Display for ETag {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.0)

@@ -159,6 +159,8 @@ enum Source {
 /// copying each value from its stored record straight into its column.
 pub struct RowDecoder {
     columns: Vec<usize>,
+    /// The property type of each column.
+    types: Vec<PropertyType>,
     sources: Vec<Source>,
     /// The decoded properties' names in byte order, each with the output
     /// column it fills.
@@ -207,6 +209,10 @@ impl RowDecoder {
             .then_some((partition.len(), row.len()));
         RowDecoder {
             columns: columns.to_vec(),
+            types: columns
+                .iter()
+                .map(|&i| def.columns[i].ty.property_type())
+                .collect(),
             sources,
             properties,
             last_record: Vec::new(),
@@ -256,8 +262,8 @@ impl RowDecoder {
                     continue;
                 };
                 let value = value.get().map_err(corrupt)?;
-                let column = &def.columns[self.columns[out]];
-                if value.property_type() != column.ty.property_type() || filled[out] == r + 1 {
+                if value.property_type() != self.types[out] || filled[out] == r + 1 {
+                    let column = &def.columns[self.columns[out]];
                     return Err(RowError::PropertyType {
                         property: column.name.clone(),
                         key: EntityKey::new(row.partition_key, row.row_key),
@@ -290,7 +296,7 @@ impl RowDecoder {
                         };
                         let part = &parts[index];
                         let ty = def.columns[self.columns[out]].ty;
-                        if ty.property_type() == PropertyType::String {
+                        if self.types[out] == PropertyType::String {
                             builder.append(Some(ValueRef::String(part)));
                         } else {
                             let value =
@@ -304,7 +310,8 @@ impl RowDecoder {
                         builder.append(row.timestamp.map(ValueRef::DateTime))
                     }
                     Source::System(SystemField::ETag) => {
-                        builder.append(row.etag.map(ValueRef::String))
+                        let etag = row.etag.text();
+                        builder.append(etag.as_deref().map(ValueRef::String))
                     }
                     Source::System(SystemField::Properties) => {
                         let entity = rows.entity(r, None).map_err(corrupt)?;

@@ -315,6 +315,7 @@ impl ExecutionPlan for StoreScan {
         let state = ScanState {
             spec: self.spec.clone(),
             decoder: RowDecoder::new(&self.spec.table, &self.spec.decoded),
+            rows: EncodedRows::new(),
             reader: self.reader.clone(),
             cursor: Cursor::new(access, self.spec.reverse, &self.spec),
             returned: 0,
@@ -609,6 +610,7 @@ impl Cursor {
 struct ScanState {
     spec: ScanSpec,
     decoder: RowDecoder,
+    rows: EncodedRows,
     reader: Arc<dyn EntityRead>,
     cursor: Cursor,
     returned: usize,
@@ -725,15 +727,22 @@ impl ScanState {
     }
 
     async fn next_batch(&mut self) -> DfResult<Option<RecordBatch>> {
-        let mut rows = EncodedRows::new();
+        // The buffers of the rows read are kept from batch to batch.
+        let mut rows = std::mem::take(&mut self.rows);
+        let batch = self.next_batch_with(&mut rows).await;
+        self.rows = rows;
+        batch
+    }
+
+    async fn next_batch_with(&mut self, rows: &mut EncodedRows) -> DfResult<Option<RecordBatch>> {
         loop {
             rows.clear();
-            if !self.next_rows(&mut rows).await? {
+            if !self.next_rows(rows).await? {
                 return Ok(None);
             }
             self.entities_read.add(rows.len());
-            self.count_partition_reads(&rows);
-            let mut batch = self.decode(&rows)?;
+            self.count_partition_reads(rows);
+            let mut batch = self.decode(rows)?;
             if let Some(filter) = &self.spec.filter {
                 let mask = filter.evaluate(&batch)?.into_array(batch.num_rows())?;
                 let mask = mask
@@ -796,7 +805,7 @@ impl ScanState {
                     Some(super::provider::row_identity(
                         row.partition_key,
                         row.row_key,
-                        row.etag,
+                        row.etag.text().as_deref(),
                     ))
                 })
                 .collect();

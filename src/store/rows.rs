@@ -4,18 +4,42 @@
 //! the values they need straight into their output, with no [`Entity`]
 //! (and its map of owned names and values) per row.
 
+use std::borrow::Cow;
+
 use crate::model::codec::record::{decode_record, encode_record_into, RecordHeader};
 use crate::model::codec::CodecError;
 use crate::model::{DateTime, ETag, Entity, EntityKey};
 
+/// A row's ETag as a read gives it: its text, or the version number it
+/// names, made into text only when asked (most reads never ask).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RowETag<'a> {
+    None,
+    Text(&'a str),
+    Version(u64),
+}
+
+impl<'a> RowETag<'a> {
+    pub fn text(self) -> Option<Cow<'a, str>> {
+        match self {
+            RowETag::None => None,
+            RowETag::Text(text) => Some(Cow::Borrowed(text)),
+            RowETag::Version(version) => Some(Cow::Owned(ETag::of_version(version).0)),
+        }
+    }
+}
+
 /// Where one row's parts lie in the buffers.
 #[derive(Debug, Clone, Copy)]
 struct Span {
-    /// In `text`: PartitionKey, RowKey, then ETag, each ending where the next starts.
+    /// In `text`: PartitionKey, RowKey, then an ETag's text, each ending
+    /// where the next starts.
     text_start: usize,
     partition_end: usize,
     row_end: usize,
     etag_end: usize,
+    /// The version an ETag names, when the row has no ETag text.
+    version: Option<u64>,
     /// In `records`.
     record_start: usize,
     record_end: usize,
@@ -27,7 +51,7 @@ struct Span {
 pub struct EncodedRow<'a> {
     pub partition_key: &'a str,
     pub row_key: &'a str,
-    pub etag: Option<&'a str>,
+    pub etag: RowETag<'a>,
     pub timestamp: Option<DateTime>,
     /// The properties, encoded (the header's version and size are not
     /// meaningful here: `etag` and `timestamp` are the row's own).
@@ -65,7 +89,7 @@ impl EncodedRows {
     pub fn push(
         &mut self,
         key: (&str, &str),
-        etag: Option<&str>,
+        etag: RowETag,
         timestamp: Option<DateTime>,
         record: &[u8],
     ) {
@@ -84,7 +108,10 @@ impl EncodedRows {
         encode_record_into(&mut self.records, header, &entity.properties);
         self.push_span(
             (&entity.key.partition_key, &entity.key.row_key),
-            entity.etag.as_ref().map(|e| e.0.as_str()),
+            entity
+                .etag
+                .as_ref()
+                .map_or(RowETag::None, |e| RowETag::Text(&e.0)),
             entity.timestamp,
             record_start,
         );
@@ -93,7 +120,7 @@ impl EncodedRows {
     fn push_span(
         &mut self,
         (partition_key, row_key): (&str, &str),
-        etag: Option<&str>,
+        etag: RowETag,
         timestamp: Option<DateTime>,
         record_start: usize,
     ) {
@@ -102,8 +129,16 @@ impl EncodedRows {
         let partition_end = self.text.len();
         self.text.push_str(row_key);
         let row_end = self.text.len();
-        self.text.push_str(etag.unwrap_or_default());
+        let version = match etag {
+            RowETag::None => None,
+            RowETag::Text(text) => {
+                self.text.push_str(text);
+                None
+            }
+            RowETag::Version(version) => Some(version),
+        };
         self.spans.push(Span {
+            version,
             text_start,
             partition_end,
             row_end,
@@ -116,11 +151,15 @@ impl EncodedRows {
 
     pub fn get(&self, i: usize) -> EncodedRow<'_> {
         let s = self.spans[i];
-        let etag = &self.text[s.row_end..s.etag_end];
+        let etag = match s.version {
+            Some(version) => RowETag::Version(version),
+            None if s.row_end == s.etag_end => RowETag::None,
+            None => RowETag::Text(&self.text[s.row_end..s.etag_end]),
+        };
         EncodedRow {
             partition_key: &self.text[s.text_start..s.partition_end],
             row_key: &self.text[s.partition_end..s.row_end],
-            etag: (!etag.is_empty()).then_some(etag),
+            etag,
             timestamp: s.timestamp,
             record: &self.records[s.record_start..s.record_end],
         }
@@ -138,7 +177,7 @@ impl EncodedRows {
             key: EntityKey::new(row.partition_key, row.row_key),
             properties,
             timestamp: row.timestamp,
-            etag: row.etag.map(|e| ETag(e.to_owned())),
+            etag: row.etag.text().map(|e| ETag(e.into_owned())),
         })
     }
 }
@@ -162,7 +201,9 @@ mod tests {
         assert_eq!(rows.len(), 2);
         assert_eq!(rows.entity(0, None).unwrap(), a);
         assert_eq!(rows.entity(1, None).unwrap(), b);
-        assert_eq!(rows.get(1).etag, None);
+        assert_eq!(rows.get(1).etag, RowETag::None);
+        rows.push(("p", "r"), RowETag::Version(9), None, &[]);
+        assert_eq!(rows.get(2).etag.text().as_deref(), Some("W/\"9\""));
         let projected = rows.entity(0, Some(&["y".to_owned()])).unwrap();
         assert_eq!(projected.properties.len(), 1);
         assert_eq!(projected.properties["y"], Value::String("hé".into()));

@@ -119,6 +119,7 @@ struct Reader<'a> {
 }
 
 impl<'a> Reader<'a> {
+    #[inline]
     fn take(&mut self, n: usize) -> Result<&'a [u8], CodecError> {
         let end = self
             .pos
@@ -130,25 +131,30 @@ impl<'a> Reader<'a> {
         Ok(slice)
     }
 
+    #[inline]
     fn array<const N: usize>(&mut self) -> Result<[u8; N], CodecError> {
         let mut out = [0; N];
         out.copy_from_slice(self.take(N)?);
         Ok(out)
     }
 
+    #[inline]
     fn u8(&mut self) -> Result<u8, CodecError> {
         Ok(self.array::<1>()?[0])
     }
 
+    #[inline]
     fn u16(&mut self) -> Result<u16, CodecError> {
         Ok(u16::from_le_bytes(self.array()?))
     }
 
+    #[inline]
     fn u32(&mut self) -> Result<u32, CodecError> {
         Ok(u32::from_le_bytes(self.array()?))
     }
 
     /// The payload length of a value with this tag (reading a length prefix if it has one).
+    #[inline]
     fn payload_len(&mut self, tag: u8) -> Result<usize, CodecError> {
         Ok(match tag {
             T_STRING | T_JSON | T_BINARY => self.u32()? as usize,
@@ -171,6 +177,7 @@ pub struct RawValue<'a> {
 
 impl<'a> RawValue<'a> {
     /// The value, borrowing text and bytes from the record.
+    #[inline]
     pub fn get(&self) -> Result<ValueRef<'a>, CodecError> {
         let p = self.payload;
         let fixed = |n: usize| p.get(..n).ok_or(CodecError::Truncated(0));
@@ -217,6 +224,7 @@ pub struct RecordProperties<'a> {
 }
 
 impl<'a> RecordProperties<'a> {
+    #[inline]
     fn next_property(&mut self) -> Result<(&'a [u8], RawValue<'a>), CodecError> {
         let r = &mut self.reader;
         let name_len = usize::from(r.u16()?);
@@ -231,6 +239,7 @@ impl<'a> RecordProperties<'a> {
 impl<'a> Iterator for RecordProperties<'a> {
     type Item = Result<(&'a [u8], RawValue<'a>), CodecError>;
 
+    #[inline]
     fn next(&mut self) -> Option<Self::Item> {
         if self.failed {
             return None;
@@ -250,6 +259,7 @@ impl<'a> Iterator for RecordProperties<'a> {
 }
 
 /// Reads a record's header, and gives its properties to read in place.
+#[inline]
 pub fn read_record(bytes: &[u8]) -> Result<(RecordHeader, RecordProperties<'_>), CodecError> {
     let mut reader = Reader { bytes, pos: 0 };
     let format = reader.u8()?;

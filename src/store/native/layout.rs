@@ -142,16 +142,7 @@ impl PartitionHeader {
 
 /// The ETag of a record version, in the weak form the Azure service uses.
 pub fn etag_of(version: u64) -> ETag {
-    let mut etag = String::new();
-    write_etag(&mut etag, version);
-    ETag(etag)
-}
-
-/// Writes the ETag of a version into `out`, replacing what it held.
-pub fn write_etag(out: &mut String, version: u64) {
-    use std::fmt::Write;
-    out.clear();
-    let _ = write!(out, "W/\"{version}\"");
+    ETag::of_version(version)
 }
 
 /// The version an ETag names, if it is one of ours.

@@ -56,6 +56,10 @@ use super::{
 };
 use crate::model::{check_table_name, Entity, EntityKey};
 
+/// The block cache's size unless set: PostgreSQL's `shared_buffers` as
+/// the comparisons in BENCHMARKS.md set it.
+pub const DEFAULT_CACHE_MIB: u64 = 256;
+
 /// A table as the engine holds it in memory.
 pub(crate) struct Table {
     id: u64,
@@ -151,7 +155,15 @@ impl NativeStore {
     /// Opens the store in `dir`, creating it if needed, and recovers from the
     /// journal whatever was acknowledged before a crash.
     pub fn open(dir: impl AsRef<Path>) -> Result<Self> {
+        Self::open_with_cache(dir, DEFAULT_CACHE_MIB)
+    }
+
+    /// [`NativeStore::open`] with a block cache of `cache_mib` MiB: the
+    /// decoded blocks that reads find in memory instead of reading and
+    /// decompressing them from the files again.
+    pub fn open_with_cache(dir: impl AsRef<Path>, cache_mib: u64) -> Result<Self> {
         let db = Database::builder(dir.as_ref().join("store"))
+            .cache_size(cache_mib << 20)
             .open()
             .map_err(storage)?;
         let catalog = db

@@ -5,7 +5,7 @@ use std::ops::Bound;
 
 use fjall::{Readable, Snapshot};
 
-use super::layout::{etag_of, timestamp_of, write_etag, PartitionHeader};
+use super::layout::{etag_of, timestamp_of, PartitionHeader};
 use super::Table;
 use crate::model::codec::key::{
     decode_entity_key_into, decode_partition_prefix, encode_entity_key, encode_partition_prefix,
@@ -14,7 +14,8 @@ use crate::model::codec::key::{
 use crate::model::codec::record::{decode_record, record_header};
 use crate::model::{Entity, EntityKey};
 use crate::store::{
-    Continuation, EncodedRows, Page, PartitionStats, PartitionStatsPage, Query, Result, StoreError,
+    Continuation, EncodedRows, Page, PartitionStats, PartitionStatsPage, Query, Result, RowETag,
+    StoreError,
 };
 
 pub(super) fn storage(e: fjall::Error) -> StoreError {
@@ -92,15 +93,14 @@ pub(super) fn get(
 }
 
 /// Appends a stored row with the ETag and Timestamp of its version.
-fn push_row(
-    rows: &mut EncodedRows,
-    key: (&str, &str),
-    record: &[u8],
-    etag: &mut String,
-) -> Result<()> {
+fn push_row(rows: &mut EncodedRows, key: (&str, &str), record: &[u8]) -> Result<()> {
     let version = record_header(record)?.version;
-    write_etag(etag, version);
-    rows.push(key, Some(etag), Some(timestamp_of(version)), record);
+    rows.push(
+        key,
+        RowETag::Version(version),
+        Some(timestamp_of(version)),
+        record,
+    );
     Ok(())
 }
 
@@ -114,7 +114,7 @@ pub(super) fn get_row(
         return Ok(false);
     };
     let key = (key.partition_key.as_str(), key.row_key.as_str());
-    push_row(rows, key, &record, &mut String::new())?;
+    push_row(rows, key, &record)?;
     Ok(true)
 }
 
@@ -152,7 +152,7 @@ pub(super) fn query_rows(
         Box::new(iter)
     };
     let mut visibility = Visibility::new(table, snapshot);
-    let (mut pk, mut rk, mut etag) = (String::new(), String::new(), String::new());
+    let (mut pk, mut rk) = (String::new(), String::new());
     let mut read = 0;
     for guard in iter {
         let (key, record) = guard.into_inner().map_err(storage)?;
@@ -165,7 +165,7 @@ pub(super) fn query_rows(
         if read == query.page_size {
             return Ok(Some(Continuation::to_next(&EntityKey::new(pk, rk))));
         }
-        push_row(rows, (&pk, &rk), &record, &mut etag)?;
+        push_row(rows, (&pk, &rk), &record)?;
         read += 1;
     }
     Ok(None)

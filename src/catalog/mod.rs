@@ -35,7 +35,7 @@ pub use view::{
 };
 
 use crate::model::{Entity, EntityKey, IfMatch, Value};
-use crate::store::{for_each_page, query_all, Query, StoreError, TableStore, WriteOp};
+use crate::store::{for_each_page, query_all, EncodedRows, Query, StoreError, TableStore, WriteOp};
 
 /// The store table that holds table definitions.
 pub const SYSTEM_TABLE: &str = "_tablegate_catalog";
@@ -441,11 +441,50 @@ impl Catalog {
 
     /// Writes ops in one atomic write; a collision in the system table is a
     /// table created twice, and one in an index a unique index violated.
+    /// Inserts new rows into a table, all or none, from their stored form
+    /// (what COPY writes; see `AtomicWrite::insert_rows`). Rows of a table
+    /// that indexes or views derive from go through [`Catalog::commit`].
+    pub async fn insert_rows(
+        &self,
+        def: &Arc<TableDef>,
+        rows: EncodedRows,
+    ) -> Result<u64, CatalogError> {
+        let tables = std::collections::BTreeSet::from([def.name.as_str()]);
+        if self.derives_from(&tables) {
+            let ops = (0..rows.len())
+                .map(|i| {
+                    let entity = rows.entity(i, None).map_err(StoreError::from)?;
+                    Ok((def.name.clone(), WriteOp::Insert(entity)))
+                })
+                .collect::<Result<Vec<_>, CatalogError>>()?;
+            let count = ops.len() as u64;
+            self.commit(Vec::new(), ops, vec![def.clone()]).await?;
+            return Ok(count);
+        }
+        let _rows_only = self.definitions_lock.read().await;
+        if !self
+            .get(&def.name)
+            .is_some_and(|current| Arc::ptr_eq(&current, def))
+        {
+            return Err(CatalogError::ChangedConcurrently(def.name.clone()));
+        }
+        self.store
+            .insert_rows(&def.name, rows)
+            .await
+            .map_err(|e| self.write_error(e))
+    }
+
     async fn write(&self, ops: Vec<(String, WriteOp)>) -> Result<(), CatalogError> {
-        let Err(e) = self.store.write_atomic(ops).await else {
-            return Ok(());
-        };
-        Err(match e.root() {
+        match self.store.write_atomic(ops).await {
+            Ok(_) => Ok(()),
+            Err(e) => Err(self.write_error(e)),
+        }
+    }
+
+    /// A failed write as the catalog reports it: a duplicate key of an
+    /// index or view names it.
+    fn write_error(&self, e: StoreError) -> CatalogError {
+        match e.root() {
             StoreError::EntityAlreadyExists { table, key } if table == SYSTEM_TABLE => {
                 CatalogError::TableExists(key.row_key.clone())
             }
@@ -457,7 +496,7 @@ impl Catalog {
                 },
             },
             _ => CatalogError::Store(e),
-        })
+        }
     }
 
     /// The table and index a store table holds the entries of.

@@ -30,7 +30,6 @@ use super::session::{normalize, table_name, Output, Session};
 use crate::catalog::{
     encode_component, CatalogError, Grant, Privilege, RoleDef, ScramSecret, TableDef,
 };
-use crate::model::EntityKey;
 
 fn denied(message: String) -> SqlError {
     SqlError::value("42501", message)
@@ -381,7 +380,7 @@ impl Session {
     pub(super) fn require_partitions<'a>(
         &self,
         def: &TableDef,
-        keys: impl IntoIterator<Item = &'a EntityKey>,
+        partition_keys: impl IntoIterator<Item = &'a str>,
     ) -> Result<()> {
         let Some(role) = self.role() else {
             return Ok(());
@@ -389,11 +388,11 @@ impl Session {
         let Some(limit) = PartitionLimit::of(def, role) else {
             return Ok(());
         };
-        match keys.into_iter().find(|k| !limit.contains(&k.partition_key)) {
-            Some(key) => Err(denied(format!(
-                "permission denied for table {}: partition key {:?} is outside the partitions \
+        match partition_keys.into_iter().find(|k| !limit.contains(k)) {
+            Some(partition_key) => Err(denied(format!(
+                "permission denied for table {}: partition key {partition_key:?} is outside the partitions \
                  granted to role {role:?}",
-                def.name, key.partition_key
+                def.name
             ))),
             None => Ok(()),
         }

@@ -12,9 +12,10 @@ use datafusion::sql::sqlparser::ast::{CopyLegacyCsvOption, CopyLegacyOption, Cop
 use super::convert::batch_to_rows;
 use super::dml::bytea_input;
 use super::error::{Result, SqlError};
-use super::txn::Change;
 use super::types::arrow_type;
 use crate::catalog::{SqlType, TableDef};
+use crate::model::check_entity;
+use crate::store::{EncodedRows, StoreError};
 
 /// Rows parsed before they are turned into changes.
 const CHUNK_ROWS: usize = 8192;
@@ -106,8 +107,11 @@ pub struct CopyIn {
     format: CopyFormat,
     /// Bytes of a line not yet complete.
     pending: Vec<u8>,
-    rows: Vec<Vec<Option<String>>>,
-    pub(super) changes: Vec<Change>,
+    /// Lines parsed, not yet made into entities.
+    lines_parsed: Vec<Vec<Option<String>>>,
+    /// The entities made, in stored form (what a COPY holds until it
+    /// commits).
+    rows: EncodedRows,
     lines: usize,
     header_skipped: bool,
     ended: bool,
@@ -120,8 +124,8 @@ impl CopyIn {
             columns,
             format,
             pending: Vec::new(),
-            rows: Vec::new(),
-            changes: Vec::new(),
+            lines_parsed: Vec::new(),
+            rows: EncodedRows::new(),
             lines: 0,
             header_skipped: false,
             ended: false,
@@ -150,7 +154,7 @@ impl CopyIn {
             i += 1;
         }
         self.pending.drain(..start);
-        if self.rows.len() >= CHUNK_ROWS {
+        if self.lines_parsed.len() >= CHUNK_ROWS {
             self.flush()?;
         }
         Ok(())
@@ -162,13 +166,13 @@ impl CopyIn {
         &self.def
     }
 
-    pub fn finish(mut self) -> Result<Vec<Change>> {
+    pub fn finish(mut self) -> Result<EncodedRows> {
         if !self.pending.is_empty() {
             let line = std::mem::take(&mut self.pending);
             self.line(&line)?;
         }
         self.flush()?;
-        Ok(self.changes)
+        Ok(self.rows)
     }
 
     fn line(&mut self, raw: &[u8]) -> Result<()> {
@@ -210,7 +214,7 @@ impl CopyIn {
                 ),
             ));
         }
-        self.rows.push(fields);
+        self.lines_parsed.push(fields);
         Ok(())
     }
 
@@ -296,10 +300,10 @@ impl CopyIn {
 
     /// Turns the parsed rows into changes, casting each column's text to its type.
     fn flush(&mut self) -> Result<()> {
-        if self.rows.is_empty() {
+        if self.lines_parsed.is_empty() {
             return Ok(());
         }
-        let rows = std::mem::take(&mut self.rows);
+        let rows = std::mem::take(&mut self.lines_parsed);
         let strict = CastOptions {
             safe: false,
             ..Default::default()
@@ -329,7 +333,11 @@ impl CopyIn {
         }
         let batch = RecordBatch::try_new(Arc::new(Schema::new(fields)), arrays)?;
         for row in batch_to_rows(&self.def, &self.columns, &batch)? {
-            self.changes.push(Change::insert(&self.def, &row)?);
+            self.def.check_row(&row)?;
+            let key = self.def.entity_key(&row)?;
+            let entity = self.def.row_to_entity(key, &row)?;
+            check_entity(&entity).map_err(StoreError::from)?;
+            self.rows.push_entity(&entity);
         }
         Ok(())
     }

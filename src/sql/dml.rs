@@ -887,7 +887,10 @@ pub async fn plan_changes(
         None => Output::Command(format!("{tag} {count}")),
         Some(items) => returning(&rewrite, items, returned, tag).await?,
     };
-    session.require_partitions(&rewrite.def, changes.iter().map(|c| &c.key))?;
+    session.require_partitions(
+        &rewrite.def,
+        changes.iter().map(|c| c.key.partition_key.as_str()),
+    )?;
     Ok((changes, output, rewrite.def))
 }
 

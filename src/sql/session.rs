@@ -30,7 +30,7 @@ use super::txn::{Change, Transaction};
 use super::{ddl, dml, functions, information_schema, names, pg_catalog, rewrite};
 use crate::catalog::{Catalog, CatalogError, DefinitionChange, TableDef};
 use crate::model::EntityKey;
-use crate::store::{StoreError, TableStore};
+use crate::store::{EncodedRows, StoreError, TableStore};
 
 pub const CATALOG_NAME: &str = "tablegate";
 pub const SCHEMA_NAME: &str = "public";
@@ -1254,18 +1254,44 @@ impl Session {
                 }
                 Ok(())
             }
-            Err(CatalogError::Store(e)) => Err(match e.root() {
-                StoreError::EntityAlreadyExists { table, key } => SqlError::UniqueViolation {
-                    table: table.clone(),
-                    key: self.describe_key(table, key),
-                },
-                StoreError::ConditionNotMet { table, key }
-                | StoreError::EntityNotFound { table, key } => SqlError::SerializationFailure(
-                    format!("a row of {table:?} ({})", key.partition_key),
-                ),
-                _ => SqlError::Store(e),
-            }),
-            Err(e) => Err(e.into()),
+            Err(e) => Err(self.commit_error(e)),
+        }
+    }
+
+    /// COPY's rows, outside a transaction block: one atomic insert.
+    async fn insert_rows(&self, rows: EncodedRows, used: Arc<TableDef>) -> Result<u64> {
+        self.check_deadline()?;
+        // A row may hold a value drawn from a sequence: the sequence must
+        // not hand it out again after a crash.
+        self.engine.catalog.sequences.persist().await?;
+        let writes = diagnostics::monitor::Writes::of_rows(&used.name, &rows);
+        match self.engine.catalog.insert_rows(&used, rows).await {
+            Ok(count) => {
+                for warning in self.engine.monitor.record_writes(writes) {
+                    self.notices.warn(&warning.topic, warning.message);
+                }
+                Ok(count)
+            }
+            Err(e) => Err(self.commit_error(e)),
+        }
+    }
+
+    /// A failed commit as SQL reports it.
+    fn commit_error(&self, e: CatalogError) -> SqlError {
+        let CatalogError::Store(e) = e else {
+            return e.into();
+        };
+        match e.root() {
+            StoreError::EntityAlreadyExists { table, key } => SqlError::UniqueViolation {
+                table: table.clone(),
+                key: self.describe_key(table, key),
+            },
+            StoreError::ConditionNotMet { table, key }
+            | StoreError::EntityNotFound { table, key } => SqlError::SerializationFailure(format!(
+                "a row of {table:?} ({})",
+                key.partition_key
+            )),
+            _ => SqlError::Store(e),
         }
     }
 
@@ -1401,15 +1427,20 @@ impl Session {
 
     async fn apply_copy(&mut self, copy: CopyIn) -> Result<usize> {
         let used = copy.definition().clone();
-        let changes = copy.finish()?;
-        self.require_partitions(&used, changes.iter().map(|c| &c.key))?;
-        let count = changes.len();
+        let rows = copy.finish()?;
+        self.require_partitions(&used, rows.iter().map(|r| r.partition_key))?;
+        let count = rows.len();
         match &self.txn {
             Some(_) => {
+                let changes = (0..rows.len())
+                    .map(|i| Ok(Change::inserted(&used.name, rows.entity(i, None)?)))
+                    .collect::<std::result::Result<Vec<_>, StoreError>>()?;
                 self.check_block_write(&changes)?;
                 self.apply_to_transaction(changes, &used)?
             }
-            None => self.commit_changes(changes, used).await?,
+            None => {
+                self.insert_rows(rows, used).await?;
+            }
         }
         Ok(count)
     }

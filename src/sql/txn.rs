@@ -45,14 +45,18 @@ impl Change {
     ) -> Result<Change, super::SqlError> {
         def.check_row(row)?;
         let key = def.entity_key(row)?;
-        let entity = def.row_to_entity(key.clone(), row)?;
-        Ok(Change {
-            table: def.name.clone(),
-            key,
+        Ok(Change::inserted(&def.name, def.row_to_entity(key, row)?))
+    }
+
+    /// The insert of a new entity, checked already.
+    pub fn inserted(table: &str, entity: Entity) -> Change {
+        Change {
+            table: table.to_owned(),
+            key: entity.key.clone(),
             read: None,
             new: Some(entity),
             creates: true,
-        })
+        }
     }
 
     /// The changes that rewrite a row read under `old` (at `read`) as

@@ -177,6 +177,18 @@ pub trait AtomicWrite: Send + Sync {
     /// of the failing operation ([`StoreError::BatchOperationFailed`]).
     async fn write_atomic(&self, ops: Vec<(String, WriteOp)>) -> Result<Vec<WriteOutcome>>;
 
+    /// Inserts new entities into one table, all or none, from rows in
+    /// stored form whose entities the caller has checked (`check_entity`)
+    /// and whose records carry their billed size; returns how many. What
+    /// COPY writes: the native engine writes the rows of an empty table
+    /// straight into its sorted files.
+    async fn insert_rows(&self, table: &str, rows: EncodedRows) -> Result<u64> {
+        let ops = (0..rows.len())
+            .map(|i| Ok((table.to_owned(), WriteOp::Insert(rows.entity(i, None)?))))
+            .collect::<Result<Vec<_>>>()?;
+        Ok(self.write_atomic(ops).await?.len() as u64)
+    }
+
     /// Whether writes over several partitions are atomic at every moment
     /// (false: they become whole later, as through an outbox, and readers
     /// may see part of them meanwhile).

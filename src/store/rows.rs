@@ -53,8 +53,8 @@ pub struct EncodedRow<'a> {
     pub row_key: &'a str,
     pub etag: RowETag<'a>,
     pub timestamp: Option<DateTime>,
-    /// The properties, encoded (the header's version and size are not
-    /// meaningful here: `etag` and `timestamp` are the row's own).
+    /// The properties, encoded (the header's version is not meaningful
+    /// here: `etag` and `timestamp` are the row's own).
     pub record: &'a [u8],
 }
 
@@ -98,12 +98,12 @@ impl EncodedRows {
         self.push_span(key, etag, timestamp, record_start);
     }
 
-    /// Appends an entity, encoding its properties.
+    /// Appends an entity, encoding its properties (with its billed size).
     pub fn push_entity(&mut self, entity: &Entity) {
         let record_start = self.records.len();
         let header = RecordHeader {
             version: 0,
-            billed_size: 0,
+            billed_size: u32::try_from(entity.billed_size()).unwrap_or(u32::MAX),
         };
         encode_record_into(&mut self.records, header, &entity.properties);
         self.push_span(

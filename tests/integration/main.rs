@@ -12,6 +12,7 @@ mod azure_crash;
 mod azure_sql;
 mod azure_store;
 mod batch_atomicity;
+mod bulk_load;
 mod concurrent_updates;
 mod derived_crash;
 mod derived_maintenance;

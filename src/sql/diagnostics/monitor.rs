@@ -118,6 +118,22 @@ pub struct Writes {
 
 impl Writes {
     /// The writes of `ops`, whose tables' definitions are among `used`.
+    /// The writes of new rows into one table (their sizes were checked
+    /// when they were made).
+    pub fn of_rows(table: &str, rows: &crate::store::EncodedRows) -> Writes {
+        let mut runs: Vec<(String, u64)> = Vec::new();
+        for row in rows.iter() {
+            match runs.last_mut() {
+                Some((p, n)) if p == row.partition_key => *n += 1,
+                _ => runs.push((row.partition_key.to_owned(), 1)),
+            }
+        }
+        Writes {
+            per_table: BTreeMap::from([(table.to_owned(), runs)]),
+            near_limits: BTreeMap::new(),
+        }
+    }
+
     pub fn of(ops: &[(String, WriteOp)], used: &[Arc<crate::catalog::TableDef>]) -> Writes {
         let mut per_table: BTreeMap<String, Vec<(String, u64)>> = BTreeMap::new();
         let mut near_limits: BTreeMap<String, (usize, String)> = BTreeMap::new();

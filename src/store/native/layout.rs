@@ -9,6 +9,7 @@
 //! | `catalog` | `tomb/<id BE><encoded PartitionKey>` | empty: the partition was bulk-deleted once |
 //! | `catalog` | `next_table_id` | u64 LE |
 //! | `catalog` | `version_floor` | u64 LE, the highest version ever committed |
+//! | `catalog` | `load/<id BE>` | empty: a load into the empty table is under way (see [`load_key`]) |
 //! | `t<id>` | encoded `(PartitionKey, RowKey)` | entity record ([`crate::model::codec::record`]) |
 //! | `p<id>` | encoded `(PartitionKey)` | [`PartitionHeader`] |
 //!
@@ -35,6 +36,7 @@ pub const STATS_PREFIX: &[u8] = b"stats/";
 pub const TOMB_PREFIX: &[u8] = b"tomb/";
 pub const NEXT_TABLE_ID: &str = "next_table_id";
 pub const VERSION_FLOOR: &str = "version_floor";
+pub const LOAD_PREFIX: &[u8] = b"load/";
 
 pub fn entities_keyspace(id: u64) -> String {
     format!("t{id}")
@@ -52,6 +54,13 @@ pub fn keyspace_table_id(name: &str) -> Option<u64> {
 
 pub fn table_key(name: &str) -> Vec<u8> {
     [TABLE_PREFIX.as_bytes(), name.as_bytes()].concat()
+}
+
+/// Set while rows are written straight into an empty table's files, and
+/// removed with the commit of its headers: found at open, it means the
+/// load did not finish, and its rows are removed.
+pub fn load_key(id: u64) -> Vec<u8> {
+    [LOAD_PREFIX, &id.to_be_bytes()].concat()
 }
 
 pub fn stats_key(id: u64) -> Vec<u8> {

@@ -46,7 +46,9 @@ use async_trait::async_trait;
 use fjall::{Database, Keyspace, KeyspaceCreateOptions};
 use tokio::sync::oneshot;
 
-use self::layout::{TableTotals, CATALOG, NEXT_TABLE_ID, TABLE_PREFIX, TOMB_PREFIX, VERSION_FLOOR};
+use self::layout::{
+    TableTotals, CATALOG, LOAD_PREFIX, NEXT_TABLE_ID, TABLE_PREFIX, TOMB_PREFIX, VERSION_FLOOR,
+};
 use self::read::storage;
 use self::writer::{Command, Prepared, Writer};
 use super::{
@@ -228,6 +230,28 @@ impl NativeStore {
                     db.delete_keyspace(keyspace).map_err(storage)?;
                 }
             }
+        }
+
+        // Loads into empty tables that did not finish: their rows go.
+        let unfinished: Vec<Vec<u8>> = catalog
+            .prefix(LOAD_PREFIX)
+            .map(|guard| guard.key().map(|k| k.to_vec()).map_err(storage))
+            .collect::<Result<_>>()?;
+        for marker in unfinished {
+            let id = marker[LOAD_PREFIX.len()..]
+                .try_into()
+                .map(u64::from_be_bytes)
+                .ok();
+            let mut batch = db.batch().durability(None);
+            if let Some(table) = tables.values().find(|t| Some(t.id) == id) {
+                for guard in table.entities.iter() {
+                    let key = guard.key().map_err(storage)?;
+                    batch.remove(&table.entities, key);
+                }
+            }
+            batch.remove(&catalog, marker);
+            batch.commit().map_err(storage)?;
+            db.persist(fjall::PersistMode::SyncAll).map_err(storage)?;
         }
 
         let shared = Arc::new(Shared {
@@ -477,6 +501,12 @@ impl AtomicWrite for NativeStore {
         })
         .await
     }
+
+    async fn insert_rows(&self, table: &str, rows: EncodedRows) -> Result<u64> {
+        let table = self.shared.table(table)?;
+        self.send(|reply| Command::Load { table, rows, reply })
+            .await
+    }
 }
 
 #[async_trait]
@@ -552,5 +582,73 @@ impl Statistics for NativeStore {
             page_size,
             continuation,
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::codec::key::encode_entity_key;
+    use crate::store::{EncodedRows, Query};
+
+    fn rows(keys: &[(&str, &str)]) -> EncodedRows {
+        let mut rows = EncodedRows::new();
+        for (pk, rk) in keys {
+            let mut entity = Entity::new(*pk, *rk);
+            entity
+                .properties
+                .insert("v".into(), crate::model::Value::Int64(7));
+            rows.push_entity(&entity);
+        }
+        rows
+    }
+
+    async fn count(store: &NativeStore, table: &str) -> usize {
+        let query = Query::table().page_size(1000);
+        store
+            .query(table, &query, None)
+            .await
+            .unwrap()
+            .entities
+            .len()
+    }
+
+    /// A load into an empty table that stopped after its rows were
+    /// written but before its headers were: opening the store again
+    /// removes the rows and the marker.
+    #[tokio::test]
+    async fn an_unfinished_load_is_removed_at_open() {
+        let dir = tempfile::tempdir().unwrap();
+        {
+            let store = NativeStore::open(dir.path()).unwrap();
+            store.create_table("t").await.unwrap();
+            let table = store.shared.table("t").unwrap();
+            let mut batch = store.shared.db.batch().durability(None);
+            batch.insert(&store.shared.catalog, layout::load_key(table.id), []);
+            batch.commit().unwrap();
+            let mut ingestion = table.entities.start_ingestion().unwrap();
+            let loaded = rows(&[("a", "1"), ("a", "2"), ("b", "1")]);
+            for row in loaded.iter() {
+                let key = encode_entity_key(row.partition_key, row.row_key);
+                ingestion.write(key, row.record.to_vec()).unwrap();
+            }
+            ingestion.finish().unwrap();
+            store
+                .shared
+                .db
+                .persist(fjall::PersistMode::SyncAll)
+                .unwrap();
+            assert_eq!(count(&store, "t").await, 3);
+        }
+        let store = NativeStore::open(dir.path()).unwrap();
+        assert_eq!(count(&store, "t").await, 0);
+        let markers = store.shared.catalog.prefix(LOAD_PREFIX).count();
+        assert_eq!(markers, 0);
+        // The table takes a load again.
+        assert_eq!(
+            store.insert_rows("t", rows(&[("c", "1")])).await.unwrap(),
+            1
+        );
+        assert_eq!(store.table_stats("t").await.unwrap().entities, 1);
     }
 }

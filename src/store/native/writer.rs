@@ -39,7 +39,7 @@ use crate::model::codec::record::{
     decode_record, encode_record, record_header, set_record_version, RecordHeader,
 };
 use crate::model::{check_entity_shape, Entity, IfMatch};
-use crate::store::{PartitionStats, Result, StoreError, WriteOp, WriteOutcome};
+use crate::store::{EncodedRows, PartitionStats, Result, StoreError, WriteOp, WriteOutcome};
 
 pub(super) type Reply<T> = oneshot::Sender<Result<T>>;
 
@@ -52,6 +52,16 @@ pub(super) struct Prepared {
 }
 
 impl Prepared {
+    /// The insert of row `i`, whose record is encoded already.
+    pub fn encoded(table: Arc<Table>, rows: &EncodedRows, i: usize) -> Self {
+        let row = rows.get(i);
+        Prepared {
+            table,
+            op: WriteOp::Insert(Entity::new(row.partition_key, row.row_key)),
+            record: Some(row.record.to_vec()),
+        }
+    }
+
     pub fn new(table: Arc<Table>, op: WriteOp) -> Self {
         let record = match &op {
             WriteOp::Insert(e)
@@ -83,6 +93,12 @@ pub(super) enum Command {
         table: Arc<Table>,
         partition_key: String,
         reply: Reply<PartitionStats>,
+    },
+    /// New entities of one table, all or none (see [`Writer::load`]).
+    Load {
+        table: Arc<Table>,
+        rows: EncodedRows,
+        reply: Reply<u64>,
     },
     CreateTable {
         name: String,
@@ -187,7 +203,28 @@ impl Writer {
                         let _ = reply.send(self.drop_table(&name));
                     }
                     Command::Write { ops, batch, reply } => {
-                        self.write(&mut group, ops, batch, reply)
+                        self.write(&mut group, ops, batch, move |result| {
+                            let _ = reply.send(result);
+                        })
+                    }
+                    Command::Load { table, rows, reply } => {
+                        let empty = table
+                            .totals
+                            .lock()
+                            .unwrap_or_else(|e| e.into_inner())
+                            .entities
+                            == 0;
+                        if empty && !table.dropped.load(Ordering::Acquire) {
+                            self.commit(std::mem::take(&mut group));
+                            let _ = reply.send(self.load(&table, &rows));
+                        } else {
+                            let ops = (0..rows.len())
+                                .map(|i| Prepared::encoded(table.clone(), &rows, i))
+                                .collect();
+                            self.write(&mut group, ops, true, move |result| {
+                                let _ = reply.send(result.map(|o| o.len() as u64));
+                            })
+                        }
                     }
                     Command::DeletePartition {
                         table,
@@ -269,7 +306,7 @@ impl Writer {
         group: &mut Group,
         ops: Vec<Prepared>,
         batch: bool,
-        reply: Reply<Vec<WriteOutcome>>,
+        reply: impl FnOnce(Result<Vec<WriteOutcome>>) + Send + 'static,
     ) {
         let version = self.next_version();
         let mut pending = Pending::default();
@@ -286,18 +323,106 @@ impl Writer {
                     } else {
                         e
                     };
-                    let _ = reply.send(Err(e));
+                    reply(Err(e));
                     return;
                 }
             }
         }
         self.join(group, pending);
         group.replies.push(Box::new(move |failure| {
-            let _ = reply.send(match failure {
+            reply(match failure {
                 None => Ok(outcomes),
                 Some(e) => Err(e),
-            });
+            })
         }));
+    }
+
+    /// Writes new entities into a table that holds none, straight into new
+    /// sorted files (fjall's ingestion) rather than through the journal
+    /// and the memtable: the rows become visible together when the files
+    /// are registered. A marker in the catalog covers the time between
+    /// that and the commit of the partition headers and totals: if the
+    /// process stops in between, opening the store removes the rows
+    /// (see `NativeStore::open`).
+    fn load(&mut self, table: &Arc<Table>, rows: &EncodedRows) -> Result<u64> {
+        let mut keyed: Vec<(Vec<u8>, usize)> = rows
+            .iter()
+            .enumerate()
+            .map(|(i, row)| (encode_entity_key(row.partition_key, row.row_key), i))
+            .collect();
+        keyed.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        if let Some(pair) = keyed.windows(2).find(|pair| pair[0].0 == pair[1].0) {
+            let row = rows.get(pair[1].1);
+            return Err(StoreError::EntityAlreadyExists {
+                table: table.name.clone(),
+                key: crate::model::EntityKey::new(row.partition_key, row.row_key),
+            });
+        }
+        if keyed.is_empty() {
+            return Ok(0);
+        }
+        let shared = self.shared.clone();
+        let marker = layout::load_key(table.id);
+        let mut batch = shared.db.batch().durability(None);
+        batch.insert(&shared.catalog, marker.as_slice(), []);
+        batch.commit().map_err(storage)?;
+        shared.db.persist(PersistMode::SyncAll).map_err(storage)?;
+
+        let version = self.next_version();
+        let mut ingestion = table.entities.start_ingestion().map_err(storage)?;
+        let mut partitions: Vec<(Vec<u8>, PartitionHeader)> = Vec::new();
+        let mut partition = None;
+        let mut record = Vec::new();
+        for (key, i) in &keyed {
+            let row = rows.get(*i);
+            record.clear();
+            record.extend_from_slice(row.record);
+            set_record_version(&mut record, version);
+            let billed_size = u64::from(record_header(&record)?.billed_size);
+            ingestion
+                .write(key.as_slice(), record.as_slice())
+                .map_err(storage)?;
+            if partition != Some(row.partition_key) {
+                partition = Some(row.partition_key);
+                let prefix = encode_partition_prefix(row.partition_key);
+                partitions.push((prefix, PartitionHeader::default()));
+            }
+            if let Some((_, header)) = partitions.last_mut() {
+                header.entities += 1;
+                header.bytes += billed_size;
+            }
+        }
+        ingestion.finish().map_err(storage)?;
+
+        let mut batch = shared.db.batch().durability(None);
+        let mut delta = Delta::default();
+        let mut headers = Vec::with_capacity(partitions.len());
+        for (prefix, added) in partitions {
+            // A partition bulk-deleted before keeps its watermark.
+            let mut header = self.header(&Pending::default(), table, &prefix)?;
+            header.entities += added.entities;
+            header.bytes += added.bytes;
+            delta.add(Delta {
+                entities: added.entities as i64,
+                bytes: added.bytes as i64,
+                partitions: 1,
+            });
+            batch.insert(&table.partitions, prefix.as_slice(), header.encode());
+            headers.push(((table.id, prefix), header));
+        }
+        let totals = delta.apply(*table.totals.lock().unwrap_or_else(|e| e.into_inner()));
+        batch.insert(&shared.catalog, stats_key(table.id), totals.encode());
+        batch.insert(
+            &shared.catalog,
+            layout::VERSION_FLOOR,
+            self.last_version.to_le_bytes(),
+        );
+        batch.remove(&shared.catalog, marker.as_slice());
+        batch.commit().map_err(storage)?;
+        shared.db.persist(PersistMode::SyncAll).map_err(storage)?;
+        *table.totals.lock().unwrap_or_else(|e| e.into_inner()) = totals;
+        self.headers.extend(headers);
+        Ok(keyed.len() as u64)
     }
 
     /// Checks one operation against the current state and records its change in `pending`.

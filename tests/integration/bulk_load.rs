@@ -1,0 +1,184 @@
+//! New rows written as one load (`AtomicWrite::insert_rows`, what COPY
+//! uses): into an empty table they go straight into the engine's files;
+//! the result must be the same as the same entities written by
+//! `write_atomic`, counts and sizes included, and all or nothing.
+
+use tablegate::model::{Entity, Value};
+use tablegate::store::{
+    AtomicWrite, EncodedRows, EntityRead, Query, Statistics, TableAdmin, WriteOp,
+};
+
+use crate::common::temp_store;
+
+fn entities(n: usize, seed: u64) -> Vec<Entity> {
+    (0..n)
+        .map(|i| {
+            let mut e = Entity::new(
+                format!("p{:03}", (i as u64 * 7 + seed) % 37),
+                format!("r{i:05}"),
+            );
+            e.properties.insert("n".into(), Value::Int64(i as i64));
+            if i % 3 == 0 {
+                e.properties
+                    .insert("s".into(), Value::String("x".repeat(i % 17)));
+            }
+            e
+        })
+        .collect()
+}
+
+fn encoded(entities: &[Entity]) -> EncodedRows {
+    let mut rows = EncodedRows::new();
+    for e in entities {
+        rows.push_entity(e);
+    }
+    rows
+}
+
+async fn all(store: &impl EntityRead, table: &str) -> Vec<Entity> {
+    let mut out = Vec::new();
+    let query = Query::table().page_size(10_000);
+    let mut continuation = None;
+    loop {
+        let page = store
+            .query(table, &query, continuation.as_ref())
+            .await
+            .unwrap();
+        out.extend(page.entities.into_iter().map(|mut e| {
+            e.etag = None;
+            e.timestamp = None;
+            e
+        }));
+        continuation = page.continuation;
+        if continuation.is_none() {
+            return out;
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_load_equals_the_same_atomic_write() {
+    let (_dir, store) = temp_store();
+    store.create_table("loaded").await.unwrap();
+    store.create_table("written").await.unwrap();
+    let rows = entities(3000, 1);
+    assert_eq!(
+        store.insert_rows("loaded", encoded(&rows)).await.unwrap(),
+        3000
+    );
+    let ops = rows
+        .iter()
+        .map(|e| ("written".to_owned(), WriteOp::Insert(e.clone())))
+        .collect();
+    store.write_atomic(ops).await.unwrap();
+    assert_eq!(all(&store, "loaded").await, all(&store, "written").await);
+    assert_eq!(all(&store, "loaded").await.len(), 3000);
+    assert_eq!(
+        store.table_stats("loaded").await.unwrap(),
+        store.table_stats("written").await.unwrap()
+    );
+    for p in ["p000", "p013", "p036"] {
+        assert_eq!(
+            store.partition_stats("loaded", p).await.unwrap().entities,
+            store.partition_stats("written", p).await.unwrap().entities
+        );
+        assert_eq!(
+            store.partition_stats("loaded", p).await.unwrap().bytes,
+            store.partition_stats("written", p).await.unwrap().bytes
+        );
+    }
+    // A second load goes into a table that holds rows: through the journal.
+    let more = entities(500, 2)
+        .into_iter()
+        .map(|mut e| {
+            e.key.row_key = format!("s{}", e.key.row_key);
+            e
+        })
+        .collect::<Vec<_>>();
+    assert_eq!(
+        store.insert_rows("loaded", encoded(&more)).await.unwrap(),
+        500
+    );
+    assert_eq!(all(&store, "loaded").await.len(), 3500);
+    assert_eq!(store.table_stats("loaded").await.unwrap().entities, 3500);
+}
+
+#[tokio::test]
+async fn a_load_with_a_taken_key_writes_nothing() {
+    let (_dir, store) = temp_store();
+    store.create_table("t").await.unwrap();
+    // Twice the same key within one load into the empty table.
+    let mut rows = entities(100, 3);
+    rows.push(rows[40].clone());
+    let e = store.insert_rows("t", encoded(&rows)).await.unwrap_err();
+    assert!(
+        matches!(
+            e.root(),
+            tablegate::store::StoreError::EntityAlreadyExists { .. }
+        ),
+        "{e}"
+    );
+    assert!(all(&store, "t").await.is_empty());
+    assert_eq!(store.table_stats("t").await.unwrap().entities, 0);
+    // A key the table holds already, in a load into the table.
+    store.insert_rows("t", encoded(&rows[..10])).await.unwrap();
+    let e = store
+        .insert_rows("t", encoded(&rows[5..60]))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(
+            e.root(),
+            tablegate::store::StoreError::EntityAlreadyExists { .. }
+        ),
+        "{e}"
+    );
+    assert_eq!(all(&store, "t").await.len(), 10);
+    assert_eq!(store.table_stats("t").await.unwrap().entities, 10);
+}
+
+/// COPY into an empty table, read back through SQL; a repeated key
+/// fails the whole COPY with 23505.
+#[tokio::test]
+async fn copy_into_an_empty_table() {
+    let server = crate::common::TestServer::start().await;
+    let client = server.client().await;
+    client
+        .batch_execute("CREATE TABLE m (g int, id int, v text, PRIMARY KEY (g, id))")
+        .await
+        .unwrap();
+    let copy = |lines: String| {
+        let client = &client;
+        async move {
+            use futures::SinkExt;
+            let sink = client.copy_in("COPY m FROM STDIN").await?;
+            futures::pin_mut!(sink);
+            sink.send(bytes::Bytes::from(lines)).await?;
+            sink.finish().await
+        }
+    };
+    let mut lines: String = (0..2000)
+        .map(|i| format!("{}\t{i}\tv{i}\n", i % 9))
+        .collect();
+    lines.push_str("3\t30\tagain\n");
+    let e = copy(lines).await.unwrap_err();
+    assert_eq!(e.code().map(|c| c.code()), Some("23505"), "{e}");
+    let lines: String = (0..2000)
+        .map(|i| format!("{}\t{i}\tv{i}\n", i % 9))
+        .collect();
+    assert_eq!(copy(lines).await.unwrap(), 2000);
+    let row = client
+        .query_one("SELECT count(*), sum(id), max(v) FROM m WHERE g = 4", &[])
+        .await
+        .unwrap();
+    let expected: i64 = (0..2000).filter(|i| i % 9 == 4).sum();
+    assert_eq!(row.get::<_, i64>(0), 222);
+    assert_eq!(row.get::<_, i64>(1), expected);
+    assert_eq!(row.get::<_, String>(2), "v994");
+    let v: String = client
+        .query_one("SELECT v FROM m WHERE g = 1 AND id = 1000", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(v, "v1000");
+}

@@ -345,20 +345,22 @@ impl Writer {
     /// process stops in between, opening the store removes the rows
     /// (see `NativeStore::open`).
     fn load(&mut self, table: &Arc<Table>, rows: &EncodedRows) -> Result<u64> {
-        let mut keyed: Vec<(Vec<u8>, usize)> = rows
-            .iter()
-            .enumerate()
-            .map(|(i, row)| (encode_entity_key(row.partition_key, row.row_key), i))
-            .collect();
-        keyed.sort_unstable_by(|a, b| a.0.cmp(&b.0));
-        if let Some(pair) = keyed.windows(2).find(|pair| pair[0].0 == pair[1].0) {
-            let row = rows.get(pair[1].1);
+        // The order of encoded keys is that of (PartitionKey, RowKey) as
+        // byte strings (see `codec::key`).
+        let key_of = |i: usize| {
+            let row = rows.get(i);
+            (row.partition_key.as_bytes(), row.row_key.as_bytes())
+        };
+        let mut order: Vec<usize> = (0..rows.len()).collect();
+        order.sort_unstable_by(|&a, &b| key_of(a).cmp(&key_of(b)));
+        if let Some(pair) = order.windows(2).find(|p| key_of(p[0]) == key_of(p[1])) {
+            let row = rows.get(pair[1]);
             return Err(StoreError::EntityAlreadyExists {
                 table: table.name.clone(),
                 key: crate::model::EntityKey::new(row.partition_key, row.row_key),
             });
         }
-        if keyed.is_empty() {
+        if order.is_empty() {
             return Ok(0);
         }
         let shared = self.shared.clone();
@@ -373,8 +375,9 @@ impl Writer {
         let mut partitions: Vec<(Vec<u8>, PartitionHeader)> = Vec::new();
         let mut partition = None;
         let mut record = Vec::new();
-        for (key, i) in &keyed {
-            let row = rows.get(*i);
+        for &i in &order {
+            let row = rows.get(i);
+            let key = encode_entity_key(row.partition_key, row.row_key);
             record.clear();
             record.extend_from_slice(row.record);
             set_record_version(&mut record, version);
@@ -396,10 +399,15 @@ impl Writer {
 
         let mut batch = shared.db.batch().durability(None);
         let mut delta = Delta::default();
-        let mut headers = Vec::with_capacity(partitions.len());
+        // Headers the cache holds are replaced; the others are not cached.
+        let mut cached = Vec::new();
         for (prefix, added) in partitions {
-            // A partition bulk-deleted before keeps its watermark.
-            let mut header = self.header(&Pending::default(), table, &prefix)?;
+            // A partition bulk-deleted before keeps its watermark; others
+            // of the empty table have no header.
+            let mut header = match table.may_have_tombstone(&prefix) {
+                true => self.header(&Pending::default(), table, &prefix)?,
+                false => PartitionHeader::default(),
+            };
             header.entities += added.entities;
             header.bytes += added.bytes;
             delta.add(Delta {
@@ -408,7 +416,10 @@ impl Writer {
                 partitions: 1,
             });
             batch.insert(&table.partitions, prefix.as_slice(), header.encode());
-            headers.push(((table.id, prefix), header));
+            let key = (table.id, prefix);
+            if self.headers.contains_key(&key) {
+                cached.push((key, header));
+            }
         }
         let totals = delta.apply(*table.totals.lock().unwrap_or_else(|e| e.into_inner()));
         batch.insert(&shared.catalog, stats_key(table.id), totals.encode());
@@ -421,8 +432,8 @@ impl Writer {
         batch.commit().map_err(storage)?;
         shared.db.persist(PersistMode::SyncAll).map_err(storage)?;
         *table.totals.lock().unwrap_or_else(|e| e.into_inner()) = totals;
-        self.headers.extend(headers);
-        Ok(keyed.len() as u64)
+        self.headers.extend(cached);
+        Ok(order.len() as u64)
     }
 
     /// Checks one operation against the current state and records its change in `pending`.

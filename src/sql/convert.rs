@@ -136,9 +136,7 @@ pub fn entities_to_batch(
     entities: &[Entity],
 ) -> Result<RecordBatch> {
     let mut rows = EncodedRows::new();
-    for entity in entities {
-        rows.push_entity(entity);
-    }
+    rows.push_entities(entities);
     RowDecoder::new(def, columns).decode(def, schema, &rows)
 }
 

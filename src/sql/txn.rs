@@ -413,10 +413,7 @@ impl EntityRead for TxnView {
             return self.snapshot.get_row(table, key, rows).await;
         }
         let entity = self.get(table, key, None).await?;
-        if let Some(entity) = &entity {
-            rows.push_entity(entity);
-        }
-        Ok(entity.is_some())
+        Ok(rows.push_entities(entity.as_slice()) > 0)
     }
 
     /// The snapshot's rows when the transaction wrote nothing to the table;
@@ -435,9 +432,7 @@ impl EntityRead for TxnView {
                 .await;
         }
         let page = self.query(table, query, continuation).await?;
-        for entity in &page.entities {
-            rows.push_entity(entity);
-        }
+        rows.push_entities(&page.entities);
         Ok(page.continuation)
     }
 

@@ -132,10 +132,7 @@ pub trait EntityRead: Send + Sync {
     /// stored form (with all its properties); whether it was there.
     async fn get_row(&self, table: &str, key: &EntityKey, rows: &mut EncodedRows) -> Result<bool> {
         let entity = self.get(table, key, None).await?;
-        if let Some(entity) = &entity {
-            rows.push_entity(entity);
-        }
-        Ok(entity.is_some())
+        Ok(rows.push_entities(entity.as_slice()) > 0)
     }
 
     /// One page of the query appended to `rows` in stored form; returns
@@ -149,9 +146,7 @@ pub trait EntityRead: Send + Sync {
         rows: &mut EncodedRows,
     ) -> Result<Option<Continuation>> {
         let page = self.query(table, query, continuation).await?;
-        for entity in &page.entities {
-            rows.push_entity(entity);
-        }
+        rows.push_entities(&page.entities);
         Ok(page.continuation)
     }
 }

@@ -117,6 +117,14 @@ impl EncodedRows {
         );
     }
 
+    /// Appends entities; returns how many.
+    pub fn push_entities(&mut self, entities: &[Entity]) -> usize {
+        for entity in entities {
+            self.push_entity(entity);
+        }
+        entities.len()
+    }
+
     fn push_span(
         &mut self,
         (partition_key, row_key): (&str, &str),

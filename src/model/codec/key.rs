@@ -54,7 +54,7 @@ pub fn prefix_end(prefix: &[u8]) -> Vec<u8> {
 }
 
 /// Reads one element starting at `*pos`, advancing past its terminator.
-pub fn read_element(bytes: &[u8], pos: &mut usize) -> Result<String, CodecError> {
+fn read_element(bytes: &[u8], pos: &mut usize) -> Result<String, CodecError> {
     let mut out = Vec::new();
     read_element_into(bytes, pos, &mut out)?;
     String::from_utf8(out).map_err(|_| CodecError::NotUtf8)

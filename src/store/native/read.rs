@@ -5,14 +5,14 @@ use std::ops::Bound;
 
 use fjall::{Readable, Snapshot};
 
-use super::layout::{etag_of, timestamp_of, PartitionHeader};
+use super::layout::{timestamp_of, PartitionHeader};
 use super::Table;
 use crate::model::codec::key::{
     decode_entity_key_into, decode_partition_prefix, encode_entity_key, encode_partition_prefix,
     skip_element,
 };
 use crate::model::codec::record::{decode_record, record_header};
-use crate::model::{Entity, EntityKey};
+use crate::model::{ETag, Entity, EntityKey};
 use crate::store::{
     Continuation, EncodedRows, Page, PartitionStats, PartitionStatsPage, Query, Result, RowETag,
     StoreError,
@@ -88,7 +88,7 @@ pub(super) fn get(
         key: key.clone(),
         properties,
         timestamp: Some(timestamp_of(header.version)),
-        etag: Some(etag_of(header.version)),
+        etag: Some(ETag::of_version(header.version)),
     }))
 }
 

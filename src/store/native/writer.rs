@@ -30,7 +30,7 @@ use fjall::{Keyspace, PersistMode};
 use tokio::sync::oneshot;
 
 use super::layout::{
-    self, etag_of, stats_key, timestamp_of, tomb_key, version_of, PartitionHeader, TableTotals,
+    self, stats_key, timestamp_of, tomb_key, version_of, PartitionHeader, TableTotals,
 };
 use super::read::storage;
 use super::{Shared, Table};
@@ -38,7 +38,7 @@ use crate::model::codec::key::{encode_entity_key, encode_partition_prefix};
 use crate::model::codec::record::{
     decode_record, encode_record, record_header, set_record_version, RecordHeader,
 };
-use crate::model::{check_entity_shape, Entity, IfMatch};
+use crate::model::{check_entity_shape, ETag, Entity, IfMatch};
 use crate::store::{EncodedRows, PartitionStats, Result, StoreError, WriteOp, WriteOutcome};
 
 pub(super) type Reply<T> = oneshot::Sender<Result<T>>;
@@ -544,7 +544,7 @@ impl Writer {
             .insert((table.id, prefix), (table.clone(), header));
         let outcome = match record {
             Some(_) => WriteOutcome {
-                etag: Some(etag_of(version)),
+                etag: Some(ETag::of_version(version)),
                 timestamp: Some(timestamp_of(version)),
             },
             None => WriteOutcome {

@@ -488,16 +488,13 @@ impl CopyHandler for Handlers {
         C::Error: Debug,
         PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
     {
-        let result = self
-            .connection(client)
-            .session
-            .clone()
-            .lock()
-            .await
-            .copy_done()
-            .await;
+        let connection = self.connection(client);
+        let result = connection.session.clone().lock().await.copy_done().await;
         let tag = result.map_err(to_pgwire)?;
-        client
+        // The COPY's warnings (rows near the limits, write shape) go ahead
+        // of its CommandComplete.
+        let mut replies = Replies::immediate(client, connection.notices.clone());
+        replies
             .send(PgWireBackendMessage::CommandComplete(Tag::new(&tag).into()))
             .await?;
         Ok(())

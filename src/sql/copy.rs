@@ -10,6 +10,7 @@ use datafusion::arrow::datatypes::{Field, Schema};
 use datafusion::sql::sqlparser::ast::{CopyLegacyCsvOption, CopyLegacyOption, CopyOption};
 
 use super::convert::batch_to_rows;
+use super::diagnostics::monitor::NearLimits;
 use super::dml::bytea_input;
 use super::error::{Result, SqlError};
 use super::types::arrow_type;
@@ -112,6 +113,8 @@ pub struct CopyIn {
     /// The entities made, in stored form (what a COPY holds until it
     /// commits).
     rows: EncodedRows,
+    /// Those of the rows near the entity limits.
+    near_limits: NearLimits,
     lines: usize,
     header_skipped: bool,
     ended: bool,
@@ -126,6 +129,7 @@ impl CopyIn {
             pending: Vec::new(),
             lines_parsed: Vec::new(),
             rows: EncodedRows::new(),
+            near_limits: NearLimits::default(),
             lines: 0,
             header_skipped: false,
             ended: false,
@@ -160,19 +164,20 @@ impl CopyIn {
         Ok(())
     }
 
-    /// Ends the input; returns the changes of every row.
     /// The definition of the table the rows go to.
     pub fn definition(&self) -> &Arc<TableDef> {
         &self.def
     }
 
-    pub fn finish(mut self) -> Result<EncodedRows> {
+    /// Ends the input; returns the rows, and which of them are near the
+    /// entity limits.
+    pub fn finish(mut self) -> Result<(EncodedRows, NearLimits)> {
         if !self.pending.is_empty() {
             let line = std::mem::take(&mut self.pending);
             self.line(&line)?;
         }
         self.flush()?;
-        Ok(self.rows)
+        Ok((self.rows, self.near_limits))
     }
 
     fn line(&mut self, raw: &[u8]) -> Result<()> {
@@ -337,6 +342,7 @@ impl CopyIn {
             let key = self.def.entity_key(&row)?;
             let entity = self.def.row_to_entity(key, &row)?;
             check_entity(&entity).map_err(StoreError::from)?;
+            self.near_limits.note(&entity, Some(&self.def));
             self.rows.push_entity(&entity);
         }
         Ok(())

@@ -1259,12 +1259,17 @@ impl Session {
     }
 
     /// COPY's rows, outside a transaction block: one atomic insert.
-    async fn insert_rows(&self, rows: EncodedRows, used: Arc<TableDef>) -> Result<u64> {
+    async fn insert_rows(
+        &self,
+        rows: EncodedRows,
+        near_limits: diagnostics::monitor::NearLimits,
+        used: Arc<TableDef>,
+    ) -> Result<u64> {
         self.check_deadline()?;
         // A row may hold a value drawn from a sequence: the sequence must
         // not hand it out again after a crash.
         self.engine.catalog.sequences.persist().await?;
-        let writes = diagnostics::monitor::Writes::of_rows(&used.name, &rows);
+        let writes = diagnostics::monitor::Writes::of_rows(&used.name, &rows, near_limits);
         match self.engine.catalog.insert_rows(&used, rows).await {
             Ok(count) => {
                 for warning in self.engine.monitor.record_writes(writes) {
@@ -1427,7 +1432,7 @@ impl Session {
 
     async fn apply_copy(&mut self, copy: CopyIn) -> Result<usize> {
         let used = copy.definition().clone();
-        let rows = copy.finish()?;
+        let (rows, near_limits) = copy.finish()?;
         self.require_partitions(&used, rows.iter().map(|r| r.partition_key))?;
         let count = rows.len();
         match &self.txn {
@@ -1439,7 +1444,7 @@ impl Session {
                 self.apply_to_transaction(changes, &used)?
             }
             None => {
-                self.insert_rows(rows, used).await?;
+                self.insert_rows(rows, near_limits, used).await?;
             }
         }
         Ok(count)

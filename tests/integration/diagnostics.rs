@@ -321,6 +321,33 @@ async fn rows_near_the_entity_limits_warn() {
         received[0]
     );
     assert!(received[0].contains("wide entities pattern"));
+    // COPY counts its rows near the limits in one warning (a table of
+    // its own: a topic warns once a minute).
+    client
+        .batch_execute("CREATE TABLE loaded (k int PRIMARY KEY, body text)")
+        .await
+        .unwrap();
+    {
+        use futures::SinkExt;
+        let sink = client.copy_in("COPY loaded FROM STDIN").await.unwrap();
+        futures::pin_mut!(sink);
+        let big = "y".repeat(480_000);
+        let lines = format!("3\t{big}\n4\tsmall\n5\t{big}\n");
+        sink.send(bytes::Bytes::from(lines)).await.unwrap();
+        assert_eq!(sink.finish().await.unwrap(), 3);
+    }
+    let received = drain(&mut notices);
+    assert_eq!(received.len(), 1, "{received:?}");
+    assert!(
+        received[0].starts_with("loaded: row (k)=(3) is 960"),
+        "{}",
+        received[0]
+    );
+    assert!(
+        received[0].ends_with("(2 such rows in this statement)"),
+        "{}",
+        received[0]
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

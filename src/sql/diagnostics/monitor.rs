@@ -88,7 +88,9 @@ impl Monitor {
     /// concentrate on one partition or on the newest or oldest key.
     pub fn record_writes(&self, writes: Writes) -> Vec<Warning> {
         let mut warnings = Vec::new();
-        for (table, (rows, message)) in writes.near_limits {
+        for (table, near) in writes.near_limits {
+            let Some(message) = near.first else { continue };
+            let rows = near.count;
             warnings.push(Warning {
                 topic: format!("{table}: entity limits"),
                 message: format!("{table}: {message} ({rows} such rows in this statement)"),
@@ -112,15 +114,35 @@ impl Monitor {
 pub struct Writes {
     /// Per table, the entities written per partition, in write order.
     per_table: BTreeMap<String, Vec<(String, u64)>>,
-    /// Per table, the rows near the entity limits and the first one's warning.
-    near_limits: BTreeMap<String, (usize, String)>,
+    /// Per table, the rows near the entity limits.
+    near_limits: BTreeMap<String, NearLimits>,
+}
+
+/// Rows near the entity limits: how many, and the first one's warning.
+#[derive(Default)]
+pub struct NearLimits {
+    count: usize,
+    first: Option<String>,
+}
+
+impl NearLimits {
+    /// Counts `entity` if it is within a tenth of a limit.
+    pub fn note(&mut self, entity: &crate::model::Entity, def: Option<&crate::catalog::TableDef>) {
+        if let Some(message) = near_limit(entity, def) {
+            self.count += 1;
+            self.first.get_or_insert(message);
+        }
+    }
 }
 
 impl Writes {
-    /// The writes of `ops`, whose tables' definitions are among `used`.
-    /// The writes of new rows into one table (their sizes were checked
-    /// when they were made).
-    pub fn of_rows(table: &str, rows: &crate::store::EncodedRows) -> Writes {
+    /// The writes of new rows into one table, with those of them near the
+    /// entity limits (counted when the rows were made).
+    pub fn of_rows(
+        table: &str,
+        rows: &crate::store::EncodedRows,
+        near_limits: NearLimits,
+    ) -> Writes {
         let mut runs: Vec<(String, u64)> = Vec::new();
         for row in rows.iter() {
             match runs.last_mut() {
@@ -130,13 +152,15 @@ impl Writes {
         }
         Writes {
             per_table: BTreeMap::from([(table.to_owned(), runs)]),
-            near_limits: BTreeMap::new(),
+            near_limits: BTreeMap::from([(table.to_owned(), near_limits)]),
         }
     }
 
+    /// The writes of `ops`, whose tables' definitions are among `used`.
+
     pub fn of(ops: &[(String, WriteOp)], used: &[Arc<crate::catalog::TableDef>]) -> Writes {
         let mut per_table: BTreeMap<String, Vec<(String, u64)>> = BTreeMap::new();
-        let mut near_limits: BTreeMap<String, (usize, String)> = BTreeMap::new();
+        let mut near_limits: BTreeMap<String, NearLimits> = BTreeMap::new();
         for (table, op) in ops {
             let runs = match per_table.get_mut(table) {
                 Some(runs) => runs,
@@ -147,12 +171,12 @@ impl Writes {
                 Some((p, n)) if p == partition => *n += 1,
                 _ => runs.push((partition.clone(), 1)),
             }
-            let def = used.iter().find(|d| &d.name == table);
-            if let Some(message) = op_entity(op).and_then(|e| near_limit(e, def.map(|d| &**d))) {
+            if let Some(entity) = op_entity(op) {
+                let def = used.iter().find(|d| &d.name == table);
                 near_limits
                     .entry(table.clone())
-                    .or_insert_with(|| (0, message))
-                    .0 += 1;
+                    .or_default()
+                    .note(entity, def.map(|d| &**d));
             }
         }
         Writes {

@@ -13,6 +13,7 @@ use datafusion::logical_expr::utils::conjunction;
 use datafusion::logical_expr::{Expr, TableProviderFilterPushDown};
 use datafusion::physical_plan::ExecutionPlan;
 
+use super::columnar::ColumnCopies;
 use super::diagnostics::traffic::Traffic;
 use super::pushdown::{access_path, index_path, needs_split_points, split, AccessPath};
 use super::scan::{ScanSpec, StoreScan};
@@ -175,6 +176,7 @@ pub struct TablegateSchema {
     /// which PostgreSQL searches implicitly.
     system: Arc<dyn SchemaProvider>,
     traffic: Arc<Traffic>,
+    copies: Option<Arc<ColumnCopies>>,
 }
 
 impl std::fmt::Debug for TablegateSchema {
@@ -190,6 +192,7 @@ impl TablegateSchema {
         view: Arc<ReadView>,
         system: Arc<dyn SchemaProvider>,
         traffic: Arc<Traffic>,
+        copies: Option<Arc<ColumnCopies>>,
     ) -> Self {
         TablegateSchema {
             catalog,
@@ -197,6 +200,7 @@ impl TablegateSchema {
             view,
             system,
             traffic,
+            copies,
         }
     }
 }
@@ -237,6 +241,7 @@ impl SchemaProvider for TablegateSchema {
                 view: self.view.clone(),
                 with_row,
                 traffic: self.traffic.clone(),
+                copies: self.copies.clone(),
             }) as Arc<dyn TableProvider>
         }))
     }
@@ -256,6 +261,7 @@ pub struct StoreTable {
     view: Arc<ReadView>,
     with_row: bool,
     traffic: Arc<Traffic>,
+    copies: Option<Arc<ColumnCopies>>,
 }
 
 impl std::fmt::Debug for StoreTable {
@@ -273,7 +279,7 @@ impl std::fmt::Debug for ReadView {
 }
 
 /// The columns DataFusion sees: the table's, and the row column for DML scans.
-fn table_schema(def: &TableDef, with_row: bool) -> SchemaRef {
+pub(super) fn table_schema(def: &TableDef, with_row: bool) -> SchemaRef {
     let mut fields: Vec<Field> = def.columns.iter().map(arrow_field).collect();
     if with_row {
         fields.push(Field::new(ROW_COLUMN, DataType::Utf8, true));
@@ -500,6 +506,10 @@ impl TableProvider for StoreTable {
             AccessPath::Table => entities().await,
             AccessPath::Ranges(_) | AccessPath::Index { .. } => None,
         };
+        let table_rows = match &access {
+            AccessPath::Table => read,
+            _ => None,
+        };
         let estimated_rows = read.map(|n| match filters.is_empty() {
             true => n,
             false => n.div_ceil(5),
@@ -521,7 +531,9 @@ impl TableProvider for StoreTable {
             pushdown: self.view.pushdown(),
             indexes_usable: self.view.indexes_usable(&def.name),
             estimated_rows,
+            table_rows,
             traffic: self.traffic.clone(),
+            copies: self.copies.clone(),
         };
         let reader = self.view.get().ok_or_else(|| {
             datafusion::error::DataFusionError::Internal("no read view for this statement".into())

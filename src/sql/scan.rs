@@ -28,6 +28,7 @@ use datafusion::physical_plan::{
 };
 use futures::stream;
 
+use super::columnar::{ColumnCopies, ColumnCopy, CopyReader};
 use super::convert::RowDecoder;
 use super::diagnostics::queries::ScanRecord;
 use super::diagnostics::traffic::Traffic;
@@ -77,8 +78,12 @@ pub struct ScanSpec {
     /// About how many rows the scan returns (for join planning: the smaller
     /// side of a join is the one it holds in memory).
     pub estimated_rows: Option<usize>,
+    /// About how many entities the table holds, for a whole-table scan.
+    pub table_rows: Option<usize>,
     /// Where the entities read from named partitions are counted.
     pub traffic: Arc<Traffic>,
+    /// Where a whole-table scan finds the table's column copy.
+    pub copies: Option<Arc<ColumnCopies>>,
 }
 
 pub struct StoreScan {
@@ -311,6 +316,7 @@ impl ExecutionPlan for StoreScan {
             DataFusionError::Internal(format!("StoreScan has no partition {partition}"))
         })?;
         let read = MetricBuilder::new(&self.metrics).counter("entities_read", partition);
+        let from_copy = MetricBuilder::new(&self.metrics).counter("read_from_copy", partition);
         let returned = MetricBuilder::new(&self.metrics).output_rows(partition);
         let state = ScanState {
             spec: self.spec.clone(),
@@ -318,8 +324,10 @@ impl ExecutionPlan for StoreScan {
             rows: EncodedRows::new(),
             reader: self.reader.clone(),
             cursor: Cursor::new(access, self.spec.reverse, &self.spec),
+            first_poll: true,
             returned: 0,
             entities_read: read,
+            read_from_copy: from_copy,
             rows_returned: returned,
         };
         let schema = self.spec.schema.clone();
@@ -331,13 +339,24 @@ impl ExecutionPlan for StoreScan {
             .and_then(|filter| Some((self.lookup_column(&filter)?, filter)));
         let batches = stream::try_unfold((state, lookup), move |(mut state, lookup)| async move {
             // First poll: the join has read its other side by now.
+            let mut narrowed = false;
             if let Some((column, filter)) = lookup {
                 if let Some(access) =
                     key_lookup(&state.spec, column, &filter, partition, pieces).await
                 {
                     state.cursor = Cursor::new(&access, state.spec.reverse, &state.spec);
+                    narrowed = true;
                 }
             }
+            if state.first_poll && !narrowed {
+                if let Some(copy) = state.column_copy(partition == 0).await {
+                    let reader = copy
+                        .read(&state.spec.decoded, partition, pieces)
+                        .map_err(external)?;
+                    state.cursor = Cursor::Copy(reader);
+                }
+            }
+            state.first_poll = false;
             let batch = state.next_batch().await?;
             Ok(batch.map(|b| (b, (state, None))))
         });
@@ -566,6 +585,8 @@ enum Cursor {
         /// of PartitionKeys) rather than naming them.
         across: bool,
     },
+    /// Reads the table's column copy instead of the store.
+    Copy(CopyReader),
 }
 
 impl Cursor {
@@ -613,8 +634,11 @@ struct ScanState {
     rows: EncodedRows,
     reader: Arc<dyn EntityRead>,
     cursor: Cursor,
+    /// Whether the scan has not produced anything yet.
+    first_poll: bool,
     returned: usize,
     entities_read: Count,
+    read_from_copy: Count,
     rows_returned: Count,
 }
 
@@ -630,15 +654,26 @@ impl ScanState {
             .store_projection(self.spec.decoded.iter().copied())
     }
 
+    /// The table's column copy, when the scan reads the whole table and
+    /// its read view sees the version copied. `note`: the scan counts
+    /// towards making a copy.
+    async fn column_copy(&self, note: bool) -> Option<Arc<ColumnCopy>> {
+        let s = &self.spec;
+        if !matches!(s.access, AccessPath::Table) || s.with_row || s.reverse {
+            return None;
+        }
+        s.copies
+            .as_ref()?
+            .for_scan(&s.table, &self.reader, s.table_rows, note)
+            .await
+    }
+
     /// Reads the next chunk of rows into `rows`; `false` when the access
     /// path is done.
     async fn next_rows(&mut self, rows: &mut EncodedRows) -> DfResult<bool> {
         let table = self.spec.table.name.clone();
         let projection = self.projection();
         let remaining = self.spec.limit.map(|l| l.saturating_sub(self.returned));
-        if remaining == Some(0) {
-            return Ok(false);
-        }
         // Without a filter every entity read is a row returned, so a limit
         // bounds the page; with one, read a full page.
         let page_size = match (remaining, &self.spec.filter) {
@@ -701,6 +736,7 @@ impl ScanState {
                 }
                 Ok(true)
             }
+            Cursor::Copy(_) => Ok(false),
             Cursor::Ranges {
                 queries,
                 next,
@@ -736,13 +772,9 @@ impl ScanState {
 
     async fn next_batch_with(&mut self, rows: &mut EncodedRows) -> DfResult<Option<RecordBatch>> {
         loop {
-            rows.clear();
-            if !self.next_rows(rows).await? {
+            let Some(mut batch) = self.next_decoded(rows).await? else {
                 return Ok(None);
-            }
-            self.entities_read.add(rows.len());
-            self.count_partition_reads(rows);
-            let mut batch = self.decode(rows)?;
+            };
             if let Some(filter) = &self.spec.filter {
                 let mask = filter.evaluate(&batch)?.into_array(batch.num_rows())?;
                 let mask = mask
@@ -767,6 +799,36 @@ impl ScanState {
                 return Ok(Some(batch));
             }
         }
+    }
+
+    /// The decoded columns of the next rows read; `None` when the access
+    /// path or the limit is done.
+    async fn next_decoded(&mut self, rows: &mut EncodedRows) -> DfResult<Option<RecordBatch>> {
+        if self.spec.limit.is_some_and(|l| self.returned >= l) {
+            return Ok(None);
+        }
+        if let Cursor::Copy(copy) = &mut self.cursor {
+            let Some(next) = copy.next_batch() else {
+                return Ok(None);
+            };
+            let (count, columns) = next?;
+            self.entities_read.add(count);
+            self.read_from_copy.add(count);
+            let options =
+                datafusion::arrow::array::RecordBatchOptions::new().with_row_count(Some(count));
+            return Ok(Some(RecordBatch::try_new_with_options(
+                self.spec.decode_schema.clone(),
+                columns,
+                &options,
+            )?));
+        }
+        rows.clear();
+        if !self.next_rows(rows).await? {
+            return Ok(None);
+        }
+        self.entities_read.add(rows.len());
+        self.count_partition_reads(rows);
+        Ok(Some(self.decode(rows)?))
     }
 
     /// Counts the entities read from named partitions (a scan across

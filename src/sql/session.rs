@@ -47,6 +47,9 @@ pub struct Engine {
     pub monitor: Arc<diagnostics::Monitor>,
     /// DataFusion's runtime: the memory pool every query draws from.
     runtime: Arc<datafusion::execution::runtime_env::RuntimeEnv>,
+    /// Column copies of tables for whole-table scans, when the store has
+    /// local storage for them.
+    copies: Option<Arc<super::columnar::ColumnCopies>>,
 }
 
 impl Engine {
@@ -62,10 +65,23 @@ impl Engine {
         let runtime = datafusion::execution::runtime_env::RuntimeEnvBuilder::new()
             .with_memory_limit(query_memory, 1.0)
             .build_arc()?;
+        // Without their directory, scans read the store.
+        let copies = store.derived_files_dir().and_then(|dir| {
+            super::columnar::ColumnCopies::open(&dir)
+                .inspect_err(|e| {
+                    tracing::warn!(
+                        "no column copies of tables: cannot make {}: {e}",
+                        dir.display()
+                    )
+                })
+                .ok()
+                .map(Arc::new)
+        });
         Ok(Arc::new(Engine {
             catalog: Arc::new(Catalog::open(store).await?),
             monitor: Arc::default(),
             runtime,
+            copies,
         }))
     }
 
@@ -297,6 +313,7 @@ impl Session {
                 view.clone(),
                 system,
                 engine.monitor.traffic.clone(),
+                engine.copies.clone(),
             )),
         );
         ctx.register_catalog(CATALOG_NAME, Arc::new(catalog));

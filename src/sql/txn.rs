@@ -382,6 +382,12 @@ impl TxnView {
             rows.contains_key(&encode_entity_key(&key.partition_key, &key.row_key))
         })
     }
+
+    /// Whether the transaction neither made nor wrote the table: reads of
+    /// it are the snapshot's.
+    fn untouched(&self, table: &str) -> bool {
+        !self.created.contains(table) && !self.writes.contains_key(table)
+    }
 }
 
 #[async_trait]
@@ -425,7 +431,7 @@ impl EntityRead for TxnView {
         continuation: Option<&Continuation>,
         rows: &mut EncodedRows,
     ) -> StoreResult<Option<Continuation>> {
-        if !self.created.contains(table) && !self.writes.contains_key(table) {
+        if self.untouched(table) {
             return self
                 .snapshot
                 .query_rows(table, query, continuation, rows)
@@ -434,6 +440,14 @@ impl EntityRead for TxnView {
         let page = self.query(table, query, continuation).await?;
         rows.push_entities(&page.entities);
         Ok(page.continuation)
+    }
+
+    /// The snapshot's, when the transaction wrote nothing to the table.
+    async fn table_version(&self, table: &str) -> StoreResult<Option<u64>> {
+        match self.untouched(table) {
+            true => self.snapshot.table_version(table).await,
+            false => Ok(None),
+        }
     }
 
     /// The snapshot's page, with the transaction's rows in the span that page

@@ -109,6 +109,12 @@ pub trait TableAdmin: Send + Sync {
     fn shared(&self) -> bool {
         false
     }
+
+    /// A directory for files made from the tables (which can be made again
+    /// from them), when the backend has local storage.
+    fn derived_files_dir(&self) -> Option<std::path::PathBuf> {
+        None
+    }
 }
 
 #[async_trait]
@@ -148,6 +154,13 @@ pub trait EntityRead: Send + Sync {
         let page = self.query(table, query, continuation).await?;
         rows.push_entities(&page.entities);
         Ok(page.continuation)
+    }
+
+    /// A number that changes whenever the table's entities change, as this
+    /// view sees them: two reads with the same number see the same entities.
+    /// `None` when the backend cannot tell.
+    async fn table_version(&self, _table: &str) -> Result<Option<u64>> {
+        Ok(None)
     }
 }
 

@@ -103,19 +103,30 @@ pub struct TableTotals {
     pub entities: u64,
     pub bytes: u64,
     pub partitions: u64,
+    /// The version of the last commit that changed the table's entities
+    /// (0: none since the table was made, or before versions were kept).
+    pub changed_at: u64,
 }
 
 impl TableTotals {
     pub fn encode(&self) -> Vec<u8> {
-        encode_u64s(&[self.entities, self.bytes, self.partitions])
+        encode_u64s(&[self.entities, self.bytes, self.partitions, self.changed_at])
     }
 
     pub fn decode(bytes: &[u8]) -> Result<Self, CodecError> {
-        let [entities, bytes, partitions] = decode_u64s(bytes)?;
+        // Totals written before `changed_at` was kept have three numbers.
+        let [entities, bytes, partitions, changed_at] = match bytes.len() {
+            24 => {
+                let [entities, bytes, partitions] = decode_u64s(bytes)?;
+                [entities, bytes, partitions, 0]
+            }
+            _ => decode_u64s(bytes)?,
+        };
         Ok(TableTotals {
             entities,
             bytes,
             partitions,
+            changed_at,
         })
     }
 }

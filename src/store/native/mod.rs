@@ -148,6 +148,8 @@ impl Shared {
 /// The embedded store. Cheap to share behind an `Arc`; dropping the last
 /// handle stops the writer after it has committed everything sent to it.
 pub struct NativeStore {
+    /// The data directory.
+    dir: std::path::PathBuf,
     shared: Arc<Shared>,
     commands: Option<mpsc::Sender<Command>>,
     writer: Option<JoinHandle<()>>,
@@ -266,6 +268,7 @@ impl NativeStore {
             .spawn(move || writer.run(receiver))
             .map_err(|e| StoreError::Storage(format!("cannot start the writer thread: {e}")))?;
         Ok(NativeStore {
+            dir: dir.as_ref().to_owned(),
             shared,
             commands: Some(commands),
             writer: Some(writer),
@@ -351,6 +354,14 @@ impl EntityRead for NativeSnapshot {
             rows,
         )
     }
+
+    async fn table_version(&self, table: &str) -> Result<Option<u64>> {
+        read::table_version(
+            &self.shared.catalog,
+            &*self.shared.table(table)?,
+            &self.snapshot,
+        )
+    }
 }
 
 #[async_trait]
@@ -407,6 +418,10 @@ impl EntityRead for NativeStore {
             rows,
         )
     }
+
+    async fn table_version(&self, table: &str) -> Result<Option<u64>> {
+        self.snapshot().table_version(table).await
+    }
 }
 
 #[async_trait]
@@ -434,6 +449,10 @@ impl TableAdmin for NativeStore {
             .collect();
         names.sort();
         Ok(names)
+    }
+
+    fn derived_files_dir(&self) -> Option<std::path::PathBuf> {
+        Some(self.dir.join("derived"))
     }
 }
 

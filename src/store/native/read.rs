@@ -5,7 +5,7 @@ use std::ops::Bound;
 
 use fjall::{Readable, Snapshot};
 
-use super::layout::{timestamp_of, PartitionHeader};
+use super::layout::{stats_key, timestamp_of, PartitionHeader, TableTotals};
 use super::Table;
 use crate::model::codec::key::{
     decode_entity_key_into, decode_partition_prefix, encode_entity_key, encode_partition_prefix,
@@ -227,4 +227,21 @@ pub(super) fn list_partition_stats(
         partitions,
         continuation: None,
     })
+}
+
+/// The version of the last commit that changed the table, as of `snapshot`
+/// (`None` if no commit did since versions were kept).
+pub fn table_version(
+    catalog: &fjall::Keyspace,
+    table: &Table,
+    snapshot: &Snapshot,
+) -> Result<Option<u64>> {
+    let Some(totals) = snapshot
+        .get(catalog, stats_key(table.id))
+        .map_err(storage)?
+    else {
+        return Ok(None);
+    };
+    let changed_at = TableTotals::decode(&totals)?.changed_at;
+    Ok((changed_at > 0).then_some(changed_at))
 }

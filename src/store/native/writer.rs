@@ -146,12 +146,14 @@ impl Delta {
         self.partitions += other.partitions;
     }
 
-    fn apply(self, totals: TableTotals) -> TableTotals {
+    /// The totals after this change, committed at `version`.
+    fn apply(self, totals: TableTotals, version: u64) -> TableTotals {
         let add = |v: u64, d: i64| v.saturating_add_signed(d);
         TableTotals {
             entities: add(totals.entities, self.entities),
             bytes: add(totals.bytes, self.bytes),
             partitions: add(totals.partitions, self.partitions),
+            changed_at: version,
         }
     }
 }
@@ -421,7 +423,10 @@ impl Writer {
                 cached.push((key, header));
             }
         }
-        let totals = delta.apply(*table.totals.lock().unwrap_or_else(|e| e.into_inner()));
+        let totals = delta.apply(
+            *table.totals.lock().unwrap_or_else(|e| e.into_inner()),
+            self.last_version,
+        );
         batch.insert(&shared.catalog, stats_key(table.id), totals.encode());
         batch.insert(
             &shared.catalog,
@@ -653,7 +658,10 @@ impl Writer {
                 }
             }
             for (id, (table, delta)) in &group.totals {
-                let new = delta.apply(*table.totals.lock().unwrap_or_else(|e| e.into_inner()));
+                let new = delta.apply(
+                    *table.totals.lock().unwrap_or_else(|e| e.into_inner()),
+                    self.last_version,
+                );
                 batch.insert(&shared.catalog, stats_key(*id), new.encode());
                 totals.push((table.clone(), new));
             }

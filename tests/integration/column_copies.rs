@@ -1,0 +1,178 @@
+//! Whole-table scans read a table's column copy once a second scan finds
+//! the table unchanged (`read_from_copy` in `EXPLAIN ANALYZE`), with the
+//! same answers as the store's; a write, or a transaction's own writes,
+//! send scans back to the store.
+
+use std::time::{Duration, Instant};
+
+use tokio_postgres::Client;
+
+use crate::common::{simple_rows, TestServer};
+
+const ROWS: i64 = 30_000;
+
+/// A metric of the scan of `table` in `EXPLAIN ANALYZE sql`, summed over
+/// its lines (DataFusion prints 30000 as `30.00 K`).
+async fn scan_metric(client: &Client, sql: &str, table: &str, metric: &str) -> u64 {
+    let plan: Vec<String> = client
+        .query(&format!("EXPLAIN ANALYZE {sql}"), &[])
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.get::<_, String>(1))
+        .collect();
+    let plan = plan.join("\n");
+    let line = plan
+        .lines()
+        .find(|l| l.contains(&format!("StoreScan: table={table},")))
+        .unwrap_or_else(|| panic!("no scan of {table}: {plan}"));
+    let value = line
+        .split(&format!("{metric}="))
+        .nth(1)
+        .unwrap_or_else(|| panic!("no {metric}: {line}"));
+    let number: String = value
+        .chars()
+        .take_while(|c| c.is_ascii_digit() || *c == '.')
+        .collect();
+    let scale = match value[number.len()..].trim_start().chars().next() {
+        Some('K') => 1e3,
+        Some('M') => 1e6,
+        _ => 1.0,
+    };
+    (number.parse::<f64>().expect(line) * scale).round() as u64
+}
+
+/// Runs `sql` until its scan of `table` reads the column copy.
+async fn wait_for_copy(client: &Client, sql: &str, table: &str) {
+    let start = Instant::now();
+    while scan_metric(client, sql, table, "read_from_copy").await == 0 {
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "no column copy of {table} after a minute"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+const SUMMARY: &str = "SELECT g, count(*), sum(n), max(v), min(id) FROM t GROUP BY g ORDER BY g";
+const FILTERED: &str = "SELECT count(*), sum(id) FROM t WHERE n % 7 = 3 AND v LIKE 'v1%'";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn whole_table_scans_read_the_column_copy_while_the_table_is_unchanged() {
+    let server = TestServer::start().await;
+    let client = server.client().await;
+    client
+        .batch_execute(
+            "CREATE TABLE t (g int, id int, v text, n bigint, PRIMARY KEY (g, id));
+             CREATE TABLE small (k int PRIMARY KEY, v text);
+             INSERT INTO small VALUES (1, 'a'), (2, 'b');",
+        )
+        .await
+        .unwrap();
+    {
+        use futures::SinkExt;
+        let sink = client.copy_in("COPY t FROM STDIN").await.unwrap();
+        futures::pin_mut!(sink);
+        let lines: String = (0..ROWS)
+            .map(|i| format!("{}\t{i}\tv{}\t{}\n", i % 13, i * 7 % 1000, i * 3))
+            .collect();
+        sink.send(bytes::Bytes::from(lines)).await.unwrap();
+        assert_eq!(sink.finish().await.unwrap(), ROWS as u64);
+    }
+
+    // Answers from the store: the first scan notes the version, the second
+    // starts the copy.
+    assert_eq!(
+        scan_metric(&client, SUMMARY, "t", "read_from_copy").await,
+        0
+    );
+    let summary = simple_rows(&client, SUMMARY).await;
+    assert_eq!(summary.len(), 13);
+    let filtered = simple_rows(&client, FILTERED).await;
+    let expected: Vec<i64> = (0..ROWS)
+        .filter(|i| (i * 3) % 7 == 3 && format!("v{}", i * 7 % 1000).starts_with("v1"))
+        .collect();
+    assert_eq!(
+        filtered,
+        vec![vec![
+            expected.len().to_string(),
+            expected.iter().sum::<i64>().to_string()
+        ]]
+    );
+
+    wait_for_copy(&client, SUMMARY, "t").await;
+    assert_eq!(
+        scan_metric(&client, SUMMARY, "t", "read_from_copy").await,
+        ROWS as u64
+    );
+    assert_eq!(simple_rows(&client, SUMMARY).await, summary);
+    assert_eq!(simple_rows(&client, FILTERED).await, filtered);
+    // A limit ends the read early; a key range reads the store.
+    let limited = simple_rows(&client, "SELECT id FROM t LIMIT 5").await;
+    assert_eq!(limited.len(), 5);
+    let keyed = "SELECT count(*) FROM t WHERE g = 3";
+    assert_eq!(scan_metric(&client, keyed, "t", "read_from_copy").await, 0);
+    // Small tables are not copied.
+    for _ in 0..3 {
+        assert_eq!(
+            scan_metric(&client, "SELECT * FROM small", "small", "read_from_copy").await,
+            0
+        );
+    }
+
+    // A transaction's own writes are read from the store, merged.
+    client
+        .batch_execute("BEGIN; UPDATE t SET n = n + 1000000 WHERE g = 0 AND id = 0")
+        .await
+        .unwrap();
+    let in_block = "SELECT sum(n) FROM t";
+    assert_eq!(
+        scan_metric(&client, in_block, "t", "read_from_copy").await,
+        0
+    );
+    let total: i64 = (0..ROWS).map(|i| i * 3).sum();
+    assert_eq!(
+        simple_rows(&client, in_block).await,
+        vec![vec![(total + 1_000_000).to_string()]]
+    );
+    client.batch_execute("ROLLBACK").await.unwrap();
+    assert_eq!(
+        scan_metric(&client, in_block, "t", "read_from_copy").await,
+        ROWS as u64
+    );
+
+    // A committed write: the copy no longer answers, and the answer changes.
+    client
+        .batch_execute("UPDATE t SET n = n + 1000000 WHERE g = 0 AND id = 0")
+        .await
+        .unwrap();
+    assert_eq!(
+        scan_metric(&client, in_block, "t", "read_from_copy").await,
+        0
+    );
+    assert_eq!(
+        simple_rows(&client, in_block).await,
+        vec![vec![(total + 1_000_000).to_string()]]
+    );
+    // Unchanged again: a new copy, with the write in it.
+    wait_for_copy(&client, in_block, "t").await;
+    assert_eq!(
+        simple_rows(&client, in_block).await,
+        vec![vec![(total + 1_000_000).to_string()]]
+    );
+
+    // A new column: the copy does not have it, so scans read the store.
+    client
+        .batch_execute("ALTER TABLE t ADD COLUMN extra int")
+        .await
+        .unwrap();
+    let with_extra = "SELECT count(*), count(extra) FROM t";
+    assert_eq!(
+        scan_metric(&client, with_extra, "t", "read_from_copy").await,
+        0
+    );
+    assert_eq!(
+        simple_rows(&client, with_extra).await,
+        vec![vec![ROWS.to_string(), "0".to_string()]]
+    );
+}

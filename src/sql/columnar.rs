@@ -102,6 +102,8 @@ impl ColumnCopies {
             }
         }
         let dir = derived.join(format!("{own}{}", ENGINES.fetch_add(1, Ordering::Relaxed)));
+        // Left by an earlier process that had the same id.
+        let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir)?;
         Ok(ColumnCopies {
             dir,
@@ -111,14 +113,13 @@ impl ColumnCopies {
     }
 
     /// The copy a whole-table scan through `reader` may read instead of the
-    /// table, if there is one. With `note`, the scan counts towards making
-    /// a copy: `entities` is about how many the table holds.
+    /// table, if there is one; the scan counts towards making a copy
+    /// (`entities`: about how many the table holds).
     pub async fn for_scan(
         self: &Arc<Self>,
         def: &Arc<TableDef>,
         reader: &Arc<dyn EntityRead>,
         entities: Option<usize>,
-        note: bool,
     ) -> Option<Arc<ColumnCopy>> {
         let version = reader.table_version(&def.name).await.ok()??;
         let schema = super::provider::table_schema(def, false);
@@ -133,9 +134,6 @@ impl ColumnCopies {
                 // the copy keep its files until they end.
                 copies.ready = None;
             }
-        }
-        if !note {
-            return None;
         }
         let again = copies.scanned == Some(version);
         copies.scanned = Some(version);

@@ -506,8 +506,13 @@ impl TableProvider for StoreTable {
             AccessPath::Table => entities().await,
             AccessPath::Ranges(_) | AccessPath::Index { .. } => None,
         };
-        let table_rows = match &access {
-            AccessPath::Table => read,
+        let reader = self.view.get().ok_or_else(|| {
+            datafusion::error::DataFusionError::Internal("no read view for this statement".into())
+        })?;
+        let copy = match (&access, &self.copies) {
+            (AccessPath::Table, Some(copies)) if !with_row => {
+                copies.for_scan(def, &reader, read).await
+            }
             _ => None,
         };
         let estimated_rows = read.map(|n| match filters.is_empty() {
@@ -531,13 +536,9 @@ impl TableProvider for StoreTable {
             pushdown: self.view.pushdown(),
             indexes_usable: self.view.indexes_usable(&def.name),
             estimated_rows,
-            table_rows,
             traffic: self.traffic.clone(),
-            copies: self.copies.clone(),
+            copy,
         };
-        let reader = self.view.get().ok_or_else(|| {
-            datafusion::error::DataFusionError::Internal("no read view for this statement".into())
-        })?;
         Ok(Arc::new(StoreScan::new(spec, reader)))
     }
 }

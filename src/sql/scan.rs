@@ -28,7 +28,7 @@ use datafusion::physical_plan::{
 };
 use futures::stream;
 
-use super::columnar::{ColumnCopies, ColumnCopy, CopyReader};
+use super::columnar::{ColumnCopy, CopyReader};
 use super::convert::RowDecoder;
 use super::diagnostics::queries::ScanRecord;
 use super::diagnostics::traffic::Traffic;
@@ -78,12 +78,12 @@ pub struct ScanSpec {
     /// About how many rows the scan returns (for join planning: the smaller
     /// side of a join is the one it holds in memory).
     pub estimated_rows: Option<usize>,
-    /// About how many entities the table holds, for a whole-table scan.
-    pub table_rows: Option<usize>,
     /// Where the entities read from named partitions are counted.
     pub traffic: Arc<Traffic>,
-    /// Where a whole-table scan finds the table's column copy.
-    pub copies: Option<Arc<ColumnCopies>>,
+    /// The table's column copy at the version the scan's read view sees,
+    /// which a whole-table scan reads instead of the store (every piece
+    /// of it: the copy's pieces are not the store's).
+    pub copy: Option<Arc<ColumnCopy>>,
 }
 
 pub struct StoreScan {
@@ -165,6 +165,9 @@ impl DisplayAs for StoreScan {
         }
         if s.key_lookup.is_some() {
             write!(f, ", key lookups from the join")?;
+        }
+        if s.copy.is_some() && !s.reverse {
+            write!(f, ", from the column copy")?;
         }
         if let AccessPath::Index { index, .. } = &s.access {
             if covering(&s.table, index, &s.decoded, s.with_row).is_some() {
@@ -348,13 +351,14 @@ impl ExecutionPlan for StoreScan {
                     narrowed = true;
                 }
             }
-            if state.first_poll && !narrowed {
-                if let Some(copy) = state.column_copy(partition == 0).await {
+            match &state.spec.copy {
+                Some(copy) if state.first_poll && !narrowed && !state.spec.reverse => {
                     let reader = copy
                         .read(&state.spec.decoded, partition, pieces)
                         .map_err(external)?;
                     state.cursor = Cursor::Copy(reader);
                 }
+                _ => {}
             }
             state.first_poll = false;
             let batch = state.next_batch().await?;
@@ -652,20 +656,6 @@ impl ScanState {
         self.spec
             .table
             .store_projection(self.spec.decoded.iter().copied())
-    }
-
-    /// The table's column copy, when the scan reads the whole table and
-    /// its read view sees the version copied. `note`: the scan counts
-    /// towards making a copy.
-    async fn column_copy(&self, note: bool) -> Option<Arc<ColumnCopy>> {
-        let s = &self.spec;
-        if !matches!(s.access, AccessPath::Table) || s.with_row || s.reverse {
-            return None;
-        }
-        s.copies
-            .as_ref()?
-            .for_scan(&s.table, &self.reader, s.table_rows, note)
-            .await
     }
 
     /// Reads the next chunk of rows into `rows`; `false` when the access

@@ -101,6 +101,13 @@ async fn whole_table_scans_read_the_column_copy_while_the_table_is_unchanged() {
     );
 
     wait_for_copy(&client, SUMMARY, "t").await;
+    let plan = simple_rows(&client, &format!("EXPLAIN {SUMMARY}")).await;
+    assert!(
+        plan.iter()
+            .flatten()
+            .any(|l| l.contains("from the column copy")),
+        "{plan:?}"
+    );
     assert_eq!(
         scan_metric(&client, SUMMARY, "t", "read_from_copy").await,
         ROWS as u64

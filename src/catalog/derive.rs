@@ -16,7 +16,7 @@ use super::keys::{self, encode_index_component, join_components};
 use super::view::{GroupItem, GroupState, Input, KeyJoin, Maintained, NeedsRecompute, Shape};
 use super::{Catalog, CatalogError, DefinitionChange, Row, TableDef};
 use crate::model::{Entity, EntityKey, IfMatch, Value};
-use crate::store::{for_each_page, Query, WriteOp};
+use crate::store::{for_each_page, EncodedRows, Query, StoreError, WriteOp};
 
 /// Per derived entity (store table and key): whether it is in the store
 /// before the commit, and what the commit puts there.
@@ -192,6 +192,40 @@ impl Catalog {
                     v.maintained.is_some() && v.base_tables().iter().any(|t| tables.contains(t))
                 })
         })
+    }
+
+    /// The index entries of new rows of `def`, in stored form by index
+    /// table, when they are all the rows derive: no maintained view is
+    /// made from the table and no index of it is being built (those read
+    /// rows in the commit, see [`Catalog::derived_writes`]). `None` when
+    /// they are not.
+    pub(super) fn index_entries(
+        &self,
+        def: &TableDef,
+        rows: &EncodedRows,
+    ) -> Result<Option<Vec<(String, EncodedRows)>>, CatalogError> {
+        let viewed = self.list().iter().any(|d| {
+            d.view.as_ref().is_some_and(|v| {
+                v.maintained.is_some() && v.base_tables().iter().any(|t| *t == def.name)
+            })
+        });
+        if viewed || def.indexes.iter().any(|i| i.building) {
+            return Ok(None);
+        }
+        let mut entries: Vec<(String, EncodedRows)> = def
+            .indexes
+            .iter()
+            .map(|index| (index.store_table(), EncodedRows::new()))
+            .collect();
+        for i in 0..rows.len() {
+            let row = rows.entity(i, None).map_err(StoreError::from)?;
+            for (index, (_, out)) in def.indexes.iter().zip(&mut entries) {
+                if let Some(entry) = index.entry(def, &row)? {
+                    out.push_entity(&entry);
+                }
+            }
+        }
+        Ok(Some(entries))
     }
 
     /// The index and view writes of a commit: entries and view rows of

@@ -450,7 +450,12 @@ impl Catalog {
         rows: EncodedRows,
     ) -> Result<u64, CatalogError> {
         let tables = std::collections::BTreeSet::from([def.name.as_str()]);
-        if self.derives_from(&tables) {
+        let derives = self.derives_from(&tables);
+        let entries = match derives {
+            true => self.index_entries(def, &rows)?,
+            false => Some(Vec::new()),
+        };
+        let Some(entries) = entries else {
             let ops = (0..rows.len())
                 .map(|i| {
                     let entity = rows.entity(i, None).map_err(StoreError::from)?;
@@ -460,18 +465,28 @@ impl Catalog {
             let count = ops.len() as u64;
             self.commit(Vec::new(), ops, vec![def.clone()]).await?;
             return Ok(count);
-        }
+        };
         let _rows_only = self.definitions_lock.read().await;
+        // The entries were made from this definition.
         if !self
             .get(&def.name)
             .is_some_and(|current| Arc::ptr_eq(&current, def))
         {
             return Err(CatalogError::ChangedConcurrently(def.name.clone()));
         }
+        // One at a time with the commits whose derived writes read rows.
+        let _derived = match derives {
+            true => Some(self.derived.lock().await),
+            false => None,
+        };
+        let count = rows.len() as u64;
+        let mut loads = vec![(def.name.clone(), rows)];
+        loads.extend(entries);
         self.store
-            .insert_rows(&def.name, rows)
+            .insert_rows(loads)
             .await
-            .map_err(|e| self.write_error(e))
+            .map_err(|e| self.write_error(e))?;
+        Ok(count)
     }
 
     async fn write(&self, ops: Vec<(String, WriteOp)>) -> Result<(), CatalogError> {

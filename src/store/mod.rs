@@ -185,15 +185,19 @@ pub trait AtomicWrite: Send + Sync {
     /// of the failing operation ([`StoreError::BatchOperationFailed`]).
     async fn write_atomic(&self, ops: Vec<(String, WriteOp)>) -> Result<Vec<WriteOutcome>>;
 
-    /// Inserts new entities into one table, all or none, from rows in
+    /// Inserts new entities into some tables, all or none, from rows in
     /// stored form whose entities the caller has checked (`check_entity`)
     /// and whose records carry their billed size; returns how many. What
-    /// COPY writes: the native engine writes the rows of an empty table
-    /// straight into its sorted files.
-    async fn insert_rows(&self, table: &str, rows: EncodedRows) -> Result<u64> {
-        let ops = (0..rows.len())
-            .map(|i| Ok((table.to_owned(), WriteOp::Insert(rows.entity(i, None)?))))
-            .collect::<Result<Vec<_>>>()?;
+    /// COPY writes (a table's rows, and its index entries): the native
+    /// engine writes the rows of empty tables straight into their sorted
+    /// files.
+    async fn insert_rows(&self, tables: Vec<(String, EncodedRows)>) -> Result<u64> {
+        let mut ops = Vec::new();
+        for (table, rows) in &tables {
+            for i in 0..rows.len() {
+                ops.push((table.clone(), WriteOp::Insert(rows.entity(i, None)?)));
+            }
+        }
         Ok(self.write_atomic(ops).await?.len() as u64)
     }
 

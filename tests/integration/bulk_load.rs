@@ -63,7 +63,10 @@ async fn a_load_equals_the_same_atomic_write() {
     store.create_table("written").await.unwrap();
     let rows = entities(3000, 1);
     assert_eq!(
-        store.insert_rows("loaded", encoded(&rows)).await.unwrap(),
+        store
+            .insert_rows(vec![("loaded".to_owned(), encoded(&rows))])
+            .await
+            .unwrap(),
         3000
     );
     let ops = rows
@@ -96,7 +99,10 @@ async fn a_load_equals_the_same_atomic_write() {
         })
         .collect::<Vec<_>>();
     assert_eq!(
-        store.insert_rows("loaded", encoded(&more)).await.unwrap(),
+        store
+            .insert_rows(vec![("loaded".to_owned(), encoded(&more))])
+            .await
+            .unwrap(),
         500
     );
     assert_eq!(all(&store, "loaded").await.len(), 3500);
@@ -110,7 +116,10 @@ async fn a_load_with_a_taken_key_writes_nothing() {
     // Twice the same key within one load into the empty table.
     let mut rows = entities(100, 3);
     rows.push(rows[40].clone());
-    let e = store.insert_rows("t", encoded(&rows)).await.unwrap_err();
+    let e = store
+        .insert_rows(vec![("t".to_owned(), encoded(&rows))])
+        .await
+        .unwrap_err();
     assert!(
         matches!(
             e.root(),
@@ -121,9 +130,12 @@ async fn a_load_with_a_taken_key_writes_nothing() {
     assert!(all(&store, "t").await.is_empty());
     assert_eq!(store.table_stats("t").await.unwrap().entities, 0);
     // A key the table holds already, in a load into the table.
-    store.insert_rows("t", encoded(&rows[..10])).await.unwrap();
+    store
+        .insert_rows(vec![("t".to_owned(), encoded(&rows[..10]))])
+        .await
+        .unwrap();
     let e = store
-        .insert_rows("t", encoded(&rows[5..60]))
+        .insert_rows(vec![("t".to_owned(), encoded(&rows[5..60]))])
         .await
         .unwrap_err();
     assert!(
@@ -181,4 +193,102 @@ async fn copy_into_an_empty_table() {
         .unwrap()
         .get(0);
     assert_eq!(v, "v1000");
+}
+
+/// COPY into a table with indexes loads their entries with the rows: each
+/// index verifies clean and answers lookups, after a COPY into the empty
+/// table and after one into the table that holds rows; a value a unique
+/// index would hold twice fails the whole COPY with 23505 naming the index.
+#[tokio::test]
+async fn copy_into_an_indexed_table() {
+    let server = crate::common::TestServer::start().await;
+    let client = server.client().await;
+    client
+        .batch_execute(
+            "CREATE TABLE people (id int PRIMARY KEY, email text, city text, age int);
+             CREATE UNIQUE INDEX people_by_email ON people (email);
+             CREATE INDEX people_by_city ON people (city, age);",
+        )
+        .await
+        .unwrap();
+    let copy = |lines: String| {
+        let client = &client;
+        async move {
+            use futures::SinkExt;
+            let sink = client.copy_in("COPY people FROM STDIN").await?;
+            futures::pin_mut!(sink);
+            sink.send(bytes::Bytes::from(lines)).await?;
+            sink.finish().await
+        }
+    };
+    let people = |ids: std::ops::Range<i32>| -> String {
+        ids.map(|i| format!("{i}\te{i}@x\tcity{}\t{}\n", i % 7, i % 90))
+            .collect()
+    };
+    let count = || async {
+        let row = client
+            .query_one("SELECT count(*) FROM people", &[])
+            .await
+            .unwrap();
+        row.get::<_, i64>(0)
+    };
+    let verify = || async {
+        for index in ["people_by_email", "people_by_city"] {
+            let differences = client
+                .simple_query(&format!("VERIFY INDEX {index}"))
+                .await
+                .unwrap()
+                .into_iter()
+                .filter(|m| matches!(m, tokio_postgres::SimpleQueryMessage::Row(_)))
+                .count();
+            assert_eq!(differences, 0, "{index}");
+        }
+    };
+    let lookup = |sql: &'static str, index: &'static str| {
+        let client = &client;
+        async move {
+            let plan = client.query(&format!("EXPLAIN {sql}"), &[]).await.unwrap();
+            let plan: String = plan.iter().map(|r| r.get::<_, String>(1)).collect();
+            assert!(plan.contains(&format!("access=index {index}")), "{plan}");
+            let row = client.query_one(sql, &[]).await.unwrap();
+            row.get::<_, i64>(0)
+        }
+    };
+
+    // Two rows with one email: nothing is written.
+    let e = copy(people(0..1000) + "1000\te5@x\tcityX\t1\n")
+        .await
+        .unwrap_err();
+    assert_eq!(e.code().map(|c| c.code()), Some("23505"), "{e}");
+    let message = e.as_db_error().map(|d| d.message().to_owned());
+    assert!(
+        message
+            .as_deref()
+            .is_some_and(|m| m.contains("people_by_email")),
+        "{message:?}"
+    );
+    assert_eq!(count().await, 0);
+    verify().await;
+
+    // Into the empty table.
+    assert_eq!(copy(people(0..1000)).await.unwrap(), 1000);
+    verify().await;
+    let by_email = "SELECT count(*) + sum(id) FROM people WHERE email = 'e42@x'";
+    assert_eq!(lookup(by_email, "people_by_email").await, 43);
+    let by_city = "SELECT count(*) FROM people WHERE city = 'city3' AND age = 10";
+    let expected = (0..1000).filter(|i| i % 7 == 3 && i % 90 == 10).count() as i64;
+    assert_eq!(lookup(by_city, "people_by_city").await, expected);
+
+    // Into the table that holds rows: an email taken by a row there fails.
+    let e = copy(people(1000..1500) + "1500\te7@x\tcityX\t1\n")
+        .await
+        .unwrap_err();
+    assert_eq!(e.code().map(|c| c.code()), Some("23505"), "{e}");
+    assert_eq!(count().await, 1000);
+    assert_eq!(copy(people(1000..1500)).await.unwrap(), 500);
+    verify().await;
+    let later = "SELECT count(*) + sum(id) FROM people WHERE email = 'e1234@x'";
+    assert_eq!(lookup(later, "people_by_email").await, 1235);
+    let expected = (0..1500).filter(|i| i % 7 == 3 && i % 90 == 10).count() as i64;
+    assert_eq!(lookup(by_city, "people_by_city").await, expected);
 }

@@ -521,10 +521,12 @@ impl AtomicWrite for NativeStore {
         .await
     }
 
-    async fn insert_rows(&self, table: &str, rows: EncodedRows) -> Result<u64> {
-        let table = self.shared.table(table)?;
-        self.send(|reply| Command::Load { table, rows, reply })
-            .await
+    async fn insert_rows(&self, tables: Vec<(String, EncodedRows)>) -> Result<u64> {
+        let tables = tables
+            .into_iter()
+            .map(|(name, rows)| Ok((self.shared.table(&name)?, rows)))
+            .collect::<Result<Vec<_>>>()?;
+        self.send(|reply| Command::Load { tables, reply }).await
     }
 }
 
@@ -665,7 +667,10 @@ mod tests {
         assert_eq!(markers, 0);
         // The table takes a load again.
         assert_eq!(
-            store.insert_rows("t", rows(&[("c", "1")])).await.unwrap(),
+            store
+                .insert_rows(vec![("t".to_owned(), rows(&[("c", "1")]))])
+                .await
+                .unwrap(),
             1
         );
         assert_eq!(store.table_stats("t").await.unwrap().entities, 1);

@@ -94,10 +94,9 @@ pub(super) enum Command {
         partition_key: String,
         reply: Reply<PartitionStats>,
     },
-    /// New entities of one table, all or none (see [`Writer::load`]).
+    /// New entities of some tables, all or none (see [`Writer::load`]).
     Load {
-        table: Arc<Table>,
-        rows: EncodedRows,
+        tables: Vec<(Arc<Table>, EncodedRows)>,
         reply: Reply<u64>,
     },
     CreateTable {
@@ -209,19 +208,26 @@ impl Writer {
                             let _ = reply.send(result);
                         })
                     }
-                    Command::Load { table, rows, reply } => {
-                        let empty = table
-                            .totals
-                            .lock()
-                            .unwrap_or_else(|e| e.into_inner())
-                            .entities
-                            == 0;
-                        if empty && !table.dropped.load(Ordering::Acquire) {
+                    Command::Load { tables, reply } => {
+                        let empty = tables.iter().all(|(table, _)| {
+                            !table.dropped.load(Ordering::Acquire)
+                                && table
+                                    .totals
+                                    .lock()
+                                    .unwrap_or_else(|e| e.into_inner())
+                                    .entities
+                                    == 0
+                        });
+                        if empty {
                             self.commit(std::mem::take(&mut group));
-                            let _ = reply.send(self.load(&table, &rows));
+                            let _ = reply.send(self.load(&tables));
                         } else {
-                            let ops = (0..rows.len())
-                                .map(|i| Prepared::encoded(table.clone(), &rows, i))
+                            let ops = tables
+                                .iter()
+                                .flat_map(|(table, rows)| {
+                                    (0..rows.len())
+                                        .map(|i| Prepared::encoded(table.clone(), rows, i))
+                                })
                                 .collect();
                             self.write(&mut group, ops, true, move |result| {
                                 let _ = reply.send(result.map(|o| o.len() as u64));
@@ -339,106 +345,123 @@ impl Writer {
         }));
     }
 
-    /// Writes new entities into a table that holds none, straight into new
+    /// Writes new entities into tables that hold none, straight into new
     /// sorted files (fjall's ingestion) rather than through the journal
-    /// and the memtable: the rows become visible together when the files
-    /// are registered. A marker in the catalog covers the time between
-    /// that and the commit of the partition headers and totals: if the
-    /// process stops in between, opening the store removes the rows
-    /// (see `NativeStore::open`).
-    fn load(&mut self, table: &Arc<Table>, rows: &EncodedRows) -> Result<u64> {
+    /// and the memtable: each table's rows become visible together when
+    /// its files are registered. A marker per table in the catalog covers
+    /// the time between that and the commit of the partition headers and
+    /// totals: if the process stops in between, opening the store removes
+    /// the rows (see `NativeStore::open`). Returns how many rows.
+    fn load(&mut self, tables: &[(Arc<Table>, EncodedRows)]) -> Result<u64> {
         // The order of encoded keys is that of (PartitionKey, RowKey) as
         // byte strings (see `codec::key`).
-        let key_of = |i: usize| {
-            let row = rows.get(i);
-            (row.partition_key.as_bytes(), row.row_key.as_bytes())
-        };
-        let mut order: Vec<usize> = (0..rows.len()).collect();
-        order.sort_unstable_by(|&a, &b| key_of(a).cmp(&key_of(b)));
-        if let Some(pair) = order.windows(2).find(|p| key_of(p[0]) == key_of(p[1])) {
-            let row = rows.get(pair[1]);
-            return Err(StoreError::EntityAlreadyExists {
-                table: table.name.clone(),
-                key: crate::model::EntityKey::new(row.partition_key, row.row_key),
-            });
+        let mut orders = Vec::with_capacity(tables.len());
+        for (table, rows) in tables {
+            let key_of = |i: usize| {
+                let row = rows.get(i);
+                (row.partition_key.as_bytes(), row.row_key.as_bytes())
+            };
+            let mut order: Vec<usize> = (0..rows.len()).collect();
+            order.sort_unstable_by(|&a, &b| key_of(a).cmp(&key_of(b)));
+            if let Some(pair) = order.windows(2).find(|p| key_of(p[0]) == key_of(p[1])) {
+                let row = rows.get(pair[1]);
+                return Err(StoreError::EntityAlreadyExists {
+                    table: table.name.clone(),
+                    key: crate::model::EntityKey::new(row.partition_key, row.row_key),
+                });
+            }
+            orders.push(order);
         }
-        if order.is_empty() {
+        if orders.iter().all(Vec::is_empty) {
             return Ok(0);
         }
         let shared = self.shared.clone();
-        let marker = layout::load_key(table.id);
+        let markers: Vec<Vec<u8>> = tables.iter().map(|(t, _)| layout::load_key(t.id)).collect();
         let mut batch = shared.db.batch().durability(None);
-        batch.insert(&shared.catalog, marker.as_slice(), []);
+        for marker in &markers {
+            batch.insert(&shared.catalog, marker.as_slice(), []);
+        }
         batch.commit().map_err(storage)?;
         shared.db.persist(PersistMode::SyncAll).map_err(storage)?;
 
         let version = self.next_version();
-        let mut ingestion = table.entities.start_ingestion().map_err(storage)?;
-        let mut partitions: Vec<(Vec<u8>, PartitionHeader)> = Vec::new();
-        let mut partition = None;
-        let mut record = Vec::new();
-        for &i in &order {
-            let row = rows.get(i);
-            let key = encode_entity_key(row.partition_key, row.row_key);
-            record.clear();
-            record.extend_from_slice(row.record);
-            set_record_version(&mut record, version);
-            let billed_size = u64::from(record_header(&record)?.billed_size);
-            ingestion
-                .write(key.as_slice(), record.as_slice())
-                .map_err(storage)?;
-            if partition != Some(row.partition_key) {
-                partition = Some(row.partition_key);
-                let prefix = encode_partition_prefix(row.partition_key);
-                partitions.push((prefix, PartitionHeader::default()));
-            }
-            if let Some((_, header)) = partitions.last_mut() {
-                header.entities += 1;
-                header.bytes += billed_size;
-            }
-        }
-        ingestion.finish().map_err(storage)?;
-
         let mut batch = shared.db.batch().durability(None);
-        let mut delta = Delta::default();
         // Headers the cache holds are replaced; the others are not cached.
         let mut cached = Vec::new();
-        for (prefix, added) in partitions {
-            // A partition bulk-deleted before keeps its watermark; others
-            // of the empty table have no header.
-            let mut header = match table.may_have_tombstone(&prefix) {
-                true => self.header(&Pending::default(), table, &prefix)?,
-                false => PartitionHeader::default(),
-            };
-            header.entities += added.entities;
-            header.bytes += added.bytes;
-            delta.add(Delta {
-                entities: added.entities as i64,
-                bytes: added.bytes as i64,
-                partitions: 1,
-            });
-            batch.insert(&table.partitions, prefix.as_slice(), header.encode());
-            let key = (table.id, prefix);
-            if self.headers.contains_key(&key) {
-                cached.push((key, header));
+        let mut totals = Vec::with_capacity(tables.len());
+        for ((table, rows), order) in tables.iter().zip(&orders) {
+            if order.is_empty() {
+                continue;
             }
+            let mut ingestion = table.entities.start_ingestion().map_err(storage)?;
+            let mut partitions: Vec<(Vec<u8>, PartitionHeader)> = Vec::new();
+            let mut partition = None;
+            let mut record = Vec::new();
+            for &i in order {
+                let row = rows.get(i);
+                let key = encode_entity_key(row.partition_key, row.row_key);
+                record.clear();
+                record.extend_from_slice(row.record);
+                set_record_version(&mut record, version);
+                let billed_size = u64::from(record_header(&record)?.billed_size);
+                ingestion
+                    .write(key.as_slice(), record.as_slice())
+                    .map_err(storage)?;
+                if partition != Some(row.partition_key) {
+                    partition = Some(row.partition_key);
+                    let prefix = encode_partition_prefix(row.partition_key);
+                    partitions.push((prefix, PartitionHeader::default()));
+                }
+                if let Some((_, header)) = partitions.last_mut() {
+                    header.entities += 1;
+                    header.bytes += billed_size;
+                }
+            }
+            ingestion.finish().map_err(storage)?;
+
+            let mut delta = Delta::default();
+            for (prefix, added) in partitions {
+                // A partition bulk-deleted before keeps its watermark; others
+                // of the empty table have no header.
+                let mut header = match table.may_have_tombstone(&prefix) {
+                    true => self.header(&Pending::default(), table, &prefix)?,
+                    false => PartitionHeader::default(),
+                };
+                header.entities += added.entities;
+                header.bytes += added.bytes;
+                delta.add(Delta {
+                    entities: added.entities as i64,
+                    bytes: added.bytes as i64,
+                    partitions: 1,
+                });
+                batch.insert(&table.partitions, prefix.as_slice(), header.encode());
+                let key = (table.id, prefix);
+                if self.headers.contains_key(&key) {
+                    cached.push((key, header));
+                }
+            }
+            let new = delta.apply(
+                *table.totals.lock().unwrap_or_else(|e| e.into_inner()),
+                self.last_version,
+            );
+            batch.insert(&shared.catalog, stats_key(table.id), new.encode());
+            totals.push((table, new));
         }
-        let totals = delta.apply(
-            *table.totals.lock().unwrap_or_else(|e| e.into_inner()),
-            self.last_version,
-        );
-        batch.insert(&shared.catalog, stats_key(table.id), totals.encode());
         batch.insert(
             &shared.catalog,
             layout::VERSION_FLOOR,
             self.last_version.to_le_bytes(),
         );
-        batch.remove(&shared.catalog, marker.as_slice());
+        for marker in &markers {
+            batch.remove(&shared.catalog, marker.as_slice());
+        }
         batch.commit().map_err(storage)?;
         shared.db.persist(PersistMode::SyncAll).map_err(storage)?;
-        *table.totals.lock().unwrap_or_else(|e| e.into_inner()) = totals;
+        for (table, new) in totals {
+            *table.totals.lock().unwrap_or_else(|e| e.into_inner()) = new;
+        }
         self.headers.extend(cached);
-        Ok(order.len() as u64)
+        Ok(orders.iter().map(|o| o.len() as u64).sum())
     }
 
     /// Checks one operation against the current state and records its change in `pending`.

@@ -136,6 +136,42 @@ impl Drop for PanicCounter {
     }
 }
 
+/// A metric of the scan of `table` in `EXPLAIN ANALYZE sql`, such as
+/// `entities_read` (DataFusion prints 30000 as `30.00 K`).
+pub async fn scan_metric(
+    client: &tokio_postgres::Client,
+    sql: &str,
+    table: &str,
+    metric: &str,
+) -> u64 {
+    let plan: Vec<String> = client
+        .query(&format!("EXPLAIN ANALYZE {sql}"), &[])
+        .await
+        .unwrap_or_else(|e| panic!("{sql}: {e}"))
+        .iter()
+        .map(|r| r.get::<_, String>(1))
+        .collect();
+    let plan = plan.join("\n");
+    let line = plan
+        .lines()
+        .find(|l| l.contains(&format!("StoreScan: table={table},")))
+        .unwrap_or_else(|| panic!("no scan of {table}: {plan}"));
+    let value = line
+        .split(&format!("{metric}="))
+        .nth(1)
+        .unwrap_or_else(|| panic!("no {metric}: {line}"));
+    let number: String = value
+        .chars()
+        .take_while(|c| c.is_ascii_digit() || *c == '.')
+        .collect();
+    let scale = match value[number.len()..].trim_start().chars().next() {
+        Some('K') => 1e3,
+        Some('M') => 1e6,
+        _ => 1.0,
+    };
+    (number.parse::<f64>().expect(line) * scale).round() as u64
+}
+
 /// The rows of a simple query, as text (NULL as "NULL").
 pub async fn simple_rows(client: &tokio_postgres::Client, sql: &str) -> Vec<Vec<String>> {
     client

@@ -7,40 +7,9 @@ use std::time::{Duration, Instant};
 
 use tokio_postgres::Client;
 
-use crate::common::{simple_rows, TestServer};
+use crate::common::{scan_metric, simple_rows, TestServer};
 
 const ROWS: i64 = 30_000;
-
-/// A metric of the scan of `table` in `EXPLAIN ANALYZE sql`, summed over
-/// its lines (DataFusion prints 30000 as `30.00 K`).
-async fn scan_metric(client: &Client, sql: &str, table: &str, metric: &str) -> u64 {
-    let plan: Vec<String> = client
-        .query(&format!("EXPLAIN ANALYZE {sql}"), &[])
-        .await
-        .unwrap()
-        .iter()
-        .map(|r| r.get::<_, String>(1))
-        .collect();
-    let plan = plan.join("\n");
-    let line = plan
-        .lines()
-        .find(|l| l.contains(&format!("StoreScan: table={table},")))
-        .unwrap_or_else(|| panic!("no scan of {table}: {plan}"));
-    let value = line
-        .split(&format!("{metric}="))
-        .nth(1)
-        .unwrap_or_else(|| panic!("no {metric}: {line}"));
-    let number: String = value
-        .chars()
-        .take_while(|c| c.is_ascii_digit() || *c == '.')
-        .collect();
-    let scale = match value[number.len()..].trim_start().chars().next() {
-        Some('K') => 1e3,
-        Some('M') => 1e6,
-        _ => 1.0,
-    };
-    (number.parse::<f64>().expect(line) * scale).round() as u64
-}
 
 /// Runs `sql` until its scan of `table` reads the column copy.
 async fn wait_for_copy(client: &Client, sql: &str, table: &str) {

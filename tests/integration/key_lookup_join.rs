@@ -9,29 +9,7 @@ use common::TestServer;
 
 /// `entities_read` of the scan of `table` in an `EXPLAIN ANALYZE`.
 async fn entities_read(client: &tokio_postgres::Client, sql: &str, table: &str) -> u64 {
-    let plan: Vec<String> = client
-        .query(&format!("EXPLAIN ANALYZE {sql}"), &[])
-        .await
-        .unwrap()
-        .iter()
-        .map(|r| r.get::<_, String>(1))
-        .collect();
-    let plan = plan.join("\n");
-    let line = plan
-        .lines()
-        .find(|l| l.contains(&format!("StoreScan: table={table},")))
-        .unwrap_or_else(|| panic!("no scan of {table}: {plan}"));
-    let read = line.split("entities_read=").nth(1).expect(line);
-    let number: String = read
-        .chars()
-        .take_while(|c| c.is_ascii_digit() || *c == '.')
-        .collect();
-    let scale = if read[number.len()..].starts_with(" K") {
-        1000.0
-    } else {
-        1.0
-    };
-    (number.parse::<f64>().expect(line) * scale) as u64
+    common::scan_metric(client, sql, table, "entities_read").await
 }
 
 async fn rows(client: &tokio_postgres::Client, sql: &str) -> Vec<String> {

@@ -208,18 +208,21 @@ fn near_limit(
 ) -> Option<String> {
     let bytes = entity.billed_size();
     let properties = entity.properties.len();
-    // The row by its key columns' values, as SQL shows them.
-    let key = match def {
+    // The row by its key columns' values, as SQL shows them (made only
+    // for a row that earns a warning: every written row passes here).
+    let key = || match def {
         Some(def) => def.describe_key(&entity.key),
         None => format!("({:?}, {:?})", entity.key.partition_key, entity.key.row_key),
     };
     if bytes * 10 >= MAX_ENTITY_BYTES * 9 {
+        let key = key();
         return Some(format!(
             "row {key} is {bytes} bytes, near the entity limit of {MAX_ENTITY_BYTES}; keep large \
              values outside the row and a reference in it (large entities pattern)"
         ));
     }
     if properties * 10 >= MAX_PROPERTIES * 9 {
+        let key = key();
         return Some(format!(
             "row {key} has {properties} properties, near the limit of {MAX_PROPERTIES}; split \
              the row over several entities of one partition (wide entities pattern)"

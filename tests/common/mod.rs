@@ -136,6 +136,19 @@ impl Drop for PanicCounter {
     }
 }
 
+/// `COPY table FROM STDIN` of `lines` (text format); the rows copied.
+pub async fn copy_lines(
+    client: &tokio_postgres::Client,
+    table: &str,
+    lines: String,
+) -> Result<u64, tokio_postgres::Error> {
+    use futures::SinkExt;
+    let sink = client.copy_in(&format!("COPY {table} FROM STDIN")).await?;
+    futures::pin_mut!(sink);
+    sink.send(bytes::Bytes::from(lines)).await?;
+    sink.finish().await
+}
+
 /// A metric of the scan of `table` in `EXPLAIN ANALYZE sql`, such as
 /// `entities_read` (DataFusion prints 30000 as `30.00 K`).
 pub async fn scan_metric(

@@ -159,16 +159,7 @@ async fn copy_into_an_empty_table() {
         .batch_execute("CREATE TABLE m (g int, id int, v text, PRIMARY KEY (g, id))")
         .await
         .unwrap();
-    let copy = |lines: String| {
-        let client = &client;
-        async move {
-            use futures::SinkExt;
-            let sink = client.copy_in("COPY m FROM STDIN").await?;
-            futures::pin_mut!(sink);
-            sink.send(bytes::Bytes::from(lines)).await?;
-            sink.finish().await
-        }
-    };
+    let copy = |lines: String| crate::common::copy_lines(&client, "m", lines);
     let mut lines: String = (0..2000)
         .map(|i| format!("{}\t{i}\tv{i}\n", i % 9))
         .collect();
@@ -211,16 +202,7 @@ async fn copy_into_an_indexed_table() {
         )
         .await
         .unwrap();
-    let copy = |lines: String| {
-        let client = &client;
-        async move {
-            use futures::SinkExt;
-            let sink = client.copy_in("COPY people FROM STDIN").await?;
-            futures::pin_mut!(sink);
-            sink.send(bytes::Bytes::from(lines)).await?;
-            sink.finish().await
-        }
-    };
+    let copy = |lines: String| crate::common::copy_lines(&client, "people", lines);
     let people = |ids: std::ops::Range<i32>| -> String {
         ids.map(|i| format!("{i}\te{i}@x\tcity{}\t{}\n", i % 7, i % 90))
             .collect()

@@ -327,15 +327,12 @@ async fn rows_near_the_entity_limits_warn() {
         .batch_execute("CREATE TABLE loaded (k int PRIMARY KEY, body text)")
         .await
         .unwrap();
-    {
-        use futures::SinkExt;
-        let sink = client.copy_in("COPY loaded FROM STDIN").await.unwrap();
-        futures::pin_mut!(sink);
-        let big = "y".repeat(480_000);
-        let lines = format!("3\t{big}\n4\tsmall\n5\t{big}\n");
-        sink.send(bytes::Bytes::from(lines)).await.unwrap();
-        assert_eq!(sink.finish().await.unwrap(), 3);
-    }
+    let big = "y".repeat(480_000);
+    let lines = format!("3\t{big}\n4\tsmall\n5\t{big}\n");
+    assert_eq!(
+        common::copy_lines(&client, "loaded", lines).await.unwrap(),
+        3
+    );
     let received = drain(&mut notices);
     assert_eq!(received.len(), 1, "{received:?}");
     assert!(

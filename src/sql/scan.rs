@@ -321,20 +321,27 @@ impl ExecutionPlan for StoreScan {
         let read = MetricBuilder::new(&self.metrics).counter("entities_read", partition);
         let from_copy = MetricBuilder::new(&self.metrics).counter("read_from_copy", partition);
         let returned = MetricBuilder::new(&self.metrics).output_rows(partition);
+        let pieces = self.spec.splits.len().max(1);
+        // A join's key lookup may still narrow it on the first poll.
+        let cursor = match &self.spec.copy {
+            Some(copy) if !self.spec.reverse => Cursor::Copy(
+                copy.read(&self.spec.decoded, partition, pieces)
+                    .map_err(external)?,
+            ),
+            _ => Cursor::new(access, self.spec.reverse, &self.spec),
+        };
         let state = ScanState {
             spec: self.spec.clone(),
             decoder: RowDecoder::new(&self.spec.table, &self.spec.decoded),
             rows: EncodedRows::new(),
             reader: self.reader.clone(),
-            cursor: Cursor::new(access, self.spec.reverse, &self.spec),
-            first_poll: true,
+            cursor,
             returned: 0,
             entities_read: read,
             read_from_copy: from_copy,
             rows_returned: returned,
         };
         let schema = self.spec.schema.clone();
-        let pieces = self.spec.splits.len().max(1);
         let lookup = self
             .spec
             .key_lookup
@@ -342,25 +349,13 @@ impl ExecutionPlan for StoreScan {
             .and_then(|filter| Some((self.lookup_column(&filter)?, filter)));
         let batches = stream::try_unfold((state, lookup), move |(mut state, lookup)| async move {
             // First poll: the join has read its other side by now.
-            let mut narrowed = false;
             if let Some((column, filter)) = lookup {
                 if let Some(access) =
                     key_lookup(&state.spec, column, &filter, partition, pieces).await
                 {
                     state.cursor = Cursor::new(&access, state.spec.reverse, &state.spec);
-                    narrowed = true;
                 }
             }
-            match &state.spec.copy {
-                Some(copy) if state.first_poll && !narrowed && !state.spec.reverse => {
-                    let reader = copy
-                        .read(&state.spec.decoded, partition, pieces)
-                        .map_err(external)?;
-                    state.cursor = Cursor::Copy(reader);
-                }
-                _ => {}
-            }
-            state.first_poll = false;
             let batch = state.next_batch().await?;
             Ok(batch.map(|b| (b, (state, None))))
         });
@@ -638,8 +633,6 @@ struct ScanState {
     rows: EncodedRows,
     reader: Arc<dyn EntityRead>,
     cursor: Cursor,
-    /// Whether the scan has not produced anything yet.
-    first_poll: bool,
     returned: usize,
     entities_read: Count,
     read_from_copy: Count,

@@ -364,6 +364,7 @@ impl EntityRead for NativeSnapshot {
     }
 }
 
+/// Reads through the store itself are reads of a snapshot taken for each.
 #[async_trait]
 impl EntityRead for NativeStore {
     async fn get(
@@ -372,12 +373,7 @@ impl EntityRead for NativeStore {
         key: &EntityKey,
         projection: Option<&[String]>,
     ) -> Result<Option<Entity>> {
-        read::get(
-            &*self.shared.table(table)?,
-            &self.shared.db.snapshot(),
-            key,
-            projection,
-        )
+        self.snapshot().get(table, key, projection).await
     }
 
     async fn query(
@@ -386,21 +382,11 @@ impl EntityRead for NativeStore {
         query: &Query,
         continuation: Option<&Continuation>,
     ) -> Result<Page> {
-        read::query(
-            &*self.shared.table(table)?,
-            &self.shared.db.snapshot(),
-            query,
-            continuation,
-        )
+        self.snapshot().query(table, query, continuation).await
     }
 
     async fn get_row(&self, table: &str, key: &EntityKey, rows: &mut EncodedRows) -> Result<bool> {
-        read::get_row(
-            &*self.shared.table(table)?,
-            &self.shared.db.snapshot(),
-            key,
-            rows,
-        )
+        self.snapshot().get_row(table, key, rows).await
     }
 
     async fn query_rows(
@@ -410,13 +396,9 @@ impl EntityRead for NativeStore {
         continuation: Option<&Continuation>,
         rows: &mut EncodedRows,
     ) -> Result<Option<Continuation>> {
-        read::query_rows(
-            &*self.shared.table(table)?,
-            &self.shared.db.snapshot(),
-            query,
-            continuation,
-            rows,
-        )
+        self.snapshot()
+            .query_rows(table, query, continuation, rows)
+            .await
     }
 
     async fn table_version(&self, table: &str) -> Result<Option<u64>> {

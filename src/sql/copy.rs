@@ -18,8 +18,13 @@ use crate::catalog::{SqlType, TableDef};
 use crate::model::check_entity;
 use crate::store::{EncodedRows, StoreError};
 
-/// Rows parsed before they are turned into changes.
-const CHUNK_ROWS: usize = 8192;
+/// Lines each thread makes into rows at a time.
+const PART_ROWS: usize = 8192;
+
+/// Threads that make lines into rows: the machine's cores, up to 4.
+fn parts() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get().min(4))
+}
 
 /// The format options of a COPY.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -142,23 +147,21 @@ impl CopyIn {
 
     /// Takes a chunk of the input.
     pub fn feed(&mut self, data: &[u8]) -> Result<()> {
-        self.pending.extend_from_slice(data);
+        let mut pending = std::mem::take(&mut self.pending);
+        pending.extend_from_slice(data);
         let mut start = 0;
         let mut in_quotes = false;
-        let mut i = 0;
-        while i < self.pending.len() {
-            let b = self.pending[i];
+        for (i, &b) in pending.iter().enumerate() {
             if self.format.csv && b == self.format.quote as u8 {
                 in_quotes = !in_quotes;
             } else if b == b'\n' && !in_quotes {
-                let line = self.pending[start..i].to_vec();
-                self.line(&line)?;
+                self.line(&pending[start..i])?;
                 start = i + 1;
             }
-            i += 1;
         }
-        self.pending.drain(..start);
-        if self.lines_parsed.len() >= CHUNK_ROWS {
+        pending.drain(..start);
+        self.pending = pending;
+        if self.lines_parsed.len() >= PART_ROWS * parts() {
             self.flush()?;
         }
         Ok(())
@@ -303,12 +306,35 @@ impl CopyIn {
         (was_quoted || value != self.format.null).then_some(value)
     }
 
-    /// Turns the parsed rows into changes, casting each column's text to its type.
+    /// Makes the parsed lines into rows, in parts of [`PART_ROWS`] lines on
+    /// as many threads, and appends them in line order.
     fn flush(&mut self) -> Result<()> {
-        if self.lines_parsed.is_empty() {
-            return Ok(());
+        let lines = std::mem::take(&mut self.lines_parsed);
+        let made: Vec<Result<(EncodedRows, NearLimits)>> = std::thread::scope(|scope| {
+            let mut parts = lines.chunks(PART_ROWS);
+            let first = parts.next();
+            let others: Vec<_> = parts
+                .map(|part| scope.spawn(|| self.make_rows(part)))
+                .collect();
+            first
+                .map(|part| self.make_rows(part))
+                .into_iter()
+                .chain(others.into_iter().map(|thread| match thread.join() {
+                    Ok(made) => made,
+                    Err(panic) => std::panic::resume_unwind(panic),
+                }))
+                .collect()
+        });
+        for part in made {
+            let (rows, near_limits) = part?;
+            self.rows.append(rows);
+            self.near_limits.add(near_limits);
         }
-        let rows = std::mem::take(&mut self.lines_parsed);
+        Ok(())
+    }
+
+    /// Makes parsed lines into rows, casting each column's text to its type.
+    fn make_rows(&self, lines: &[Vec<Option<String>>]) -> Result<(EncodedRows, NearLimits)> {
         let strict = CastOptions {
             safe: false,
             ..Default::default()
@@ -317,7 +343,7 @@ impl CopyIn {
         let mut fields = Vec::with_capacity(self.columns.len());
         for (j, &i) in self.columns.iter().enumerate() {
             let column = &self.def.columns[i];
-            let texts = rows.iter().map(|r| r[j].as_deref());
+            let texts = lines.iter().map(|r| r[j].as_deref());
             let array: ArrayRef = if column.ty == SqlType::Bytea {
                 Arc::new(texts.map(|t| t.map(bytea_input)).collect::<BinaryArray>())
             } else {
@@ -337,15 +363,17 @@ impl CopyIn {
             arrays.push(array);
         }
         let batch = RecordBatch::try_new(Arc::new(Schema::new(fields)), arrays)?;
+        let mut rows = EncodedRows::new();
+        let mut near_limits = NearLimits::default();
         for row in batch_to_rows(&self.def, &self.columns, &batch)? {
             self.def.check_row(&row)?;
             let key = self.def.entity_key(&row)?;
             let entity = self.def.row_to_entity(key, &row)?;
             check_entity(&entity).map_err(StoreError::from)?;
-            self.near_limits.note(&entity, Some(&self.def));
-            self.rows.push_entity(&entity);
+            near_limits.note(&entity, Some(&self.def));
+            rows.push_entity(&entity);
         }
-        Ok(())
+        Ok((rows, near_limits))
     }
 }
 

@@ -26,7 +26,7 @@ use super::diagnostics::Monitor;
 use super::error::Result;
 use super::pushdown::{access_path, literal_value, AccessPath};
 use super::session::Output;
-use crate::catalog::{Catalog, Keys, Row, TableDef};
+use crate::catalog::{Catalog, Keys, Row, SqlType, TableDef};
 use crate::model::Value;
 use crate::store::{EncodedRows, EntityRead, KeyRange, Query, MAX_PAGE_SIZE};
 
@@ -159,6 +159,39 @@ fn min_fetch(a: Option<usize>, b: Option<usize>) -> Option<usize> {
     }
 }
 
+/// Whether the key range the comparisons make holds exactly the rows that
+/// meet them, so the rows read need no second check: each key column has
+/// one equality, except that the last compared row key column may instead
+/// have at most one lower and one upper bound, when its values all have a
+/// key component of one width (integers), and no column after it is compared.
+fn exact_range(
+    def: &TableDef,
+    partition: &[usize],
+    row: &[usize],
+    conditions: &[Condition],
+) -> bool {
+    let on = |column: usize| conditions.iter().filter(move |c| c.column == column);
+    let one_equality = |column: usize| {
+        let mut cs = on(column);
+        matches!((cs.next(), cs.next()), (Some(c), None) if c.op == Operator::Eq)
+    };
+    if !partition.iter().all(|&c| one_equality(c)) {
+        return false;
+    }
+    let fixed = row.iter().take_while(|&&c| one_equality(c)).count();
+    let Some((&bounded, after)) = row[fixed..].split_first() else {
+        return true;
+    };
+    let count = |ops: &[Operator]| on(bounded).filter(|c| ops.contains(&c.op)).count();
+    let lower = count(&[Operator::Gt, Operator::GtEq]);
+    let upper = count(&[Operator::Lt, Operator::LtEq]);
+    lower <= 1
+        && upper <= 1
+        && on(bounded).count() == lower + upper
+        && matches!(def.columns[bounded].ty, SqlType::Int4 | SqlType::Int8)
+        && after.iter().all(|&c| on(c).next().is_none())
+}
+
 impl KeyPlan {
     /// Recognises a read by key in an optimized plan. `key_ordered`: the
     /// store reads ranges in key order (the Cosmos DB Table API does not).
@@ -231,7 +264,7 @@ impl KeyPlan {
             return None;
         }
         let point = row.iter().all(equal);
-        let recheck = !(point && conditions.len() == key_columns.len());
+        let recheck = !exact_range(&def, partition, row, &conditions);
 
         // The sort must be a prefix of the row key, all one way, and the
         // store must read in key order.

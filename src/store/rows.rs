@@ -58,12 +58,31 @@ pub struct EncodedRow<'a> {
     pub record: &'a [u8],
 }
 
-/// Rows read from a store, in read order.
-#[derive(Debug, Default)]
+/// Rows in one chunk of [`EncodedRows`] (all but the last are full).
+const ROWS_PER_CHUNK: usize = 8192;
+
+/// Rows read from a store, in read order. They are held in chunks of a
+/// fixed number of rows, so that many rows (a COPY holds all of its rows
+/// until it commits) grow by new chunks rather than by copying all
+/// buffers into larger ones.
+#[derive(Debug)]
 pub struct EncodedRows {
+    chunks: Vec<Chunk>,
+}
+
+#[derive(Debug, Default)]
+struct Chunk {
     text: String,
     records: Vec<u8>,
     spans: Vec<Span>,
+}
+
+impl Default for EncodedRows {
+    fn default() -> Self {
+        EncodedRows {
+            chunks: vec![Chunk::default()],
+        }
+    }
 }
 
 impl EncodedRows {
@@ -72,17 +91,50 @@ impl EncodedRows {
     }
 
     pub fn len(&self) -> usize {
-        self.spans.len()
+        (self.chunks.len() - 1) * ROWS_PER_CHUNK + self.last().spans.len()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.spans.is_empty()
+        self.len() == 0
     }
 
+    /// Empties the rows, keeping the first chunk's buffers.
     pub fn clear(&mut self) {
-        self.text.clear();
-        self.records.clear();
-        self.spans.clear();
+        self.chunks.truncate(1);
+        let chunk = &mut self.chunks[0];
+        chunk.text.clear();
+        chunk.records.clear();
+        chunk.spans.clear();
+    }
+
+    fn last(&self) -> &Chunk {
+        self.chunks.last().expect("rows have a chunk")
+    }
+
+    /// The chunk the next row goes to.
+    fn open_chunk(&mut self) -> &mut Chunk {
+        if self.last().spans.len() == ROWS_PER_CHUNK {
+            self.chunks.push(Chunk::default());
+        }
+        self.chunks.last_mut().expect("rows have a chunk")
+    }
+
+    /// Moves `other`'s rows after these.
+    pub fn append(&mut self, mut other: EncodedRows) {
+        if self.is_empty() {
+            *self = other;
+        } else if self.last().spans.len() == ROWS_PER_CHUNK {
+            self.chunks.append(&mut other.chunks);
+        } else {
+            for row in other.iter() {
+                self.push(
+                    (row.partition_key, row.row_key),
+                    row.etag,
+                    row.timestamp,
+                    row.record,
+                );
+            }
+        }
     }
 
     /// Appends a row whose record is already encoded.
@@ -93,20 +145,22 @@ impl EncodedRows {
         timestamp: Option<DateTime>,
         record: &[u8],
     ) {
-        let record_start = self.records.len();
-        self.records.extend_from_slice(record);
-        self.push_span(key, etag, timestamp, record_start);
+        let chunk = self.open_chunk();
+        let record_start = chunk.records.len();
+        chunk.records.extend_from_slice(record);
+        chunk.push_span(key, etag, timestamp, record_start);
     }
 
     /// Appends an entity, encoding its properties (with its billed size).
     pub fn push_entity(&mut self, entity: &Entity) {
-        let record_start = self.records.len();
+        let chunk = self.open_chunk();
+        let record_start = chunk.records.len();
         let header = RecordHeader {
             version: 0,
             billed_size: u32::try_from(entity.billed_size()).unwrap_or(u32::MAX),
         };
-        encode_record_into(&mut self.records, header, &entity.properties);
-        self.push_span(
+        encode_record_into(&mut chunk.records, header, &entity.properties);
+        chunk.push_span(
             (&entity.key.partition_key, &entity.key.row_key),
             entity
                 .etag
@@ -125,6 +179,30 @@ impl EncodedRows {
         entities.len()
     }
 
+    pub fn get(&self, i: usize) -> EncodedRow<'_> {
+        self.chunks[i / ROWS_PER_CHUNK].get(i % ROWS_PER_CHUNK)
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = EncodedRow<'_>> + '_ {
+        self.chunks
+            .iter()
+            .flat_map(|chunk| (0..chunk.spans.len()).map(|i| chunk.get(i)))
+    }
+
+    /// Row `i` as an entity, with only the projected properties.
+    pub fn entity(&self, i: usize, projection: Option<&[String]>) -> Result<Entity, CodecError> {
+        let row = self.get(i);
+        let (_, properties) = decode_record(row.record, projection)?;
+        Ok(Entity {
+            key: EntityKey::new(row.partition_key, row.row_key),
+            properties,
+            timestamp: row.timestamp,
+            etag: row.etag.text().map(|e| ETag(e.into_owned())),
+        })
+    }
+}
+
+impl Chunk {
     fn push_span(
         &mut self,
         (partition_key, row_key): (&str, &str),
@@ -157,7 +235,7 @@ impl EncodedRows {
         });
     }
 
-    pub fn get(&self, i: usize) -> EncodedRow<'_> {
+    fn get(&self, i: usize) -> EncodedRow<'_> {
         let s = self.spans[i];
         let etag = match s.version {
             Some(version) => RowETag::Version(version),
@@ -171,22 +249,6 @@ impl EncodedRows {
             timestamp: s.timestamp,
             record: &self.records[s.record_start..s.record_end],
         }
-    }
-
-    pub fn iter(&self) -> impl Iterator<Item = EncodedRow<'_>> + '_ {
-        (0..self.len()).map(|i| self.get(i))
-    }
-
-    /// Row `i` as an entity, with only the projected properties.
-    pub fn entity(&self, i: usize, projection: Option<&[String]>) -> Result<Entity, CodecError> {
-        let row = self.get(i);
-        let (_, properties) = decode_record(row.record, projection)?;
-        Ok(Entity {
-            key: EntityKey::new(row.partition_key, row.row_key),
-            properties,
-            timestamp: row.timestamp,
-            etag: row.etag.text().map(|e| ETag(e.into_owned())),
-        })
     }
 }
 
@@ -217,5 +279,48 @@ mod tests {
         assert_eq!(projected.properties["y"], Value::String("hé".into()));
         rows.clear();
         assert!(rows.is_empty());
+    }
+
+    fn numbered(from: usize, to: usize) -> EncodedRows {
+        let mut rows = EncodedRows::new();
+        for i in from..to {
+            rows.push(
+                ("p", &format!("{i:06}")),
+                RowETag::Version(i as u64),
+                None,
+                &[i as u8],
+            );
+        }
+        rows
+    }
+
+    fn check_numbered(rows: &EncodedRows, to: usize) {
+        assert_eq!(rows.len(), to);
+        for (i, row) in rows.iter().enumerate() {
+            assert_eq!(row.row_key, format!("{i:06}"));
+            assert_eq!(row.record, &[i as u8]);
+            assert_eq!(rows.get(i).etag, RowETag::Version(i as u64));
+        }
+    }
+
+    #[test]
+    fn many_rows_span_chunks_and_append_in_order() {
+        let mut rows = numbered(0, 2 * ROWS_PER_CHUNK + 5);
+        check_numbered(&rows, 2 * ROWS_PER_CHUNK + 5);
+        // After a partly filled chunk, rows are copied in.
+        rows.append(numbered(2 * ROWS_PER_CHUNK + 5, 3 * ROWS_PER_CHUNK));
+        check_numbered(&rows, 3 * ROWS_PER_CHUNK);
+        // After a full chunk, the chunks are moved in.
+        rows.append(numbered(3 * ROWS_PER_CHUNK, 4 * ROWS_PER_CHUNK + 1));
+        check_numbered(&rows, 4 * ROWS_PER_CHUNK + 1);
+        rows.append(EncodedRows::new());
+        check_numbered(&rows, 4 * ROWS_PER_CHUNK + 1);
+        let mut empty = EncodedRows::new();
+        empty.append(numbered(0, 3));
+        check_numbered(&empty, 3);
+        rows.clear();
+        assert!(rows.is_empty());
+        rows.push(("p", "000000"), RowETag::Version(0), None, &[0]);
+        check_numbered(&rows, 1);
     }
 }

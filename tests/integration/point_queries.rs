@@ -195,6 +195,12 @@ async fn key_ranges_skip_planning_and_match_the_general_path() {
             1,
         ),
         (
+            "SELECT seq FROM readings WHERE device = $1 AND seq > $2 AND seq >= $3 ORDER BY seq",
+            true,
+            true,
+            3,
+        ),
+        (
             "SELECT value FROM readings WHERE device = $1 AND seq = $2 AND seq > $3",
             true,
             false,

@@ -133,6 +133,14 @@ impl NearLimits {
             self.first.get_or_insert(message);
         }
     }
+
+    /// Adds the rows `later` counted (made after these).
+    pub fn add(&mut self, later: NearLimits) {
+        self.count += later.count;
+        if self.first.is_none() {
+            self.first = later.first;
+        }
+    }
 }
 
 impl Writes {

@@ -106,12 +106,12 @@ impl Entity {
     /// limit: 4 bytes, plus the keys at two bytes a character, plus for every
     /// property 8 bytes, its name at two bytes a character and its value.
     pub fn billed_size(&self) -> usize {
-        let utf16 = |s: &str| s.encode_utf16().count();
-        4 + 2 * (utf16(&self.key.partition_key) + utf16(&self.key.row_key))
+        use super::value::utf16_len;
+        4 + 2 * (utf16_len(&self.key.partition_key) + utf16_len(&self.key.row_key))
             + self
                 .properties
                 .iter()
-                .map(|(name, value)| 8 + 2 * utf16(name) + value.billed_size())
+                .map(|(name, value)| 8 + 2 * utf16_len(name) + value.billed_size())
                 .sum::<usize>()
     }
 }

@@ -258,7 +258,7 @@ impl Value {
     /// (strings count two bytes a character plus four).
     pub fn billed_size(&self) -> usize {
         match self {
-            Value::String(s) | Value::Json(s) => 4 + 2 * s.encode_utf16().count(),
+            Value::String(s) | Value::Json(s) => 4 + 2 * utf16_len(s),
             Value::Binary(b) => 4 + b.len(),
             Value::Int32(_) | Value::Date(_) => 4,
             Value::Int64(_) | Value::Double(_) | Value::DateTime(_) => 8,
@@ -300,9 +300,27 @@ impl fmt::Display for Value {
     }
 }
 
+/// The number of UTF-16 code units of `s` (what the service bills strings by).
+pub fn utf16_len(s: &str) -> usize {
+    if s.is_ascii() {
+        s.len()
+    } else {
+        s.encode_utf16().count()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn strings_are_billed_by_utf16_code_units() {
+        assert_eq!(utf16_len("abc"), 3);
+        assert_eq!(utf16_len("héllo"), 5);
+        assert_eq!(utf16_len("漢字"), 2);
+        assert_eq!(utf16_len("a😀"), 3);
+        assert_eq!(Value::String("a😀".into()).billed_size(), 4 + 2 * 3);
+    }
 
     #[test]
     fn decimal_display() {

@@ -29,21 +29,28 @@ impl<'a> RowETag<'a> {
     }
 }
 
-/// Where one row's parts lie in the buffers.
+/// Where one row's parts lie in its chunk's buffers. Its parts start where
+/// the previous row's end (at 0 for the chunk's first row).
 #[derive(Debug, Clone, Copy)]
 struct Span {
     /// In `text`: PartitionKey, RowKey, then an ETag's text, each ending
     /// where the next starts.
-    text_start: usize,
     partition_end: usize,
     row_end: usize,
     etag_end: usize,
-    /// The version an ETag names, when the row has no ETag text.
-    version: Option<u64>,
     /// In `records`.
-    record_start: usize,
     record_end: usize,
-    timestamp: Option<DateTime>,
+    /// The version an ETag names, when the row has no ETag text, or
+    /// [`Span::NO_VERSION`].
+    version: u64,
+    /// The Timestamp's microseconds, or [`Span::NO_TIMESTAMP`].
+    timestamp: i64,
+}
+
+impl Span {
+    /// No version, no Timestamp: values neither ever takes.
+    const NO_VERSION: u64 = u64::MAX;
+    const NO_TIMESTAMP: i64 = i64::MIN;
 }
 
 /// One row of [`EncodedRows`].
@@ -146,15 +153,13 @@ impl EncodedRows {
         record: &[u8],
     ) {
         let chunk = self.open_chunk();
-        let record_start = chunk.records.len();
         chunk.records.extend_from_slice(record);
-        chunk.push_span(key, etag, timestamp, record_start);
+        chunk.push_span(key, etag, timestamp);
     }
 
     /// Appends an entity, encoding its properties (with its billed size).
     pub fn push_entity(&mut self, entity: &Entity) {
         let chunk = self.open_chunk();
-        let record_start = chunk.records.len();
         let header = RecordHeader {
             version: 0,
             billed_size: u32::try_from(entity.billed_size()).unwrap_or(u32::MAX),
@@ -167,7 +172,6 @@ impl EncodedRows {
                 .as_ref()
                 .map_or(RowETag::None, |e| RowETag::Text(&e.0)),
             entity.timestamp,
-            record_start,
         );
     }
 
@@ -203,51 +207,55 @@ impl EncodedRows {
 }
 
 impl Chunk {
+    /// Records the row whose record was just appended.
     fn push_span(
         &mut self,
         (partition_key, row_key): (&str, &str),
         etag: RowETag,
         timestamp: Option<DateTime>,
-        record_start: usize,
     ) {
-        let text_start = self.text.len();
         self.text.push_str(partition_key);
         let partition_end = self.text.len();
         self.text.push_str(row_key);
         let row_end = self.text.len();
         let version = match etag {
-            RowETag::None => None,
+            RowETag::None => Span::NO_VERSION,
             RowETag::Text(text) => {
                 self.text.push_str(text);
-                None
+                Span::NO_VERSION
             }
-            RowETag::Version(version) => Some(version),
+            RowETag::Version(version) => version,
         };
         self.spans.push(Span {
-            version,
-            text_start,
             partition_end,
             row_end,
             etag_end: self.text.len(),
-            record_start,
             record_end: self.records.len(),
-            timestamp,
+            version,
+            timestamp: timestamp.map_or(Span::NO_TIMESTAMP, |t| t.0),
         });
     }
 
     fn get(&self, i: usize) -> EncodedRow<'_> {
         let s = self.spans[i];
+        let (text_start, record_start) = match i.checked_sub(1) {
+            Some(previous) => (
+                self.spans[previous].etag_end,
+                self.spans[previous].record_end,
+            ),
+            None => (0, 0),
+        };
         let etag = match s.version {
-            Some(version) => RowETag::Version(version),
-            None if s.row_end == s.etag_end => RowETag::None,
-            None => RowETag::Text(&self.text[s.row_end..s.etag_end]),
+            Span::NO_VERSION if s.row_end == s.etag_end => RowETag::None,
+            Span::NO_VERSION => RowETag::Text(&self.text[s.row_end..s.etag_end]),
+            version => RowETag::Version(version),
         };
         EncodedRow {
-            partition_key: &self.text[s.text_start..s.partition_end],
+            partition_key: &self.text[text_start..s.partition_end],
             row_key: &self.text[s.partition_end..s.row_end],
             etag,
-            timestamp: s.timestamp,
-            record: &self.records[s.record_start..s.record_end],
+            timestamp: (s.timestamp != Span::NO_TIMESTAMP).then_some(DateTime(s.timestamp)),
+            record: &self.records[record_start..s.record_end],
         }
     }
 }

@@ -179,6 +179,59 @@ async fn copy_into_an_empty_table() {
     assert_eq!(v, "v1000");
 }
 
+/// A COPY long enough to be made into rows in several parts, on several
+/// threads, is still one write: a bad value or a repeated key in a late
+/// part fails it whole, and the rows of all parts arrive when it succeeds.
+#[tokio::test]
+async fn a_copy_of_many_parts_is_all_or_nothing() {
+    let server = crate::common::TestServer::start().await;
+    let client = server.client().await;
+    client
+        .batch_execute("CREATE TABLE m (g int, id int, v bigint, PRIMARY KEY (g, id))")
+        .await
+        .unwrap();
+    let copy = |lines: String| crate::common::copy_lines(&client, "m", lines);
+    let line = |i: i64| format!("{}\t{i}\t{}\n", i % 7, i * 3);
+    let rows = 50_000;
+    let count = || async {
+        client
+            .query_one("SELECT count(*) FROM m", &[])
+            .await
+            .unwrap()
+            .get::<_, i64>(0)
+    };
+
+    let mut bad_value: Vec<String> = (0..rows).map(line).collect();
+    bad_value[45_000] = "1\t45000\tnot a number\n".into();
+    let e = copy(bad_value.concat()).await.unwrap_err();
+    assert_eq!(e.code().map(|c| c.code()), Some("22P02"), "{e}");
+    let message = e.as_db_error().map(|d| d.message()).unwrap_or_default();
+    assert!(message.contains("\"v\""), "{message}");
+    assert_eq!(count().await, 0);
+
+    let mut repeated: Vec<String> = (0..rows).map(line).collect();
+    repeated[40_000] = line(3);
+    let e = copy(repeated.concat()).await.unwrap_err();
+    assert_eq!(e.code().map(|c| c.code()), Some("23505"), "{e}");
+    assert_eq!(count().await, 0);
+
+    let all: Vec<String> = (0..rows).map(line).collect();
+    assert_eq!(copy(all.concat()).await.unwrap(), rows as u64);
+    let row = client
+        .query_one("SELECT count(*), sum(id), sum(v) FROM m", &[])
+        .await
+        .unwrap();
+    assert_eq!(row.get::<_, i64>(0), rows);
+    assert_eq!(row.get::<_, i64>(1), (0..rows).sum::<i64>());
+    assert_eq!(row.get::<_, i64>(2), (0..rows).map(|i| i * 3).sum::<i64>());
+    let v: i64 = client
+        .query_one("SELECT v FROM m WHERE g = 5 AND id = 49999", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(v, 49_999 * 3);
+}
+
 /// COPY into a table with indexes loads their entries with the rows: each
 /// index verifies clean and answers lookups, after a COPY into the empty
 /// table and after one into the table that holds rows; a value a unique

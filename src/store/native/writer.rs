@@ -318,6 +318,7 @@ impl Writer {
     ) {
         let version = self.next_version();
         let mut pending = Pending::default();
+        pending.records.reserve(ops.len());
         let mut outcomes = Vec::with_capacity(ops.len());
         for (index, prepared) in ops.into_iter().enumerate() {
             match self.apply(group, &mut pending, prepared, version) {
@@ -603,7 +604,11 @@ impl Writer {
             self.headers.insert(key.clone(), header);
             group.dirty_partitions.insert(key, table);
         }
-        group.records.extend(pending.records);
+        if group.records.is_empty() {
+            group.records = pending.records;
+        } else {
+            group.records.extend(pending.records);
+        }
     }
 
     fn delete_partition(

@@ -161,7 +161,7 @@ fn min_fetch(a: Option<usize>, b: Option<usize>) -> Option<usize> {
 
 /// Whether the key range the comparisons make holds exactly the rows that
 /// meet them, so the rows read need no second check: each key column has
-/// one equality, except that the last compared row key column may instead
+/// one equality, except that the row key column after those may instead
 /// have at most one lower and one upper bound, when its values all have a
 /// key component of one width (integers), and no column after it is compared.
 fn exact_range(
@@ -188,7 +188,7 @@ fn exact_range(
     lower <= 1
         && upper <= 1
         && on(bounded).count() == lower + upper
-        && matches!(def.columns[bounded].ty, SqlType::Int4 | SqlType::Int8)
+        && (lower + upper == 0 || matches!(def.columns[bounded].ty, SqlType::Int4 | SqlType::Int8))
         && after.iter().all(|&c| on(c).next().is_none())
 }
 

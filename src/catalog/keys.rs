@@ -63,37 +63,29 @@ fn min_of(ty: SqlType) -> i128 {
     }
 }
 
-/// A signed integer as fixed-width, order-preserving digits.
-/// `v` in at least `width` decimal digits; a negative `v` as `-` and
-/// `v - offset` (`offset` is below every value, so the digits sort as the
-/// values do).
+/// A signed integer as fixed-width, order-preserving digits: `v` in at
+/// least `width` decimal digits; a negative `v` as `-` and `v - offset`
+/// (`offset` is below every value, so the digits sort as the values do).
 fn encode_signed(v: i128, width: usize, offset: i128) -> String {
+    const TEN_19: u128 = 10_000_000_000_000_000_000;
     let (sign, magnitude) = if v >= 0 { ("", v) } else { ("-", v - offset) };
-    // Digits from the last; a u64 when it fits (its division is cheaper).
+    let magnitude = magnitude.unsigned_abs();
+    // Digits from the last, 19 at a time in a u64 (its division is cheaper).
     let mut digits = [b'0'; 40];
     let mut start = digits.len();
-    let mut push = |digit: u8| {
-        start -= 1;
-        digits[start] = b'0' + digit;
-    };
-    match u64::try_from(magnitude) {
-        Ok(mut m) => loop {
-            push((m % 10) as u8);
+    let mut push = |mut m: u64, at_least: usize| {
+        let end = start;
+        while m > 0 || end - start < at_least {
+            start -= 1;
+            digits[start] = b'0' + (m % 10) as u8;
             m /= 10;
-            if m == 0 {
-                break;
-            }
-        },
-        Err(_) => {
-            let mut m = magnitude.unsigned_abs();
-            loop {
-                push((m % 10) as u8);
-                m /= 10;
-                if m == 0 {
-                    break;
-                }
-            }
         }
+    };
+    if magnitude >= TEN_19 {
+        push((magnitude % TEN_19) as u64, 19);
+        push((magnitude / TEN_19) as u64, 1);
+    } else {
+        push(magnitude as u64, 1);
     }
     let start = start.min(digits.len().saturating_sub(width));
     let mut out = String::with_capacity(sign.len() + digits.len() - start);

@@ -91,14 +91,16 @@ pub fn check_table_name(name: &str) -> Result<(), ModelError> {
 
 /// Checks everything about an entity the store is asked to write:
 /// keys, property names, property count, value ranges and total size.
-pub fn check_entity(entity: &Entity) -> Result<(), ModelError> {
+/// Returns the entity's billed size (see [`Entity::billed_size`]).
+pub fn check_entity(entity: &Entity) -> Result<usize, ModelError> {
     check_key(KeyKind::PartitionKey, entity.partition_key())?;
     check_key(KeyKind::RowKey, entity.row_key())?;
     check_entity_shape(entity)
 }
 
 /// The part of [`check_entity`] that a merge can change: names, count, size.
-pub fn check_entity_shape(entity: &Entity) -> Result<(), ModelError> {
+/// Returns the entity's billed size.
+pub fn check_entity_shape(entity: &Entity) -> Result<usize, ModelError> {
     if entity.properties.len() > MAX_PROPERTIES {
         return Err(ModelError::TooManyProperties {
             count: entity.properties.len(),
@@ -111,7 +113,7 @@ pub fn check_entity_shape(entity: &Entity) -> Result<(), ModelError> {
     if size > MAX_ENTITY_BYTES {
         return Err(ModelError::EntityTooLarge { bytes: size });
     }
-    Ok(())
+    Ok(size)
 }
 
 #[cfg(test)]

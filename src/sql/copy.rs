@@ -369,9 +369,9 @@ impl CopyIn {
             self.def.check_row(&row)?;
             let key = self.def.entity_key(&row)?;
             let entity = self.def.row_to_entity(key, &row)?;
-            check_entity(&entity).map_err(StoreError::from)?;
-            near_limits.note(&entity, Some(&self.def));
-            rows.push_entity(&entity);
+            let billed_size = check_entity(&entity).map_err(StoreError::from)?;
+            near_limits.note(&entity, billed_size, Some(&self.def));
+            rows.push_entity_of_size(&entity, billed_size);
         }
         Ok((rows, near_limits))
     }

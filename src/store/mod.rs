@@ -380,7 +380,9 @@ pub fn check_op(op: &WriteOp) -> Result<()> {
         | WriteOp::InsertOrReplace(e)
         | WriteOp::InsertOrMerge(e)
         | WriteOp::Replace { entity: e, .. }
-        | WriteOp::Merge { entity: e, .. } => check_entity(e)?,
+        | WriteOp::Merge { entity: e, .. } => {
+            check_entity(e)?;
+        }
     }
     Ok(())
 }

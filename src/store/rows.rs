@@ -159,10 +159,15 @@ impl EncodedRows {
 
     /// Appends an entity, encoding its properties (with its billed size).
     pub fn push_entity(&mut self, entity: &Entity) {
+        self.push_entity_of_size(entity, entity.billed_size());
+    }
+
+    /// [`EncodedRows::push_entity`] when the billed size is known.
+    pub fn push_entity_of_size(&mut self, entity: &Entity, billed_size: usize) {
         let chunk = self.open_chunk();
         let header = RecordHeader {
             version: 0,
-            billed_size: u32::try_from(entity.billed_size()).unwrap_or(u32::MAX),
+            billed_size: u32::try_from(billed_size).unwrap_or(u32::MAX),
         };
         encode_record_into(&mut chunk.records, header, &entity.properties);
         chunk.push_span(

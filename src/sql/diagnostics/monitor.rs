@@ -126,9 +126,14 @@ pub struct NearLimits {
 }
 
 impl NearLimits {
-    /// Counts `entity` if it is within a tenth of a limit.
-    pub fn note(&mut self, entity: &crate::model::Entity, def: Option<&crate::catalog::TableDef>) {
-        if let Some(message) = near_limit(entity, def) {
+    /// Counts `entity`, of `bytes` billed, if it is within a tenth of a limit.
+    pub fn note(
+        &mut self,
+        entity: &crate::model::Entity,
+        bytes: usize,
+        def: Option<&crate::catalog::TableDef>,
+    ) {
+        if let Some(message) = near_limit(entity, bytes, def) {
             self.count += 1;
             self.first.get_or_insert(message);
         }
@@ -181,10 +186,11 @@ impl Writes {
             }
             if let Some(entity) = op_entity(op) {
                 let def = used.iter().find(|d| &d.name == table);
-                near_limits
-                    .entry(table.clone())
-                    .or_default()
-                    .note(entity, def.map(|d| &**d));
+                near_limits.entry(table.clone()).or_default().note(
+                    entity,
+                    entity.billed_size(),
+                    def.map(|d| &**d),
+                );
             }
         }
         Writes {
@@ -212,9 +218,9 @@ fn op_entity(op: &WriteOp) -> Option<&crate::model::Entity> {
 /// A row within a tenth of the 1 MiB or 252-property limit.
 fn near_limit(
     entity: &crate::model::Entity,
+    bytes: usize,
     def: Option<&crate::catalog::TableDef>,
 ) -> Option<String> {
-    let bytes = entity.billed_size();
     let properties = entity.properties.len();
     // The row by its key columns' values, as SQL shows them (made only
     // for a row that earns a warning: every written row passes here).

@@ -21,9 +21,10 @@ use crate::store::{EncodedRows, StoreError};
 /// Lines each thread makes into rows at a time.
 const PART_ROWS: usize = 8192;
 
-/// Threads that make lines into rows: the machine's cores, up to 4.
-fn parts() -> usize {
-    std::thread::available_parallelism().map_or(1, |n| n.get().min(4))
+/// Lines held before they are made into rows: a part for each of the
+/// machine's cores, up to 4.
+fn lines_per_flush() -> usize {
+    PART_ROWS * std::thread::available_parallelism().map_or(1, |n| n.get().min(4))
 }
 
 /// The format options of a COPY.
@@ -115,6 +116,8 @@ pub struct CopyIn {
     pending: Vec<u8>,
     /// Lines parsed, not yet made into entities.
     lines_parsed: Vec<Vec<Option<String>>>,
+    /// How many lines are made into rows at once ([`lines_per_flush`]).
+    flush_at: usize,
     /// The entities made, in stored form (what a COPY holds until it
     /// commits).
     rows: EncodedRows,
@@ -133,6 +136,7 @@ impl CopyIn {
             format,
             pending: Vec::new(),
             lines_parsed: Vec::new(),
+            flush_at: lines_per_flush(),
             rows: EncodedRows::new(),
             near_limits: NearLimits::default(),
             lines: 0,
@@ -161,7 +165,7 @@ impl CopyIn {
         }
         pending.drain(..start);
         self.pending = pending;
-        if self.lines_parsed.len() >= PART_ROWS * parts() {
+        if self.lines_parsed.len() >= self.flush_at {
             self.flush()?;
         }
         Ok(())

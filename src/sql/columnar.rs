@@ -3,46 +3,64 @@
 //! The store keeps each entity as one record: right for point reads and
 //! writes, costly for an analytic query that reads a few columns of every
 //! row, since every record is decoded. A column copy holds a table's rows
-//! as Arrow record batches, one Arrow IPC file per column, in key order,
-//! made from one read view. A scan of the whole table reads only the files
-//! of the columns it needs, when the copy was made at the version its own
-//! read view sees (`EntityRead::table_version`): same version, same
+//! as Arrow record batches, one Arrow IPC file per column and piece, in key
+//! order, made from one read view. A scan of the whole table reads only the
+//! files of the columns it needs, when the copy was made at the version its
+//! own read view sees (`EntityRead::table_version`): same version, same
 //! entities, so the same answer.
 //!
-//! A copy is made in the background once a second whole-table scan finds
-//! the table unchanged since the first (a table written between its scans
-//! would not keep a copy long), for tables of at least [`MIN_ROWS`]
-//! entities. The copies live in a directory of the engine's own under the
-//! store's derived files; a copy's files go when a newer copy replaces it
-//! or the table changes (once no scan reads them), and the directory goes
-//! with the engine.
+//! When a copy is made, for tables of at least [`MIN_ROWS`] entities:
+//! - after a bulk load (COPY), once the table has had no other load for
+//!   [`QUIET`]: loaded tables are read next. A load that starts meanwhile
+//!   abandons the copy, unless a scan waits for it;
+//! - by the first whole-table scan after a bulk load, or by a second scan
+//!   that finds the table unchanged since the first (a table written
+//!   between its scans would not keep a copy long).
+//!
+//! A whole-table scan that finds a copy of its version being made waits for
+//! it rather than read the store beside it: the copy reads the store once,
+//! on every core, and the scan then reads only its columns.
+//!
+//! The copies live in a directory of the engine's own under the store's
+//! derived files; a copy's files go when a newer copy replaces it or the
+//! table changes (once no scan reads them), and the directory goes with the
+//! engine.
 
 use std::collections::HashMap;
 use std::fs::File;
 use std::io::BufWriter;
+use std::ops::Bound;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
-use datafusion::arrow::array::RecordBatch;
+use datafusion::arrow::array::{ArrayRef, RecordBatch};
 use datafusion::arrow::datatypes::{Schema, SchemaRef};
 use datafusion::arrow::error::ArrowError;
 use datafusion::arrow::ipc::reader::FileReader;
 use datafusion::arrow::ipc::writer::FileWriter;
+use tokio::sync::watch;
 
 use super::convert::RowDecoder;
 use crate::catalog::TableDef;
-use crate::store::{EncodedRows, EntityRead, Query};
+use crate::store::{EncodedRows, EntityRead, KeyRange, Query, TableStore};
 
 /// Tables with fewer entities are scanned from the store: their scans are
 /// short either way.
 pub const MIN_ROWS: usize = 10_000;
 /// Rows per record batch of a copy.
 const BATCH_ROWS: usize = 8192;
+/// How long a bulk-loaded table must go without another load before it is
+/// copied (loads of many COPYs come one right after another).
+const QUIET: Duration = Duration::from_secs(1);
+
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
 /// The column copies of one engine's tables.
 pub struct ColumnCopies {
     dir: PathBuf,
+    store: Arc<dyn TableStore>,
     next_copy: AtomicU64,
     tables: Mutex<HashMap<String, TableCopies>>,
 }
@@ -52,8 +70,38 @@ struct TableCopies {
     ready: Option<Arc<ColumnCopy>>,
     /// The version the last whole-table scan saw.
     scanned: Option<u64>,
-    /// Whether a copy is being made.
-    building: bool,
+    building: Option<Build>,
+    /// Bulk loads committed so far; a load waits [`QUIET`] for the next.
+    loads: u64,
+    /// Bulk loads under way.
+    loading: usize,
+    /// Bulk-loaded since the last copy was started.
+    loaded: bool,
+}
+
+/// A copy being made.
+struct Build {
+    version: u64,
+    /// Word of its end.
+    made: watch::Receiver<bool>,
+    /// Set to stop it early (a load started, and no scan waits for it).
+    abandon: Arc<AtomicBool>,
+    /// Whether a scan waits for it.
+    waited: bool,
+}
+
+/// A bulk load of a table under way (dropped when it ends, committed or not).
+pub struct Loading {
+    copies: Arc<ColumnCopies>,
+    table: String,
+}
+
+impl Drop for Loading {
+    fn drop(&mut self) {
+        if let Some(table) = lock(&self.copies.tables).get_mut(&self.table) {
+            table.loading -= 1;
+        }
+    }
 }
 
 /// A table's rows at one version, column by column.
@@ -62,8 +110,9 @@ pub struct ColumnCopy {
     version: u64,
     /// The table's columns when the copy was made.
     schema: SchemaRef,
-    /// The rows of each batch.
-    batch_rows: Vec<usize>,
+    /// The rows of each batch of each piece (pieces in key order, each
+    /// with files of its own).
+    pieces: Vec<Vec<usize>>,
 }
 
 impl Drop for ColumnCopy {
@@ -86,9 +135,10 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 static ENGINES: AtomicU64 = AtomicU64::new(0);
 
 impl ColumnCopies {
-    /// Copies kept under `derived` (the store's derived files directory).
-    /// The directories left there by processes that stopped are removed.
-    pub fn open(derived: &Path) -> std::io::Result<ColumnCopies> {
+    /// Copies of `store`'s tables kept under `derived` (the store's derived
+    /// files directory). The directories left there by processes that
+    /// stopped are removed.
+    pub fn open(derived: &Path, store: Arc<dyn TableStore>) -> std::io::Result<ColumnCopies> {
         let pid = std::process::id();
         let own = format!("column-copies-{pid}-");
         if let Ok(entries) = std::fs::read_dir(derived) {
@@ -107,14 +157,86 @@ impl ColumnCopies {
         std::fs::create_dir_all(&dir)?;
         Ok(ColumnCopies {
             dir,
+            store,
             next_copy: AtomicU64::new(0),
             tables: Mutex::default(),
         })
     }
 
+    /// Notes that a bulk load of `table` starts: no copy is started until it
+    /// ends, and one made in the background is abandoned.
+    pub fn loading(self: &Arc<Self>, table: &str) -> Loading {
+        let mut tables = lock(&self.tables);
+        let copies = tables.entry(table.to_owned()).or_default();
+        copies.loading += 1;
+        if let Some(build) = copies.building.as_ref().filter(|b| !b.waited) {
+            build.abandon.store(true, Ordering::Relaxed);
+        }
+        Loading {
+            copies: self.clone(),
+            table: table.to_owned(),
+        }
+    }
+
+    /// Notes a committed bulk load of `def`'s table: it is copied once no
+    /// other load follows for [`QUIET`], and its next whole-table scan
+    /// makes the copy if that comes first.
+    pub fn loaded(self: &Arc<Self>, def: &Arc<TableDef>) {
+        let load = {
+            let mut tables = lock(&self.tables);
+            let copies = tables.entry(def.name.clone()).or_default();
+            copies.loaded = true;
+            copies.loads += 1;
+            copies.loads
+        };
+        let copies = self.clone();
+        let def = def.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(QUIET).await;
+            let reader = copies.store.read_view();
+            let Ok(Some(version)) = reader.table_version(&def.name).await else {
+                return;
+            };
+            let Ok(stats) = copies.store.table_stats(&def.name).await else {
+                return;
+            };
+            let schema = super::provider::table_schema(&def, false);
+            let mut tables = lock(&copies.tables);
+            let table = tables.entry(def.name.clone()).or_default();
+            let current = table.ready.as_ref().is_some_and(|r| r.version >= version);
+            if table.loads == load
+                && table.loading == 0
+                && table.loaded
+                && table.building.is_none()
+                && !current
+                && stats.entities >= MIN_ROWS as u64
+            {
+                copies.start_copy(table, def, schema, reader, version, false);
+            }
+        });
+    }
+
+    /// Whether `table` at `version` has a copy (`ready`) or one is being
+    /// made (`making`).
+    pub fn state(&self, table: &str, version: u64) -> Option<&'static str> {
+        let tables = lock(&self.tables);
+        let copies = tables.get(table)?;
+        if copies.ready.as_ref().is_some_and(|r| r.version == version) {
+            Some("ready")
+        } else if copies
+            .building
+            .as_ref()
+            .is_some_and(|b| b.version == version)
+        {
+            Some("making")
+        } else {
+            None
+        }
+    }
+
     /// The copy a whole-table scan through `reader` may read instead of the
-    /// table, if there is one; the scan counts towards making a copy
-    /// (`entities`: about how many the table holds).
+    /// table, if there is one or if this scan makes one (it then waits for
+    /// it); `entities`: about how many the table holds.
     pub async fn for_scan(
         self: &Arc<Self>,
         def: &Arc<TableDef>,
@@ -123,63 +245,123 @@ impl ColumnCopies {
     ) -> Option<Arc<ColumnCopy>> {
         let version = reader.table_version(&def.name).await.ok()??;
         let schema = super::provider::table_schema(def, false);
-        let mut tables = lock(&self.tables);
-        let copies = tables.entry(def.name.clone()).or_default();
-        if let Some(ready) = &copies.ready {
-            if ready.version == version && ready.schema == schema {
-                return Some(ready.clone());
+        let mut made = {
+            let mut tables = lock(&self.tables);
+            let copies = tables.entry(def.name.clone()).or_default();
+            if let Some(ready) = &copies.ready {
+                if ready.version == version && ready.schema == schema {
+                    return Some(ready.clone());
+                }
+                if ready.version < version {
+                    // The table changed: scans of older views that still
+                    // read the copy keep its files until they end.
+                    copies.ready = None;
+                }
             }
-            if ready.version < version {
-                // The table changed: scans of older views that still read
-                // the copy keep its files until they end.
-                copies.ready = None;
+            match &mut copies.building {
+                Some(build) if build.version == version => {
+                    build.waited = true;
+                    build.abandon.store(false, Ordering::Relaxed);
+                    build.made.clone()
+                }
+                // A copy of another version is being made.
+                Some(_) => return None,
+                None => {
+                    let again = copies.scanned == Some(version) || copies.loaded;
+                    copies.scanned = Some(version);
+                    if !again || entities.is_none_or(|n| n < MIN_ROWS) {
+                        return None;
+                    }
+                    let (def, reader) = (def.clone(), reader.clone());
+                    self.start_copy(copies, def, schema.clone(), reader, version, true)
+                }
             }
-        }
-        let again = copies.scanned == Some(version);
-        copies.scanned = Some(version);
-        if again && !copies.building && entities.is_some_and(|n| n >= MIN_ROWS) {
-            copies.building = true;
-            self.start_copy(def.clone(), schema, reader.clone(), version);
-        }
-        None
+        };
+        // Made or failed: either way the scan goes on.
+        let _ = made.wait_for(|done| *done).await;
+        let tables = lock(&self.tables);
+        let ready = tables.get(&def.name)?.ready.as_ref()?;
+        (ready.version == version && ready.schema == schema).then(|| ready.clone())
     }
 
-    /// Makes a copy of the table as `reader` sees it, on a thread of its own.
+    /// Makes a copy of the table as `reader` sees it, on threads of its
+    /// own (`waited`: a scan waits for it); the receiver learns when it is
+    /// made, has failed or was abandoned.
     fn start_copy(
         self: &Arc<Self>,
+        table: &mut TableCopies,
         def: Arc<TableDef>,
         schema: SchemaRef,
         reader: Arc<dyn EntityRead>,
         version: u64,
-    ) {
+        waited: bool,
+    ) -> watch::Receiver<bool> {
+        let (done, made) = watch::channel(false);
+        let abandon = Arc::new(AtomicBool::new(false));
+        table.building = Some(Build {
+            version,
+            made: made.clone(),
+            abandon: abandon.clone(),
+            waited,
+        });
+        table.loaded = false;
         let copies = self.clone();
         let runtime = tokio::runtime::Handle::current();
-        tokio::task::spawn_blocking(move || {
+        tokio::spawn(async move {
+            let parts = std::thread::available_parallelism().map_or(1, |n| n.get());
+            // Only a hint: pieces of about the same size.
+            let points = copies
+                .store
+                .split_points(&def.name, parts)
+                .await
+                .unwrap_or_default();
             let dir = copies.dir.join(format!(
                 "{}",
                 copies.next_copy.fetch_add(1, Ordering::Relaxed)
             ));
-            let made = make_copy(&runtime, &def, &*reader, dir, schema, version);
+            let start = Instant::now();
+            let made = tokio::task::spawn_blocking({
+                let def = def.clone();
+                let abandon = abandon.clone();
+                move || {
+                    make_copy(
+                        &runtime, &def, &*reader, dir, schema, version, &points, &abandon,
+                    )
+                }
+            })
+            .await
+            .map_err(BoxError::from)
+            .and_then(|made| made);
             let mut tables = lock(&copies.tables);
             let entry = tables.entry(def.name.clone()).or_default();
-            entry.building = false;
+            entry.building = None;
             match made {
                 Ok(copy) if entry.ready.as_ref().is_none_or(|r| r.version <= version) => {
                     tracing::debug!(
-                        "column copy of {:?} at version {version}: {} batches",
+                        "column copy of {:?} at version {version}: {} pieces in {:.1?}",
                         def.name,
-                        copy.batch_rows.len()
+                        copy.pieces.len(),
+                        start.elapsed()
                     );
                     entry.ready = Some(Arc::new(copy));
                 }
                 Ok(_) => {}
+                Err(_) if abandon.load(Ordering::Relaxed) => {
+                    tracing::debug!("column copy of {:?} abandoned for a load", def.name)
+                }
                 Err(e) => tracing::warn!("no column copy of {:?}: {e}", def.name),
             }
+            drop(tables);
+            let _ = done.send(true);
         });
+        made
     }
 }
 
-/// Reads every row of the table through `reader` into a copy in `dir`.
+/// Reads every row of the table through `reader` into a copy in `dir`, one
+/// piece per range between `points` (partition keys in order), each on a
+/// thread of its own; `abandon` stops it with an error.
+#[allow(clippy::too_many_arguments)]
 fn make_copy(
     runtime: &tokio::runtime::Handle,
     def: &TableDef,
@@ -187,106 +369,157 @@ fn make_copy(
     dir: PathBuf,
     schema: SchemaRef,
     version: u64,
-) -> Result<ColumnCopy, Box<dyn std::error::Error + Send + Sync>> {
+    points: &[String],
+    abandon: &AtomicBool,
+) -> Result<ColumnCopy, BoxError> {
     std::fs::create_dir_all(&dir)?;
     // From here the copy removes its files if it is not finished.
     let mut copy = ColumnCopy {
         dir,
         version,
         schema,
-        batch_rows: Vec::new(),
+        pieces: Vec::new(),
     };
-    let mut writers = copy
-        .schema
-        .fields()
-        .iter()
-        .enumerate()
-        .map(|(i, field)| {
-            let file = BufWriter::new(File::create(copy.column_file(i))?);
-            Ok(FileWriter::try_new(
-                file,
-                &Schema::new(vec![field.as_ref().clone()]),
-            )?)
+    let ranges: Vec<KeyRange> = (0..=points.len())
+        .map(|i| KeyRange::Partitions {
+            from: match i {
+                0 => Bound::Unbounded,
+                _ => Bound::Included(points[i - 1].clone()),
+            },
+            to: match points.get(i) {
+                Some(point) => Bound::Excluded(point.clone()),
+                None => Bound::Unbounded,
+            },
         })
-        .collect::<Result<Vec<_>, Box<dyn std::error::Error + Send + Sync>>>()?;
-    let columns: Vec<usize> = (0..def.columns.len()).collect();
-    let mut decoder = RowDecoder::new(def, &columns);
-    let mut query = Query::table().page_size(BATCH_ROWS);
-    query.projection = def.store_projection(columns.iter().copied());
-    let mut rows = EncodedRows::new();
-    let mut continuation = None;
-    loop {
-        rows.clear();
-        continuation = runtime.block_on(reader.query_rows(
-            &def.name,
-            &query,
-            continuation.as_ref(),
-            &mut rows,
-        ))?;
-        if !rows.is_empty() {
-            let batch = decoder.decode(def, copy.schema.clone(), &rows)?;
-            for (writer, column) in writers.iter_mut().zip(batch.columns()) {
-                let schema = writer.schema().clone();
-                writer.write(&RecordBatch::try_new(schema, vec![column.clone()])?)?;
-            }
-            copy.batch_rows.push(batch.num_rows());
-        }
-        if continuation.is_none() {
-            break;
-        }
-    }
-    for mut writer in writers {
-        writer.finish()?;
-    }
+        .collect();
+    let copy_ref = &copy;
+    copy.pieces = std::thread::scope(|scope| {
+        let pieces: Vec<_> = ranges
+            .into_iter()
+            .enumerate()
+            .map(|(piece, range)| {
+                scope.spawn(move || {
+                    copy_ref.write_piece(runtime, def, reader, piece, range, abandon)
+                })
+            })
+            .collect();
+        pieces
+            .into_iter()
+            .map(|piece| {
+                piece
+                    .join()
+                    .unwrap_or_else(|_| Err("a column copy thread panicked".into()))
+            })
+            .collect::<Result<Vec<_>, BoxError>>()
+    })?;
     Ok(copy)
 }
 
 impl ColumnCopy {
-    fn column_file(&self, column: usize) -> PathBuf {
-        self.dir.join(format!("{column}.arrow"))
+    fn column_file(&self, piece: usize, column: usize) -> PathBuf {
+        self.dir.join(format!("{piece}-{column}.arrow"))
+    }
+
+    /// Writes the rows of `range` as piece `piece`; returns its batches' row counts.
+    fn write_piece(
+        &self,
+        runtime: &tokio::runtime::Handle,
+        def: &TableDef,
+        reader: &dyn EntityRead,
+        piece: usize,
+        range: KeyRange,
+        abandon: &AtomicBool,
+    ) -> Result<Vec<usize>, BoxError> {
+        let mut writers = self
+            .schema
+            .fields()
+            .iter()
+            .enumerate()
+            .map(|(i, field)| {
+                let file = BufWriter::new(File::create(self.column_file(piece, i))?);
+                Ok(FileWriter::try_new(
+                    file,
+                    &Schema::new(vec![field.as_ref().clone()]),
+                )?)
+            })
+            .collect::<Result<Vec<_>, BoxError>>()?;
+        let columns: Vec<usize> = (0..def.columns.len()).collect();
+        let mut decoder = RowDecoder::new(def, &columns);
+        let mut query = Query::new(range).page_size(BATCH_ROWS);
+        query.projection = def.store_projection(columns.iter().copied());
+        let mut rows = EncodedRows::new();
+        let mut continuation = None;
+        let mut batch_rows = Vec::new();
+        loop {
+            if abandon.load(Ordering::Relaxed) {
+                return Err("abandoned".into());
+            }
+            rows.clear();
+            continuation = runtime.block_on(reader.query_rows(
+                &def.name,
+                &query,
+                continuation.as_ref(),
+                &mut rows,
+            ))?;
+            if !rows.is_empty() {
+                let batch = decoder.decode(def, self.schema.clone(), &rows)?;
+                for (writer, column) in writers.iter_mut().zip(batch.columns()) {
+                    let schema = writer.schema().clone();
+                    writer.write(&RecordBatch::try_new(schema, vec![column.clone()])?)?;
+                }
+                batch_rows.push(batch.num_rows());
+            }
+            if continuation.is_none() {
+                break;
+            }
+        }
+        for mut writer in writers {
+            writer.finish()?;
+        }
+        Ok(batch_rows)
     }
 
     /// Piece `piece` of `pieces` (contiguous runs of batches, so each piece
     /// is in key order) of the table columns `columns`.
-    pub fn read(
-        self: &Arc<Self>,
-        columns: &[usize],
-        piece: usize,
-        pieces: usize,
-    ) -> Result<CopyReader, ArrowError> {
-        let (batches, pieces) = (self.batch_rows.len(), pieces.max(1));
-        let (start, end) = (batches * piece / pieces, batches * (piece + 1) / pieces);
-        let readers = columns
-            .iter()
-            .map(|&column| {
-                let file = File::open(self.column_file(column))?;
-                let mut reader = FileReader::try_new_buffered(file, None)?;
-                if start < end {
-                    reader.set_index(start)?;
-                }
-                Ok(reader)
-            })
-            .collect::<Result<Vec<_>, ArrowError>>()?;
-        Ok(CopyReader {
-            readers,
-            next: start,
-            end,
+    pub fn read(self: &Arc<Self>, columns: &[usize], piece: usize, pieces: usize) -> CopyReader {
+        let batches: usize = self.pieces.iter().map(Vec::len).sum();
+        let pieces = pieces.max(1);
+        CopyReader {
+            columns: columns.to_vec(),
+            next: batches * piece / pieces,
+            end: batches * (piece + 1) / pieces,
+            open: None,
             copy: self.clone(),
-        })
+        }
+    }
+
+    /// The piece holding batch `batch` (counted over all pieces), and the
+    /// batch's place in it.
+    fn locate(&self, mut batch: usize) -> (usize, usize) {
+        for (piece, batches) in self.pieces.iter().enumerate() {
+            if batch < batches.len() {
+                return (piece, batch);
+            }
+            batch -= batches.len();
+        }
+        (self.pieces.len(), 0)
     }
 }
 
 /// Reads some columns of a copy, batch by batch.
 pub struct CopyReader {
-    readers: Vec<FileReader<std::io::BufReader<File>>>,
+    columns: Vec<usize>,
+    /// The next batch and the one after the last, counted over all pieces.
     next: usize,
     end: usize,
+    /// The piece being read, and its files.
+    open: Option<(usize, Vec<FileReader<std::io::BufReader<File>>>)>,
     /// The copy's files stay while they are read.
     copy: Arc<ColumnCopy>,
 }
 
 /// A batch's row count and columns.
-pub type CopyBatch = (usize, Vec<datafusion::arrow::array::ArrayRef>);
+pub type CopyBatch = (usize, Vec<ArrayRef>);
 
 impl CopyReader {
     /// The next batch's rows and columns, in the order asked; `None` at the end.
@@ -294,16 +527,33 @@ impl CopyReader {
         if self.next == self.end {
             return None;
         }
-        let rows = self.copy.batch_rows[self.next];
+        let (piece, index) = self.copy.locate(self.next);
         self.next += 1;
-        let columns = self
-            .readers
+        Some(self.batch(piece, index))
+    }
+
+    fn batch(&mut self, piece: usize, index: usize) -> Result<CopyBatch, ArrowError> {
+        if self.open.as_ref().is_none_or(|(open, _)| *open != piece) {
+            let readers = self
+                .columns
+                .iter()
+                .map(|&column| {
+                    let file = File::open(self.copy.column_file(piece, column))?;
+                    let mut reader = FileReader::try_new_buffered(file, None)?;
+                    reader.set_index(index)?;
+                    Ok(reader)
+                })
+                .collect::<Result<Vec<_>, ArrowError>>()?;
+            self.open = Some((piece, readers));
+        }
+        let (_, readers) = self.open.as_mut().expect("opened above");
+        let columns = readers
             .iter_mut()
             .map(|reader| match reader.next() {
                 Some(batch) => Ok(batch?.column(0).clone()),
                 None => Err(ArrowError::IpcError("a column copy ended early".into())),
             })
-            .collect::<Result<Vec<_>, ArrowError>>();
-        Some(columns.map(|columns| (rows, columns)))
+            .collect::<Result<Vec<_>, ArrowError>>()?;
+        Ok((self.copy.pieces[piece][index], columns))
     }
 }

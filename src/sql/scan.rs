@@ -324,10 +324,9 @@ impl ExecutionPlan for StoreScan {
         let pieces = self.spec.splits.len().max(1);
         // A join's key lookup may still narrow it on the first poll.
         let cursor = match &self.spec.copy {
-            Some(copy) if !self.spec.reverse => Cursor::Copy(
-                copy.read(&self.spec.decoded, partition, pieces)
-                    .map_err(external)?,
-            ),
+            Some(copy) if !self.spec.reverse => {
+                Cursor::Copy(copy.read(&self.spec.decoded, partition, pieces))
+            }
             _ => Cursor::new(access, self.spec.reverse, &self.spec),
         };
         let state = ScanState {

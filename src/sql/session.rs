@@ -67,7 +67,7 @@ impl Engine {
             .build_arc()?;
         // Without their directory, scans read the store.
         let copies = store.derived_files_dir().and_then(|dir| {
-            super::columnar::ColumnCopies::open(&dir)
+            super::columnar::ColumnCopies::open(&dir, store.clone())
                 .inspect_err(|e| {
                     tracing::warn!(
                         "no column copies of tables: cannot make {}: {e}",
@@ -228,6 +228,8 @@ pub struct Session {
     settings: Settings,
     /// A COPY FROM STDIN receiving data, or the error that ended it.
     copy_in: Option<Result<CopyIn>>,
+    /// The COPY FROM STDIN under way, as column copies see it.
+    loading: Option<super::columnar::Loading>,
     /// Open cursors, by name.
     cursors: HashMap<String, Cursor>,
     /// Notices for the client, sent with the next replies.
@@ -303,6 +305,7 @@ impl Session {
                 engine.store().clone(),
                 view.clone(),
                 engine.monitor.clone(),
+                engine.copies.clone(),
             )),
         );
         let _ = catalog.register_schema(
@@ -334,6 +337,7 @@ impl Session {
             txn: None,
             settings,
             copy_in: None,
+            loading: None,
             cursors: HashMap::new(),
             notices: Notices::default(),
             statement_text: Arc::from(""),
@@ -1392,6 +1396,9 @@ impl Session {
                 })
                 .collect::<Result<_>>()?
         };
+        if let Some(copies) = &self.engine.copies {
+            self.loading = Some(copies.loading(&def.name));
+        }
         let copy = CopyIn::new(def, columns, format);
         let columns = copy.columns();
         self.copy_in = Some(Ok(copy));
@@ -1435,12 +1442,14 @@ impl Session {
                 "no COPY in progress".into(),
             )),
         };
+        self.loading = None;
         result.map_err(|e| self.fail(e))
     }
 
     /// The client abandoned COPY FROM STDIN.
     pub fn copy_failed(&mut self, message: &str) -> SqlError {
         self.copy_in = None;
+        self.loading = None;
         self.fail(SqlError::value(
             "57014",
             format!("COPY from stdin failed: {message}"),
@@ -1461,7 +1470,10 @@ impl Session {
                 self.apply_to_transaction(changes, &used)?
             }
             None => {
-                self.insert_rows(rows, near_limits, used).await?;
+                self.insert_rows(rows, near_limits, used.clone()).await?;
+                if let Some(copies) = &self.engine.copies {
+                    copies.loaded(&used);
+                }
             }
         }
         Ok(count)

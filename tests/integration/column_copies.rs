@@ -1,27 +1,15 @@
-//! Whole-table scans read a table's column copy once a second scan finds
-//! the table unchanged (`read_from_copy` in `EXPLAIN ANALYZE`), with the
-//! same answers as the store's; a write, or a transaction's own writes,
-//! send scans back to the store.
+//! Whole-table scans read a table's column copy (`read_from_copy` in
+//! `EXPLAIN ANALYZE`), made after a bulk load or once a second scan finds
+//! the table unchanged, with the same answers as the store's; a write, or a
+//! transaction's own writes, send scans back to the store.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use tokio_postgres::Client;
 
 use crate::common::{copy_lines, scan_metric, simple_rows, TestServer};
 
 const ROWS: i64 = 30_000;
-
-/// Runs `sql` until its scan of `table` reads the column copy.
-async fn wait_for_copy(client: &Client, sql: &str, table: &str) {
-    let start = Instant::now();
-    while scan_metric(client, sql, table, "read_from_copy").await == 0 {
-        assert!(
-            start.elapsed() < Duration::from_secs(60),
-            "no column copy of {table} after a minute"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
 
 const SUMMARY: &str = "SELECT g, count(*), sum(n), max(v), min(id) FROM t GROUP BY g ORDER BY g";
 const FILTERED: &str = "SELECT count(*), sum(id) FROM t WHERE n % 7 = 3 AND v LIKE 'v1%'";
@@ -43,27 +31,35 @@ async fn whole_table_scans_read_the_column_copy_while_the_table_is_unchanged() {
         .collect();
     assert_eq!(copy_lines(&client, "t", lines).await.unwrap(), ROWS as u64);
 
-    // Answers from the store: the first scan notes the version, the second
-    // starts the copy.
+    // The first whole-table scan after a bulk load makes the copy, waits
+    // for it and reads it.
     assert_eq!(
         scan_metric(&client, SUMMARY, "t", "read_from_copy").await,
-        0
+        ROWS as u64
     );
-    let summary = simple_rows(&client, SUMMARY).await;
-    assert_eq!(summary.len(), 13);
-    let filtered = simple_rows(&client, FILTERED).await;
+    let summary: Vec<Vec<String>> = (0..13)
+        .map(|g| {
+            let rows: Vec<i64> = (0..ROWS).filter(|i| i % 13 == g).collect();
+            let max_v = rows.iter().map(|i| format!("v{}", i * 7 % 1000)).max();
+            vec![
+                g.to_string(),
+                rows.len().to_string(),
+                rows.iter().map(|i| i * 3).sum::<i64>().to_string(),
+                max_v.unwrap(),
+                rows[0].to_string(),
+            ]
+        })
+        .collect();
+    assert_eq!(simple_rows(&client, SUMMARY).await, summary);
     let expected: Vec<i64> = (0..ROWS)
         .filter(|i| (i * 3) % 7 == 3 && format!("v{}", i * 7 % 1000).starts_with("v1"))
         .collect();
-    assert_eq!(
-        filtered,
-        vec![vec![
-            expected.len().to_string(),
-            expected.iter().sum::<i64>().to_string()
-        ]]
-    );
+    let filtered = vec![vec![
+        expected.len().to_string(),
+        expected.iter().sum::<i64>().to_string(),
+    ]];
+    assert_eq!(simple_rows(&client, FILTERED).await, filtered);
 
-    wait_for_copy(&client, SUMMARY, "t").await;
     let plan = simple_rows(&client, &format!("EXPLAIN {SUMMARY}")).await;
     assert!(
         plan.iter()
@@ -124,14 +120,19 @@ async fn whole_table_scans_read_the_column_copy_while_the_table_is_unchanged() {
         simple_rows(&client, in_block).await,
         vec![vec![(total + 1_000_000).to_string()]]
     );
-    // Unchanged again: a new copy, with the write in it.
-    wait_for_copy(&client, in_block, "t").await;
+    // Unchanged again: the second scan makes a new copy, with the write in
+    // it, and waits for it.
+    assert_eq!(
+        scan_metric(&client, in_block, "t", "read_from_copy").await,
+        ROWS as u64
+    );
     assert_eq!(
         simple_rows(&client, in_block).await,
         vec![vec![(total + 1_000_000).to_string()]]
     );
 
-    // A new column: the copy does not have it, so scans read the store.
+    // A new column: the copy does not have it. The rows did not change
+    // since the last scan, so the next scan makes a copy that has it.
     client
         .batch_execute("ALTER TABLE t ADD COLUMN extra int")
         .await
@@ -139,10 +140,70 @@ async fn whole_table_scans_read_the_column_copy_while_the_table_is_unchanged() {
     let with_extra = "SELECT count(*), count(extra) FROM t";
     assert_eq!(
         scan_metric(&client, with_extra, "t", "read_from_copy").await,
-        0
+        ROWS as u64
     );
     assert_eq!(
         simple_rows(&client, with_extra).await,
         vec![vec![ROWS.to_string(), "0".to_string()]]
+    );
+}
+
+/// The table's `column_copy` in `tablegate.tables`.
+async fn copy_state(client: &Client, table: &str) -> String {
+    let sql = format!("SELECT column_copy FROM tablegate.tables WHERE table_name = '{table}'");
+    simple_rows(client, &sql).await.remove(0).remove(0)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bulk_loaded_table_is_copied_once_no_other_load_follows() {
+    let server = TestServer::start().await;
+    let client = server.client().await;
+    client
+        .batch_execute("CREATE TABLE loaded (id int PRIMARY KEY, v text)")
+        .await
+        .unwrap();
+    let lines = |from: i64| -> String {
+        (from..from + ROWS)
+            .map(|i| format!("{i}\tv{i}\n"))
+            .collect()
+    };
+    assert_eq!(
+        copy_lines(&client, "loaded", lines(0)).await.unwrap(),
+        ROWS as u64
+    );
+    // No scan: the copy is made once the load has been alone for a while.
+    let start = std::time::Instant::now();
+    while copy_state(&client, "loaded").await != "ready" {
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "no column copy after a minute"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let whole = "SELECT count(*), max(v) FROM loaded";
+    assert_eq!(
+        scan_metric(&client, whole, "loaded", "read_from_copy").await,
+        ROWS as u64
+    );
+    let max_v = |rows: i64| (0..rows).map(|i| format!("v{i}")).max().unwrap();
+    assert_eq!(
+        simple_rows(&client, whole).await,
+        vec![vec![ROWS.to_string(), max_v(ROWS)]]
+    );
+
+    // A second load: the copy no longer holds the latest rows; the first
+    // scan after it makes one and reads it.
+    assert_eq!(
+        copy_lines(&client, "loaded", lines(ROWS)).await.unwrap(),
+        ROWS as u64
+    );
+    assert_eq!(
+        scan_metric(&client, whole, "loaded", "read_from_copy").await,
+        2 * ROWS as u64
+    );
+    assert_eq!(copy_state(&client, "loaded").await, "ready");
+    assert_eq!(
+        simple_rows(&client, whole).await,
+        vec![vec![(2 * ROWS).to_string(), max_v(2 * ROWS)]]
     );
 }

@@ -3,8 +3,9 @@
 //! queried with SQL (`SELECT * FROM tablegate.partitions ORDER BY hot_rank`).
 //!
 //! - `tables`: every table and view, with its entities, bytes (the Azure
-//!   service's size formula), non-empty partitions, traffic since start and
-//!   the shape of its recent writes;
+//!   service's size formula), non-empty partitions, traffic since start,
+//!   the shape of its recent writes and its column copy (`ready` when one
+//!   holds its latest rows, `making` while one is made);
 //! - `partitions`: per partition, entities, bytes, reads and writes since
 //!   start and per second over the last minute, and its rank by traffic;
 //! - `indexes`: every secondary index, its state (`built`, or `building`
@@ -24,6 +25,7 @@ use datafusion::common::Result as DfResult;
 use super::traffic::WriteShape;
 use super::Monitor;
 use crate::catalog::{Catalog, TableDef};
+use crate::sql::columnar::ColumnCopies;
 use crate::sql::pg_catalog::{table, Cell, Ty};
 use crate::sql::provider::ReadView;
 use crate::store::{TableStats, TableStore};
@@ -50,6 +52,7 @@ const TABLES: &[(&str, Ty)] = &[
     ("scans", Ty::Int8),
     ("entities_scanned", Ty::Int8),
     ("write_pattern", Ty::Text),
+    ("column_copy", Ty::Text),
 ];
 
 const PARTITIONS: &[(&str, Ty)] = &[
@@ -129,6 +132,7 @@ pub struct DiagnosticsSchema {
     store: Arc<dyn TableStore>,
     view: Arc<ReadView>,
     monitor: Arc<Monitor>,
+    copies: Option<Arc<ColumnCopies>>,
 }
 
 impl std::fmt::Debug for DiagnosticsSchema {
@@ -162,12 +166,14 @@ impl DiagnosticsSchema {
         store: Arc<dyn TableStore>,
         view: Arc<ReadView>,
         monitor: Arc<Monitor>,
+        copies: Option<Arc<ColumnCopies>>,
     ) -> Self {
         DiagnosticsSchema {
             catalog,
             store,
             view,
             monitor,
+            copies,
         }
     }
 
@@ -181,6 +187,17 @@ impl DiagnosticsSchema {
         match self.store.pending_for().await {
             Ok(pending) => Cell::Double(pending.map_or(0.0, |d| d.as_secs_f64())),
             Err(_) => Cell::Null,
+        }
+    }
+
+    async fn column_copy(&self, table: &str) -> Cell {
+        let Some(copies) = &self.copies else {
+            return Cell::Null;
+        };
+        let version = self.store.read_view().table_version(table).await;
+        match version.ok().flatten().and_then(|v| copies.state(table, v)) {
+            Some(state) => state.into(),
+            None => Cell::Null,
         }
     }
 
@@ -216,6 +233,7 @@ impl DiagnosticsSchema {
                     .write_shape
                     .as_ref()
                     .map_or(Cell::Null, |s| shape_name(s).into()),
+                self.column_copy(&def.name).await,
             ]);
         }
         rows

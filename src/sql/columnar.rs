@@ -324,9 +324,8 @@ impl ColumnCopies {
                 let def = def.clone();
                 let abandon = abandon.clone();
                 move || {
-                    make_copy(
-                        &runtime, &def, &*reader, dir, schema, version, &points, &abandon,
-                    )
+                    ColumnCopy::empty(dir, version, schema)?
+                        .fill(&runtime, &def, &*reader, &points, &abandon)
                 }
             })
             .await
@@ -358,64 +357,66 @@ impl ColumnCopies {
     }
 }
 
-/// Reads every row of the table through `reader` into a copy in `dir`, one
-/// piece per range between `points` (partition keys in order), each on a
-/// thread of its own; `abandon` stops it with an error.
-#[allow(clippy::too_many_arguments)]
-fn make_copy(
-    runtime: &tokio::runtime::Handle,
-    def: &TableDef,
-    reader: &dyn EntityRead,
-    dir: PathBuf,
-    schema: SchemaRef,
-    version: u64,
-    points: &[String],
-    abandon: &AtomicBool,
-) -> Result<ColumnCopy, BoxError> {
-    std::fs::create_dir_all(&dir)?;
-    // From here the copy removes its files if it is not finished.
-    let mut copy = ColumnCopy {
-        dir,
-        version,
-        schema,
-        pieces: Vec::new(),
-    };
-    let ranges: Vec<KeyRange> = (0..=points.len())
-        .map(|i| KeyRange::Partitions {
-            from: match i {
-                0 => Bound::Unbounded,
-                _ => Bound::Included(points[i - 1].clone()),
-            },
-            to: match points.get(i) {
-                Some(point) => Bound::Excluded(point.clone()),
-                None => Bound::Unbounded,
-            },
+impl ColumnCopy {
+    /// A copy without rows yet, in the new directory `dir`, which goes with
+    /// it.
+    fn empty(dir: PathBuf, version: u64, schema: SchemaRef) -> std::io::Result<ColumnCopy> {
+        std::fs::create_dir_all(&dir)?;
+        Ok(ColumnCopy {
+            dir,
+            version,
+            schema,
+            pieces: Vec::new(),
         })
-        .collect();
-    let copy_ref = &copy;
-    copy.pieces = std::thread::scope(|scope| {
-        let pieces: Vec<_> = ranges
-            .into_iter()
-            .enumerate()
-            .map(|(piece, range)| {
-                scope.spawn(move || {
-                    copy_ref.write_piece(runtime, def, reader, piece, range, abandon)
-                })
+    }
+
+    /// Reads every row of the table through `reader` into the copy, one
+    /// piece per range between `points` (partition keys in order), each on
+    /// a thread of its own; `abandon` stops it with an error.
+    fn fill(
+        mut self,
+        runtime: &tokio::runtime::Handle,
+        def: &TableDef,
+        reader: &dyn EntityRead,
+        points: &[String],
+        abandon: &AtomicBool,
+    ) -> Result<ColumnCopy, BoxError> {
+        let ranges: Vec<KeyRange> = (0..=points.len())
+            .map(|i| KeyRange::Partitions {
+                from: match i {
+                    0 => Bound::Unbounded,
+                    _ => Bound::Included(points[i - 1].clone()),
+                },
+                to: match points.get(i) {
+                    Some(point) => Bound::Excluded(point.clone()),
+                    None => Bound::Unbounded,
+                },
             })
             .collect();
-        pieces
-            .into_iter()
-            .map(|piece| {
-                piece
-                    .join()
-                    .unwrap_or_else(|_| Err("a column copy thread panicked".into()))
-            })
-            .collect::<Result<Vec<_>, BoxError>>()
-    })?;
-    Ok(copy)
-}
+        let copy = &self;
+        let pieces = std::thread::scope(|scope| {
+            let pieces: Vec<_> = ranges
+                .into_iter()
+                .enumerate()
+                .map(|(piece, range)| {
+                    scope.spawn(move || {
+                        copy.write_piece(runtime, def, reader, piece, range, abandon)
+                    })
+                })
+                .collect();
+            pieces
+                .into_iter()
+                .map(|piece| {
+                    piece
+                        .join()
+                        .unwrap_or_else(|_| Err("a column copy thread panicked".into()))
+                })
+                .collect::<Result<Vec<_>, BoxError>>()
+        })?;
+        self.pieces = pieces;
+        Ok(self)
+    }
 
-impl ColumnCopy {
     fn column_file(&self, piece: usize, column: usize) -> PathBuf {
         self.dir.join(format!("{piece}-{column}.arrow"))
     }

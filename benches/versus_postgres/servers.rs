@@ -18,10 +18,14 @@ pub struct Server {
 }
 
 impl Server {
-    /// The server's resident memory now, in MiB (`VmRSS`).
-    pub fn rss_mib(&self) -> Option<f64> {
+    /// The server's resident memory now, in MiB: `VmRSS` (all of it) or
+    /// `RssAnon` (without the pages of mapped files, which are the system's
+    /// file cache).
+    pub fn memory_mib(&self, field: &str) -> Option<f64> {
         let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).ok()?;
-        let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
+        let line = status
+            .lines()
+            .find(|l| l.strip_prefix(field).is_some_and(|r| r.starts_with(':')))?;
         let kib: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
         Some(kib / 1024.0)
     }

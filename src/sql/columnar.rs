@@ -4,7 +4,8 @@
 //! writes, costly for an analytic query that reads a few columns of every
 //! row, since every record is decoded. A column copy holds a table's rows
 //! as Arrow record batches, one Arrow IPC file per column and piece, in key
-//! order, made from one read view. A scan of the whole table reads only the
+//! order, made from one read view. Scans read the files mapped into memory,
+//! in place: the pages are the system's file cache, shared by every scan. A scan of the whole table reads only the
 //! files of the columns it needs, when the copy was made at the version its
 //! own read view sees (`EntityRead::table_version`): same version, same
 //! entities, so the same answer.
@@ -36,10 +37,12 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use datafusion::arrow::array::{ArrayRef, RecordBatch};
-use datafusion::arrow::datatypes::{Schema, SchemaRef};
+use datafusion::arrow::buffer::Buffer;
+use datafusion::arrow::datatypes::{Field, Schema, SchemaRef};
 use datafusion::arrow::error::ArrowError;
-use datafusion::arrow::ipc::reader::FileReader;
+use datafusion::arrow::ipc::reader::{read_footer_length, FileDecoder};
 use datafusion::arrow::ipc::writer::FileWriter;
+use datafusion::arrow::ipc::{root_as_footer, Block};
 use tokio::sync::watch;
 
 use super::convert::RowDecoder;
@@ -110,9 +113,26 @@ pub struct ColumnCopy {
     version: u64,
     /// The table's columns when the copy was made.
     schema: SchemaRef,
-    /// The rows of each batch of each piece (pieces in key order, each
-    /// with files of its own).
-    pieces: Vec<Vec<usize>>,
+    /// In key order, each with files of its own.
+    pieces: Vec<Piece>,
+}
+
+/// The rows of one key range of a copy.
+struct Piece {
+    /// The rows of each batch.
+    batches: Vec<usize>,
+    /// Each of the table's columns, in the order of the copy's schema.
+    columns: Vec<MappedColumn>,
+}
+
+/// One column of a piece: its file mapped into memory, whose record batches
+/// are read in place (the pages are the system's file cache, not the
+/// server's memory).
+struct MappedColumn {
+    data: Buffer,
+    /// Where each batch is in the file.
+    blocks: Vec<Block>,
+    decoder: FileDecoder,
 }
 
 impl Drop for ColumnCopy {
@@ -421,7 +441,7 @@ impl ColumnCopy {
         self.dir.join(format!("{piece}-{column}.arrow"))
     }
 
-    /// Writes the rows of `range` as piece `piece`; returns its batches' row counts.
+    /// Writes the rows of `range` as piece `piece`.
     fn write_piece(
         &self,
         runtime: &tokio::runtime::Handle,
@@ -430,7 +450,7 @@ impl ColumnCopy {
         piece: usize,
         range: KeyRange,
         abandon: &AtomicBool,
-    ) -> Result<Vec<usize>, BoxError> {
+    ) -> Result<Piece, BoxError> {
         let mut writers = self
             .schema
             .fields()
@@ -477,19 +497,28 @@ impl ColumnCopy {
         for mut writer in writers {
             writer.finish()?;
         }
-        Ok(batch_rows)
+        let columns = self
+            .schema
+            .fields()
+            .iter()
+            .enumerate()
+            .map(|(i, field)| MappedColumn::open(&self.column_file(piece, i), field))
+            .collect::<Result<Vec<_>, BoxError>>()?;
+        Ok(Piece {
+            batches: batch_rows,
+            columns,
+        })
     }
 
     /// Piece `piece` of `pieces` (contiguous runs of batches, so each piece
     /// is in key order) of the table columns `columns`.
     pub fn read(self: &Arc<Self>, columns: &[usize], piece: usize, pieces: usize) -> CopyReader {
-        let batches: usize = self.pieces.iter().map(Vec::len).sum();
+        let batches: usize = self.pieces.iter().map(|p| p.batches.len()).sum();
         let pieces = pieces.max(1);
         CopyReader {
             columns: columns.to_vec(),
             next: batches * piece / pieces,
             end: batches * (piece + 1) / pieces,
-            open: None,
             copy: self.clone(),
         }
     }
@@ -497,11 +526,11 @@ impl ColumnCopy {
     /// The piece holding batch `batch` (counted over all pieces), and the
     /// batch's place in it.
     fn locate(&self, mut batch: usize) -> (usize, usize) {
-        for (piece, batches) in self.pieces.iter().enumerate() {
-            if batch < batches.len() {
-                return (piece, batch);
+        for (index, piece) in self.pieces.iter().enumerate() {
+            if batch < piece.batches.len() {
+                return (index, batch);
             }
-            batch -= batches.len();
+            batch -= piece.batches.len();
         }
         (self.pieces.len(), 0)
     }
@@ -513,9 +542,6 @@ pub struct CopyReader {
     /// The next batch and the one after the last, counted over all pieces.
     next: usize,
     end: usize,
-    /// The piece being read, and its files.
-    open: Option<(usize, Vec<FileReader<std::io::BufReader<File>>>)>,
-    /// The copy's files stay while they are read.
     copy: Arc<ColumnCopy>,
 }
 
@@ -533,28 +559,82 @@ impl CopyReader {
         Some(self.batch(piece, index))
     }
 
-    fn batch(&mut self, piece: usize, index: usize) -> Result<CopyBatch, ArrowError> {
-        if self.open.as_ref().is_none_or(|(open, _)| *open != piece) {
-            let readers = self
-                .columns
-                .iter()
-                .map(|&column| {
-                    let file = File::open(self.copy.column_file(piece, column))?;
-                    let mut reader = FileReader::try_new_buffered(file, None)?;
-                    reader.set_index(index)?;
-                    Ok(reader)
-                })
-                .collect::<Result<Vec<_>, ArrowError>>()?;
-            self.open = Some((piece, readers));
-        }
-        let (_, readers) = self.open.as_mut().expect("opened above");
-        let columns = readers
-            .iter_mut()
-            .map(|reader| match reader.next() {
-                Some(batch) => Ok(batch?.column(0).clone()),
-                None => Err(ArrowError::IpcError("a column copy ended early".into())),
-            })
+    fn batch(&self, piece: usize, index: usize) -> Result<CopyBatch, ArrowError> {
+        let piece = &self.copy.pieces[piece];
+        let columns = self
+            .columns
+            .iter()
+            .map(|&column| piece.columns[column].batch(index))
             .collect::<Result<Vec<_>, ArrowError>>()?;
-        Ok((self.copy.pieces[piece][index], columns))
+        Ok((piece.batches[index], columns))
+    }
+}
+
+impl MappedColumn {
+    /// Maps the Arrow IPC file at `path`, of the one column `field`.
+    fn open(path: &Path, field: &Field) -> Result<MappedColumn, BoxError> {
+        let file = File::open(path)?;
+        // SAFETY: a copy's files are written whole before they are mapped
+        // and never written again; they are removed only with the copy
+        // (a mapping outlives the removal of its file).
+        let map = unsafe { memmap2::Mmap::map(&file)? };
+        let data = Buffer::from(bytes::Bytes::from_owner(map));
+        let trailer = data
+            .len()
+            .checked_sub(10)
+            .ok_or("a column copy file is too short")?;
+        let footer_len = read_footer_length(data[trailer..].try_into()?)?;
+        let footer_start = trailer
+            .checked_sub(footer_len)
+            .ok_or("a column copy file's footer is too long")?;
+        let footer = root_as_footer(&data[footer_start..trailer])
+            .map_err(|e| format!("a column copy file's footer: {e}"))?;
+        let schema = Arc::new(Schema::new(vec![field.clone()]));
+        // SAFETY: this process wrote the file from arrays it had made
+        // (see `fill`), in a directory of its own that a restart removes:
+        // its batches are valid Arrow, and checking them again at every
+        // scan (UTF-8 of every string, every offset) would cost a scan as
+        // much as reading them.
+        let mut decoder =
+            unsafe { FileDecoder::new(schema, footer.version()).with_skip_validation(true) };
+        for block in footer.dictionaries().iter().flatten() {
+            decoder.read_dictionary(block, &block_data(&data, block)?)?;
+        }
+        let blocks = footer
+            .recordBatches()
+            .map(|blocks| blocks.iter().copied().collect())
+            .unwrap_or_default();
+        Ok(MappedColumn {
+            data,
+            blocks,
+            decoder,
+        })
+    }
+
+    /// The column of record batch `index`.
+    fn batch(&self, index: usize) -> Result<ArrayRef, ArrowError> {
+        let block = self
+            .blocks
+            .get(index)
+            .ok_or_else(|| ArrowError::IpcError("a column copy ended early".into()))?;
+        match self
+            .decoder
+            .read_record_batch(block, &block_data(&self.data, block)?)?
+        {
+            Some(batch) => Ok(batch.column(0).clone()),
+            None => Err(ArrowError::IpcError("a column copy ended early".into())),
+        }
+    }
+}
+
+/// The bytes of `block` in a mapped file (shared, not copied).
+fn block_data(data: &Buffer, block: &Block) -> Result<Buffer, ArrowError> {
+    let start = usize::try_from(block.offset()).ok();
+    let len = block.metaDataLength() as usize + block.bodyLength() as usize;
+    match start.filter(|start| start.saturating_add(len) <= data.len()) {
+        Some(start) => Ok(data.slice_with_length(start, len)),
+        None => Err(ArrowError::IpcError(
+            "a column copy's batch lies outside its file".into(),
+        )),
     }
 }

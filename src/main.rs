@@ -15,6 +15,28 @@ use tablegate::store::TableStore;
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
+extern "C" {
+    /// mimalloc's `mi_option_set` (linked in with the allocator).
+    fn mi_option_set(option: std::ffi::c_int, value: std::ffi::c_long);
+}
+
+/// `mi_option_purge_delay` in mimalloc 3's `mimalloc.h`: how long memory
+/// freed stays with the process before it goes back to the system.
+const MI_OPTION_PURGE_DELAY: std::ffi::c_int = 15;
+
+/// Keeps memory freed by one statement for the next for ten seconds
+/// (mimalloc's default is one): memory given back to the system comes back
+/// cleared page by page at its first touch, which was 18% of the time of
+/// a 1,000,000-row COPY run a few seconds after another (profiled).
+/// `MIMALLOC_PURGE_DELAY` in the environment still decides, if set.
+fn keep_freed_memory() {
+    if std::env::var_os("MIMALLOC_PURGE_DELAY").is_none() {
+        // SAFETY: sets an option of the allocator this program links, by
+        // its number in mimalloc.h; options are read at each purge.
+        unsafe { mi_option_set(MI_OPTION_PURGE_DELAY, 10_000) };
+    }
+}
+
 #[derive(Parser)]
 #[command(
     name = "tablegate",
@@ -127,6 +149,7 @@ impl StoreArgs {
 
 #[tokio::main]
 async fn main() -> ExitCode {
+    keep_freed_memory();
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),

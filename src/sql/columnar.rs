@@ -345,7 +345,7 @@ impl ColumnCopies {
                 let abandon = abandon.clone();
                 move || {
                     ColumnCopy::empty(dir, version, schema)?
-                        .fill(&runtime, &def, &*reader, &points, &abandon)
+                        .fill(&runtime, &def, &*reader, &points, &abandon, !waited)
                 }
             })
             .await
@@ -392,7 +392,8 @@ impl ColumnCopy {
 
     /// Reads every row of the table through `reader` into the copy, one
     /// piece per range between `points` (partition keys in order), each on
-    /// a thread of its own; `abandon` stops it with an error.
+    /// a thread of its own; `abandon` stops it with an error. In the
+    /// `background` (no scan waits for it), the threads give way to others.
     fn fill(
         mut self,
         runtime: &tokio::runtime::Handle,
@@ -400,6 +401,7 @@ impl ColumnCopy {
         reader: &dyn EntityRead,
         points: &[String],
         abandon: &AtomicBool,
+        background: bool,
     ) -> Result<ColumnCopy, BoxError> {
         let ranges: Vec<KeyRange> = (0..=points.len())
             .map(|i| KeyRange::Partitions {
@@ -420,6 +422,9 @@ impl ColumnCopy {
                 .enumerate()
                 .map(|(piece, range)| {
                     scope.spawn(move || {
+                        if background {
+                            give_way();
+                        }
                         copy.write_piece(runtime, def, reader, piece, range, abandon)
                     })
                 })
@@ -624,6 +629,17 @@ impl MappedColumn {
             Some(batch) => Ok(batch.column(0).clone()),
             None => Err(ArrowError::IpcError("a column copy ended early".into())),
         }
+    }
+}
+
+/// Lowers the calling thread's priority (nice 10): a copy made in the
+/// background takes the cores only while the statements of clients leave
+/// them idle.
+fn give_way() {
+    #[cfg(target_os = "linux")]
+    // SAFETY: changes the priority of the calling thread only.
+    unsafe {
+        libc::setpriority(libc::PRIO_PROCESS, libc::gettid() as libc::id_t, 10);
     }
 }
 

@@ -18,11 +18,11 @@ use crate::catalog::{SqlType, TableDef};
 use crate::model::check_entity;
 use crate::store::{EncodedRows, StoreError};
 
-/// Lines each thread makes into rows at a time.
+/// Lines each thread parses and makes into rows at a time.
 const PART_ROWS: usize = 8192;
 
-/// Lines held before they are made into rows: a part for each of the
-/// machine's cores, up to 4.
+/// Lines held before they are parsed and made into rows: a part for each
+/// of the machine's cores, up to 4.
 fn lines_per_flush() -> usize {
     PART_ROWS * std::thread::available_parallelism().map_or(1, |n| n.get().min(4))
 }
@@ -109,13 +109,16 @@ impl CopyFormat {
 
 /// A COPY FROM STDIN in progress.
 pub struct CopyIn {
-    def: Arc<TableDef>,
-    columns: Vec<usize>,
-    format: CopyFormat,
+    parser: Arc<LineParser>,
     /// Bytes of a line not yet complete.
     pending: Vec<u8>,
-    /// Lines parsed, not yet made into entities.
-    lines_parsed: Vec<Vec<Option<String>>>,
+    /// Whole lines not yet made into entities, as they came (each without
+    /// its newline), and where each ends in `held`.
+    held: Vec<u8>,
+    held_ends: Vec<usize>,
+    /// The number of the first line held (lines after it are held in
+    /// order, none skipped).
+    first_held: usize,
     /// How many lines are made into rows at once ([`lines_per_flush`]).
     flush_at: usize,
     /// The entities made, in stored form (what a COPY holds until it
@@ -131,11 +134,15 @@ pub struct CopyIn {
 impl CopyIn {
     pub fn new(def: Arc<TableDef>, columns: Vec<usize>, format: CopyFormat) -> Self {
         CopyIn {
-            def,
-            columns,
-            format,
+            parser: Arc::new(LineParser {
+                def,
+                columns,
+                format,
+            }),
             pending: Vec::new(),
-            lines_parsed: Vec::new(),
+            held: Vec::new(),
+            held_ends: Vec::new(),
+            first_held: 1,
             flush_at: lines_per_flush(),
             rows: EncodedRows::new(),
             near_limits: NearLimits::default(),
@@ -146,7 +153,7 @@ impl CopyIn {
     }
 
     pub fn columns(&self) -> usize {
-        self.columns.len()
+        self.parser.columns.len()
     }
 
     /// Takes a chunk of the input.
@@ -155,8 +162,9 @@ impl CopyIn {
         pending.extend_from_slice(data);
         let mut start = 0;
         let mut in_quotes = false;
+        let (csv, quote) = (self.parser.format.csv, self.parser.format.quote as u8);
         for (i, &b) in pending.iter().enumerate() {
-            if self.format.csv && b == self.format.quote as u8 {
+            if csv && b == quote {
                 in_quotes = !in_quotes;
             } else if b == b'\n' && !in_quotes {
                 self.line(&pending[start..i])?;
@@ -165,7 +173,7 @@ impl CopyIn {
         }
         pending.drain(..start);
         self.pending = pending;
-        if self.lines_parsed.len() >= self.flush_at {
+        if self.held_ends.len() >= self.flush_at {
             self.flush()?;
         }
         Ok(())
@@ -173,7 +181,7 @@ impl CopyIn {
 
     /// The definition of the table the rows go to.
     pub fn definition(&self) -> &Arc<TableDef> {
-        &self.def
+        &self.parser.def
     }
 
     /// Ends the input; returns the rows, and which of them are near the
@@ -187,47 +195,132 @@ impl CopyIn {
         Ok((self.rows, self.near_limits))
     }
 
+    /// Takes one whole line: holds it, unless it is the header or comes
+    /// after the end marker.
     fn line(&mut self, raw: &[u8]) -> Result<()> {
         self.lines += 1;
         if self.ended {
             return Ok(());
         }
         let raw = raw.strip_suffix(b"\r").unwrap_or(raw);
-        let text = std::str::from_utf8(raw).map_err(|_| {
-            SqlError::value(
-                "22021",
-                format!(
-                    "invalid byte sequence for encoding \"UTF8\" in COPY line {}",
-                    self.lines
-                ),
-            )
-        })?;
-        if text == "\\." {
+        if raw == b"\\." {
             self.ended = true;
             return Ok(());
         }
-        if self.format.header && !self.header_skipped {
+        if self.parser.format.header && !self.header_skipped {
             self.header_skipped = true;
             return Ok(());
         }
-        let fields = if self.format.csv {
-            self.csv_fields(text)
-        } else {
-            self.text_fields(text)?
-        };
-        if fields.len() != self.columns.len() {
-            return Err(SqlError::value(
-                "22P04",
-                format!(
-                    "COPY line {}: expected {} columns, found {}",
-                    self.lines,
-                    self.columns.len(),
-                    fields.len()
-                ),
-            ));
+        if self.held_ends.is_empty() {
+            self.first_held = self.lines;
         }
-        self.lines_parsed.push(fields);
+        self.held.extend_from_slice(raw);
+        self.held_ends.push(self.held.len());
         Ok(())
+    }
+
+    /// Parses the held lines and makes them into rows, on every core.
+    fn flush(&mut self) -> Result<()> {
+        if self.held_ends.is_empty() {
+            return Ok(());
+        }
+        let made = self
+            .parser
+            .make_batch(&self.held, &self.held_ends, self.first_held);
+        self.held.clear();
+        self.held_ends.clear();
+        for part in made {
+            let (rows, near_limits) = part?;
+            self.rows.append(rows);
+            self.near_limits.add(near_limits);
+        }
+        Ok(())
+    }
+}
+
+/// How the lines of a COPY become rows.
+struct LineParser {
+    def: Arc<TableDef>,
+    columns: Vec<usize>,
+    format: CopyFormat,
+}
+
+impl LineParser {
+    /// Parses lines (ending at `ends` in `held`, the first numbered
+    /// `first`) and makes them into rows, in parts of [`PART_ROWS`] lines
+    /// on as many threads; the parts in line order (so the first error is
+    /// that of the first bad line).
+    fn make_batch(
+        &self,
+        held: &[u8],
+        ends: &[usize],
+        first: usize,
+    ) -> Vec<Result<(EncodedRows, NearLimits)>> {
+        // Lines `from..`, up to PART_ROWS of them.
+        let part = |from: usize| {
+            let mut start = from.checked_sub(1).map_or(0, |before| ends[before]);
+            let to = ends.len().min(from + PART_ROWS);
+            let lines = ends[from..to].iter().map(|&end| {
+                let line = &held[start..end];
+                start = end;
+                line
+            });
+            let lines = self.parse_lines(lines, first + from)?;
+            self.make_rows(&lines)
+        };
+        let part = &part;
+        std::thread::scope(|scope| {
+            let mut parts = (0..ends.len()).step_by(PART_ROWS);
+            let first = parts.next();
+            let others: Vec<_> = parts.map(|from| scope.spawn(move || part(from))).collect();
+            first
+                .map(part)
+                .into_iter()
+                .chain(others.into_iter().map(|thread| match thread.join() {
+                    Ok(made) => made,
+                    Err(panic) => std::panic::resume_unwind(panic),
+                }))
+                .collect()
+        })
+    }
+
+    /// Splits held lines into their fields; `first` is the number of the
+    /// first of them.
+    fn parse_lines<'a>(
+        &self,
+        lines: impl Iterator<Item = &'a [u8]>,
+        first: usize,
+    ) -> Result<Vec<Vec<Option<String>>>> {
+        lines
+            .enumerate()
+            .map(|(n, raw)| {
+                let number = first + n;
+                let text = std::str::from_utf8(raw).map_err(|_| {
+                    SqlError::value(
+                        "22021",
+                        format!(
+                            "invalid byte sequence for encoding \"UTF8\" in COPY line {number}"
+                        ),
+                    )
+                })?;
+                let fields = if self.format.csv {
+                    self.csv_fields(text)
+                } else {
+                    self.text_fields(text)?
+                };
+                if fields.len() != self.columns.len() {
+                    return Err(SqlError::value(
+                        "22P04",
+                        format!(
+                            "COPY line {number}: expected {} columns, found {}",
+                            self.columns.len(),
+                            fields.len()
+                        ),
+                    ));
+                }
+                Ok(fields)
+            })
+            .collect()
     }
 
     /// Splits a line of the text format, undoing its backslash escapes.
@@ -236,6 +329,10 @@ impl CopyIn {
         for raw in line.split(self.format.delimiter) {
             if raw == self.format.null {
                 out.push(None);
+                continue;
+            }
+            if !raw.contains('\\') {
+                out.push(Some(raw.to_owned()));
                 continue;
             }
             let mut value = String::with_capacity(raw.len());
@@ -308,33 +405,6 @@ impl CopyIn {
 
     fn csv_value(&self, value: String, was_quoted: bool) -> Option<String> {
         (was_quoted || value != self.format.null).then_some(value)
-    }
-
-    /// Makes the parsed lines into rows, in parts of [`PART_ROWS`] lines on
-    /// as many threads, and appends them in line order.
-    fn flush(&mut self) -> Result<()> {
-        let lines = std::mem::take(&mut self.lines_parsed);
-        let made: Vec<Result<(EncodedRows, NearLimits)>> = std::thread::scope(|scope| {
-            let mut parts = lines.chunks(PART_ROWS);
-            let first = parts.next();
-            let others: Vec<_> = parts
-                .map(|part| scope.spawn(|| self.make_rows(part)))
-                .collect();
-            first
-                .map(|part| self.make_rows(part))
-                .into_iter()
-                .chain(others.into_iter().map(|thread| match thread.join() {
-                    Ok(made) => made,
-                    Err(panic) => std::panic::resume_unwind(panic),
-                }))
-                .collect()
-        });
-        for part in made {
-            let (rows, near_limits) = part?;
-            self.rows.append(rows);
-            self.near_limits.add(near_limits);
-        }
-        Ok(())
     }
 
     /// Makes parsed lines into rows, casting each column's text to its type.
@@ -412,7 +482,7 @@ mod tests {
     fn text_format_escapes_and_nulls() {
         let c = copy(false);
         assert_eq!(
-            c.text_fields("a\\tb\t\\N\tx\\\\y\t\\101").unwrap(),
+            c.parser.text_fields("a\\tb\t\\N\tx\\\\y\t\\101").unwrap(),
             vec![
                 Some("a\tb".into()),
                 None,
@@ -426,7 +496,7 @@ mod tests {
     fn csv_quotes() {
         let c = copy(true);
         assert_eq!(
-            c.csv_fields(r#"1,"a,b","say ""hi""",,"""#),
+            c.parser.csv_fields(r#"1,"a,b","say ""hi""",,"""#),
             vec![
                 Some("1".into()),
                 Some("a,b".into()),

@@ -180,8 +180,9 @@ async fn copy_into_an_empty_table() {
 }
 
 /// A COPY long enough to be made into rows in several parts, on several
-/// threads, is still one write: a bad value or a repeated key in a late
-/// part fails it whole, and the rows of all parts arrive when it succeeds.
+/// threads, is still one write: a bad value, a short line (named by its
+/// number) or a repeated key in a late part fails it whole, and the rows
+/// of all parts arrive when it succeeds.
 #[tokio::test]
 async fn a_copy_of_many_parts_is_all_or_nothing() {
     let server = crate::common::TestServer::start().await;
@@ -207,6 +208,14 @@ async fn a_copy_of_many_parts_is_all_or_nothing() {
     assert_eq!(e.code().map(|c| c.code()), Some("22P02"), "{e}");
     let message = e.as_db_error().map(|d| d.message()).unwrap_or_default();
     assert!(message.contains("\"v\""), "{message}");
+    assert_eq!(count().await, 0);
+
+    let mut short_line: Vec<String> = (0..rows).map(line).collect();
+    short_line[45_000] = "1\t45000\n".into();
+    let e = copy(short_line.concat()).await.unwrap_err();
+    assert_eq!(e.code().map(|c| c.code()), Some("22P04"), "{e}");
+    let message = e.as_db_error().map(|d| d.message()).unwrap_or_default();
+    assert!(message.contains("COPY line 45001:"), "{message}");
     assert_eq!(count().await, 0);
 
     let mut repeated: Vec<String> = (0..rows).map(line).collect();

@@ -109,7 +109,7 @@ impl CopyFormat {
 
 /// A COPY FROM STDIN in progress.
 pub struct CopyIn {
-    parser: Arc<LineParser>,
+    parser: LineParser,
     /// Bytes of a line not yet complete.
     pending: Vec<u8>,
     /// Whole lines not yet made into entities, as they came (each without
@@ -134,11 +134,11 @@ pub struct CopyIn {
 impl CopyIn {
     pub fn new(def: Arc<TableDef>, columns: Vec<usize>, format: CopyFormat) -> Self {
         CopyIn {
-            parser: Arc::new(LineParser {
+            parser: LineParser {
                 def,
                 columns,
                 format,
-            }),
+            },
             pending: Vec::new(),
             held: Vec::new(),
             held_ends: Vec::new(),

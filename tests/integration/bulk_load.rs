@@ -179,6 +179,41 @@ async fn copy_into_an_empty_table() {
     assert_eq!(v, "v1000");
 }
 
+/// A COPY whose lines come in key order (the writer then does not sort
+/// them) still fails with 23505 when one key comes twice in a row, and
+/// loads every row when none does.
+#[tokio::test]
+async fn a_copy_in_key_order_is_checked_for_repeated_keys() {
+    let server = crate::common::TestServer::start().await;
+    let client = server.client().await;
+    client
+        .batch_execute("CREATE TABLE s (g int, id int, v text, PRIMARY KEY (g, id))")
+        .await
+        .unwrap();
+    let copy = |lines: String| crate::common::copy_lines(&client, "s", lines);
+    let line = |i: i64| format!("{}\t{i}\tv{i}\n", i / 1000);
+    let mut repeated: Vec<String> = (0..3000).map(line).collect();
+    repeated.insert(1501, line(1500));
+    let e = copy(repeated.concat()).await.unwrap_err();
+    assert_eq!(e.code().map(|c| c.code()), Some("23505"), "{e}");
+    let count: i64 = client
+        .query_one("SELECT count(*) FROM s", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(count, 0);
+
+    let lines: Vec<String> = (0..3000).map(line).collect();
+    assert_eq!(copy(lines.concat()).await.unwrap(), 3000);
+    let row = client
+        .query_one("SELECT count(*), sum(id), max(v) FROM s WHERE g = 1", &[])
+        .await
+        .unwrap();
+    assert_eq!(row.get::<_, i64>(0), 1000);
+    assert_eq!(row.get::<_, i64>(1), (1000..2000).sum::<i64>());
+    assert_eq!(row.get::<_, String>(2), "v1999");
+}
+
 /// A COPY long enough to be made into rows in several parts, on several
 /// threads, is still one write: a bad value, a short line (named by its
 /// number) or a repeated key in a late part fails it whole, and the rows
@@ -202,27 +237,34 @@ async fn a_copy_of_many_parts_is_all_or_nothing() {
             .get::<_, i64>(0)
     };
 
-    let mut bad_value: Vec<String> = (0..rows).map(line).collect();
-    bad_value[45_000] = "1\t45000\tnot a number\n".into();
-    let e = copy(bad_value.concat()).await.unwrap_err();
-    assert_eq!(e.code().map(|c| c.code()), Some("22P02"), "{e}");
-    let message = e.as_db_error().map(|d| d.message()).unwrap_or_default();
+    // All the lines, with line `index` (from 0) replaced by `text`.
+    let with_line = |index: usize, text: String| {
+        let mut lines: Vec<String> = (0..rows).map(line).collect();
+        lines[index] = text;
+        lines.concat()
+    };
+    // The COPY of `lines` fails with `code` and writes nothing; its message.
+    let fails = |lines: String, code: &'static str| {
+        let (copy, count) = (&copy, &count);
+        async move {
+            let e = copy(lines).await.unwrap_err();
+            assert_eq!(e.code().map(|c| c.code()), Some(code), "{e}");
+            assert_eq!(count().await, 0);
+            e.as_db_error()
+                .map(|d| d.message().to_owned())
+                .unwrap_or_default()
+        }
+    };
+
+    let message = fails(
+        with_line(45_000, "1\t45000\tnot a number\n".into()),
+        "22P02",
+    )
+    .await;
     assert!(message.contains("\"v\""), "{message}");
-    assert_eq!(count().await, 0);
-
-    let mut short_line: Vec<String> = (0..rows).map(line).collect();
-    short_line[45_000] = "1\t45000\n".into();
-    let e = copy(short_line.concat()).await.unwrap_err();
-    assert_eq!(e.code().map(|c| c.code()), Some("22P04"), "{e}");
-    let message = e.as_db_error().map(|d| d.message()).unwrap_or_default();
+    let message = fails(with_line(45_000, "1\t45000\n".into()), "22P04").await;
     assert!(message.contains("COPY line 45001:"), "{message}");
-    assert_eq!(count().await, 0);
-
-    let mut repeated: Vec<String> = (0..rows).map(line).collect();
-    repeated[40_000] = line(3);
-    let e = copy(repeated.concat()).await.unwrap_err();
-    assert_eq!(e.code().map(|c| c.code()), Some("23505"), "{e}");
-    assert_eq!(count().await, 0);
+    fails(with_line(40_000, line(3)), "23505").await;
 
     let all: Vec<String> = (0..rows).map(line).collect();
     assert_eq!(copy(all.concat()).await.unwrap(), rows as u64);

@@ -4,11 +4,11 @@
 //! writes, costly for an analytic query that reads a few columns of every
 //! row, since every record is decoded. A column copy holds a table's rows
 //! as Arrow record batches, one Arrow IPC file per column and piece, in key
-//! order, made from one read view. Scans read the files mapped into memory,
-//! in place: the pages are the system's file cache, shared by every scan. A scan of the whole table reads only the
+//! order, made from one read view. A scan of the whole table reads only the
 //! files of the columns it needs, when the copy was made at the version its
 //! own read view sees (`EntityRead::table_version`): same version, same
-//! entities, so the same answer.
+//! entities, so the same answer. Scans read the files mapped into memory,
+//! in place: the pages are the system's file cache, shared by every scan.
 //!
 //! When a copy is made, for tables of at least [`MIN_ROWS`] entities:
 //! - after a bulk load (COPY), once the table has had no other load for
@@ -634,7 +634,9 @@ impl MappedColumn {
 
 /// Lowers the calling thread's priority (nice 10): a copy made in the
 /// background takes the cores only while the statements of clients leave
-/// them idle.
+/// them idle. A scan that comes to wait for such a copy does not raise it
+/// back (a thread may lower its priority, not raise it, without
+/// privileges).
 fn give_way() {
     #[cfg(target_os = "linux")]
     // SAFETY: changes the priority of the calling thread only.

@@ -19,7 +19,7 @@ use std::sync::Arc;
 use datafusion::arrow::array::{Array, ArrayRef, Int64Array, RecordBatch, StringArray};
 use datafusion::arrow::compute::cast;
 use datafusion::arrow::datatypes::{DataType, Schema, SchemaRef};
-use datafusion::common::ParamValues;
+use datafusion::common::{ParamValues, ScalarValue};
 use datafusion::datasource::MemTable;
 use datafusion::physical_plan::memory::MemoryStream;
 use datafusion::sql::parser::Statement as DfStatement;
@@ -31,6 +31,7 @@ use futures::TryStreamExt;
 
 use super::convert::batch_to_rows;
 use super::error::{Result, SqlError};
+use super::fastpath::literal_scalar;
 use super::provider::{dml_table_name, parse_row_identity, ROW_COLUMN};
 use super::session::{normalize, table_name, Output, Session};
 use super::txn::Change;
@@ -86,10 +87,12 @@ struct Rewrite {
 }
 
 /// A value of an INSERT row that needs no evaluation.
-#[derive(Clone, Copy)]
+#[derive(Clone)]
 enum Direct {
     /// `$n`, 1-based.
     Param(usize),
+    /// A literal: an integer, a string or a boolean.
+    Value(ScalarValue),
     Null,
 }
 
@@ -374,7 +377,9 @@ fn rewrite_insert(session: &Session, insert: &Insert) -> Result<Rewrite> {
 }
 
 /// The rows of an INSERT as [`Direct`] values by output column, when every
-/// value is a parameter, NULL or DEFAULT and no column needs its default.
+/// value is a parameter, a literal, NULL or DEFAULT and no column needs its
+/// default. (A string for a bytea column is read in bytea's input format,
+/// which only the general path does.)
 fn direct_rows(def: &TableDef, targets: &[usize], insert: &Insert) -> Option<Vec<Vec<Direct>>> {
     let query = insert.source.as_ref()?;
     let SetExpr::Values(values) = query.body.as_ref() else {
@@ -409,7 +414,11 @@ fn direct_rows(def: &TableDef, targets: &[usize], insert: &Insert) -> Option<Vec
                             {
                                 Some(Direct::Null)
                             }
-                            e => placeholder_index(e).map(Direct::Param),
+                            e => placeholder_index(e).map(Direct::Param).or_else(|| {
+                                let bytea = def.columns[i].ty == crate::catalog::SqlType::Bytea;
+                                let value = literal_scalar(e).filter(|_| !bytea)?;
+                                Some(Direct::Value(value))
+                            }),
                         },
                         _ => def.columns[i].default.is_none().then_some(Direct::Null),
                     }
@@ -428,7 +437,6 @@ fn direct_batch(
     params: Option<&ParamValues>,
 ) -> Result<RecordBatch> {
     use datafusion::arrow::compute::{cast_with_options, concat, CastOptions};
-    use datafusion::common::ScalarValue;
     let options = CastOptions {
         safe: false,
         ..Default::default()
@@ -443,9 +451,10 @@ fn direct_batch(
         let cells = rows
             .iter()
             .map(|row| {
-                let scalar = match row[j] {
+                let scalar = match &row[j] {
                     Direct::Null => ScalarValue::Null,
-                    Direct::Param(n) => {
+                    Direct::Value(value) => value.clone(),
+                    &Direct::Param(n) => {
                         values.get(n - 1).map(|v| v.value.clone()).ok_or_else(|| {
                             SqlError::value(
                                 "08P01",

@@ -8,6 +8,11 @@
 //! (the log tail): no DataFusion optimizer or physical planner per query.
 //! Anything else (or a parameter that does not fit its column) takes the
 //! general path.
+//!
+//! A query that compares key columns with literals (as clients of the simple
+//! protocol send them) is read the same way: [`parameterize`] puts
+//! parameters in place of its literals, the session prepares that text once,
+//! and each run passes the literals as the parameters' values.
 
 use std::sync::Arc;
 
@@ -17,6 +22,7 @@ use datafusion::logical_expr::utils::split_conjunction;
 use datafusion::logical_expr::{
     BinaryExpr, Expr, FetchType, LogicalPlan, Operator, Projection, SkipType,
 };
+use datafusion::sql::sqlparser::ast;
 
 use std::time::{Instant, SystemTime};
 
@@ -192,6 +198,111 @@ fn exact_range(
         && after.iter().all(|&c| on(c).next().is_none())
 }
 
+/// Puts parameters (`$1`, `$2`, ...) in place of the literals that a plain
+/// SELECT of one table compares columns with in its WHERE clause (in its
+/// top-level conjunction), and returns their values in order; `None` when
+/// the query is not of that shape or has no such literal. Only literals
+/// whose value is the one the general path would plan (see
+/// [`literal_scalar`]) are replaced.
+pub fn parameterize(query: &mut ast::Query) -> Option<Vec<ScalarValue>> {
+    if query.with.is_some() || query.fetch.is_some() || !query.locks.is_empty() {
+        return None;
+    }
+    let ast::SetExpr::Select(select) = query.body.as_mut() else {
+        return None;
+    };
+    let plain = matches!(select.from.as_slice(), [from] if from.joins.is_empty()
+            && matches!(from.relation, ast::TableFactor::Table { args: None, .. }))
+        && select.distinct.is_none()
+        && select.having.is_none()
+        && matches!(&select.group_by, ast::GroupByExpr::Expressions(e, m) if e.is_empty() && m.is_empty());
+    if !plain {
+        return None;
+    }
+    let mut values = Vec::new();
+    parameterize_conjunction(select.selection.as_mut()?, &mut values);
+    (!values.is_empty()).then_some(values)
+}
+
+fn parameterize_conjunction(expr: &mut ast::Expr, values: &mut Vec<ScalarValue>) {
+    use ast::BinaryOperator as Op;
+    let is_column = |e: &ast::Expr| {
+        matches!(
+            e,
+            ast::Expr::Identifier(_) | ast::Expr::CompoundIdentifier(_)
+        )
+    };
+    match expr {
+        ast::Expr::Nested(e) => parameterize_conjunction(e, values),
+        ast::Expr::BinaryOp {
+            left,
+            op: Op::And,
+            right,
+        } => {
+            parameterize_conjunction(left, values);
+            parameterize_conjunction(right, values);
+        }
+        ast::Expr::BinaryOp {
+            left,
+            op: Op::Eq | Op::Lt | Op::LtEq | Op::Gt | Op::GtEq,
+            right,
+        } => {
+            if is_column(left) {
+                parameterize_literal(right, values);
+            } else if is_column(right) {
+                parameterize_literal(left, values);
+            }
+        }
+        ast::Expr::Between {
+            expr,
+            negated: false,
+            low,
+            high,
+        } if is_column(expr) => {
+            parameterize_literal(low, values);
+            parameterize_literal(high, values);
+        }
+        _ => {}
+    }
+}
+
+fn parameterize_literal(expr: &mut ast::Expr, values: &mut Vec<ScalarValue>) {
+    if let Some(value) = literal_scalar(expr) {
+        values.push(value);
+        let placeholder = ast::Value::Placeholder(format!("${}", values.len()));
+        *expr = ast::Expr::Value(placeholder.with_empty_span());
+    }
+}
+
+/// A literal's value as DataFusion plans it: an integer literal is `Int64`,
+/// a string `Utf8`, `true` and `false` `Boolean`.
+pub(super) fn literal_scalar(expr: &ast::Expr) -> Option<ScalarValue> {
+    let number = |text: &str| {
+        text.parse::<i64>()
+            .ok()
+            .map(|v| ScalarValue::Int64(Some(v)))
+    };
+    match expr {
+        ast::Expr::Value(v) => match &v.value {
+            ast::Value::Number(n, false) => number(n),
+            ast::Value::SingleQuotedString(s) => Some(ScalarValue::Utf8(Some(s.clone()))),
+            ast::Value::Boolean(b) => Some(ScalarValue::Boolean(Some(*b))),
+            _ => None,
+        },
+        ast::Expr::UnaryOp {
+            op: ast::UnaryOperator::Minus,
+            expr,
+        } => match expr.as_ref() {
+            ast::Expr::Value(v) => match &v.value {
+                ast::Value::Number(n, false) => number(&format!("-{n}")),
+                _ => None,
+            },
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
 impl KeyPlan {
     /// Recognises a read by key in an optimized plan. `key_ordered`: the
     /// store reads ranges in key order (the Cosmos DB Table API does not).
@@ -322,11 +433,10 @@ impl KeyPlan {
         monitor: &Monitor,
         text: &Arc<str>,
     ) -> Result<Option<Output>> {
-        let def = &self.table;
-        match current {
-            Some(current) if Arc::ptr_eq(&current, def) => {}
-            _ => return Ok(None),
+        if !self.is_current(current.as_ref()) {
+            return Ok(None);
         }
+        let def = &self.table;
         let ParamValues::List(values) = params else {
             return Ok(None);
         };
@@ -491,6 +601,11 @@ impl KeyPlan {
         }))
     }
 
+    /// Whether the plan was made for the table's definition as it is now.
+    pub fn is_current(&self, current: Option<&Arc<TableDef>>) -> bool {
+        current.is_some_and(|current| Arc::ptr_eq(current, &self.table))
+    }
+
     pub fn table_name(&self) -> &str {
         &self.table.name
     }
@@ -502,5 +617,75 @@ impl KeyPlan {
             rows,
         )?;
         Output::from_batches(self.schema.clone(), vec![batch], "SELECT")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The text a query becomes with parameters for its literals, and their values.
+    fn parameterized(sql: &str) -> Option<(String, Vec<ScalarValue>)> {
+        use datafusion::sql::sqlparser::{dialect::PostgreSqlDialect, parser::Parser};
+        let mut statements = Parser::parse_sql(&PostgreSqlDialect {}, sql).unwrap();
+        let ast::Statement::Query(query) = &mut statements[0] else {
+            panic!("not a query: {sql}");
+        };
+        let values = parameterize(query)?;
+        Some((query.to_string(), values))
+    }
+
+    #[test]
+    fn literals_compared_with_columns_become_parameters() {
+        let int = |v| ScalarValue::Int64(Some(v));
+        let text = |v: &str| ScalarValue::Utf8(Some(v.into()));
+        assert_eq!(
+            parameterized("SELECT a FROM t WHERE k = 5 AND 'x''y' <= r AND (r < -7) LIMIT 3"),
+            Some((
+                "SELECT a FROM t WHERE k = $1 AND $2 <= r AND (r < $3) LIMIT 3".into(),
+                vec![int(5), text("x'y"), int(-7)]
+            ))
+        );
+        assert_eq!(
+            parameterized("SELECT * FROM t WHERE t.k = true AND r BETWEEN 1 AND 2"),
+            Some((
+                "SELECT * FROM t WHERE t.k = $1 AND r BETWEEN $2 AND $3".into(),
+                vec![ScalarValue::Boolean(Some(true)), int(1), int(2)]
+            ))
+        );
+        // Literals the planner would type otherwise stay; so do literals
+        // outside the WHERE clause's conjunction of comparisons.
+        assert_eq!(
+            parameterized(
+                "SELECT 1, a FROM t WHERE k = 2.5 AND r = 9223372036854775808 AND k = 4 OR r = 1"
+            ),
+            None
+        );
+        assert_eq!(
+            parameterized(
+                "SELECT 1, a FROM t WHERE k = 2.5 AND r = 99999999999999999999 AND k = upper('x')"
+            ),
+            None
+        );
+        assert_eq!(
+            parameterized("SELECT a FROM t WHERE k = 2.5 AND r = 4"),
+            Some((
+                "SELECT a FROM t WHERE k = 2.5 AND r = $1".into(),
+                vec![int(4)]
+            ))
+        );
+        // Only a plain SELECT of one table.
+        for sql in [
+            "SELECT a FROM t JOIN u ON t.k = u.k WHERE t.k = 1",
+            "SELECT a FROM t, u WHERE t.k = 1",
+            "SELECT DISTINCT a FROM t WHERE k = 1",
+            "SELECT a, count(*) FROM t WHERE k = 1 GROUP BY a",
+            "WITH w AS (SELECT 1) SELECT a FROM t WHERE k = 1",
+            "SELECT a FROM t WHERE k = 1 UNION SELECT a FROM u WHERE k = 1",
+            "SELECT a FROM t WHERE k = 1 FOR UPDATE",
+            "SELECT a FROM t",
+        ] {
+            assert_eq!(parameterized(sql), None, "{sql}");
+        }
     }
 }

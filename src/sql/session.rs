@@ -241,7 +241,20 @@ pub struct Session {
     /// The role made with SQL the session runs as, whose grants limit it;
     /// `None` for a superuser.
     role: Option<String>,
+    /// Queries with literals, by their text with parameters in the
+    /// literals' place: the read by key each one is, or `None` if it is not.
+    literal_plans: HashMap<String, Option<Arc<LiteralKeyPlan>>>,
 }
+
+/// A query with literals that is a read by key: the plan of its text with
+/// parameters in the literals' place, and PostgreSQL's names of its columns.
+struct LiteralKeyPlan {
+    by_key: Arc<KeyPlan>,
+    names: Option<Vec<Option<String>>>,
+}
+
+/// Texts a session remembers in `literal_plans` before it forgets them all.
+const MAX_LITERAL_PLANS: usize = 256;
 
 /// A number for each session, reported by `pg_backend_pid()`.
 fn next_backend_pid() -> i32 {
@@ -343,6 +356,7 @@ impl Session {
             statement_text: Arc::from(""),
             statement_started: tokio::time::Instant::now(),
             role,
+            literal_plans: HashMap::new(),
         }
     }
 
@@ -622,16 +636,7 @@ impl Session {
                     Some(names) => names::rename(&schema, names),
                     None => schema,
                 });
-                let key_ordered = self.engine.store().key_ordered();
-                prepared.by_key = self
-                    .ctx
-                    .state()
-                    .optimize(&plan)
-                    .ok()
-                    .and_then(|optimized| {
-                        KeyPlan::detect(&optimized, &self.engine.catalog, key_ordered)
-                    })
-                    .map(Arc::new);
+                prepared.by_key = self.key_plan(&plan);
                 prepared.plan = Some(plan);
             }
             _ => {}
@@ -649,35 +654,10 @@ impl Session {
         self.note_errors_sent();
         self.start_statement(prepared.sql.clone());
         self.refresh_catalog().await;
-        // A role's grant limited to some partitions takes the general
-        // path, whose scan applies the limit; so does a session with key
-        // pushdown off.
-        let by_key = prepared.by_key.as_ref().and_then(|p| {
-            let def = self.table_def(p.table_name());
-            let limited = def.as_ref().is_some_and(|def| {
-                self.role()
-                    .is_some_and(|r| super::access::PartitionLimit::of(def, r).is_some())
-            });
-            (self.view.pushdown() && !limited).then_some((p, def))
-        });
-        if let Some((by_key, def)) = by_key {
-            self.check_not_failed()?;
-            if let (Some(def), true) = (&def, self.role.is_some()) {
-                self.require(def, crate::catalog::Privilege::Select)?;
-            }
-            match by_key
-                .execute(
-                    def,
-                    self.current_view(),
-                    &params,
-                    &self.engine.monitor,
-                    &self.statement_text,
-                )
-                .await
-            {
-                Ok(Some(output)) => return Ok(with_names(output, prepared.names.as_deref())),
-                Ok(None) => {}
-                Err(e) => return Err(self.fail(e)),
+        if let Some(by_key) = &prepared.by_key {
+            let names = prepared.names.as_deref();
+            if let Some(output) = self.execute_by_key(by_key, &params, names).await? {
+                return Ok(output);
             }
         }
         if prepared.text_command {
@@ -700,6 +680,97 @@ impl Session {
             (None, None) => Ok(Output::Command(String::new())),
         };
         result.map_err(|e| self.fail(e))
+    }
+
+    /// A read by key of a planned query, if it is one.
+    fn key_plan(&self, plan: &LogicalPlan) -> Option<Arc<KeyPlan>> {
+        let key_ordered = self.engine.store().key_ordered();
+        let optimized = self.ctx.state().optimize(plan).ok()?;
+        KeyPlan::detect(&optimized, &self.engine.catalog, key_ordered).map(Arc::new)
+    }
+
+    /// Runs a read by key, or returns `None` when the general path must.
+    async fn execute_by_key(
+        &mut self,
+        by_key: &KeyPlan,
+        params: &ParamValues,
+        names: Option<&[Option<String>]>,
+    ) -> Result<Option<Output>> {
+        // A role's grant limited to some partitions takes the general path,
+        // whose scan applies the limit; so does a session with key pushdown
+        // off.
+        let def = self.table_def(by_key.table_name());
+        let limited = def.as_ref().is_some_and(|def| {
+            self.role()
+                .is_some_and(|r| super::access::PartitionLimit::of(def, r).is_some())
+        });
+        if limited || !self.view.pushdown() {
+            return Ok(None);
+        }
+        self.check_not_failed()?;
+        if let (Some(def), true) = (&def, self.role.is_some()) {
+            self.require(def, crate::catalog::Privilege::Select)?;
+        }
+        let view = self.current_view();
+        let monitor = &self.engine.monitor;
+        match by_key
+            .execute(def, view, params, monitor, &self.statement_text)
+            .await
+        {
+            Ok(output) => Ok(output.map(|output| with_names(output, names))),
+            Err(e) => Err(self.fail(e)),
+        }
+    }
+
+    /// Reads by key a query that compares key columns with literals: the
+    /// query is planned once with parameters in their place (remembered by
+    /// that text for the session), and each run passes the literals as the
+    /// parameters' values. `None` when the general path must run it.
+    async fn run_by_key_with_literals(
+        &mut self,
+        query: &datafusion::sql::sqlparser::ast::Query,
+        names: Option<&ColumnNames>,
+    ) -> Result<Option<Output>> {
+        // The text's own placeholders would be confused with the literals'.
+        if self.statement_text.contains('$') {
+            return Ok(None);
+        }
+        let mut parameterized = query.clone();
+        let Some(values) = super::fastpath::parameterize(&mut parameterized) else {
+            return Ok(None);
+        };
+        let text = parameterized.to_string();
+        let current = |plan: &LiteralKeyPlan| {
+            let def = self.table_def(plan.by_key.table_name());
+            plan.by_key.is_current(def.as_ref())
+        };
+        let plan = match self.literal_plans.get(&text) {
+            Some(Some(plan)) if current(plan) => Some(plan.clone()),
+            Some(None) => None,
+            _ => {
+                let statement =
+                    DfStatement::Statement(Box::new(Statement::Query(Box::new(parameterized))));
+                // An error is the general path's to report, on the query as sent.
+                let Ok(plan) = self.ctx.state().statement_to_plan(statement).await else {
+                    return Ok(None);
+                };
+                let names = names.and_then(|n| n.resolve(plan.schema().fields().len()));
+                let entry = self
+                    .key_plan(&plan)
+                    .map(|by_key| Arc::new(LiteralKeyPlan { by_key, names }));
+                if self.literal_plans.len() >= MAX_LITERAL_PLANS {
+                    self.literal_plans.clear();
+                }
+                self.literal_plans.insert(text, entry.clone());
+                entry
+            }
+        };
+        let Some(plan) = plan else {
+            return Ok(None);
+        };
+        let params = ParamValues::List(values.into_iter().map(Into::into).collect());
+        self.execute_by_key(&plan.by_key, &params, plan.names.as_deref())
+            .await
     }
 
     /// Fails the open transaction when the connection sent an error since
@@ -1108,6 +1179,18 @@ impl Session {
                 Ok(Output::Command("CLOSE CURSOR".into()))
             }
             s if dml::is_dml(&s) => self.run_dml(&s, params).await,
+            Statement::Query(query) if params.is_none() => {
+                match self
+                    .run_by_key_with_literals(&query, names.as_ref())
+                    .await?
+                {
+                    Some(output) => Ok(output),
+                    None => {
+                        let statement = DfStatement::Statement(Box::new(Statement::Query(query)));
+                        self.run_query(statement, params, names).await
+                    }
+                }
+            }
             s => {
                 self.run_query(DfStatement::Statement(Box::new(s)), params, names)
                     .await

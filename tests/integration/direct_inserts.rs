@@ -1,6 +1,7 @@
-//! A prepared INSERT whose values are all parameters builds its rows
+//! An INSERT whose values are all parameters or literals builds its rows
 //! without planning a query. Its rows and errors must be those of the
-//! planned path, which the same values written as literals take.
+//! planned path, which the same literals take when one value is an
+//! expression.
 
 use crate::common;
 
@@ -92,7 +93,7 @@ fn value(rng: &mut rand::rngs::StdRng, column: usize, id: i64) -> (ScalarValue, 
 }
 
 #[tokio::test]
-async fn parameter_inserts_match_planned_inserts() {
+async fn parameter_and_literal_inserts_match_planned_inserts() {
     let (_dir, engine) = common::temp_engine().await;
     let mut session = Session::new(engine);
     let columns = "id bigint, owner text, n int, amount numeric(10, 2), w float8, ok boolean, \
@@ -101,6 +102,7 @@ async fn parameter_inserts_match_planned_inserts() {
         &mut session,
         &format!(
             "CREATE TABLE direct ({columns}, PRIMARY KEY (owner, id));
+             CREATE TABLE literal ({columns}, PRIMARY KEY (owner, id));
              CREATE TABLE planned ({columns}, PRIMARY KEY (owner, id));"
         ),
     )
@@ -127,29 +129,42 @@ async fn parameter_inserts_match_planned_inserts() {
         let direct = session
             .execute_prepared(&insert, ParamValues::from(params))
             .await;
-        let planned = session
+        let literal = session
             .execute(&format!(
-                "INSERT INTO planned VALUES ({})",
+                "INSERT INTO literal VALUES ({})",
                 literals.join(", ")
             ))
             .await
             .pop()
             .unwrap();
-        match (&direct, &planned) {
-            (Ok(_), Ok(_)) => written += 1,
-            (Err(a), Err(b)) => {
-                assert_eq!(
+        // `id + 0` is an expression, which only the planned path evaluates.
+        let planned = session
+            .execute(&format!(
+                "INSERT INTO planned VALUES ({} + 0, {})",
+                literals[0],
+                literals[1..].join(", ")
+            ))
+            .await
+            .pop()
+            .unwrap();
+        for (path, result) in [("parameters", &direct), ("literals", &literal)] {
+            match (result, &planned) {
+                (Ok(_), Ok(_)) => {}
+                (Err(a), Err(b)) => assert_eq!(
                     std::mem::discriminant(a),
                     std::mem::discriminant(b),
-                    "{a} / {b}"
-                );
-                refused += 1;
+                    "{path}: {a} / {b}"
+                ),
+                _ => panic!(
+                    "row {i}: {path} {:?}, planned {:?}",
+                    result.as_ref().err(),
+                    planned.as_ref().err()
+                ),
             }
-            _ => panic!(
-                "row {i}: direct {:?}, planned {:?}",
-                direct.as_ref().err(),
-                planned.as_ref().err()
-            ),
+        }
+        match planned {
+            Ok(_) => written += 1,
+            Err(_) => refused += 1,
         }
     }
     assert!(
@@ -157,6 +172,8 @@ async fn parameter_inserts_match_planned_inserts() {
         "{written} written, {refused} refused"
     );
     let direct = run(&mut session, "SELECT * FROM direct ORDER BY owner, id").await;
+    let literal = run(&mut session, "SELECT * FROM literal ORDER BY owner, id").await;
     let planned = run(&mut session, "SELECT * FROM planned ORDER BY owner, id").await;
     assert_eq!(direct, planned);
+    assert_eq!(literal, planned);
 }

@@ -273,11 +273,7 @@ impl QueryParser for Parser {
     {
         let connection = connection_of(&self.engine, &self.cancels, client);
         let mut session = connection.session.lock().await;
-        session
-            .prepare(sql)
-            .await
-            .map(|p| Some(Arc::new(p)))
-            .map_err(to_pgwire)
+        session.prepare(sql).await.map(Some).map_err(to_pgwire)
     }
 
     fn get_parameter_types(&self, stmt: &Self::Statement) -> PgWireResult<Vec<Type>> {

@@ -241,20 +241,16 @@ pub struct Session {
     /// The role made with SQL the session runs as, whose grants limit it;
     /// `None` for a superuser.
     role: Option<String>,
-    /// Queries with literals, by their text with parameters in the
-    /// literals' place: the read by key each one is, or `None` if it is not.
-    literal_plans: HashMap<String, Option<Arc<LiteralKeyPlan>>>,
+    /// Statements prepared before, by their text: those that read by key
+    /// (kept while their table's definition stays), `None` for the others.
+    /// Clients that prepare each statement again (an unnamed statement of
+    /// the extended protocol) and queries sent with literals (in their
+    /// text with parameters in the literals' place) skip planning here.
+    key_reads: HashMap<Arc<str>, Option<Arc<Prepared>>>,
 }
 
-/// A query with literals that is a read by key: the plan of its text with
-/// parameters in the literals' place, and PostgreSQL's names of its columns.
-struct LiteralKeyPlan {
-    by_key: Arc<KeyPlan>,
-    names: Option<Vec<Option<String>>>,
-}
-
-/// Texts a session remembers in `literal_plans` before it forgets them all.
-const MAX_LITERAL_PLANS: usize = 256;
+/// Texts a session remembers in `key_reads` before it forgets them all.
+const MAX_KEY_READS: usize = 256;
 
 /// A number for each session, reported by `pg_backend_pid()`.
 fn next_backend_pid() -> i32 {
@@ -356,7 +352,7 @@ impl Session {
             statement_text: Arc::from(""),
             statement_started: tokio::time::Instant::now(),
             role,
-            literal_plans: HashMap::new(),
+            key_reads: HashMap::new(),
         }
     }
 
@@ -580,8 +576,32 @@ impl Session {
         e
     }
 
-    /// Parses and plans one statement for repeated execution.
-    pub async fn prepare(&mut self, sql: &str) -> Result<Prepared> {
+    /// Parses and plans one statement for repeated execution; a read by key
+    /// prepared before is taken as it was.
+    pub async fn prepare(&mut self, sql: &str) -> Result<Arc<Prepared>> {
+        if let Some(prepared) = self.prepared_key_read(sql) {
+            return Ok(prepared);
+        }
+        let prepared = Arc::new(self.plan_statement(sql).await?);
+        if self.key_reads.len() >= MAX_KEY_READS {
+            self.key_reads.clear();
+        }
+        let key_read = prepared.by_key.is_some().then(|| prepared.clone());
+        self.key_reads.insert(prepared.sql.clone(), key_read);
+        Ok(prepared)
+    }
+
+    /// The read by key prepared from `sql` before, if its table's definition
+    /// is still the one it was made for.
+    fn prepared_key_read(&self, sql: &str) -> Option<Arc<Prepared>> {
+        let prepared = self.key_reads.get(sql)?.as_ref()?;
+        let by_key = prepared.by_key.as_ref()?;
+        let def = self.table_def(by_key.table_name());
+        by_key.is_current(def.as_ref()).then(|| prepared.clone())
+    }
+
+    /// Parses and plans one statement.
+    async fn plan_statement(&mut self, sql: &str) -> Result<Prepared> {
         if let Some(result) = ddl::text_command(sql) {
             return Ok(Prepared {
                 sql: Arc::from(sql),
@@ -723,13 +743,12 @@ impl Session {
     }
 
     /// Reads by key a query that compares key columns with literals: the
-    /// query is planned once with parameters in their place (remembered by
-    /// that text for the session), and each run passes the literals as the
-    /// parameters' values. `None` when the general path must run it.
+    /// query is prepared with parameters in their place (once: see
+    /// `key_reads`), and each run passes the literals as the parameters'
+    /// values. `None` when the general path must run it.
     async fn run_by_key_with_literals(
         &mut self,
         query: &datafusion::sql::sqlparser::ast::Query,
-        names: Option<&ColumnNames>,
     ) -> Result<Option<Output>> {
         // The text's own placeholders would be confused with the literals'.
         if self.statement_text.contains('$') {
@@ -740,36 +759,19 @@ impl Session {
             return Ok(None);
         };
         let text = parameterized.to_string();
-        let current = |plan: &LiteralKeyPlan| {
-            let def = self.table_def(plan.by_key.table_name());
-            plan.by_key.is_current(def.as_ref())
-        };
-        let plan = match self.literal_plans.get(&text) {
-            Some(Some(plan)) if current(plan) => Some(plan.clone()),
-            Some(None) => None,
-            _ => {
-                let statement =
-                    DfStatement::Statement(Box::new(Statement::Query(Box::new(parameterized))));
+        let prepared = match self.key_reads.get(text.as_str()) {
+            Some(None) => return Ok(None),
+            _ => match self.prepare(&text).await {
+                Ok(prepared) => prepared,
                 // An error is the general path's to report, on the query as sent.
-                let Ok(plan) = self.ctx.state().statement_to_plan(statement).await else {
-                    return Ok(None);
-                };
-                let names = names.and_then(|n| n.resolve(plan.schema().fields().len()));
-                let entry = self
-                    .key_plan(&plan)
-                    .map(|by_key| Arc::new(LiteralKeyPlan { by_key, names }));
-                if self.literal_plans.len() >= MAX_LITERAL_PLANS {
-                    self.literal_plans.clear();
-                }
-                self.literal_plans.insert(text, entry.clone());
-                entry
-            }
+                Err(_) => return Ok(None),
+            },
         };
-        let Some(plan) = plan else {
+        let Some(by_key) = &prepared.by_key else {
             return Ok(None);
         };
         let params = ParamValues::List(values.into_iter().map(Into::into).collect());
-        self.execute_by_key(&plan.by_key, &params, plan.names.as_deref())
+        self.execute_by_key(by_key, &params, prepared.names.as_deref())
             .await
     }
 
@@ -1180,10 +1182,7 @@ impl Session {
             }
             s if dml::is_dml(&s) => self.run_dml(&s, params).await,
             Statement::Query(query) if params.is_none() => {
-                match self
-                    .run_by_key_with_literals(&query, names.as_ref())
-                    .await?
-                {
+                match self.run_by_key_with_literals(&query).await? {
                     Some(output) => Ok(output),
                     None => {
                         let statement = DfStatement::Statement(Box::new(Statement::Query(query)));

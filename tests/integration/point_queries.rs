@@ -354,3 +354,39 @@ async fn key_reads_with_literals_match_the_general_path() {
     }
     assert!(answered > 100, "{answered} queries returned rows");
 }
+
+/// A read by key prepared again (as clients do with an unnamed statement
+/// for each query) is not planned again while its table stays as it was;
+/// once the table changes, it is, and sees the change.
+#[tokio::test]
+async fn key_reads_prepared_again_are_planned_once_per_definition() {
+    use std::sync::Arc;
+    let (_dir, engine) = common::temp_engine().await;
+    let mut session = Session::new(engine);
+    for output in session
+        .execute("CREATE TABLE accounts (id int PRIMARY KEY, owner text); INSERT INTO accounts VALUES (1, 'a')")
+        .await
+    {
+        output.unwrap();
+    }
+    let sql = "SELECT * FROM accounts WHERE id = $1";
+    let first = session.prepare(sql).await.unwrap();
+    assert!(Arc::ptr_eq(&first, &session.prepare(sql).await.unwrap()));
+    // Statements that are not reads by key are planned each time.
+    let count = "SELECT count(*) FROM accounts WHERE id = $1";
+    let counted = session.prepare(count).await.unwrap();
+    assert!(!Arc::ptr_eq(&counted, &session.prepare(count).await.unwrap()));
+
+    for output in session
+        .execute("ALTER TABLE accounts ADD COLUMN note text")
+        .await
+    {
+        output.unwrap();
+    }
+    let after = session.prepare(sql).await.unwrap();
+    assert!(!Arc::ptr_eq(&first, &after));
+    assert!(after.skips_planning());
+    let one = ParamValues::from(vec![ScalarValue::Int32(Some(1))]);
+    let rows = lines(session.execute_prepared(&after, one).await.unwrap()).await;
+    assert_eq!(rows, vec!["| 1  | a     |      |"]);
+}

@@ -18,6 +18,12 @@ pub const READINGS_PER_DEVICE: u64 = 1_000;
 pub enum Workload {
     /// `SELECT ... FROM accounts WHERE id = $1`, random ids below `rows`.
     PointSelect { rows: u64 },
+    /// The same, its statement prepared again for each query (an unnamed
+    /// statement, as many drivers send a query with parameters).
+    PointSelectUnnamed { rows: u64 },
+    /// The same with the id in the text, over the simple protocol (as
+    /// psql, scripts and drivers that inline values send it).
+    PointSelectSimple { rows: u64 },
     /// `INSERT INTO inserts VALUES (...)`, a new key each time.
     Insert,
     /// 100 consecutive readings of a random device.
@@ -29,7 +35,11 @@ pub enum Workload {
 impl Workload {
     fn sql(self) -> &'static str {
         match self {
-            Workload::PointSelect { .. } => "SELECT owner, balance FROM accounts WHERE id = $1",
+            Workload::PointSelect { .. }
+            | Workload::PointSelectUnnamed { .. }
+            | Workload::PointSelectSimple { .. } => {
+                "SELECT owner, balance FROM accounts WHERE id = $1"
+            }
             Workload::Insert => {
                 "INSERT INTO inserts (id, owner, amount, note) VALUES ($1, $2, $3, $4)"
             }
@@ -58,6 +68,24 @@ impl Workload {
                     .await
                     .expect("point select");
                 assert_eq!(row.get::<_, i64>(1), id as i64 * 7);
+            }
+            Workload::PointSelectUnnamed { rows } => {
+                let id = rng.random_range(0..rows) as i32;
+                let row = client
+                    .query_one(self.sql(), &[&id])
+                    .await
+                    .expect("point select");
+                assert_eq!(row.get::<_, i64>(1), id as i64 * 7);
+            }
+            Workload::PointSelectSimple { rows } => {
+                let id = rng.random_range(0..rows);
+                let sql = self.sql().replace("$1", &id.to_string());
+                let messages = client.simple_query(&sql).await.expect("point select");
+                let balance = messages.iter().find_map(|m| match m {
+                    tokio_postgres::SimpleQueryMessage::Row(row) => row.get(1),
+                    _ => None,
+                });
+                assert_eq!(balance, Some((id * 7).to_string().as_str()));
             }
             Workload::Insert => {
                 *sequence += 1;

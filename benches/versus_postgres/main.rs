@@ -8,7 +8,9 @@
 //! is faster), each the median of `RUNS` runs (default 3):
 //!
 //! 1. `point`: point selects by primary key, prepared once, 1 / 8 / 32
-//!    connections (`CONNS`), over `ROWS` accounts (default 100,000);
+//!    connections (`CONNS`), over `ROWS` accounts (default 100,000); then
+//!    with 8 connections, prepared for each query (an unnamed statement),
+//!    and over the simple protocol with the id in the text;
 //! 2. `insert`: single-row INSERTs from 8 connections, each acknowledged
 //!    durably;
 //! 3. `copy`: COPY FROM STDIN of `DEVICES` × 1,000 readings (default 1,000,
@@ -150,6 +152,32 @@ async fn key_workloads(servers: &[Server], s: &Settings) {
         for &c in &s.connections {
             compare(servers, s, Workload::PointSelect { rows: s.rows }, c).await;
         }
+        let connections = if s.bench { 8 } else { 2 };
+        print_header(
+            &format!("1b. the same, the statement prepared for each query (unnamed); median of {} runs of {}s", s.runs, s.seconds),
+            "queries/s",
+        );
+        compare(
+            servers,
+            s,
+            Workload::PointSelectUnnamed { rows: s.rows },
+            connections,
+        )
+        .await;
+        print_header(
+            &format!(
+                "1c. the same, simple protocol, the id in the text; median of {} runs of {}s",
+                s.runs, s.seconds
+            ),
+            "queries/s",
+        );
+        compare(
+            servers,
+            s,
+            Workload::PointSelectSimple { rows: s.rows },
+            connections,
+        )
+        .await;
     }
     if s.wants("insert") {
         print_header(

@@ -375,7 +375,10 @@ async fn key_reads_prepared_again_are_planned_once_per_definition() {
     // Statements that are not reads by key are planned each time.
     let count = "SELECT count(*) FROM accounts WHERE id = $1";
     let counted = session.prepare(count).await.unwrap();
-    assert!(!Arc::ptr_eq(&counted, &session.prepare(count).await.unwrap()));
+    assert!(!Arc::ptr_eq(
+        &counted,
+        &session.prepare(count).await.unwrap()
+    ));
 
     for output in session
         .execute("ALTER TABLE accounts ADD COLUMN note text")

@@ -10,7 +10,8 @@ use std::sync::Arc;
 
 use bytes::{BufMut, BytesMut};
 use datafusion::arrow::array::{
-    Array, Float32Array, Float64Array, RecordBatch, StringArray, TimestampMicrosecondArray,
+    Array, Float32Array, Float64Array, Int16Array, Int32Array, Int64Array, RecordBatch,
+    StringArray, TimestampMicrosecondArray,
 };
 use datafusion::arrow::datatypes::{Field, Schema};
 use futures::{Stream, StreamExt};
@@ -204,6 +205,70 @@ impl ToSqlText for Float {
     }
 }
 
+/// An integer of a column of type int2, int4 or int8: binary in its
+/// column's width, text in decimal digits (written here: the general
+/// formatter costs more than the digits for the many integers of a result).
+#[derive(Debug)]
+struct Integer(i64);
+
+impl ToSql for Integer {
+    fn to_sql(
+        &self,
+        ty: &Type,
+        out: &mut BytesMut,
+    ) -> Result<IsNull, Box<dyn Error + Sync + Send>> {
+        match *ty {
+            Type::INT2 => i16::try_from(self.0)?.to_sql(ty, out),
+            Type::INT4 => i32::try_from(self.0)?.to_sql(ty, out),
+            _ => self.0.to_sql(ty, out),
+        }
+    }
+    fn accepts(ty: &Type) -> bool {
+        *ty == Type::INT2 || *ty == Type::INT4 || *ty == Type::INT8
+    }
+    postgres_types::to_sql_checked!();
+}
+
+impl ToSqlText for Integer {
+    fn to_sql_text(
+        &self,
+        _ty: &Type,
+        out: &mut BytesMut,
+        _: &FormatOptions,
+    ) -> Result<IsNull, Box<dyn Error + Sync + Send>> {
+        let mut digits = [0u8; 20];
+        let mut start = digits.len();
+        let mut rest = self.0.unsigned_abs();
+        loop {
+            start -= 1;
+            digits[start] = b'0' + (rest % 10) as u8;
+            rest /= 10;
+            if rest == 0 {
+                break;
+            }
+        }
+        if self.0 < 0 {
+            out.put_u8(b'-');
+        }
+        out.put_slice(&digits[start..]);
+        Ok(IsNull::No)
+    }
+}
+
+/// An integer column's value at `row`, if the column is one.
+fn integer_at(array: &dyn Array, row: usize) -> Option<Option<Integer>> {
+    let any = array.as_any();
+    let value = |valid: bool, value: i64| valid.then_some(Integer(value));
+    if let Some(ints) = any.downcast_ref::<Int64Array>() {
+        Some(value(ints.is_valid(row), ints.value(row)))
+    } else if let Some(ints) = any.downcast_ref::<Int32Array>() {
+        Some(value(ints.is_valid(row), ints.value(row).into()))
+    } else {
+        any.downcast_ref::<Int16Array>()
+            .map(|ints| value(ints.is_valid(row), ints.value(row).into()))
+    }
+}
+
 /// A timestamp: binary as PostgreSQL's microseconds, text as PostgreSQL
 /// prints it (`2026-11-21 10:11:12.5`, fraction only when not zero, `+00`
 /// with a time zone, shown in UTC).
@@ -280,11 +345,17 @@ fn encode_row<E: arrow_pg::encoder::Encoder>(
     fields: &[FieldInfo],
     widths: &[Option<usize>],
 ) -> PgWireResult<()> {
-    let schema = batch.schema();
+    let schema = batch.schema_ref();
     for (col, pg_field) in fields.iter().enumerate() {
         let array = batch.column(col);
         let ty = pg_field.datatype();
-        if let (Some(width), Some(strings)) =
+        let integer = match *ty {
+            Type::INT2 | Type::INT4 | Type::INT8 => integer_at(array.as_ref(), row),
+            _ => None,
+        };
+        if let Some(value) = integer {
+            encoder.encode_field(&value, pg_field)?;
+        } else if let (Some(width), Some(strings)) =
             (widths[col], array.as_any().downcast_ref::<StringArray>())
         {
             let value = strings.is_valid(row).then(|| {
@@ -441,5 +512,25 @@ mod tests {
             assert_eq!(pg_float(v), want, "{v}");
         }
         assert_eq!(pg_float(1.1f32), "1.1");
+    }
+
+    #[test]
+    fn integers_print_in_decimal_and_encode_in_their_width() {
+        use super::{FormatOptions, Integer, ToSql, ToSqlText, Type};
+        for v in [0, 7, -7, 10, -100, 1234567890, i64::MAX, i64::MIN] {
+            let mut out = bytes::BytesMut::new();
+            Integer(v)
+                .to_sql_text(&Type::INT8, &mut out, &FormatOptions::default())
+                .unwrap();
+            assert_eq!(out, v.to_string().as_bytes(), "{v}");
+        }
+        let binary = |v: i64, ty: &Type| {
+            let mut out = bytes::BytesMut::new();
+            Integer(v).to_sql(ty, &mut out).map(|_| out.to_vec())
+        };
+        assert_eq!(binary(-2, &Type::INT2).unwrap(), (-2i16).to_be_bytes());
+        assert_eq!(binary(-2, &Type::INT4).unwrap(), (-2i32).to_be_bytes());
+        assert_eq!(binary(-2, &Type::INT8).unwrap(), (-2i64).to_be_bytes());
+        assert!(binary(1 << 40, &Type::INT4).is_err());
     }
 }

@@ -93,9 +93,14 @@ impl Settings {
     }
 }
 
-fn print_header(what: &str, unit: &str) {
+/// A section's title (`what`, and how many runs of how long) and its
+/// table's header.
+fn print_header(settings: &Settings, what: &str, unit: &str) {
     println!();
-    println!("{what}");
+    println!(
+        "{what}; median of {} runs of {}s",
+        settings.runs, settings.seconds
+    );
     println!(
         "{:<14} {:>6} {:>12} {:>9} {:>9}",
         "server", "conns", unit, "p50 us", "p99 us"
@@ -128,6 +133,12 @@ async fn compare(servers: &[Server], settings: &Settings, workload: Workload, co
     }
 }
 
+/// A section of one workload on 8 connections (2 under `cargo test`).
+async fn section(servers: &[Server], s: &Settings, what: &str, unit: &str, workload: Workload) {
+    print_header(s, what, unit);
+    compare(servers, s, workload, if s.bench { 8 } else { 2 }).await;
+}
+
 fn ratio_text(ours: f64, theirs: f64) -> String {
     format!("{:.2}x", theirs / ours)
 }
@@ -146,48 +157,40 @@ async fn key_workloads(servers: &[Server], s: &Settings) {
     }
     if s.wants("point") {
         print_header(
-            &format!("1. point selects by primary key, extended protocol, prepared once; median of {} runs of {}s", s.runs, s.seconds),
+            s,
+            "1. point selects by primary key, extended protocol, prepared once",
             "queries/s",
         );
         for &c in &s.connections {
             compare(servers, s, Workload::PointSelect { rows: s.rows }, c).await;
         }
-        let connections = if s.bench { 8 } else { 2 };
-        print_header(
-            &format!("1b. the same, the statement prepared for each query (unnamed); median of {} runs of {}s", s.runs, s.seconds),
-            "queries/s",
-        );
-        compare(
+        let rows = s.rows;
+        section(
             servers,
             s,
-            Workload::PointSelectUnnamed { rows: s.rows },
-            connections,
+            "1b. the same, the statement prepared for each query (unnamed)",
+            "queries/s",
+            Workload::PointSelectUnnamed { rows },
         )
         .await;
-        print_header(
-            &format!(
-                "1c. the same, simple protocol, the id in the text; median of {} runs of {}s",
-                s.runs, s.seconds
-            ),
-            "queries/s",
-        );
-        compare(
+        section(
             servers,
             s,
-            Workload::PointSelectSimple { rows: s.rows },
-            connections,
+            "1c. the same, simple protocol, the id in the text",
+            "queries/s",
+            Workload::PointSelectSimple { rows },
         )
         .await;
     }
     if s.wants("insert") {
-        print_header(
-            &format!(
-                "2. single-row INSERTs, each committed durably; median of {} runs of {}s",
-                s.runs, s.seconds
-            ),
+        section(
+            servers,
+            s,
+            "2. single-row INSERTs, each committed durably",
             "inserts/s",
-        );
-        compare(servers, s, Workload::Insert, if s.bench { 8 } else { 2 }).await;
+            Workload::Insert,
+        )
+        .await;
     }
     if s.wants("copy") || s.wants("range") {
         let rows = s.devices * key_access::READINGS_PER_DEVICE;
@@ -232,30 +235,21 @@ async fn key_workloads(servers: &[Server], s: &Settings) {
         }
     }
     if s.wants("range") {
-        let connections = if s.bench { 8 } else { 2 };
-        print_header(
-            &format!(
-                "4. 100 consecutive rows of one partition; median of {} runs of {}s",
-                s.runs, s.seconds
-            ),
-            "queries/s",
-        );
-        compare(
+        let devices = s.devices;
+        section(
             servers,
             s,
-            Workload::Range100 { devices: s.devices },
-            connections,
+            "4. 100 consecutive rows of one partition",
+            "queries/s",
+            Workload::Range100 { devices },
         )
         .await;
-        print_header(
-            &format!("4. log tail: ORDER BY seq DESC LIMIT 10 in one partition; median of {} runs of {}s", s.runs, s.seconds),
-            "queries/s",
-        );
-        compare(
+        section(
             servers,
             s,
-            Workload::LogTail { devices: s.devices },
-            connections,
+            "4. log tail: ORDER BY seq DESC LIMIT 10 in one partition",
+            "queries/s",
+            Workload::LogTail { devices },
         )
         .await;
     }

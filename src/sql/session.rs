@@ -579,7 +579,7 @@ impl Session {
     /// Parses and plans one statement for repeated execution; a read by key
     /// prepared before is taken as it was.
     pub async fn prepare(&mut self, sql: &str) -> Result<Arc<Prepared>> {
-        if let Some(prepared) = self.prepared_key_read(sql) {
+        if let Some(Some(prepared)) = self.remembered(sql) {
             return Ok(prepared);
         }
         let prepared = Arc::new(self.plan_statement(sql).await?);
@@ -591,13 +591,18 @@ impl Session {
         Ok(prepared)
     }
 
-    /// The read by key prepared from `sql` before, if its table's definition
-    /// is still the one it was made for.
-    fn prepared_key_read(&self, sql: &str) -> Option<Arc<Prepared>> {
-        let prepared = self.key_reads.get(sql)?.as_ref()?;
+    /// What `key_reads` knows of `sql`: `Some(Some(_))`, the read by key
+    /// prepared from it, its table's definition still the one it was made
+    /// for; `Some(None)`, not a read by key; `None`, nothing (or a stale plan).
+    fn remembered(&self, sql: &str) -> Option<Option<Arc<Prepared>>> {
+        let Some(prepared) = self.key_reads.get(sql)? else {
+            return Some(None);
+        };
         let by_key = prepared.by_key.as_ref()?;
         let def = self.table_def(by_key.table_name());
-        by_key.is_current(def.as_ref()).then(|| prepared.clone())
+        by_key
+            .is_current(def.as_ref())
+            .then(|| Some(prepared.clone()))
     }
 
     /// Parses and plans one statement.
@@ -759,9 +764,10 @@ impl Session {
             return Ok(None);
         };
         let text = parameterized.to_string();
-        let prepared = match self.key_reads.get(text.as_str()) {
+        let prepared = match self.remembered(&text) {
+            Some(Some(prepared)) => prepared,
             Some(None) => return Ok(None),
-            _ => match self.prepare(&text).await {
+            None => match self.prepare(&text).await {
                 Ok(prepared) => prepared,
                 // An error is the general path's to report, on the query as sent.
                 Err(_) => return Ok(None),

@@ -7,6 +7,13 @@ use datafusion::common::{ParamValues, ScalarValue};
 use futures::TryStreamExt;
 use tablegate::sql::{Output, Session};
 
+/// Runs statements that must all succeed.
+async fn run_all(session: &mut Session, sql: &str) {
+    for output in session.execute(sql).await {
+        output.unwrap();
+    }
+}
+
 async fn rows(output: Output) -> usize {
     match output {
         Output::Rows { stream, .. } => stream
@@ -24,12 +31,7 @@ async fn rows(output: Output) -> usize {
 async fn point_queries_skip_planning() {
     let (_dir, engine) = common::temp_engine().await;
     let mut session = Session::new(engine);
-    for output in session
-        .execute("CREATE TABLE accounts (id int PRIMARY KEY, owner text, balance bigint); INSERT INTO accounts VALUES (1, 'a', 10), (2, 'b', 20)")
-        .await
-    {
-        output.unwrap();
-    }
+    run_all(&mut session, "CREATE TABLE accounts (id int PRIMARY KEY, owner text, balance bigint); INSERT INTO accounts VALUES (1, 'a', 10), (2, 'b', 20)").await;
     let cases = [
         ("SELECT owner, balance FROM accounts WHERE id = $1", true),
         ("SELECT * FROM accounts WHERE id = $1", true),
@@ -123,12 +125,8 @@ async fn fast_and_general() -> (tempfile::TempDir, Session, Session) {
             ));
         }
     }
-    for output in fast.execute(&setup).await {
-        output.unwrap();
-    }
-    for output in general.execute("SET tablegate.pushdown = off").await {
-        output.unwrap();
-    }
+    run_all(&mut fast, &setup).await;
+    run_all(&mut general, "SET tablegate.pushdown = off").await;
     (dir, fast, general)
 }
 
@@ -363,12 +361,7 @@ async fn key_reads_prepared_again_are_planned_once_per_definition() {
     use std::sync::Arc;
     let (_dir, engine) = common::temp_engine().await;
     let mut session = Session::new(engine);
-    for output in session
-        .execute("CREATE TABLE accounts (id int PRIMARY KEY, owner text); INSERT INTO accounts VALUES (1, 'a')")
-        .await
-    {
-        output.unwrap();
-    }
+    run_all(&mut session, "CREATE TABLE accounts (id int PRIMARY KEY, owner text); INSERT INTO accounts VALUES (1, 'a')").await;
     let sql = "SELECT * FROM accounts WHERE id = $1";
     let first = session.prepare(sql).await.unwrap();
     assert!(Arc::ptr_eq(&first, &session.prepare(sql).await.unwrap()));
@@ -380,12 +373,7 @@ async fn key_reads_prepared_again_are_planned_once_per_definition() {
         &session.prepare(count).await.unwrap()
     ));
 
-    for output in session
-        .execute("ALTER TABLE accounts ADD COLUMN note text")
-        .await
-    {
-        output.unwrap();
-    }
+    run_all(&mut session, "ALTER TABLE accounts ADD COLUMN note text").await;
     let after = session.prepare(sql).await.unwrap();
     assert!(!Arc::ptr_eq(&first, &after));
     assert!(after.skips_planning());

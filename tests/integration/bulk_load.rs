@@ -4,6 +4,7 @@
 //! `write_atomic`, counts and sizes included, and all or nothing.
 
 use tablegate::model::{Entity, Value};
+use tablegate::store::native::NativeStore;
 use tablegate::store::{
     AtomicWrite, EncodedRows, EntityRead, Query, Statistics, TableAdmin, WriteOp,
 };
@@ -56,40 +57,55 @@ async fn all(store: &impl EntityRead, table: &str) -> Vec<Entity> {
     }
 }
 
-#[tokio::test]
-async fn a_load_equals_the_same_atomic_write() {
-    let (_dir, store) = temp_store();
+/// Loads `n` entities into one table and writes them atomically into
+/// another; both must read and count alike.
+async fn load_and_write(n: usize) -> (tempfile::TempDir, NativeStore) {
+    let (dir, store) = temp_store();
     store.create_table("loaded").await.unwrap();
     store.create_table("written").await.unwrap();
-    let rows = entities(3000, 1);
+    let rows = entities(n, 1);
     assert_eq!(
         store
             .insert_rows(vec![("loaded".to_owned(), encoded(&rows))])
             .await
             .unwrap(),
-        3000
+        n as u64
     );
     let ops = rows
         .iter()
         .map(|e| ("written".to_owned(), WriteOp::Insert(e.clone())))
         .collect();
     store.write_atomic(ops).await.unwrap();
-    assert_eq!(all(&store, "loaded").await, all(&store, "written").await);
-    assert_eq!(all(&store, "loaded").await.len(), 3000);
+    let loaded = all(&store, "loaded").await;
+    assert_eq!(loaded.len(), n);
+    assert!(loaded == all(&store, "written").await);
     assert_eq!(
         store.table_stats("loaded").await.unwrap(),
         store.table_stats("written").await.unwrap()
     );
-    for p in ["p000", "p013", "p036"] {
+    for p in 0..37 {
+        let p = format!("p{p:03}");
+        let loaded = store.partition_stats("loaded", &p).await.unwrap();
+        let written = store.partition_stats("written", &p).await.unwrap();
         assert_eq!(
-            store.partition_stats("loaded", p).await.unwrap().entities,
-            store.partition_stats("written", p).await.unwrap().entities
-        );
-        assert_eq!(
-            store.partition_stats("loaded", p).await.unwrap().bytes,
-            store.partition_stats("written", p).await.unwrap().bytes
+            (loaded.entities, loaded.bytes),
+            (written.entities, written.bytes),
+            "{p}"
         );
     }
+    (dir, store)
+}
+
+/// A load large enough to be written in several pieces at once (one per
+/// core), cut inside partitions.
+#[tokio::test]
+async fn a_load_in_pieces_equals_the_same_atomic_write() {
+    load_and_write(250_000).await;
+}
+
+#[tokio::test]
+async fn a_load_equals_the_same_atomic_write() {
+    let (_dir, store) = load_and_write(3000).await;
     // A second load goes into a table that holds rows: through the journal.
     let more = entities(500, 2)
         .into_iter()

@@ -41,6 +41,102 @@ use crate::model::codec::record::{
 use crate::model::{check_entity_shape, ETag, Entity, IfMatch};
 use crate::store::{EncodedRows, PartitionStats, Result, StoreError, WriteOp, WriteOutcome};
 
+/// Rows a piece of a load holds at least (fewer rows are not worth a thread).
+const MIN_LOAD_PIECE_ROWS: usize = 100_000;
+
+/// Writes rows, in key order, into new sorted files of an empty table, and
+/// registers the files (the rows become visible); returns the headers of
+/// the partitions the rows fill, in key order. The rows are cut into
+/// contiguous key ranges written at once, one per core (up to 4): writing
+/// the files (blocks, filters, checksums) is the CPU-bound part of a bulk
+/// load. Files are registered only once every piece is written; should
+/// registering fail midway, the load's marker stays and opening the store
+/// removes the rows.
+fn ingest(
+    table: &Table,
+    rows: &EncodedRows,
+    order: &[usize],
+    version: u64,
+) -> Result<Vec<(Vec<u8>, PartitionHeader)>> {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get().min(4));
+    let pieces = cores.min(order.len() / MIN_LOAD_PIECE_ROWS).max(1);
+    let parts: Vec<&[usize]> = order.chunks(order.len().div_ceil(pieces)).collect();
+    let written = std::sync::Barrier::new(parts.len());
+    let failed = std::sync::atomic::AtomicBool::new(false);
+    // An ingestion stays on the thread that made it (it is not `Send`).
+    // `None`: not registered, as another piece failed.
+    let piece = |order: &[usize]| -> Result<Option<Vec<(Vec<u8>, PartitionHeader)>>> {
+        let mut partitions: Vec<(Vec<u8>, PartitionHeader)> = Vec::new();
+        let write = || {
+            let mut ingestion = table.entities.start_ingestion().map_err(storage)?;
+            let mut partition = None;
+            let mut record = Vec::new();
+            for &i in order {
+                let row = rows.get(i);
+                let key = encode_entity_key(row.partition_key, row.row_key);
+                record.clear();
+                record.extend_from_slice(row.record);
+                set_record_version(&mut record, version);
+                let billed_size = u64::from(record_header(&record)?.billed_size);
+                ingestion
+                    .write(key.as_slice(), record.as_slice())
+                    .map_err(storage)?;
+                if partition != Some(row.partition_key) {
+                    partition = Some(row.partition_key);
+                    let prefix = encode_partition_prefix(row.partition_key);
+                    partitions.push((prefix, PartitionHeader::default()));
+                }
+                if let Some((_, header)) = partitions.last_mut() {
+                    header.entities += 1;
+                    header.bytes += billed_size;
+                }
+            }
+            Ok::<_, StoreError>(ingestion)
+        };
+        // Every piece reaches the barrier, even one that panics.
+        let ingestion = std::panic::catch_unwind(std::panic::AssertUnwindSafe(write));
+        if !matches!(ingestion, Ok(Ok(_))) {
+            failed.store(true, Ordering::Release);
+        }
+        written.wait();
+        let ingestion = ingestion.unwrap_or_else(|panic| std::panic::resume_unwind(panic))?;
+        if failed.load(Ordering::Acquire) {
+            return Ok(None);
+        }
+        ingestion.finish().map_err(storage)?;
+        Ok(Some(partitions))
+    };
+    let results: Vec<Result<_>> = std::thread::scope(|scope| {
+        let threads: Vec<_> = parts
+            .iter()
+            .map(|&part| scope.spawn(move || piece(part)))
+            .collect();
+        threads
+            .into_iter()
+            .map(|thread| match thread.join() {
+                Ok(result) => result,
+                Err(panic) => std::panic::resume_unwind(panic),
+            })
+            .collect()
+    });
+    let mut headers: Vec<(Vec<u8>, PartitionHeader)> = Vec::new();
+    // Any error is first; a piece that failed makes the others `None`.
+    let results = results.into_iter().collect::<Result<Vec<_>>>()?;
+    for partitions in results.into_iter().flatten() {
+        for (prefix, added) in partitions {
+            // A partition cut between two pieces ends one and starts the next.
+            match headers.last_mut() {
+                Some((last, header)) if *last == prefix => {
+                    header.entities += added.entities;
+                    header.bytes += added.bytes;
+                }
+                _ => headers.push((prefix, added)),
+            }
+        }
+    }
+    Ok(headers)
+}
+
 pub(super) type Reply<T> = oneshot::Sender<Result<T>>;
 
 /// A write operation with its record encoded ahead, off the writer thread;
@@ -398,32 +494,7 @@ impl Writer {
             if order.is_empty() {
                 continue;
             }
-            let mut ingestion = table.entities.start_ingestion().map_err(storage)?;
-            let mut partitions: Vec<(Vec<u8>, PartitionHeader)> = Vec::new();
-            let mut partition = None;
-            let mut record = Vec::new();
-            for &i in order {
-                let row = rows.get(i);
-                let key = encode_entity_key(row.partition_key, row.row_key);
-                record.clear();
-                record.extend_from_slice(row.record);
-                set_record_version(&mut record, version);
-                let billed_size = u64::from(record_header(&record)?.billed_size);
-                ingestion
-                    .write(key.as_slice(), record.as_slice())
-                    .map_err(storage)?;
-                if partition != Some(row.partition_key) {
-                    partition = Some(row.partition_key);
-                    let prefix = encode_partition_prefix(row.partition_key);
-                    partitions.push((prefix, PartitionHeader::default()));
-                }
-                if let Some((_, header)) = partitions.last_mut() {
-                    header.entities += 1;
-                    header.bytes += billed_size;
-                }
-            }
-            ingestion.finish().map_err(storage)?;
-
+            let partitions = ingest(table, rows, order, version)?;
             let mut delta = Delta::default();
             for (prefix, added) in partitions {
                 // A partition bulk-deleted before keeps its watermark; others

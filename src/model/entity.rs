@@ -106,12 +106,25 @@ impl Entity {
     /// limit: 4 bytes, plus the keys at two bytes a character, plus for every
     /// property 8 bytes, its name at two bytes a character and its value.
     pub fn billed_size(&self) -> usize {
-        use super::value::utf16_len;
-        4 + 2 * (utf16_len(&self.key.partition_key) + utf16_len(&self.key.row_key))
-            + self
-                .properties
-                .iter()
-                .map(|(name, value)| 8 + 2 * utf16_len(name) + value.billed_size())
-                .sum::<usize>()
+        billed_size_of(&self.key, self.property_refs())
     }
+
+    /// The properties as names and values, in name order.
+    pub fn property_refs(&self) -> impl Iterator<Item = (&str, &Value)> + Clone {
+        self.properties
+            .iter()
+            .map(|(name, value)| (name.as_str(), value))
+    }
+}
+
+/// [`Entity::billed_size`] of an entity held in parts.
+pub fn billed_size_of<'a>(
+    key: &EntityKey,
+    properties: impl Iterator<Item = (&'a str, &'a Value)>,
+) -> usize {
+    use super::value::utf16_len;
+    4 + 2 * (utf16_len(&key.partition_key) + utf16_len(&key.row_key))
+        + properties
+            .map(|(name, value)| 8 + 2 * utf16_len(name) + value.billed_size())
+            .sum::<usize>()
 }

@@ -1,8 +1,9 @@
 //! The limits of the data model, as the Azure Table service sets them, and the
 //! checks that enforce them. Every check names the limit it enforces.
 
-use super::entity::Entity;
+use super::entity::{billed_size_of, Entity, EntityKey};
 use super::error::ModelError;
+use super::value::Value;
 
 /// Largest PartitionKey or RowKey, in bytes of UTF-8.
 pub const MAX_KEY_BYTES: usize = 1024;
@@ -93,23 +94,38 @@ pub fn check_table_name(name: &str) -> Result<(), ModelError> {
 /// keys, property names, property count, value ranges and total size.
 /// Returns the entity's billed size (see [`Entity::billed_size`]).
 pub fn check_entity(entity: &Entity) -> Result<usize, ModelError> {
-    check_key(KeyKind::PartitionKey, entity.partition_key())?;
-    check_key(KeyKind::RowKey, entity.row_key())?;
-    check_entity_shape(entity)
+    check_entity_parts(&entity.key, entity.property_refs())
+}
+
+/// [`check_entity`] of an entity held in parts: its key and its properties
+/// (in name order).
+pub fn check_entity_parts<'a>(
+    key: &EntityKey,
+    properties: impl Iterator<Item = (&'a str, &'a Value)> + Clone,
+) -> Result<usize, ModelError> {
+    check_key(KeyKind::PartitionKey, &key.partition_key)?;
+    check_key(KeyKind::RowKey, &key.row_key)?;
+    check_shape(key, properties)
 }
 
 /// The part of [`check_entity`] that a merge can change: names, count, size.
 /// Returns the entity's billed size.
 pub fn check_entity_shape(entity: &Entity) -> Result<usize, ModelError> {
-    if entity.properties.len() > MAX_PROPERTIES {
-        return Err(ModelError::TooManyProperties {
-            count: entity.properties.len(),
-        });
+    check_shape(&entity.key, entity.property_refs())
+}
+
+fn check_shape<'a>(
+    key: &EntityKey,
+    properties: impl Iterator<Item = (&'a str, &'a Value)> + Clone,
+) -> Result<usize, ModelError> {
+    let count = properties.clone().count();
+    if count > MAX_PROPERTIES {
+        return Err(ModelError::TooManyProperties { count });
     }
-    for name in entity.properties.keys() {
+    for (name, _) in properties.clone() {
         check_property_name(name)?;
     }
-    let size = entity.billed_size();
+    let size = billed_size_of(key, properties);
     if size > MAX_ENTITY_BYTES {
         return Err(ModelError::EntityTooLarge { bytes: size });
     }

@@ -14,9 +14,9 @@ pub mod codec;
 pub use entity::{ETag, Entity, EntityKey, IfMatch, Properties};
 pub use error::ModelError;
 pub use limits::{
-    check_entity, check_entity_shape, check_key, check_property_name, check_table_name, KeyKind,
-    MAX_BATCH_OPERATIONS, MAX_ENTITY_BYTES, MAX_KEY_BYTES, MAX_PROPERTIES, MAX_PROPERTY_NAME_CHARS,
-    SYSTEM_PROPERTIES,
+    check_entity, check_entity_parts, check_entity_shape, check_key, check_property_name,
+    check_table_name, KeyKind, MAX_BATCH_OPERATIONS, MAX_ENTITY_BYTES, MAX_KEY_BYTES,
+    MAX_PROPERTIES, MAX_PROPERTY_NAME_CHARS, SYSTEM_PROPERTIES,
 };
 pub use value::{
     Date, DateTime, Decimal, Guid, PropertyType, Value, ValueRef, DECIMAL_MAX_PRECISION,

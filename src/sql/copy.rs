@@ -2,6 +2,7 @@
 //! changes; and the options of COPY ... TO STDOUT, whose rows the wire layer
 //! encodes.
 
+use std::borrow::Cow;
 use std::sync::Arc;
 
 use datafusion::arrow::array::{ArrayRef, BinaryArray, RecordBatch, StringArray};
@@ -15,7 +16,7 @@ use super::dml::bytea_input;
 use super::error::{Result, SqlError};
 use super::types::arrow_type;
 use crate::catalog::{SqlType, TableDef};
-use crate::model::check_entity;
+use crate::model::check_entity_parts;
 use crate::store::{EncodedRows, StoreError};
 
 /// Lines each thread parses and makes into rows at a time.
@@ -135,6 +136,7 @@ impl CopyIn {
     pub fn new(def: Arc<TableDef>, columns: Vec<usize>, format: CopyFormat) -> Self {
         CopyIn {
             parser: LineParser {
+                properties: stored_by_name(&def),
                 def,
                 columns,
                 format,
@@ -174,7 +176,7 @@ impl CopyIn {
         pending.drain(..start);
         self.pending = pending;
         if self.held_ends.len() >= self.flush_at {
-            self.flush()?;
+            self.flush(false)?;
         }
         Ok(())
     }
@@ -191,7 +193,7 @@ impl CopyIn {
             let line = std::mem::take(&mut self.pending);
             self.line(&line)?;
         }
-        self.flush()?;
+        self.flush(true)?;
         Ok((self.rows, self.near_limits))
     }
 
@@ -219,16 +221,28 @@ impl CopyIn {
         Ok(())
     }
 
-    /// Parses the held lines and makes them into rows, on every core.
-    fn flush(&mut self) -> Result<()> {
-        if self.held_ends.is_empty() {
+    /// Parses held lines and makes them into rows, on every core: all of
+    /// them at the end, else whole parts of [`PART_ROWS`] lines, so that
+    /// every part fills a chunk of rows and joins the others without a copy
+    /// (see [`EncodedRows::append`]).
+    fn flush(&mut self, end: bool) -> Result<()> {
+        let count = match end {
+            true => self.held_ends.len(),
+            false => self.held_ends.len() / PART_ROWS * PART_ROWS,
+        };
+        if count == 0 {
             return Ok(());
         }
         let made = self
             .parser
-            .make_batch(&self.held, &self.held_ends, self.first_held);
-        self.held.clear();
-        self.held_ends.clear();
+            .make_batch(&self.held, &self.held_ends[..count], self.first_held);
+        let taken = self.held_ends[count - 1];
+        self.held.drain(..taken);
+        self.held_ends.drain(..count);
+        for end in &mut self.held_ends {
+            *end -= taken;
+        }
+        self.first_held += count;
         for part in made {
             let (rows, near_limits) = part?;
             self.rows.append(rows);
@@ -238,11 +252,23 @@ impl CopyIn {
     }
 }
 
+/// The columns of a table stored as properties, in name order.
+fn stored_by_name(def: &TableDef) -> Vec<usize> {
+    let mut columns: Vec<usize> = (0..def.columns.len())
+        .filter(|&i| def.columns[i].system.is_none() && !def.is_key_column(i))
+        .collect();
+    columns.sort_by(|&a, &b| def.columns[a].name.cmp(&def.columns[b].name));
+    columns
+}
+
 /// How the lines of a COPY become rows.
 struct LineParser {
     def: Arc<TableDef>,
     columns: Vec<usize>,
     format: CopyFormat,
+    /// The columns stored as properties (neither key nor system columns),
+    /// in name order: the order of a record's properties.
+    properties: Vec<usize>,
 }
 
 impl LineParser {
@@ -284,16 +310,17 @@ impl LineParser {
         })
     }
 
-    /// Splits held lines into their fields; `first` is the number of the
-    /// first of them.
+    /// Splits held lines into their fields, all in one list (a line's
+    /// fields after the previous line's); `first` is the number of the first
+    /// line.
     fn parse_lines<'a>(
         &self,
         lines: impl Iterator<Item = &'a [u8]>,
         first: usize,
-    ) -> Result<Vec<Vec<Option<String>>>> {
-        lines
-            .enumerate()
-            .map(|(n, raw)| {
+    ) -> Result<Vec<Option<Cow<'a, str>>>> {
+        let mut fields = Vec::with_capacity(PART_ROWS * self.columns.len());
+        for (n, raw) in lines.enumerate() {
+            {
                 let number = first + n;
                 let text = std::str::from_utf8(raw).map_err(|_| {
                     SqlError::value(
@@ -303,36 +330,36 @@ impl LineParser {
                         ),
                     )
                 })?;
-                let fields = if self.format.csv {
-                    self.csv_fields(text)
+                let before = fields.len();
+                if self.format.csv {
+                    self.csv_fields(text, &mut fields);
                 } else {
-                    self.text_fields(text)?
-                };
-                if fields.len() != self.columns.len() {
+                    self.text_fields(text, &mut fields);
+                }
+                let found = fields.len() - before;
+                if found != self.columns.len() {
                     return Err(SqlError::value(
                         "22P04",
                         format!(
-                            "COPY line {number}: expected {} columns, found {}",
+                            "COPY line {number}: expected {} columns, found {found}",
                             self.columns.len(),
-                            fields.len()
                         ),
                     ));
                 }
-                Ok(fields)
-            })
-            .collect()
+            }
+        }
+        Ok(fields)
     }
 
     /// Splits a line of the text format, undoing its backslash escapes.
-    fn text_fields(&self, line: &str) -> Result<Vec<Option<String>>> {
-        let mut out = Vec::new();
+    fn text_fields<'a>(&self, line: &'a str, out: &mut Vec<Option<Cow<'a, str>>>) {
         for raw in line.split(self.format.delimiter) {
             if raw == self.format.null {
                 out.push(None);
                 continue;
             }
             if !raw.contains('\\') {
-                out.push(Some(raw.to_owned()));
+                out.push(Some(Cow::Borrowed(raw)));
                 continue;
             }
             let mut value = String::with_capacity(raw.len());
@@ -366,17 +393,15 @@ impl LineParser {
                     None => value.push('\\'),
                 }
             }
-            out.push(Some(value));
+            out.push(Some(Cow::Owned(value)));
         }
-        Ok(out)
     }
 
     /// Splits a CSV line: quoted fields may hold delimiters, quotes (doubled or
     /// escaped) and newlines; an unquoted empty field is the NULL string.
-    fn csv_fields(&self, line: &str) -> Vec<Option<String>> {
+    fn csv_fields<'a>(&self, line: &str, out: &mut Vec<Option<Cow<'a, str>>>) {
         let (delimiter, quote, escape) =
             (self.format.delimiter, self.format.quote, self.format.escape);
-        let mut out = Vec::new();
         let mut value = String::new();
         let mut quoted = false;
         let mut was_quoted = false;
@@ -400,24 +425,25 @@ impl LineParser {
             }
         }
         out.push(self.csv_value(value, was_quoted));
-        out
     }
 
-    fn csv_value(&self, value: String, was_quoted: bool) -> Option<String> {
-        (was_quoted || value != self.format.null).then_some(value)
+    fn csv_value<'a>(&self, value: String, was_quoted: bool) -> Option<Cow<'a, str>> {
+        (was_quoted || value != self.format.null).then_some(Cow::Owned(value))
     }
 
-    /// Makes parsed lines into rows, casting each column's text to its type.
-    fn make_rows(&self, lines: &[Vec<Option<String>>]) -> Result<(EncodedRows, NearLimits)> {
+    /// Makes parsed lines (their fields in one list) into rows, casting each
+    /// column's text to its type.
+    fn make_rows(&self, fields: &[Option<Cow<str>>]) -> Result<(EncodedRows, NearLimits)> {
+        let width = self.columns.len();
         let strict = CastOptions {
             safe: false,
             ..Default::default()
         };
         let mut arrays: Vec<ArrayRef> = Vec::with_capacity(self.columns.len());
-        let mut fields = Vec::with_capacity(self.columns.len());
+        let mut schema = Vec::with_capacity(self.columns.len());
         for (j, &i) in self.columns.iter().enumerate() {
             let column = &self.def.columns[i];
-            let texts = lines.iter().map(|r| r[j].as_deref());
+            let texts = fields.iter().skip(j).step_by(width).map(|f| f.as_deref());
             let array: ArrayRef = if column.ty == SqlType::Bytea {
                 Arc::new(texts.map(|t| t.map(bytea_input)).collect::<BinaryArray>())
             } else {
@@ -433,19 +459,27 @@ impl LineParser {
                     )
                 })?
             };
-            fields.push(Field::new(&column.name, array.data_type().clone(), true));
+            schema.push(Field::new(&column.name, array.data_type().clone(), true));
             arrays.push(array);
         }
-        let batch = RecordBatch::try_new(Arc::new(Schema::new(fields)), arrays)?;
+        let batch = RecordBatch::try_new(Arc::new(Schema::new(schema)), arrays)?;
         let mut rows = EncodedRows::new();
         let mut near_limits = NearLimits::default();
+        // Each row is encoded as its entity would be (see
+        // `TableDef::row_to_entity`), without making the entity: its
+        // properties are its non-NULL values of the stored columns.
         for row in batch_to_rows(&self.def, &self.columns, &batch)? {
             self.def.check_row(&row)?;
             let key = self.def.entity_key(&row)?;
-            let entity = self.def.row_to_entity(key, &row)?;
-            let billed_size = check_entity(&entity).map_err(StoreError::from)?;
-            near_limits.note(&entity, billed_size, Some(&self.def));
-            rows.push_entity_of_size(&entity, billed_size);
+            let properties = self.properties.iter().filter_map(|&i| {
+                let value = row[i].as_ref()?;
+                Some((self.def.columns[i].name.as_str(), value))
+            });
+            let billed_size =
+                check_entity_parts(&key, properties.clone()).map_err(StoreError::from)?;
+            let count = properties.clone().count();
+            near_limits.note(&key, count, billed_size, Some(&self.def));
+            rows.push_new(&key, billed_size, properties);
         }
         Ok((rows, near_limits))
     }
@@ -478,11 +512,63 @@ mod tests {
         CopyIn::new(Arc::new(def), vec![], format)
     }
 
+    /// A COPY's record of a row is the record of the entity the row makes
+    /// (properties in name order, whatever the column order).
+    #[test]
+    fn rows_are_encoded_as_their_entities() {
+        let column = |name: &str, ty: SqlType| crate::catalog::Column {
+            name: name.into(),
+            ty,
+            nullable: true,
+            system: None,
+            default: None,
+            comment: None,
+        };
+        let def = Arc::new(TableDef {
+            name: "t".into(),
+            columns: vec![
+                column("k", SqlType::Int4),
+                column("zeta", SqlType::Text),
+                column("alpha", SqlType::Int8),
+                column("mid", SqlType::Bool),
+            ],
+            keys: crate::catalog::Keys::Columns {
+                partition: vec![0],
+                row: vec![],
+            },
+            foreign_keys: vec![],
+            comment: None,
+            indexes: Vec::new(),
+            view: None,
+            grants: Vec::new(),
+        });
+        let mut copy = CopyIn::new(def.clone(), vec![0, 1, 2, 3], copy(false).parser.format);
+        copy.feed(b"1\tz\t7\tt\n2\t\\N\t-3\t\\N\n").unwrap();
+        let (rows, _) = copy.finish().unwrap();
+        assert_eq!(rows.len(), 2);
+        for (i, row) in rows.iter().enumerate() {
+            let entity = rows.entity(i, None).unwrap();
+            let mut expected = EncodedRows::new();
+            expected.push_entity(&entity);
+            assert_eq!(row.record, expected.get(0).record);
+        }
+        let first = rows.entity(0, None).unwrap();
+        assert_eq!(first.properties.len(), 3);
+        assert_eq!(
+            first.get("zeta"),
+            Some(&crate::model::Value::String("z".into()))
+        );
+        assert_eq!(rows.entity(1, None).unwrap().properties.len(), 1);
+    }
+
     #[test]
     fn text_format_escapes_and_nulls() {
         let c = copy(false);
+        let mut fields = Vec::new();
+        c.parser
+            .text_fields("a\\tb\t\\N\tx\\\\y\t\\101", &mut fields);
         assert_eq!(
-            c.parser.text_fields("a\\tb\t\\N\tx\\\\y\t\\101").unwrap(),
+            fields,
             vec![
                 Some("a\tb".into()),
                 None,
@@ -495,8 +581,11 @@ mod tests {
     #[test]
     fn csv_quotes() {
         let c = copy(true);
+        let mut fields = Vec::new();
+        c.parser
+            .csv_fields(r#"1,"a,b","say ""hi""",,"""#, &mut fields);
         assert_eq!(
-            c.parser.csv_fields(r#"1,"a,b","say ""hi""",,"""#),
+            fields,
             vec![
                 Some("1".into()),
                 Some("a,b".into()),

@@ -8,7 +8,7 @@ use std::borrow::Cow;
 
 use crate::model::codec::record::{decode_record, encode_record_into, RecordHeader};
 use crate::model::codec::CodecError;
-use crate::model::{DateTime, ETag, Entity, EntityKey};
+use crate::model::{DateTime, ETag, Entity, EntityKey, Value};
 
 /// A row's ETag as a read gives it: its text, or the version number it
 /// names, made into text only when asked (most reads never ask).
@@ -164,20 +164,45 @@ impl EncodedRows {
 
     /// [`EncodedRows::push_entity`] when the billed size is known.
     pub fn push_entity_of_size(&mut self, entity: &Entity, billed_size: usize) {
+        let etag = entity
+            .etag
+            .as_ref()
+            .map_or(RowETag::None, |e| RowETag::Text(&e.0));
+        self.push_parts(
+            &entity.key,
+            etag,
+            entity.timestamp,
+            billed_size,
+            entity.property_refs(),
+        );
+    }
+
+    /// Appends a new row given by its key and its properties (in name
+    /// order), of the given billed size.
+    pub fn push_new<'a>(
+        &mut self,
+        key: &EntityKey,
+        billed_size: usize,
+        properties: impl Iterator<Item = (&'a str, &'a Value)>,
+    ) {
+        self.push_parts(key, RowETag::None, None, billed_size, properties);
+    }
+
+    fn push_parts<'a>(
+        &mut self,
+        key: &EntityKey,
+        etag: RowETag,
+        timestamp: Option<DateTime>,
+        billed_size: usize,
+        properties: impl Iterator<Item = (&'a str, &'a Value)>,
+    ) {
         let chunk = self.open_chunk();
         let header = RecordHeader {
             version: 0,
             billed_size: u32::try_from(billed_size).unwrap_or(u32::MAX),
         };
-        encode_record_into(&mut chunk.records, header, &entity.properties);
-        chunk.push_span(
-            (&entity.key.partition_key, &entity.key.row_key),
-            entity
-                .etag
-                .as_ref()
-                .map_or(RowETag::None, |e| RowETag::Text(&e.0)),
-            entity.timestamp,
-        );
+        encode_record_into(&mut chunk.records, header, properties);
+        chunk.push_span((&key.partition_key, &key.row_key), etag, timestamp);
     }
 
     /// Appends entities; returns how many.

@@ -387,3 +387,138 @@ async fn copy_into_an_indexed_table() {
     let expected = (0..1500).filter(|i| i % 7 == 3 && i % 90 == 10).count() as i64;
     assert_eq!(lookup(by_city, "people_by_city").await, expected);
 }
+
+/// Rows loaded by COPY are stored as the same rows inserted by INSERT:
+/// same values (NULLs, escapes, every type), same billed bytes, per
+/// partition and in all.
+#[tokio::test]
+async fn copied_rows_are_stored_as_inserted_rows() {
+    let server = crate::common::TestServer::start().await;
+    let client = server.client().await;
+    let columns = "g int, id bigint, zeta text, alpha double precision, flag boolean, \
+                   amount numeric(12, 2), at timestamp, note varchar(40), PRIMARY KEY (g, id)";
+    for table in ["copied", "inserted"] {
+        client
+            .batch_execute(&format!("CREATE TABLE {table} ({columns})"))
+            .await
+            .unwrap();
+    }
+    let null = |i: i64, every: i64| i % every == 0;
+    let lines: String = (0..1500i64)
+        .map(|i| {
+            let field = |present: bool, text: String| if present { text } else { "\\N".into() };
+            [
+                (i % 7).to_string(),
+                i.to_string(),
+                field(!null(i, 5), format!("z\\t{i}\\\\é")),
+                field(!null(i, 3), format!("{}.25", i - 1500)),
+                field(!null(i, 4), (i % 2 == 0).to_string()),
+                field(!null(i, 6), format!("{}.{:02}", i * 3, i % 100)),
+                field(
+                    !null(i, 7),
+                    format!("2026-11-{:02} 10:{:02}:00", i % 28 + 1, i % 60),
+                ),
+                field(!null(i, 2), format!("note {i}")),
+            ]
+            .join("\t")
+                + "\n"
+        })
+        .collect();
+    assert_eq!(
+        crate::common::copy_lines(&client, "copied", lines.clone())
+            .await
+            .unwrap(),
+        1500
+    );
+    let insert = client
+        .prepare(
+            "INSERT INTO inserted VALUES ($1, $2, $3, $4, $5, $6::text::numeric, \
+             $7::text::timestamp, $8)",
+        )
+        .await
+        .unwrap();
+    for line in lines.lines() {
+        let f: Vec<Option<String>> = line
+            .split('\t')
+            .map(|f| (f != "\\N").then(|| f.replace("\\t", "\t").replace("\\\\", "\\")))
+            .collect();
+        let g: i32 = f[0].as_deref().unwrap().parse().unwrap();
+        let id: i64 = f[1].as_deref().unwrap().parse().unwrap();
+        let alpha: Option<f64> = f[3].as_deref().map(|v| v.parse().unwrap());
+        let flag: Option<bool> = f[4].as_deref().map(|v| v.parse().unwrap());
+        client
+            .execute(
+                &insert,
+                &[&g, &id, &f[2], &alpha, &flag, &f[5], &f[6], &f[7]],
+            )
+            .await
+            .unwrap();
+    }
+    let rows = |table: &str| {
+        let client = &client;
+        let sql = format!("SELECT * FROM {table} ORDER BY g, id");
+        async move {
+            client
+                .simple_query(&sql)
+                .await
+                .unwrap()
+                .into_iter()
+                .filter_map(|m| match m {
+                    tokio_postgres::SimpleQueryMessage::Row(r) => Some(
+                        (0..r.len())
+                            .map(|i| r.get(i).map(str::to_owned))
+                            .collect::<Vec<_>>(),
+                    ),
+                    _ => None,
+                })
+                .collect::<Vec<_>>()
+        }
+    };
+    let copied = rows("copied").await;
+    assert_eq!(copied.len(), 1500);
+    let one = copied
+        .iter()
+        .find(|r| r[1].as_deref() == Some("1"))
+        .unwrap();
+    assert_eq!(one[2].as_deref(), Some("z\t1\\é"));
+    assert_eq!(copied, rows("inserted").await);
+    let stats = |what: &'static str| {
+        let client = &client;
+        async move {
+            client
+                .query(what, &[])
+                .await
+                .unwrap()
+                .iter()
+                .map(|r| {
+                    (
+                        r.get::<_, String>(0),
+                        r.get::<_, i64>(1),
+                        r.get::<_, i64>(2),
+                    )
+                })
+                .collect::<Vec<_>>()
+        }
+    };
+    let partitions = stats(
+        "SELECT partition_key, entities, bytes FROM tablegate.partitions \
+         WHERE table_name = 'copied' ORDER BY partition_key",
+    )
+    .await;
+    assert_eq!(partitions.len(), 7);
+    assert_eq!(
+        partitions,
+        stats(
+            "SELECT partition_key, entities, bytes FROM tablegate.partitions \
+             WHERE table_name = 'inserted' ORDER BY partition_key",
+        )
+        .await
+    );
+    let tables = stats(
+        "SELECT table_name, entities, bytes FROM tablegate.tables \
+         WHERE table_name IN ('copied', 'inserted') ORDER BY table_name",
+    )
+    .await;
+    assert_eq!(tables[0].1, 1500);
+    assert_eq!((tables[0].1, tables[0].2), (tables[1].1, tables[1].2));
+}

@@ -42,22 +42,33 @@ pub struct RecordHeader {
 /// Encodes a record.
 pub fn encode_record(header: RecordHeader, properties: &Properties) -> Vec<u8> {
     let mut out = Vec::with_capacity(HEADER + properties.len() * 24);
+    let properties = properties
+        .iter()
+        .map(|(name, value)| (name.as_str(), value));
     encode_record_into(&mut out, header, properties);
     out
 }
 
-/// Encodes a record at the end of `out`.
-pub fn encode_record_into(out: &mut Vec<u8>, header: RecordHeader, properties: &Properties) {
+/// Encodes a record at the end of `out`; the properties come in name order.
+pub fn encode_record_into<'a>(
+    out: &mut Vec<u8>,
+    header: RecordHeader,
+    properties: impl Iterator<Item = (&'a str, &'a Value)>,
+) {
     out.push(FORMAT);
     out.extend_from_slice(&header.version.to_le_bytes());
     out.extend_from_slice(&header.billed_size.to_le_bytes());
+    let count_at = out.len();
+    out.extend_from_slice(&[0, 0]);
     // The model caps properties at 252, so the count fits.
-    out.extend_from_slice(&(properties.len() as u16).to_le_bytes());
+    let mut count: u16 = 0;
     for (name, value) in properties {
         out.extend_from_slice(&(name.len() as u16).to_le_bytes());
         out.extend_from_slice(name.as_bytes());
         push_value(out, value);
+        count += 1;
     }
+    out[count_at..count_at + 2].copy_from_slice(&count.to_le_bytes());
 }
 
 /// Sets the version of an encoded record in place, so that a record can be

@@ -126,14 +126,16 @@ pub struct NearLimits {
 }
 
 impl NearLimits {
-    /// Counts `entity`, of `bytes` billed, if it is within a tenth of a limit.
+    /// Counts the entity at `key`, of `properties` properties and `bytes`
+    /// billed, if it is within a tenth of a limit.
     pub fn note(
         &mut self,
-        entity: &crate::model::Entity,
+        key: &crate::model::EntityKey,
+        properties: usize,
         bytes: usize,
         def: Option<&crate::catalog::TableDef>,
     ) {
-        if let Some(message) = near_limit(entity, bytes, def) {
+        if let Some(message) = near_limit(key, properties, bytes, def) {
             self.count += 1;
             self.first.get_or_insert(message);
         }
@@ -187,7 +189,8 @@ impl Writes {
             if let Some(entity) = op_entity(op) {
                 let def = used.iter().find(|d| &d.name == table);
                 near_limits.entry(table.clone()).or_default().note(
-                    entity,
+                    &entity.key,
+                    entity.properties.len(),
                     entity.billed_size(),
                     def.map(|d| &**d),
                 );
@@ -217,16 +220,16 @@ fn op_entity(op: &WriteOp) -> Option<&crate::model::Entity> {
 
 /// A row within a tenth of the 1 MiB or 252-property limit.
 fn near_limit(
-    entity: &crate::model::Entity,
+    key: &crate::model::EntityKey,
+    properties: usize,
     bytes: usize,
     def: Option<&crate::catalog::TableDef>,
 ) -> Option<String> {
-    let properties = entity.properties.len();
     // The row by its key columns' values, as SQL shows them (made only
     // for a row that earns a warning: every written row passes here).
     let key = || match def {
-        Some(def) => def.describe_key(&entity.key),
-        None => format!("({:?}, {:?})", entity.key.partition_key, entity.key.row_key),
+        Some(def) => def.describe_key(key),
+        None => format!("({:?}, {:?})", key.partition_key, key.row_key),
     };
     if bytes * 10 >= MAX_ENTITY_BYTES * 9 {
         let key = key();

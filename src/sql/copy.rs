@@ -320,32 +320,28 @@ impl LineParser {
     ) -> Result<Vec<Option<Cow<'a, str>>>> {
         let mut fields = Vec::with_capacity(PART_ROWS * self.columns.len());
         for (n, raw) in lines.enumerate() {
-            {
-                let number = first + n;
-                let text = std::str::from_utf8(raw).map_err(|_| {
-                    SqlError::value(
-                        "22021",
-                        format!(
-                            "invalid byte sequence for encoding \"UTF8\" in COPY line {number}"
-                        ),
-                    )
-                })?;
-                let before = fields.len();
-                if self.format.csv {
-                    self.csv_fields(text, &mut fields);
-                } else {
-                    self.text_fields(text, &mut fields);
-                }
-                let found = fields.len() - before;
-                if found != self.columns.len() {
-                    return Err(SqlError::value(
-                        "22P04",
-                        format!(
-                            "COPY line {number}: expected {} columns, found {found}",
-                            self.columns.len(),
-                        ),
-                    ));
-                }
+            let number = first + n;
+            let text = std::str::from_utf8(raw).map_err(|_| {
+                SqlError::value(
+                    "22021",
+                    format!("invalid byte sequence for encoding \"UTF8\" in COPY line {number}"),
+                )
+            })?;
+            let before = fields.len();
+            if self.format.csv {
+                self.csv_fields(text, &mut fields);
+            } else {
+                self.text_fields(text, &mut fields);
+            }
+            let found = fields.len() - before;
+            if found != self.columns.len() {
+                return Err(SqlError::value(
+                    "22P04",
+                    format!(
+                        "COPY line {number}: expected {} columns, found {found}",
+                        self.columns.len(),
+                    ),
+                ));
             }
         }
         Ok(fields)
@@ -516,14 +512,7 @@ mod tests {
     /// (properties in name order, whatever the column order).
     #[test]
     fn rows_are_encoded_as_their_entities() {
-        let column = |name: &str, ty: SqlType| crate::catalog::Column {
-            name: name.into(),
-            ty,
-            nullable: true,
-            system: None,
-            default: None,
-            comment: None,
-        };
+        let column = crate::catalog::Column::new;
         let def = Arc::new(TableDef {
             name: "t".into(),
             columns: vec![

@@ -485,18 +485,21 @@ impl LineParser {
 mod tests {
     use super::*;
 
-    fn copy(csv: bool) -> CopyIn {
-        let def = TableDef {
+    fn table(columns: Vec<crate::catalog::Column>, keys: crate::catalog::Keys) -> Arc<TableDef> {
+        Arc::new(TableDef {
             name: "t".into(),
-            columns: vec![],
-            keys: crate::catalog::Keys::Generated,
+            columns,
+            keys,
             foreign_keys: vec![],
             comment: None,
             indexes: Vec::new(),
             view: None,
             grants: Vec::new(),
-        };
-        let format = CopyFormat::parse(
+        })
+    }
+
+    fn format(csv: bool) -> CopyFormat {
+        CopyFormat::parse(
             &[],
             &if csv {
                 vec![CopyLegacyOption::Csv(vec![])]
@@ -504,8 +507,12 @@ mod tests {
                 vec![]
             },
         )
-        .unwrap();
-        CopyIn::new(Arc::new(def), vec![], format)
+        .unwrap()
+    }
+
+    fn copy(csv: bool) -> CopyIn {
+        let def = table(vec![], crate::catalog::Keys::Generated);
+        CopyIn::new(def, vec![], format(csv))
     }
 
     /// A COPY's record of a row is the record of the entity the row makes
@@ -513,25 +520,19 @@ mod tests {
     #[test]
     fn rows_are_encoded_as_their_entities() {
         let column = crate::catalog::Column::new;
-        let def = Arc::new(TableDef {
-            name: "t".into(),
-            columns: vec![
+        let def = table(
+            vec![
                 column("k", SqlType::Int4),
                 column("zeta", SqlType::Text),
                 column("alpha", SqlType::Int8),
                 column("mid", SqlType::Bool),
             ],
-            keys: crate::catalog::Keys::Columns {
+            crate::catalog::Keys::Columns {
                 partition: vec![0],
                 row: vec![],
             },
-            foreign_keys: vec![],
-            comment: None,
-            indexes: Vec::new(),
-            view: None,
-            grants: Vec::new(),
-        });
-        let mut copy = CopyIn::new(def.clone(), vec![0, 1, 2, 3], copy(false).parser.format);
+        );
+        let mut copy = CopyIn::new(def, vec![0, 1, 2, 3], format(false));
         copy.feed(b"1\tz\t7\tt\n2\t\\N\t-3\t\\N\n").unwrap();
         let (rows, _) = copy.finish().unwrap();
         assert_eq!(rows.len(), 2);

@@ -41,17 +41,19 @@ use crate::model::codec::record::{
 use crate::model::{check_entity_shape, ETag, Entity, IfMatch};
 use crate::store::{EncodedRows, PartitionStats, Result, StoreError, WriteOp, WriteOutcome};
 
-/// Rows a piece of a load holds at least (fewer rows are not worth a thread).
-const MIN_LOAD_PIECE_ROWS: usize = 100_000;
+/// A load is written in as many pieces as it holds this many rows, up to
+/// one per core (fewer rows are not worth a thread).
+const ROWS_PER_LOAD_PIECE: usize = 100_000;
 
 /// Writes rows, in key order, into new sorted files of an empty table, and
 /// registers the files (the rows become visible); returns the headers of
 /// the partitions the rows fill, in key order. The rows are cut into
 /// contiguous key ranges written at once, one per core (up to 4): writing
 /// the files (blocks, filters, checksums) is the CPU-bound part of a bulk
-/// load. Files are registered only once every piece is written; should
-/// registering fail midway, the load's marker stays and opening the store
-/// removes the rows.
+/// load. Files are registered only once every piece is written (each
+/// piece registers its own; fjall takes them in turn); should registering
+/// fail midway, the load's marker stays and opening the store removes the
+/// rows.
 fn ingest(
     table: &Table,
     rows: &EncodedRows,
@@ -59,7 +61,7 @@ fn ingest(
     version: u64,
 ) -> Result<Vec<(Vec<u8>, PartitionHeader)>> {
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get().min(4));
-    let pieces = cores.min(order.len() / MIN_LOAD_PIECE_ROWS).max(1);
+    let pieces = cores.min(order.len() / ROWS_PER_LOAD_PIECE).max(1);
     let parts: Vec<&[usize]> = order.chunks(order.len().div_ceil(pieces)).collect();
     let written = std::sync::Barrier::new(parts.len());
     let failed = std::sync::atomic::AtomicBool::new(false);

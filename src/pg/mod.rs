@@ -15,6 +15,7 @@
 //! - `idle`: `idle_in_transaction_session_timeout` (FATAL 25P03).
 //! - `replies`: replies held until the client's Sync or Flush, with the
 //!   session's notices sent ahead of each statement's last reply.
+//! - `shards`: the connection threads, one per core, each connection on one.
 //!
 //! Layer rule: `pg` depends on `sql` (and the types `sql` returns); it knows
 //! nothing of keys, entities or the store.
@@ -30,12 +31,13 @@ mod idle;
 mod limit;
 mod params;
 mod replies;
+mod shards;
 
 use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use tokio::net::TcpListener;
+use tokio::net::{TcpListener, TcpStream};
 
 pub use auth::{tls_acceptor, Authentication, Users};
 pub use error::sqlstate;
@@ -50,6 +52,7 @@ pub struct Server {
     handlers: Arc<handler::Handlers>,
     tls: Option<TlsAcceptor>,
     connections: limit::Connections,
+    shards: shards::Shards,
 }
 
 impl Server {
@@ -71,6 +74,7 @@ impl Server {
             handlers: handler::Handlers::new(engine, authentication),
             tls,
             connections: limit::Connections::new(DEFAULT_MAX_CONNECTIONS),
+            shards: shards::Shards::start()?,
         })
     }
 
@@ -85,9 +89,11 @@ impl Server {
         self.listener.local_addr()
     }
 
-    /// Serves connections until `shutdown` completes.
+    /// Serves connections until `shutdown` completes; then, or when this
+    /// future is dropped, the open connections are closed.
     pub async fn run(self, shutdown: impl Future<Output = ()>) {
         tokio::pin!(shutdown);
+        let mut shards = self.shards;
         loop {
             tokio::select! {
                 _ = &mut shutdown => return,
@@ -98,10 +104,22 @@ impl Server {
                             tokio::spawn(limit::refuse(socket));
                             continue;
                         };
+                        // The socket moves to its thread's runtime.
+                        let socket = match socket.into_std() {
+                            Ok(socket) => socket,
+                            Err(e) => {
+                                tracing::warn!(%peer, "cannot hand over the connection: {e}");
+                                continue;
+                            }
+                        };
                         let handlers = self.handlers.clone();
                         let tls = self.tls.clone();
-                        tokio::spawn(async move {
-                            if let Err(e) = connection::serve(socket, tls, handlers).await {
+                        shards.spawn(async move {
+                            let served = match TcpStream::from_std(socket) {
+                                Ok(socket) => connection::serve(socket, tls, handlers).await,
+                                Err(e) => Err(e),
+                            };
+                            if let Err(e) = served {
                                 tracing::debug!(%peer, "connection ended with an error: {e}");
                             }
                             drop(slot);

@@ -66,6 +66,8 @@ pub struct ColumnCopies {
     store: Arc<dyn TableStore>,
     next_copy: AtomicU64,
     tables: Mutex<HashMap<String, TableCopies>>,
+    /// The runtime copies are made on (that of the engine, on every core).
+    runtime: tokio::runtime::Handle,
 }
 
 #[derive(Default)]
@@ -180,6 +182,7 @@ impl ColumnCopies {
             store,
             next_copy: AtomicU64::new(0),
             tables: Mutex::default(),
+            runtime: tokio::runtime::Handle::current(),
         })
     }
 
@@ -211,7 +214,7 @@ impl ColumnCopies {
         };
         let copies = self.clone();
         let def = def.clone();
-        tokio::spawn(async move {
+        self.runtime.spawn(async move {
             tokio::time::sleep(QUIET).await;
             let reader = copies.store.read_view();
             let Ok(Some(version)) = reader.table_version(&def.name).await else {
@@ -326,8 +329,8 @@ impl ColumnCopies {
         });
         table.loaded = false;
         let copies = self.clone();
-        let runtime = tokio::runtime::Handle::current();
-        tokio::spawn(async move {
+        let runtime = self.runtime.clone();
+        self.runtime.spawn(async move {
             let parts = std::thread::available_parallelism().map_or(1, |n| n.get());
             // Only a hint: pieces of about the same size.
             let points = copies

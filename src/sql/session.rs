@@ -47,6 +47,9 @@ pub struct Engine {
     pub monitor: Arc<diagnostics::Monitor>,
     /// DataFusion's runtime: the memory pool every query draws from.
     runtime: Arc<datafusion::execution::runtime_env::RuntimeEnv>,
+    /// The runtime the engine was opened on, whose workers run query plans
+    /// on every core (connections may be served by runtimes of one thread).
+    tasks: tokio::runtime::Handle,
     /// Column copies of tables for whole-table scans, when the store has
     /// local storage for them.
     copies: Option<Arc<super::columnar::ColumnCopies>>,
@@ -81,12 +84,67 @@ impl Engine {
             catalog: Arc::new(Catalog::open(store).await?),
             monitor: Arc::default(),
             runtime,
+            tasks: tokio::runtime::Handle::current(),
             copies,
         }))
     }
 
     pub fn store(&self) -> &Arc<dyn TableStore> {
         self.catalog.store()
+    }
+
+    /// Runs a physical plan on the engine's runtime, so that its partitions
+    /// and the tasks DataFusion spawns use every core whichever thread
+    /// reads the rows. Each batch is computed when the reader asks for it,
+    /// as if it polled the plan itself (a cursor reads its rows at FETCH);
+    /// when the reader drops the stream, the plan stops.
+    pub(super) fn execute_plan(
+        &self,
+        plan: Arc<dyn datafusion::physical_plan::ExecutionPlan>,
+        task: Arc<datafusion::execution::TaskContext>,
+    ) -> Result<SendableRecordBatchStream> {
+        use datafusion::error::DataFusionError;
+        use futures::StreamExt;
+        use tokio::sync::{mpsc, oneshot};
+        type Batch = datafusion::error::Result<datafusion::arrow::array::RecordBatch>;
+        // Tasks DataFusion spawns while it builds the stream go there too.
+        let mut stream = {
+            let _runtime = self.tasks.enter();
+            datafusion::physical_plan::execute_stream(plan, task)?
+        };
+        let schema = stream.schema();
+        let (asks, mut asked) = mpsc::channel::<oneshot::Sender<Option<Batch>>>(1);
+        self.tasks.spawn(async move {
+            while let Some(mut reply) = asked.recv().await {
+                let batch = tokio::select! {
+                    _ = reply.closed() => return,
+                    batch = stream.next() => batch,
+                };
+                let end = batch.is_none();
+                if reply.send(batch).is_err() || end {
+                    return;
+                }
+            }
+        });
+        let batches = futures::stream::unfold(Some(asks), |asks| async move {
+            let asks = asks?;
+            let (reply, answer) = oneshot::channel();
+            asks.send(reply).await.ok()?;
+            match answer.await {
+                Ok(Some(batch)) => Some((batch, Some(asks))),
+                Ok(None) => None,
+                // The task ended without an answer: it panicked.
+                Err(_) => Some((
+                    Err(DataFusionError::Execution(
+                        "the query's execution stopped unexpectedly".into(),
+                    )),
+                    None,
+                )),
+            }
+        });
+        Ok(Box::pin(
+            datafusion::physical_plan::stream::RecordBatchStreamAdapter::new(schema, batches),
+        ))
     }
 }
 
@@ -385,8 +443,11 @@ impl Session {
         use datafusion::arrow::util::display::{ArrayFormatter, FormatOptions};
         let plan = self.plan_query(sql).await?;
         let frame = self.ctx.execute_logical_plan(plan).await?;
-        let batches = self
-            .within_deadline(async { Ok(frame.collect().await?) })
+        let task = Arc::new(frame.task_ctx());
+        let plan = frame.create_physical_plan().await?;
+        let stream = self.engine.execute_plan(plan, task)?;
+        let batches: Vec<_> = self
+            .within_deadline(async { Ok(futures::TryStreamExt::try_collect(stream).await?) })
             .await?;
         let options = FormatOptions::default().with_null("\\N");
         let mut rows = Vec::new();
@@ -1244,7 +1305,7 @@ impl Session {
     ) -> Result<SendableRecordBatchStream> {
         let task = Arc::new(frame.task_ctx());
         let plan = frame.create_physical_plan().await?;
-        let stream = datafusion::physical_plan::execute_stream(plan.clone(), task)?;
+        let stream = self.engine.execute_plan(plan.clone(), task)?;
         Ok(Box::pin(diagnostics::Watched::new(
             stream,
             plan,

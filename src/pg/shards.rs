@@ -5,11 +5,11 @@
 //! A key read or a single-row write is a few microseconds of work between
 //! two socket events. On the shared work-stealing runtime, each event could
 //! wake a parked worker of another core and move the connection's task
-//! there; on a 2-core machine, PostgreSQL point selects over pgbench cost
-//! the server 26.7 µs of CPU each that way, against 20.7 µs with one
+//! there. On a 2-core machine, point selects from pgbench (8 connections)
+//! cost the server 26.7 µs of CPU each that way, against 20.7 µs with one
 //! worker. Here a connection stays on its thread, which waits in `epoll`
 //! itself. Query plans still run on every core: the session hands them to
-//! the engine's runtime (`Engine::execute_plan`).
+//! the engine's runtime (`Engine::execute`).
 
 use std::future::Future;
 

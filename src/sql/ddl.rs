@@ -473,9 +473,7 @@ pub(super) async fn fill(
     plan: datafusion::logical_expr::LogicalPlan,
 ) -> Result<usize> {
     let frame = session.context().execute_logical_plan(plan).await?;
-    let task = Arc::new(frame.task_ctx());
-    let plan = frame.create_physical_plan().await?;
-    let mut stream = session.engine().execute_plan(plan, task)?;
+    let (_, mut stream) = session.engine().execute(frame).await?;
     let columns: Vec<usize> = (0..def.columns.len()).collect();
     let mut changes = Vec::new();
     while let Some(batch) = session

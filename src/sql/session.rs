@@ -93,24 +93,28 @@ impl Engine {
         self.catalog.store()
     }
 
-    /// Runs a physical plan on the engine's runtime, so that its partitions
-    /// and the tasks DataFusion spawns use every core whichever thread
-    /// reads the rows. Each batch is computed when the reader asks for it,
-    /// as if it polled the plan itself (a cursor reads its rows at FETCH);
-    /// when the reader drops the stream, the plan stops.
-    pub(super) fn execute_plan(
+    /// Plans a query and runs it on the engine's runtime, so that its
+    /// partitions and the tasks DataFusion spawns use every core whichever
+    /// thread reads the rows. Each batch is computed when the reader asks
+    /// for it, as if it polled the plan itself (a cursor reads its rows at
+    /// FETCH); when the reader drops the stream, the plan stops.
+    pub(super) async fn execute(
         &self,
-        plan: Arc<dyn datafusion::physical_plan::ExecutionPlan>,
-        task: Arc<datafusion::execution::TaskContext>,
-    ) -> Result<SendableRecordBatchStream> {
+        frame: datafusion::prelude::DataFrame,
+    ) -> Result<(
+        Arc<dyn datafusion::physical_plan::ExecutionPlan>,
+        SendableRecordBatchStream,
+    )> {
         use datafusion::error::DataFusionError;
         use futures::StreamExt;
         use tokio::sync::{mpsc, oneshot};
         type Batch = datafusion::error::Result<datafusion::arrow::array::RecordBatch>;
+        let task = Arc::new(frame.task_ctx());
+        let plan = frame.create_physical_plan().await?;
         // Tasks DataFusion spawns while it builds the stream go there too.
         let mut stream = {
             let _runtime = self.tasks.enter();
-            datafusion::physical_plan::execute_stream(plan, task)?
+            datafusion::physical_plan::execute_stream(plan.clone(), task)?
         };
         let schema = stream.schema();
         let (asks, mut asked) = mpsc::channel::<oneshot::Sender<Option<Batch>>>(1);
@@ -142,8 +146,11 @@ impl Engine {
                 )),
             }
         });
-        Ok(Box::pin(
-            datafusion::physical_plan::stream::RecordBatchStreamAdapter::new(schema, batches),
+        Ok((
+            plan,
+            Box::pin(
+                datafusion::physical_plan::stream::RecordBatchStreamAdapter::new(schema, batches),
+            ),
         ))
     }
 }
@@ -443,9 +450,7 @@ impl Session {
         use datafusion::arrow::util::display::{ArrayFormatter, FormatOptions};
         let plan = self.plan_query(sql).await?;
         let frame = self.ctx.execute_logical_plan(plan).await?;
-        let task = Arc::new(frame.task_ctx());
-        let plan = frame.create_physical_plan().await?;
-        let stream = self.engine.execute_plan(plan, task)?;
+        let (_, stream) = self.engine.execute(frame).await?;
         let batches: Vec<_> = self
             .within_deadline(async { Ok(futures::TryStreamExt::try_collect(stream).await?) })
             .await?;
@@ -1303,9 +1308,7 @@ impl Session {
         &self,
         frame: datafusion::prelude::DataFrame,
     ) -> Result<SendableRecordBatchStream> {
-        let task = Arc::new(frame.task_ctx());
-        let plan = frame.create_physical_plan().await?;
-        let stream = self.engine.execute_plan(plan.clone(), task)?;
+        let (plan, stream) = self.engine.execute(frame).await?;
         Ok(Box::pin(diagnostics::Watched::new(
             stream,
             plan,

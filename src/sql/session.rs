@@ -767,7 +767,15 @@ impl Session {
                     .await
                     .map(|output| with_names(output, prepared.names.as_deref()))
             }
-            (None, Some(statement)) => self.run(statement.clone(), Some(params)).await,
+            // Rewritten when it was prepared.
+            (None, Some(statement)) => {
+                let names = match statement {
+                    DfStatement::Statement(s) => ColumnNames::of(s),
+                    _ => None,
+                };
+                self.run_rewritten(statement.clone(), Some(params), names)
+                    .await
+            }
             (None, None) => Ok(Output::Command(String::new())),
         };
         result.map_err(|e| self.fail(e))
@@ -1094,6 +1102,17 @@ impl Session {
             names = ColumnNames::of(s);
             rewrite::rewrite(s);
         }
+        self.run_rewritten(statement, params, names).await
+    }
+
+    /// Runs a statement [`rewrite::rewrite`] has rewritten; `names` are
+    /// the result columns' names it had before.
+    async fn run_rewritten(
+        &mut self,
+        statement: DfStatement,
+        params: Option<ParamValues>,
+        names: Option<ColumnNames>,
+    ) -> Result<Output> {
         if let DfStatement::Statement(s) = &statement {
             match s.as_ref() {
                 Statement::StartTransaction { .. } => return self.begin(),

@@ -431,6 +431,24 @@ async fn read_until(stream: &mut tokio::net::TcpStream, until: u8) -> Vec<u8> {
 /// Replies wait for Sync, as in PostgreSQL, but a Flush sends them at once:
 /// a client that pipelines Parse/Bind/Execute and then Flush gets its rows
 /// without ending the pipeline.
+/// Stopping a server closes every connection it was serving (they are
+/// spread over the connection threads); none goes on reading the store.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stopped_server_closes_its_connections() {
+    let server = TestServer::start().await;
+    let mut clients = Vec::new();
+    for _ in 0..3 {
+        let client = server.client().await;
+        client.batch_execute("SELECT 1").await.unwrap();
+        clients.push(client);
+    }
+    let _dir = server.stop().await;
+    for client in &clients {
+        let err = client.batch_execute("SELECT 1").await.unwrap_err();
+        assert!(err.is_closed(), "{err}");
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn flush_sends_pending_replies() {
     use tokio::io::AsyncWriteExt;

@@ -165,100 +165,80 @@ fn pg_float<T: Into<f64> + Copy + std::fmt::LowerExp>(v: T) -> String {
     }
 }
 
-/// A float: binary as the float itself, text in PostgreSQL's form.
+/// A number: binary in its column's type (an integer narrowed to int2 or
+/// int4, a float as itself), text in PostgreSQL's form. Integers' digits
+/// are written here: the general formatter costs more than the digits for
+/// the many integers of a result.
 #[derive(Debug)]
-enum Float {
+enum Number {
+    Integer(i64),
     F32(f32),
     F64(f64),
 }
 
-impl ToSql for Float {
+impl ToSql for Number {
     fn to_sql(
         &self,
         ty: &Type,
         out: &mut BytesMut,
+    ) -> Result<IsNull, Box<dyn Error + Sync + Send>> {
+        match (self, ty) {
+            (Number::Integer(v), &Type::INT2) => i16::try_from(*v)?.to_sql(ty, out),
+            (Number::Integer(v), &Type::INT4) => i32::try_from(*v)?.to_sql(ty, out),
+            (Number::Integer(v), _) => v.to_sql(ty, out),
+            (Number::F32(v), _) => v.to_sql(ty, out),
+            (Number::F64(v), _) => v.to_sql(ty, out),
+        }
+    }
+    fn accepts(ty: &Type) -> bool {
+        [
+            Type::INT2,
+            Type::INT4,
+            Type::INT8,
+            Type::FLOAT4,
+            Type::FLOAT8,
+        ]
+        .contains(ty)
+    }
+    postgres_types::to_sql_checked!();
+}
+
+impl ToSqlText for Number {
+    fn to_sql_text(
+        &self,
+        _ty: &Type,
+        out: &mut BytesMut,
+        _: &FormatOptions,
     ) -> Result<IsNull, Box<dyn Error + Sync + Send>> {
         match self {
-            Float::F32(v) => v.to_sql(ty, out),
-            Float::F64(v) => v.to_sql(ty, out),
-        }
-    }
-    fn accepts(ty: &Type) -> bool {
-        *ty == Type::FLOAT4 || *ty == Type::FLOAT8
-    }
-    postgres_types::to_sql_checked!();
-}
-
-impl ToSqlText for Float {
-    fn to_sql_text(
-        &self,
-        _ty: &Type,
-        out: &mut BytesMut,
-        _: &FormatOptions,
-    ) -> Result<IsNull, Box<dyn Error + Sync + Send>> {
-        let text = match self {
-            Float::F32(v) => pg_float(*v),
-            Float::F64(v) => pg_float(*v),
-        };
-        out.put_slice(text.as_bytes());
-        Ok(IsNull::No)
-    }
-}
-
-/// An integer of a column of type int2, int4 or int8: binary in its
-/// column's width, text in decimal digits (written here: the general
-/// formatter costs more than the digits for the many integers of a result).
-#[derive(Debug)]
-struct Integer(i64);
-
-impl ToSql for Integer {
-    fn to_sql(
-        &self,
-        ty: &Type,
-        out: &mut BytesMut,
-    ) -> Result<IsNull, Box<dyn Error + Sync + Send>> {
-        match *ty {
-            Type::INT2 => i16::try_from(self.0)?.to_sql(ty, out),
-            Type::INT4 => i32::try_from(self.0)?.to_sql(ty, out),
-            _ => self.0.to_sql(ty, out),
-        }
-    }
-    fn accepts(ty: &Type) -> bool {
-        *ty == Type::INT2 || *ty == Type::INT4 || *ty == Type::INT8
-    }
-    postgres_types::to_sql_checked!();
-}
-
-impl ToSqlText for Integer {
-    fn to_sql_text(
-        &self,
-        _ty: &Type,
-        out: &mut BytesMut,
-        _: &FormatOptions,
-    ) -> Result<IsNull, Box<dyn Error + Sync + Send>> {
-        let mut digits = [0u8; 20];
-        let mut start = digits.len();
-        let mut rest = self.0.unsigned_abs();
-        loop {
-            start -= 1;
-            digits[start] = b'0' + (rest % 10) as u8;
-            rest /= 10;
-            if rest == 0 {
-                break;
+            Number::Integer(v) => {
+                let mut digits = [0u8; 20];
+                let mut start = digits.len();
+                let mut rest = v.unsigned_abs();
+                loop {
+                    start -= 1;
+                    digits[start] = b'0' + (rest % 10) as u8;
+                    rest /= 10;
+                    if rest == 0 {
+                        break;
+                    }
+                }
+                if *v < 0 {
+                    out.put_u8(b'-');
+                }
+                out.put_slice(&digits[start..]);
             }
+            Number::F32(v) => out.put_slice(pg_float(*v).as_bytes()),
+            Number::F64(v) => out.put_slice(pg_float(*v).as_bytes()),
         }
-        if self.0 < 0 {
-            out.put_u8(b'-');
-        }
-        out.put_slice(&digits[start..]);
         Ok(IsNull::No)
     }
 }
 
 /// An integer column's value at `row`, if the column is one.
-fn integer_at(array: &dyn Array, row: usize) -> Option<Option<Integer>> {
+fn integer_at(array: &dyn Array, row: usize) -> Option<Option<Number>> {
     let any = array.as_any();
-    let value = |valid: bool, value: i64| valid.then_some(Integer(value));
+    let value = |valid: bool, value: i64| valid.then_some(Number::Integer(value));
     if let Some(ints) = any.downcast_ref::<Int64Array>() {
         Some(value(ints.is_valid(row), ints.value(row)))
     } else if let Some(ints) = any.downcast_ref::<Int32Array>() {
@@ -372,10 +352,10 @@ fn encode_row<E: arrow_pg::encoder::Encoder>(
             });
             encoder.encode_field(&value, pg_field)?;
         } else if let Some(floats) = array.as_any().downcast_ref::<Float64Array>() {
-            let value = floats.is_valid(row).then(|| Float::F64(floats.value(row)));
+            let value = floats.is_valid(row).then(|| Number::F64(floats.value(row)));
             encoder.encode_field(&value, pg_field)?;
         } else if let Some(floats) = array.as_any().downcast_ref::<Float32Array>() {
-            let value = floats.is_valid(row).then(|| Float::F32(floats.value(row)));
+            let value = floats.is_valid(row).then(|| Number::F32(floats.value(row)));
             encoder.encode_field(&value, pg_field)?;
         } else if *ty == Type::UUID || *ty == Type::JSON || *ty == Type::JSONB {
             let strings = array
@@ -516,17 +496,19 @@ mod tests {
 
     #[test]
     fn integers_print_in_decimal_and_encode_in_their_width() {
-        use super::{FormatOptions, Integer, ToSql, ToSqlText, Type};
+        use super::{FormatOptions, Number, ToSql, ToSqlText, Type};
         for v in [0, 7, -7, 10, -100, 1234567890, i64::MAX, i64::MIN] {
             let mut out = bytes::BytesMut::new();
-            Integer(v)
+            Number::Integer(v)
                 .to_sql_text(&Type::INT8, &mut out, &FormatOptions::default())
                 .unwrap();
             assert_eq!(out, v.to_string().as_bytes(), "{v}");
         }
         let binary = |v: i64, ty: &Type| {
             let mut out = bytes::BytesMut::new();
-            Integer(v).to_sql(ty, &mut out).map(|_| out.to_vec())
+            Number::Integer(v)
+                .to_sql(ty, &mut out)
+                .map(|_| out.to_vec())
         };
         assert_eq!(binary(-2, &Type::INT2).unwrap(), (-2i16).to_be_bytes());
         assert_eq!(binary(-2, &Type::INT4).unwrap(), (-2i32).to_be_bytes());

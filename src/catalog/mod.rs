@@ -808,12 +808,7 @@ pub fn check_definition(def: &TableDef) -> Result<(), CatalogError> {
     if matches!(def.keys, Keys::Columns { .. }) && partition.is_empty() {
         return invalid("the partition key needs at least one column".into());
     }
-    let properties = def
-        .columns
-        .iter()
-        .enumerate()
-        .filter(|(i, c)| c.system.is_none() && !def.is_key_column(*i))
-        .count();
+    let properties = def.property_columns().count();
     if properties > crate::model::MAX_PROPERTIES {
         return invalid(format!(
             "{properties} non-key columns; an entity holds at most {} properties",

@@ -206,6 +206,13 @@ impl TableDef {
         p.contains(&i) || r.contains(&i)
     }
 
+    /// The columns an entity holds as properties: neither key nor system
+    /// columns.
+    pub fn property_columns(&self) -> impl Iterator<Item = usize> + '_ {
+        (0..self.columns.len())
+            .filter(|&i| self.columns[i].system.is_none() && !self.is_key_column(i))
+    }
+
     /// Encodes the given columns of a row as one key.
     pub fn encode_key_part(&self, columns: &[usize], row: &Row) -> Result<String, KeyError> {
         let mut parts = Vec::with_capacity(columns.len());
@@ -239,10 +246,8 @@ impl TableDef {
             timestamp: None,
             etag: None,
         };
-        for (i, column) in self.columns.iter().enumerate() {
-            if self.is_key_column(i) || column.system.is_some() {
-                continue;
-            }
+        for i in self.property_columns() {
+            let column = &self.columns[i];
             match &row[i] {
                 Some(v) => {
                     entity.properties.insert(column.name.clone(), v.clone());

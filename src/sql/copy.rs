@@ -254,9 +254,7 @@ impl CopyIn {
 
 /// The columns of a table stored as properties, in name order.
 fn stored_by_name(def: &TableDef) -> Vec<usize> {
-    let mut columns: Vec<usize> = (0..def.columns.len())
-        .filter(|&i| def.columns[i].system.is_none() && !def.is_key_column(i))
-        .collect();
+    let mut columns: Vec<usize> = def.property_columns().collect();
     columns.sort_by(|&a, &b| def.columns[a].name.cmp(&def.columns[b].name));
     columns
 }

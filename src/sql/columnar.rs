@@ -66,7 +66,7 @@ pub struct ColumnCopies {
     store: Arc<dyn TableStore>,
     next_copy: AtomicU64,
     tables: Mutex<HashMap<String, TableCopies>>,
-    /// The runtime copies are made on (that of the engine, on every core).
+    /// The runtime copies are made on (the engine's).
     runtime: tokio::runtime::Handle,
 }
 
@@ -158,9 +158,13 @@ static ENGINES: AtomicU64 = AtomicU64::new(0);
 
 impl ColumnCopies {
     /// Copies of `store`'s tables kept under `derived` (the store's derived
-    /// files directory). The directories left there by processes that
-    /// stopped are removed.
-    pub fn open(derived: &Path, store: Arc<dyn TableStore>) -> std::io::Result<ColumnCopies> {
+    /// files directory), made on `runtime`. The directories left there by
+    /// processes that stopped are removed.
+    pub fn open(
+        derived: &Path,
+        store: Arc<dyn TableStore>,
+        runtime: tokio::runtime::Handle,
+    ) -> std::io::Result<ColumnCopies> {
         let pid = std::process::id();
         let own = format!("column-copies-{pid}-");
         if let Ok(entries) = std::fs::read_dir(derived) {
@@ -182,7 +186,7 @@ impl ColumnCopies {
             store,
             next_copy: AtomicU64::new(0),
             tables: Mutex::default(),
-            runtime: tokio::runtime::Handle::current(),
+            runtime,
         })
     }
 

@@ -47,8 +47,9 @@ pub struct Engine {
     pub monitor: Arc<diagnostics::Monitor>,
     /// DataFusion's runtime: the memory pool every query draws from.
     runtime: Arc<datafusion::execution::runtime_env::RuntimeEnv>,
-    /// The runtime the engine was opened on, whose workers run query plans
-    /// on every core (connections may be served by runtimes of one thread).
+    /// The runtime the engine was opened on (in the server, the
+    /// multi-threaded one), which runs query plans and column copies;
+    /// connections may be served by runtimes of one thread.
     tasks: tokio::runtime::Handle,
     /// Column copies of tables for whole-table scans, when the store has
     /// local storage for them.
@@ -68,9 +69,10 @@ impl Engine {
         let runtime = datafusion::execution::runtime_env::RuntimeEnvBuilder::new()
             .with_memory_limit(query_memory, 1.0)
             .build_arc()?;
+        let tasks = tokio::runtime::Handle::current();
         // Without their directory, scans read the store.
         let copies = store.derived_files_dir().and_then(|dir| {
-            super::columnar::ColumnCopies::open(&dir, store.clone())
+            super::columnar::ColumnCopies::open(&dir, store.clone(), tasks.clone())
                 .inspect_err(|e| {
                     tracing::warn!(
                         "no column copies of tables: cannot make {}: {e}",
@@ -84,7 +86,7 @@ impl Engine {
             catalog: Arc::new(Catalog::open(store).await?),
             monitor: Arc::default(),
             runtime,
-            tasks: tokio::runtime::Handle::current(),
+            tasks,
             copies,
         }))
     }
@@ -767,13 +769,10 @@ impl Session {
                     .await
                     .map(|output| with_names(output, prepared.names.as_deref()))
             }
-            // Rewritten when it was prepared.
+            // Rewritten when it was prepared; not a query (a query has a
+            // plan), so no result columns to name.
             (None, Some(statement)) => {
-                let names = match statement {
-                    DfStatement::Statement(s) => ColumnNames::of(s),
-                    _ => None,
-                };
-                self.run_rewritten(statement.clone(), Some(params), names)
+                self.run_rewritten(statement.clone(), Some(params), None)
                     .await
             }
             (None, None) => Ok(Output::Command(String::new())),

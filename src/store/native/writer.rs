@@ -780,9 +780,11 @@ impl Writer {
             );
             batch.commit().map_err(storage)?;
             // The journal's data and what finding it needs, not its times
-            // (fdatasync, as PostgreSQL syncs its WAL): the journal's files
-            // are allocated ahead, so a commit's sync is one write to the
-            // device rather than two.
+            // (fdatasync, as PostgreSQL syncs its WAL). A journal fjall
+            // creates is sized ahead, so a sync need not record a new size;
+            // one it reopens after a restart is appended to until fjall
+            // rotates it (at a flush, once past 64 MB), and each sync then
+            // writes the inode as well.
             shared.db.persist(PersistMode::SyncData).map_err(storage)
         })();
         match result {

@@ -472,16 +472,22 @@ impl KeyPlan {
             let Ok(key) = def.entity_key(&row) else {
                 return Ok(Some(self.rows(&rows)?));
             };
-            let mut read = EncodedRows::new();
-            view.get_row(&def.name, &key, &mut read).await?;
-            self.keep_matching(&bounds, &read, &mut rows, 1)?;
+            if self.recheck {
+                let mut read = EncodedRows::new();
+                view.get_row(&def.name, &key, &mut read).await?;
+                self.keep_matching(&bounds, &read, &mut rows, 1)?;
+            } else {
+                view.get_row(&def.name, &key, &mut rows).await?;
+            }
             (AccessPath::Points(vec![key]), rows.len())
         } else {
             let filters: Vec<Expr> = bounds
                 .iter()
                 .map(|(c, _, scalar)| {
                     Expr::BinaryExpr(BinaryExpr::new(
-                        Box::new(Expr::Column(def.columns[c.column].name.as_str().into())),
+                        Box::new(Expr::Column(Column::new_unqualified(
+                            &def.columns[c.column].name,
+                        ))),
                         c.op,
                         Box::new(Expr::Literal(scalar.clone(), None)),
                     ))
@@ -498,17 +504,22 @@ impl KeyPlan {
             let mut query = Query::new(range.clone());
             query.reverse = self.reverse;
             query.projection = self.projection.clone();
-            query.page_size = limit.clamp(1, MAX_PAGE_SIZE);
             let mut page = EncodedRows::new();
             let mut read = 0;
             let mut continuation = None;
             loop {
-                page.clear();
+                query.page_size = (limit - rows.len()).clamp(1, MAX_PAGE_SIZE);
+                // Rows whose keys need no second look are read into place.
+                let into = if self.recheck { &mut page } else { &mut rows };
+                let before = into.len();
                 continuation = view
-                    .query_rows(&def.name, &query, continuation.as_ref(), &mut page)
+                    .query_rows(&def.name, &query, continuation.as_ref(), into)
                     .await?;
-                read += page.len();
-                self.keep_matching(&bounds, &page, &mut rows, limit)?;
+                read += into.len() - before;
+                if self.recheck {
+                    self.keep_matching(&bounds, &page, &mut rows, limit)?;
+                    page.clear();
+                }
                 if rows.len() >= limit || continuation.is_none() {
                     break;
                 }
@@ -552,8 +563,8 @@ impl KeyPlan {
     }
 
     /// Appends to `kept`, up to `limit` rows, the rows read whose key
-    /// columns meet every comparison (the read's keys already do, unless a
-    /// bound could not be encoded exactly).
+    /// columns meet every comparison (for reads whose bounds could not be
+    /// encoded exactly).
     fn keep_matching(
         &self,
         bounds: &[(&Condition, Value, ScalarValue)],
@@ -565,7 +576,7 @@ impl KeyPlan {
             if kept.len() >= limit {
                 break;
             }
-            if self.recheck && !self.holds(bounds, row.partition_key, row.row_key)? {
+            if !self.holds(bounds, row.partition_key, row.row_key)? {
                 continue;
             }
             kept.push(

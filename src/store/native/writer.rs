@@ -387,12 +387,18 @@ impl Writer {
         encoded: &[u8],
     ) -> Result<Option<Current>> {
         let key = (table.id, encoded.to_vec());
+        let partition = self.header(pending, table, prefix)?;
         let bytes = match pending
             .records
             .get(&key)
             .or_else(|| group.records.get(&key))
         {
             Some((_, record)) => record.clone(),
+            // The header counts the partition's visible entities: none
+            // there, no key to look up (each row of a table keyed by one
+            // column is a partition of its own, and its insert would
+            // otherwise search the store twice).
+            None if partition.entities == 0 => None,
             None => table
                 .entities
                 .get(encoded)
@@ -401,7 +407,7 @@ impl Writer {
         };
         let Some(bytes) = bytes else { return Ok(None) };
         let header = record_header(&bytes)?;
-        if header.version <= self.header(pending, table, prefix)?.deleted_through {
+        if header.version <= partition.deleted_through {
             return Ok(None);
         }
         Ok(Some(Current { header, bytes }))

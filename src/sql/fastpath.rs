@@ -274,14 +274,93 @@ fn parameterize_literal(expr: &mut ast::Expr, values: &mut Vec<ScalarValue>) {
     }
 }
 
+/// The value of an integer literal as DataFusion plans it (`Int64`).
+fn integer_literal(text: &str) -> Option<ScalarValue> {
+    text.parse::<i64>()
+        .ok()
+        .map(|v| ScalarValue::Int64(Some(v)))
+}
+
+/// A query's text with its unsigned integer and string literals taken out,
+/// and their values in order: texts of one shape differ only in those
+/// literals, so they parse alike but for the literals' values. `None` for
+/// a text this reading does not follow: placeholders or dollar quoting
+/// (`$`), backslashes, block comments, prefixed strings (`E'...'`,
+/// `U&'...'`), numbers with a fraction or an exponent.
+///
+/// Each literal is marked in the shape with its kind (`$i`, `$s`); the
+/// marks cannot be confused with the text, which holds no `$`.
+pub fn literal_shape(sql: &str) -> Option<(String, Vec<ScalarValue>)> {
+    if sql.contains(['$', '\\']) {
+        return None;
+    }
+    let bytes = sql.as_bytes();
+    let word = |b: u8| b.is_ascii_alphanumeric() || b == b'_' || b >= 0x80;
+    let mut shape = String::with_capacity(sql.len());
+    let mut values = Vec::new();
+    // Text before `copied` is in the shape.
+    let mut copied = 0;
+    let mut i = 0;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'/' if bytes.get(i + 1) == Some(&b'*') => return None,
+            b'-' if bytes.get(i + 1) == Some(&b'-') => {
+                i = sql[i..].find('\n').map_or(bytes.len(), |n| i + n);
+            }
+            b'"' => {
+                i += 1;
+                while *bytes.get(i)? != b'"' || bytes.get(i + 1) == Some(&b'"') {
+                    i += if bytes[i] == b'"' { 2 } else { 1 };
+                }
+                i += 1;
+            }
+            b'\'' => {
+                if i > 0 && (word(bytes[i - 1]) || bytes[i - 1] == b'&') {
+                    return None;
+                }
+                let start = i;
+                let mut value = String::new();
+                i += 1;
+                loop {
+                    let end = i + sql[i..].find('\'')?;
+                    value.push_str(&sql[i..end]);
+                    if bytes.get(end + 1) == Some(&b'\'') {
+                        value.push('\'');
+                        i = end + 2;
+                    } else {
+                        i = end + 1;
+                        break;
+                    }
+                }
+                shape.push_str(&sql[copied..start]);
+                shape.push_str("$s");
+                copied = i;
+                values.push(ScalarValue::Utf8(Some(value)));
+            }
+            b'0'..=b'9' if i == 0 || !(word(bytes[i - 1]) || bytes[i - 1] == b'.') => {
+                let start = i;
+                while bytes.get(i).is_some_and(u8::is_ascii_digit) {
+                    i += 1;
+                }
+                if bytes.get(i).is_some_and(|&b| word(b) || b == b'.') {
+                    return None;
+                }
+                values.push(integer_literal(&sql[start..i])?);
+                shape.push_str(&sql[copied..start]);
+                shape.push_str("$i");
+                copied = i;
+            }
+            _ => i += 1,
+        }
+    }
+    shape.push_str(&sql[copied..]);
+    Some((shape, values))
+}
+
 /// A literal's value as DataFusion plans it: an integer literal is `Int64`,
 /// a string `Utf8`, `true` and `false` `Boolean`.
 pub(super) fn literal_scalar(expr: &ast::Expr) -> Option<ScalarValue> {
-    let number = |text: &str| {
-        text.parse::<i64>()
-            .ok()
-            .map(|v| ScalarValue::Int64(Some(v)))
-    };
+    let number = integer_literal;
     match expr {
         ast::Expr::Value(v) => match &v.value {
             ast::Value::Number(n, false) => number(n),
@@ -644,6 +723,44 @@ mod tests {
         };
         let values = parameterize(query)?;
         Some((query.to_string(), values))
+    }
+
+    #[test]
+    fn a_shape_is_the_text_without_its_literals() {
+        let int = |v| ScalarValue::Int64(Some(v));
+        let text = |v: &str| ScalarValue::Utf8(Some(v.into()));
+        assert_eq!(
+            literal_shape(
+                "SELECT \"a1\", b2 FROM t3 WHERE k = 42 AND r >= 'it''s' -- 7 'x'\n LIMIT 10"
+            ),
+            Some((
+                "SELECT \"a1\", b2 FROM t3 WHERE k = $i AND r >= $s -- 7 'x'\n LIMIT $i".into(),
+                vec![int(42), text("it's"), int(10)]
+            ))
+        );
+        assert_eq!(
+            literal_shape("select * from \"we\"\"ird 1\" where k=-5 and r='é'"),
+            Some((
+                "select * from \"we\"\"ird 1\" where k=-$i and r=$s".into(),
+                vec![int(5), text("é")]
+            ))
+        );
+        // Texts two readings could take apart differently are not read.
+        for sql in [
+            "SELECT a FROM t WHERE k = $1",
+            "SELECT a FROM t WHERE k = $$x$$",
+            "SELECT a FROM t WHERE k = E'a\\'' AND r = 'b'",
+            "SELECT a FROM t WHERE k = 'a\\'",
+            "SELECT a FROM t WHERE k = U&'x'",
+            "SELECT a FROM t /* 5 */ WHERE k = 1",
+            "SELECT a FROM t WHERE k = 1.5",
+            "SELECT a FROM t WHERE k = 1e5",
+            "SELECT a FROM t WHERE k = 99999999999999999999",
+            "SELECT a FROM t WHERE k = 'open",
+            "SELECT a FROM \"open",
+        ] {
+            assert_eq!(literal_shape(sql), None, "{sql}");
+        }
     }
 
     #[test]

@@ -314,6 +314,9 @@ pub struct Session {
     /// the extended protocol) and queries sent with literals (in their
     /// text with parameters in the literals' place) skip planning here.
     key_reads: HashMap<Arc<str>, Option<Arc<Prepared>>>,
+    /// Shapes of query texts (their literals taken out) that were reads by
+    /// key, and the statements they run as.
+    key_shapes: HashMap<String, Arc<Prepared>>,
 }
 
 /// Texts a session remembers in `key_reads` before it forgets them all.
@@ -420,6 +423,7 @@ impl Session {
             statement_started: tokio::time::Instant::now(),
             role,
             key_reads: HashMap::new(),
+            key_shapes: HashMap::new(),
         }
     }
 
@@ -613,6 +617,9 @@ impl Session {
                 Ok(_) => Err(SqlError::Syntax(format!("not a MOVE: {sql}"))),
                 Err(e) => Err(e),
             };
+            return vec![result.map_err(|e| self.fail(e))];
+        }
+        if let Some(result) = self.run_by_shape(sql).await {
             return vec![result.map_err(|e| self.fail(e))];
         }
         let statements = match Self::parse(sql) {
@@ -849,9 +856,46 @@ impl Session {
         let Some(by_key) = &prepared.by_key else {
             return Ok(None);
         };
+        // The text's shape leads to this statement when its literals are
+        // the ones just taken out of the parsed query, in order.
+        if let Some((shape, literals)) = super::fastpath::literal_shape(&self.statement_text) {
+            if literals == values && !self.key_shapes.contains_key(&shape) {
+                if self.key_shapes.len() >= MAX_KEY_READS {
+                    self.key_shapes.clear();
+                }
+                self.key_shapes.insert(shape, prepared.clone());
+            }
+        }
         let params = ParamValues::List(values.into_iter().map(Into::into).collect());
         self.execute_by_key(by_key, &params, prepared.names.as_deref())
             .await
+    }
+
+    /// Runs, without parsing it, a query whose text has the shape of one
+    /// read by key before ([`super::fastpath::literal_shape`]): its
+    /// literals are the parameters of the statement that one was prepared
+    /// as. `None` when the general path must run it.
+    async fn run_by_shape(&mut self, sql: &str) -> Option<Result<Output>> {
+        let select = sql.trim_start().get(..6)?;
+        if self.key_shapes.is_empty() || !select.eq_ignore_ascii_case("select") {
+            return None;
+        }
+        let (shape, values) = super::fastpath::literal_shape(sql)?;
+        let prepared = self.key_shapes.get(&shape)?.clone();
+        let by_key = prepared.by_key.as_ref()?;
+        if !by_key.is_current(self.table_def(by_key.table_name()).as_ref()) {
+            return None;
+        }
+        let params = ParamValues::List(values.into_iter().map(Into::into).collect());
+        let run = async {
+            // What the general path does before it runs a query.
+            self.check_not_failed()?;
+            self.engine.catalog.sequences.persist().await?;
+            self.refresh_view();
+            self.execute_by_key(by_key, &params, prepared.names.as_deref())
+                .await
+        };
+        run.await.transpose()
     }
 
     /// Fails the open transaction when the connection sent an error since

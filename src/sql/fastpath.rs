@@ -357,6 +357,29 @@ pub fn literal_shape(sql: &str) -> Option<(String, Vec<ScalarValue>)> {
     Some((shape, values))
 }
 
+/// Where `needles` are in `haystack` as a subsequence (their indexes in
+/// it), if there is exactly one way they are: the leftmost and the
+/// rightmost placements then agree, and every placement lies between
+/// them.
+pub fn only_embedding<T: PartialEq>(needles: &[T], haystack: &[T]) -> Option<Vec<usize>> {
+    let mut leftmost = Vec::with_capacity(needles.len());
+    let mut from = 0;
+    for needle in needles {
+        let i = from + haystack[from..].iter().position(|h| h == needle)?;
+        leftmost.push(i);
+        from = i + 1;
+    }
+    let mut to = haystack.len();
+    for (k, needle) in needles.iter().enumerate().rev() {
+        let i = haystack[..to].iter().rposition(|h| h == needle)?;
+        if i != leftmost[k] {
+            return None;
+        }
+        to = i;
+    }
+    Some(leftmost)
+}
+
 /// A literal's value as DataFusion plans it: an integer literal is `Int64`,
 /// a string `Utf8`, `true` and `false` `Boolean`.
 pub(super) fn literal_scalar(expr: &ast::Expr) -> Option<ScalarValue> {
@@ -761,6 +784,17 @@ mod tests {
         ] {
             assert_eq!(literal_shape(sql), None, "{sql}");
         }
+    }
+
+    #[test]
+    fn a_subsequence_is_placed_when_only_one_placement_exists() {
+        assert_eq!(only_embedding(&[5, 7], &[5, 10, 7]), Some(vec![0, 2]));
+        assert_eq!(only_embedding(&[5], &[5, 10]), Some(vec![0]));
+        assert_eq!(only_embedding::<i32>(&[], &[10]), Some(vec![]));
+        assert_eq!(only_embedding(&[10], &[10, 10]), None);
+        assert_eq!(only_embedding(&[5, 10], &[5, 10, 10]), None);
+        assert_eq!(only_embedding(&[5, 10], &[10, 5]), None);
+        assert_eq!(only_embedding(&[-7], &[7]), None);
     }
 
     #[test]

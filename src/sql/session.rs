@@ -316,8 +316,22 @@ pub struct Session {
     key_reads: HashMap<Arc<str>, Option<Arc<Prepared>>>,
     /// Shapes of query texts (their literals taken out) that were reads by
     /// key, and the statements they run as.
-    key_shapes: HashMap<String, Arc<Prepared>>,
+    key_shapes: HashMap<String, Vec<ShapedRead>>,
 }
+
+/// The statement that query texts of one shape run as, when their literals
+/// other than its parameters have these values (`LIMIT 10` is part of the
+/// statement, `id = 5` a parameter).
+struct ShapedRead {
+    /// Which of the text's literals are the parameters, in order.
+    params: Vec<usize>,
+    /// The text's other literals and their values.
+    fixed: Vec<(usize, datafusion::common::ScalarValue)>,
+    prepared: Arc<Prepared>,
+}
+
+/// Statements a session keeps for one shape of text.
+const MAX_SHAPED_READS: usize = 8;
 
 /// Texts a session remembers in `key_reads` before it forgets them all.
 const MAX_KEY_READS: usize = 256;
@@ -856,14 +870,28 @@ impl Session {
         let Some(by_key) = &prepared.by_key else {
             return Ok(None);
         };
-        // The text's shape leads to this statement when its literals are
-        // the ones just taken out of the parsed query, in order.
+        // The text's shape leads to this statement when it is clear which
+        // of the text's literals are the ones just taken out of the query.
         if let Some((shape, literals)) = super::fastpath::literal_shape(&self.statement_text) {
-            if literals == values && !self.key_shapes.contains_key(&shape) {
+            if let Some(params) = super::fastpath::only_embedding(&values, &literals) {
+                let fixed: Vec<_> = (literals.into_iter().enumerate())
+                    .filter(|(i, _)| !params.contains(i))
+                    .collect();
                 if self.key_shapes.len() >= MAX_KEY_READS {
                     self.key_shapes.clear();
                 }
-                self.key_shapes.insert(shape, prepared.clone());
+                let read = ShapedRead {
+                    params,
+                    fixed,
+                    prepared: prepared.clone(),
+                };
+                // One prepared for a table as it was before is replaced.
+                let reads = self.key_shapes.entry(shape).or_default();
+                match reads.iter().position(|r| r.fixed == read.fixed) {
+                    Some(i) => reads[i] = read,
+                    None if reads.len() < MAX_SHAPED_READS => reads.push(read),
+                    None => {}
+                }
             }
         }
         let params = ParamValues::List(values.into_iter().map(Into::into).collect());
@@ -880,13 +908,18 @@ impl Session {
         if self.key_shapes.is_empty() || !select.eq_ignore_ascii_case("select") {
             return None;
         }
-        let (shape, values) = super::fastpath::literal_shape(sql)?;
-        let prepared = self.key_shapes.get(&shape)?.clone();
+        let (shape, literals) = super::fastpath::literal_shape(sql)?;
+        let read =
+            self.key_shapes.get(&shape)?.iter().find(|read| {
+                (read.fixed.iter()).all(|(i, value)| literals.get(*i) == Some(value))
+            })?;
+        let values = read.params.iter().map(|&i| literals[i].clone().into());
+        let params = ParamValues::List(values.collect());
+        let prepared = read.prepared.clone();
         let by_key = prepared.by_key.as_ref()?;
         if !by_key.is_current(self.table_def(by_key.table_name()).as_ref()) {
             return None;
         }
-        let params = ParamValues::List(values.into_iter().map(Into::into).collect());
         let run = async {
             // What the general path does before it runs a query.
             self.check_not_failed()?;

@@ -383,10 +383,9 @@ pub fn only_embedding<T: PartialEq>(needles: &[T], haystack: &[T]) -> Option<Vec
 /// A literal's value as DataFusion plans it: an integer literal is `Int64`,
 /// a string `Utf8`, `true` and `false` `Boolean`.
 pub(super) fn literal_scalar(expr: &ast::Expr) -> Option<ScalarValue> {
-    let number = integer_literal;
     match expr {
         ast::Expr::Value(v) => match &v.value {
-            ast::Value::Number(n, false) => number(n),
+            ast::Value::Number(n, false) => integer_literal(n),
             ast::Value::SingleQuotedString(s) => Some(ScalarValue::Utf8(Some(s.clone()))),
             ast::Value::Boolean(b) => Some(ScalarValue::Boolean(Some(*b))),
             _ => None,
@@ -396,7 +395,7 @@ pub(super) fn literal_scalar(expr: &ast::Expr) -> Option<ScalarValue> {
             expr,
         } => match expr.as_ref() {
             ast::Expr::Value(v) => match &v.value {
-                ast::Value::Number(n, false) => number(&format!("-{n}")),
+                ast::Value::Number(n, false) => integer_literal(&format!("-{n}")),
                 _ => None,
             },
             _ => None,

@@ -333,7 +333,8 @@ struct ShapedRead {
 /// Statements a session keeps for one shape of text.
 const MAX_SHAPED_READS: usize = 8;
 
-/// Texts a session remembers in `key_reads` before it forgets them all.
+/// Texts a session remembers in `key_reads` (shapes of texts in
+/// `key_shapes`) before it forgets them all.
 const MAX_KEY_READS: usize = 256;
 
 /// A number for each session, reported by `pg_backend_pid()`.

@@ -409,7 +409,9 @@ where
 
 /// Data rows cut from one buffer: pgwire's encoder starts each batch with
 /// 128 bytes and grows by small steps, which showed in the profile of a
-/// 100-row read (about 9% of it in reallocating). Once a row is encoded,
+/// 100-row read (growing buffers, `BytesMut::reserve_inner` with the
+/// reallocations under it, was 3.3% of the server's samples, and copying
+/// into them 5.5%). Once a row is encoded,
 /// the buffer makes room for as many more rows of its size as the batch
 /// has left, so a batch takes about one allocation.
 struct DataRows {

@@ -428,9 +428,6 @@ async fn read_until(stream: &mut tokio::net::TcpStream, until: u8) -> Vec<u8> {
     }
 }
 
-/// Replies wait for Sync, as in PostgreSQL, but a Flush sends them at once:
-/// a client that pipelines Parse/Bind/Execute and then Flush gets its rows
-/// without ending the pipeline.
 /// Stopping a server closes every connection it was serving (they are
 /// spread over the connection threads); none goes on reading the store.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -449,6 +446,9 @@ async fn a_stopped_server_closes_its_connections() {
     }
 }
 
+/// Replies wait for Sync, as in PostgreSQL, but a Flush sends them at once:
+/// a client that pipelines Parse/Bind/Execute and then Flush gets its rows
+/// without ending the pipeline.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn flush_sends_pending_replies() {
     use tokio::io::AsyncWriteExt;

@@ -244,16 +244,8 @@ impl NativeStore {
                 .try_into()
                 .map(u64::from_be_bytes)
                 .ok();
-            let mut batch = db.batch().durability(None);
-            if let Some(table) = tables.values().find(|t| Some(t.id) == id) {
-                for guard in table.entities.iter() {
-                    let key = guard.key().map_err(storage)?;
-                    batch.remove(&table.entities, key);
-                }
-            }
-            batch.remove(&catalog, marker);
-            batch.commit().map_err(storage)?;
-            db.persist(fjall::PersistMode::SyncAll).map_err(storage)?;
+            let table = tables.values().find(|t| Some(t.id) == id);
+            remove_unfinished_load(&db, &catalog, table.map(|t| t.as_ref()), &marker)?;
         }
 
         let shared = Arc::new(Shared {
@@ -588,11 +580,31 @@ impl Statistics for NativeStore {
     }
 }
 
+/// Removes the rows of a load into an empty table that did not finish, and
+/// then its marker (`table` is `None` when the table is gone).
+pub(super) fn remove_unfinished_load(
+    db: &Database,
+    catalog: &Keyspace,
+    table: Option<&Table>,
+    marker: &[u8],
+) -> Result<()> {
+    let mut batch = db.batch().durability(None);
+    if let Some(table) = table {
+        for guard in table.entities.iter() {
+            let key = guard.key().map_err(storage)?;
+            batch.remove(&table.entities, key);
+        }
+    }
+    batch.remove(catalog, marker);
+    batch.commit().map_err(storage)?;
+    db.persist(fjall::PersistMode::SyncAll).map_err(storage)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::model::codec::key::encode_entity_key;
-    use crate::store::{EncodedRows, Query};
+    use crate::store::{EncodedRows, Query, RowETag, WriteOp};
 
     fn rows(keys: &[(&str, &str)]) -> EncodedRows {
         let mut rows = EncodedRows::new();
@@ -614,6 +626,48 @@ mod tests {
             .unwrap()
             .entities
             .len()
+    }
+
+    /// A load that fails after some of its files are registered (here the
+    /// second table's rows cannot be read; a full disk would do the same)
+    /// leaves no row of it, at once: before, the first table's rows were
+    /// read until the next open, and the writer took their partitions for
+    /// empty, so a single-row insert of one of their keys overwrote it.
+    #[tokio::test]
+    async fn a_failed_load_leaves_none_of_its_rows() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = NativeStore::open(dir.path()).unwrap();
+        store.create_table("t").await.unwrap();
+        store.create_table("u").await.unwrap();
+        let mut broken = rows(&[("a", "1")]);
+        broken.push(("a", "2"), RowETag::None, None, &[0xff]);
+        let err = store
+            .insert_rows(vec![
+                ("t".to_owned(), rows(&[("a", "1"), ("a", "2"), ("b", "1")])),
+                ("u".to_owned(), broken),
+            ])
+            .await
+            .unwrap_err();
+        assert!(matches!(err, StoreError::Corrupt(_)), "{err}");
+        assert_eq!(count(&store, "t").await, 0);
+        assert_eq!(count(&store, "u").await, 0);
+        assert_eq!(store.shared.catalog.prefix(LOAD_PREFIX).count(), 0);
+        assert_eq!(store.table_stats("t").await.unwrap().entities, 0);
+
+        // A key of the failed load is new to a single-row insert, and is
+        // then there to a second one.
+        let entity = || rows(&[("a", "1")]).entity(0, None).unwrap();
+        store.write("t", WriteOp::Insert(entity())).await.unwrap();
+        let again = store.write("t", WriteOp::Insert(entity())).await;
+        assert!(
+            matches!(again, Err(StoreError::EntityAlreadyExists { .. })),
+            "{again:?}"
+        );
+        assert_eq!(count(&store, "t").await, 1);
+        assert_eq!(store.table_stats("t").await.unwrap().entities, 1);
+        drop(store);
+        let store = NativeStore::open(dir.path()).unwrap();
+        assert_eq!(count(&store, "t").await, 1);
     }
 
     /// A load into an empty table that stopped after its rows were

@@ -41,6 +41,14 @@ use crate::model::codec::record::{
 use crate::model::{check_entity_shape, ETag, Entity, IfMatch};
 use crate::store::{EncodedRows, PartitionStats, Result, StoreError, WriteOp, WriteOutcome};
 
+/// What a committed load changes in the writer's memory once it is synced.
+struct RegisteredLoad<'a> {
+    /// Each loaded table's new totals.
+    totals: Vec<(&'a Arc<Table>, TableTotals)>,
+    /// New headers of partitions whose headers the writer caches.
+    cached: Vec<(RecordKey, PartitionHeader)>,
+}
+
 /// A load is written in as many pieces as it holds this many rows, up to
 /// one per core (fewer rows are not worth a thread).
 const ROWS_PER_LOAD_PIECE: usize = 100_000;
@@ -456,7 +464,8 @@ impl Writer {
     /// its files are registered. A marker per table in the catalog covers
     /// the time between that and the commit of the partition headers and
     /// totals: if the process stops in between, opening the store removes
-    /// the rows (see `NativeStore::open`). Returns how many rows.
+    /// the rows (see `NativeStore::open`); if the load fails in between,
+    /// they are removed at once. Returns how many rows.
     fn load(&mut self, tables: &[(Arc<Table>, EncodedRows)]) -> Result<u64> {
         // The order of encoded keys is that of (PartitionKey, RowKey) as
         // byte strings (see `codec::key`).
@@ -493,12 +502,53 @@ impl Writer {
         batch.commit().map_err(storage)?;
         shared.db.persist(PersistMode::SyncAll).map_err(storage)?;
 
+        let registered = match self.register_load(tables, &orders, &markers) {
+            Ok(registered) => registered,
+            Err(e) => {
+                // Files of the load may be registered already (an earlier
+                // table's, or a piece's): their rows would be read, and the
+                // writer would take their partitions for empty.
+                for ((table, _), marker) in tables.iter().zip(&markers) {
+                    if let Err(undo) = super::remove_unfinished_load(
+                        &shared.db,
+                        &shared.catalog,
+                        Some(table),
+                        marker,
+                    ) {
+                        tracing::error!(
+                            "removing the rows of a failed load into {} failed ({undo}); \
+                             opening the store again removes them",
+                            table.name
+                        );
+                    }
+                }
+                return Err(e);
+            }
+        };
+        shared.db.persist(PersistMode::SyncAll).map_err(storage)?;
+        for (table, new) in registered.totals {
+            *table.totals.lock().unwrap_or_else(|e| e.into_inner()) = new;
+        }
+        self.headers.extend(registered.cached);
+        Ok(orders.iter().map(|o| o.len() as u64).sum())
+    }
+
+    /// Writes the files of a load and commits its partition headers and
+    /// totals, removing its markers. Nothing of it is committed when this
+    /// fails, though files may be registered.
+    fn register_load<'a>(
+        &mut self,
+        tables: &'a [(Arc<Table>, EncodedRows)],
+        orders: &[Vec<usize>],
+        markers: &[Vec<u8>],
+    ) -> Result<RegisteredLoad<'a>> {
+        let shared = self.shared.clone();
         let version = self.next_version();
         let mut batch = shared.db.batch().durability(None);
         // Headers the cache holds are replaced; the others are not cached.
         let mut cached = Vec::new();
         let mut totals = Vec::with_capacity(tables.len());
-        for ((table, rows), order) in tables.iter().zip(&orders) {
+        for ((table, rows), order) in tables.iter().zip(orders) {
             if order.is_empty() {
                 continue;
             }
@@ -536,16 +586,11 @@ impl Writer {
             layout::VERSION_FLOOR,
             self.last_version.to_le_bytes(),
         );
-        for marker in &markers {
+        for marker in markers {
             batch.remove(&shared.catalog, marker.as_slice());
         }
         batch.commit().map_err(storage)?;
-        shared.db.persist(PersistMode::SyncAll).map_err(storage)?;
-        for (table, new) in totals {
-            *table.totals.lock().unwrap_or_else(|e| e.into_inner()) = new;
-        }
-        self.headers.extend(cached);
-        Ok(orders.iter().map(|o| o.len() as u64).sum())
+        Ok(RegisteredLoad { totals, cached })
     }
 
     /// Checks one operation against the current state and records its change in `pending`.

@@ -15,7 +15,7 @@
 //! - `idle`: `idle_in_transaction_session_timeout` (FATAL 25P03).
 //! - `replies`: replies held until the client's Sync or Flush, with the
 //!   session's notices sent ahead of each statement's last reply.
-//! - `shards`: the connection threads, one per core, each connection on one.
+//! - `shards`: the connection threads, two per core, each connection on one.
 //!
 //! Layer rule: `pg` depends on `sql` (and the types `sql` returns); it knows
 //! nothing of keys, entities or the store.

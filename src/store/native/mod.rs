@@ -670,6 +670,41 @@ mod tests {
         assert_eq!(count(&store, "t").await, 1);
     }
 
+    /// A load queued behind an insert into the same empty table finds the
+    /// table holding the insert's row, and goes the way of writes into a
+    /// table that holds rows: its rows are inserted as one batch, which
+    /// fails on the key the insert took.
+    #[tokio::test]
+    async fn a_load_after_a_queued_insert_checks_its_keys() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = NativeStore::open(dir.path()).unwrap();
+        store.create_table("slow").await.unwrap();
+        store.create_table("t").await.unwrap();
+        let many: Vec<(String, String)> =
+            (0..1000).map(|i| ("p".into(), format!("{i:04}"))).collect();
+        let many: Vec<(&str, &str)> = many.iter().map(|(p, r)| (&**p, &**r)).collect();
+        // The three commands reach the writer in this order, the last two
+        // while it loads the first.
+        let (slow, insert, load) = tokio::join!(
+            store.insert_rows(vec![("slow".to_owned(), rows(&many))]),
+            store.write(
+                "t",
+                WriteOp::Insert(rows(&[("a", "1")]).entity(0, None).unwrap())
+            ),
+            store.insert_rows(vec![("t".to_owned(), rows(&[("a", "1"), ("a", "2")]))]),
+        );
+        assert_eq!(slow.unwrap(), 1000);
+        insert.unwrap();
+        let err = load.unwrap_err();
+        assert!(
+            matches!(&err, StoreError::BatchOperationFailed { source, .. }
+                if matches!(**source, StoreError::EntityAlreadyExists { .. })),
+            "{err}"
+        );
+        assert_eq!(count(&store, "t").await, 1);
+        assert_eq!(store.table_stats("t").await.unwrap().entities, 1);
+    }
+
     /// A load into an empty table that stopped after its rows were
     /// written but before its headers were: opening the store again
     /// removes the rows and the marker.

@@ -315,6 +315,9 @@ impl Writer {
                         })
                     }
                     Command::Load { tables, reply } => {
+                        // The group's writes count: a table they write to
+                        // is not empty.
+                        self.commit(std::mem::take(&mut group));
                         let empty = tables.iter().all(|(table, _)| {
                             !table.dropped.load(Ordering::Acquire)
                                 && table
@@ -325,7 +328,6 @@ impl Writer {
                                     == 0
                         });
                         if empty {
-                            self.commit(std::mem::take(&mut group));
                             let _ = reply.send(self.load(&tables));
                         } else {
                             let ops = tables

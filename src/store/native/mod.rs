@@ -618,6 +618,15 @@ mod tests {
         rows
     }
 
+    /// A store in `dir` with empty tables of these names.
+    async fn store_with_tables(dir: &Path, names: &[&str]) -> NativeStore {
+        let store = NativeStore::open(dir).unwrap();
+        for name in names {
+            store.create_table(name).await.unwrap();
+        }
+        store
+    }
+
     async fn count(store: &NativeStore, table: &str) -> usize {
         let query = Query::table().page_size(1000);
         store
@@ -636,9 +645,7 @@ mod tests {
     #[tokio::test]
     async fn a_failed_load_leaves_none_of_its_rows() {
         let dir = tempfile::tempdir().unwrap();
-        let store = NativeStore::open(dir.path()).unwrap();
-        store.create_table("t").await.unwrap();
-        store.create_table("u").await.unwrap();
+        let store = store_with_tables(dir.path(), &["t", "u"]).await;
         let mut broken = rows(&[("a", "1")]);
         broken.push(("a", "2"), RowETag::None, None, &[0xff]);
         let err = store
@@ -677,9 +684,7 @@ mod tests {
     #[tokio::test]
     async fn a_load_after_a_queued_insert_checks_its_keys() {
         let dir = tempfile::tempdir().unwrap();
-        let store = NativeStore::open(dir.path()).unwrap();
-        store.create_table("slow").await.unwrap();
-        store.create_table("t").await.unwrap();
+        let store = store_with_tables(dir.path(), &["slow", "t"]).await;
         let many: Vec<(String, String)> =
             (0..1000).map(|i| ("p".into(), format!("{i:04}"))).collect();
         let many: Vec<(&str, &str)> = many.iter().map(|(p, r)| (&**p, &**r)).collect();
@@ -712,8 +717,7 @@ mod tests {
     async fn an_unfinished_load_is_removed_at_open() {
         let dir = tempfile::tempdir().unwrap();
         {
-            let store = NativeStore::open(dir.path()).unwrap();
-            store.create_table("t").await.unwrap();
+            let store = store_with_tables(dir.path(), &["t"]).await;
             let table = store.shared.table("t").unwrap();
             let mut batch = store.shared.db.batch().durability(None);
             batch.insert(&store.shared.catalog, layout::load_key(table.id), []);

@@ -233,8 +233,15 @@ fn rewrite_insert(session: &Session, insert: &Insert) -> Result<Rewrite> {
     let table = table_name(name)?;
     let def = session.table(&table)?;
     let targets: Vec<usize> = if insert.columns.is_empty() {
+        // Without a column list, VALUES may fill only the first columns
+        // (the rest take their defaults), as in PostgreSQL.
+        let width = match insert.source.as_ref().map(|q| q.body.as_ref()) {
+            Some(SetExpr::Values(values)) => values.rows.first().map(|row| row.len()),
+            _ => None,
+        };
         (0..def.columns.len())
             .filter(|&i| def.columns[i].system.is_none())
+            .take(width.unwrap_or(usize::MAX))
             .collect()
     } else {
         insert
@@ -653,6 +660,35 @@ fn rewrite_delete(session: &Session, delete: &Delete) -> Result<Rewrite> {
     })
 }
 
+/// A prepared statement's rewrite, kept while the definition of its table
+/// stands: a rewrite is made from the statement and that definition alone.
+#[derive(Default)]
+pub struct KeptRewrite(std::sync::Mutex<Option<Arc<Rewrite>>>);
+
+impl Clone for KeptRewrite {
+    fn clone(&self) -> Self {
+        KeptRewrite(std::sync::Mutex::new(self.kept()))
+    }
+}
+
+impl KeptRewrite {
+    fn kept(&self) -> Option<Arc<Rewrite>> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    fn rewrite(&self, session: &Session, statement: &Statement) -> Result<Arc<Rewrite>> {
+        if let Some(kept) = self.kept() {
+            let current = session.table_def(&kept.def.name);
+            if current.is_some_and(|def| Arc::ptr_eq(&def, &kept.def)) {
+                return Ok(kept);
+            }
+        }
+        let fresh = Arc::new(rewrite(session, statement)?);
+        *self.0.lock().unwrap_or_else(|e| e.into_inner()) = Some(fresh.clone());
+        Ok(fresh)
+    }
+}
+
 fn rewrite(session: &Session, statement: &Statement) -> Result<Rewrite> {
     match statement {
         Statement::Insert(i) => rewrite_insert(session, i),
@@ -724,13 +760,18 @@ pub async fn describe(
     Ok((params, result))
 }
 
-/// The changes a DML statement makes, and what it answers.
+/// The changes a DML statement makes, and what it answers. A prepared
+/// statement passes where its rewrite is kept.
 pub async fn plan_changes(
     session: &Session,
     statement: &Statement,
+    kept: Option<&KeptRewrite>,
     params: Option<ParamValues>,
 ) -> Result<(Vec<Change>, Output, Arc<TableDef>)> {
-    let rewrite = rewrite(session, statement)?;
+    let rewrite = match kept {
+        Some(kept) => kept.rewrite(session, statement)?,
+        None => Arc::new(rewrite(session, statement)?),
+    };
     let def = rewrite.def.clone();
     if let Some(privilege) = super::access::privilege_of(statement) {
         session.require(&def, privilege)?;
@@ -900,7 +941,7 @@ pub async fn plan_changes(
         &rewrite.def,
         changes.iter().map(|c| c.key.partition_key.as_str()),
     )?;
-    Ok((changes, output, rewrite.def))
+    Ok((changes, output, rewrite.def.clone()))
 }
 
 /// The rows of ON CONFLICT DO UPDATE: each existing row with the assignments

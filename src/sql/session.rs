@@ -222,6 +222,8 @@ pub struct Prepared {
     /// A statement the SQL parser does not read (see `ddl::text_command`),
     /// run from its text.
     text_command: bool,
+    /// For INSERT, UPDATE and DELETE: the statement's rewrite.
+    kept: dml::KeptRewrite,
 }
 
 impl Prepared {
@@ -707,6 +709,7 @@ impl Session {
                 by_key: None,
                 names: None,
                 text_command: true,
+                kept: Default::default(),
             });
         }
         let mut statements = Self::parse(sql)?;
@@ -724,6 +727,7 @@ impl Session {
             by_key: None,
             names: None,
             text_command: false,
+            kept: Default::default(),
         };
         let Some(mut statement) = statements.pop() else {
             return Ok(prepared);
@@ -793,6 +797,12 @@ impl Session {
             }
             // Rewritten when it was prepared; not a query (a query has a
             // plan), so no result columns to name.
+            (None, Some(DfStatement::Statement(s))) if dml::is_dml(s) => {
+                match self.before_statement().await {
+                    Ok(()) => self.run_dml(s, Some(&prepared.kept), Some(params)).await,
+                    Err(e) => Err(e),
+                }
+            }
             (None, Some(statement)) => {
                 self.run_rewritten(statement.clone(), Some(params), None)
                     .await
@@ -1222,11 +1232,7 @@ impl Session {
                 _ => {}
             }
         }
-        self.check_not_failed()?;
-        // Values an earlier statement drew from sequences are logged before
-        // this one runs (data that holds them is logged before its commit).
-        self.engine.catalog.sequences.persist().await?;
-        self.refresh_view();
+        self.before_statement().await?;
         let DfStatement::Statement(s) = statement else {
             return self.run_query(statement, params, names).await;
         };
@@ -1347,7 +1353,7 @@ impl Session {
                 }
                 Ok(Output::Command("CLOSE CURSOR".into()))
             }
-            s if dml::is_dml(&s) => self.run_dml(&s, params).await,
+            s if dml::is_dml(&s) => self.run_dml(&s, None, params).await,
             Statement::Query(query) if params.is_none() => {
                 match self.run_by_key_with_literals(&query).await? {
                     Some(output) => Ok(output),
@@ -1436,16 +1442,29 @@ impl Session {
     /// Runs DML: in a transaction, buffers its changes; otherwise commits them,
     /// re-running the statement on a fresh snapshot when a concurrent writer
     /// changed a row it read (as PostgreSQL's READ COMMITTED re-checks rows).
+    /// What every statement past the transaction commands starts with.
+    async fn before_statement(&mut self) -> Result<()> {
+        self.check_not_failed()?;
+        // Values an earlier statement drew from sequences are logged before
+        // this one runs (data that holds them is logged before its commit).
+        self.engine.catalog.sequences.persist().await?;
+        self.refresh_view();
+        Ok(())
+    }
+
+    /// Runs INSERT, UPDATE or DELETE; a prepared one passes where its
+    /// rewrite is kept.
     async fn run_dml(
         &mut self,
         statement: &Statement,
+        kept: Option<&dml::KeptRewrite>,
         params: Option<ParamValues>,
     ) -> Result<Output> {
         let mut attempt = 0;
         loop {
             self.refresh_view();
             let (changes, output, used) =
-                dml::plan_changes(self, statement, params.clone()).await?;
+                dml::plan_changes(self, statement, kept, params.clone()).await?;
             writable(&used)?;
             if self.txn.is_some() {
                 self.check_block_write(&changes)?;

@@ -177,3 +177,73 @@ async fn parameter_and_literal_inserts_match_planned_inserts() {
     assert_eq!(direct, planned);
     assert_eq!(literal, planned);
 }
+
+/// A prepared INSERT or UPDATE keeps its rewrite only while its table's
+/// definition stands: after ALTER TABLE, or DROP and CREATE under the same
+/// name, it writes what the new definition says.
+#[tokio::test]
+async fn prepared_writes_follow_a_changed_definition() {
+    let (_dir, engine) = common::temp_engine().await;
+    let mut session = Session::new(engine);
+    run(
+        &mut session,
+        "CREATE TABLE t (id bigint PRIMARY KEY, a text)",
+    )
+    .await;
+    let insert = session
+        .prepare("INSERT INTO t VALUES ($1, $2)")
+        .await
+        .unwrap();
+    let update = session
+        .prepare("UPDATE t SET a = $2 WHERE id = $1")
+        .await
+        .unwrap();
+    let params = |id: i64, a: &str| {
+        ParamValues::from(vec![
+            ScalarValue::Int64(Some(id)),
+            ScalarValue::Utf8(Some(a.into())),
+        ])
+    };
+    session
+        .execute_prepared(&insert, params(1, "one"))
+        .await
+        .unwrap();
+
+    run(&mut session, "ALTER TABLE t ADD COLUMN b text").await;
+    session
+        .execute_prepared(&insert, params(2, "two"))
+        .await
+        .unwrap();
+    session
+        .execute_prepared(&update, params(1, "uno"))
+        .await
+        .unwrap();
+    assert_eq!(
+        run(
+            &mut session,
+            "SELECT id, a, b IS NULL AS no_b FROM t ORDER BY id"
+        )
+        .await[3..5],
+        [
+            "| 1  | uno | true |".to_owned(),
+            "| 2  | two | true |".to_owned()
+        ]
+    );
+
+    // The same name, another table: the key is text now, and `a` an integer.
+    run(
+        &mut session,
+        "DROP TABLE t; CREATE TABLE t (id text PRIMARY KEY, a int)",
+    )
+    .await;
+    let refused = session.execute_prepared(&insert, params(3, "three")).await;
+    assert!(refused.is_err(), "'three' went into an int column");
+    session
+        .execute_prepared(&insert, params(3, "33"))
+        .await
+        .unwrap();
+    assert_eq!(
+        run(&mut session, "SELECT id, a + 1 AS next FROM t").await[3],
+        "| 3  | 34   |"
+    );
+}

@@ -91,62 +91,73 @@ impl AccessPath {
 }
 
 /// A range as `[low, high)`, with `-inf` / `+inf` for a missing bound.
-fn show_range(from: &Bound<String>, to: &Bound<String>) -> String {
-    let (open, low) = match from {
-        Bound::Included(v) => ('[', format!("{v:?}")),
-        Bound::Excluded(v) => ('(', format!("{v:?}")),
-        Bound::Unbounded => ('(', "-inf".to_owned()),
-    };
-    let (close, high) = match to {
-        Bound::Included(v) => (']', format!("{v:?}")),
-        Bound::Excluded(v) => (')', format!("{v:?}")),
-        Bound::Unbounded => (')', "+inf".to_owned()),
-    };
-    format!("{open}{low}, {high}{close}")
+fn show_range(f: &mut fmt::Formatter<'_>, from: &Bound<String>, to: &Bound<String>) -> fmt::Result {
+    match from {
+        Bound::Included(v) => write!(f, "[{v:?}, ")?,
+        Bound::Excluded(v) => write!(f, "({v:?}, ")?,
+        Bound::Unbounded => f.write_str("(-inf, ")?,
+    }
+    match to {
+        Bound::Included(v) => write!(f, "{v:?}]"),
+        Bound::Excluded(v) => write!(f, "{v:?})"),
+        Bound::Unbounded => f.write_str("+inf)"),
+    }
+}
+
+fn show_key_range(f: &mut fmt::Formatter<'_>, range: &KeyRange) -> fmt::Result {
+    match range {
+        KeyRange::Rows {
+            partition_key,
+            from: Bound::Unbounded,
+            to: Bound::Unbounded,
+        } => write!(f, "{partition_key:?}"),
+        KeyRange::Rows {
+            partition_key,
+            from,
+            to,
+        } => {
+            write!(f, "{partition_key:?} rows ")?;
+            show_range(f, from, to)
+        }
+        KeyRange::Partitions { from, to } => show_range(f, from, to),
+    }
+}
+
+/// Up to five items, then how many more there are: `[a, b, ... 3 more]`.
+fn show_items<T>(
+    f: &mut fmt::Formatter<'_>,
+    items: &[T],
+    show: impl Fn(&mut fmt::Formatter<'_>, &T) -> fmt::Result,
+) -> fmt::Result {
+    const SHOWN: usize = 5;
+    f.write_str(" [")?;
+    for (i, item) in items.iter().take(SHOWN).enumerate() {
+        if i > 0 {
+            f.write_str(", ")?;
+        }
+        show(f, item)?;
+    }
+    if items.len() > SHOWN {
+        write!(f, ", ... {} more", items.len() - SHOWN)?;
+    }
+    f.write_str("]")
 }
 
 impl fmt::Display for AccessPath {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        const SHOWN: usize = 5;
-        write!(f, "{}", self.kind())?;
-        let items: Vec<String> = match self {
-            AccessPath::Points(keys) => keys
-                .iter()
-                .map(|k| format!("({:?}, {:?})", k.partition_key, k.row_key))
-                .collect(),
-            AccessPath::Ranges(ranges) => show_ranges(ranges),
-            AccessPath::Table => return Ok(()),
+        f.write_str(self.kind())?;
+        match self {
+            AccessPath::Points(keys) => show_items(f, keys, |f, k| {
+                write!(f, "({:?}, {:?})", k.partition_key, k.row_key)
+            }),
+            AccessPath::Ranges(ranges) => show_items(f, ranges, show_key_range),
+            AccessPath::Table => Ok(()),
             AccessPath::Index { index, ranges } => {
                 write!(f, " {}", index.name)?;
-                show_ranges(ranges)
+                show_items(f, ranges, show_key_range)
             }
-        };
-        let more = items.len().saturating_sub(SHOWN);
-        write!(f, " [{}", items[..items.len().min(SHOWN)].join(", "))?;
-        if more > 0 {
-            write!(f, ", ... {more} more")?;
         }
-        write!(f, "]")
     }
-}
-
-fn show_ranges(ranges: &[KeyRange]) -> Vec<String> {
-    ranges
-        .iter()
-        .map(|r| match r {
-            KeyRange::Rows {
-                partition_key,
-                from: Bound::Unbounded,
-                to: Bound::Unbounded,
-            } => format!("{partition_key:?}"),
-            KeyRange::Rows {
-                partition_key,
-                from,
-                to,
-            } => format!("{partition_key:?} rows {}", show_range(from, to)),
-            KeyRange::Partitions { from, to } => show_range(from, to),
-        })
-        .collect()
 }
 
 /// What the filters say about one key column.
@@ -1056,6 +1067,17 @@ mod tests {
         );
         check(vec![col("name").eq(lit("Ann"))], "table");
         check(vec![col("dept").eq(lit("a/b"))], "partition []");
+        check(
+            vec![
+                col("dept").eq(lit("S")),
+                col("id").in_list((1..=7).map(lit).collect(), false),
+            ],
+            r#"multi-point [("S", "0000000001"), ("S", "0000000002"), ("S", "0000000003"), ("S", "0000000004"), ("S", "0000000005"), ... 2 more]"#,
+        );
+        check(
+            vec![col("dept").gt(lit("M"))],
+            r#"partition-range [("M", +inf)]"#,
+        );
     }
 
     #[test]

@@ -166,15 +166,21 @@ impl TableTraffic {
         if self.partitions.len() <= 2 * TRACKED_PARTITIONS {
             return;
         }
-        let mut busy: Vec<((u64, u64), String)> = self
-            .partitions
-            .iter()
-            .map(|(k, p)| (p.busyness(slot), k.clone()))
-            .collect();
-        busy.sort_unstable_by(|a, b| b.0.cmp(&a.0));
-        for (_, key) in busy.into_iter().skip(TRACKED_PARTITIONS) {
-            self.partitions.remove(&key);
-        }
+        // The busiest partitions stay: those busier than the last one kept,
+        // and as many as fit of those as busy as it.
+        let mut busyness: Vec<(u64, u64)> =
+            self.partitions.values().map(|p| p.busyness(slot)).collect();
+        let (busier, &mut last, _) =
+            busyness.select_nth_unstable_by(TRACKED_PARTITIONS - 1, |a, b| b.cmp(a));
+        let mut as_busy_kept = TRACKED_PARTITIONS - busier.iter().filter(|&&b| b > last).count();
+        self.partitions.retain(|_, p| {
+            let busyness = p.busyness(slot);
+            if busyness == last && as_busy_kept > 0 {
+                as_busy_kept -= 1;
+                return true;
+            }
+            busyness > last
+        });
     }
 }
 
@@ -490,5 +496,28 @@ mod tests {
         let summary = traffic.table("t");
         assert!(summary.partitions.len() <= 2 * TRACKED_PARTITIONS);
         assert_eq!(summary.partitions[0].partition, "busy");
+    }
+
+    #[test]
+    fn pruning_keeps_as_many_as_it_tracks_the_busiest_first() {
+        let keys: Vec<String> = (0..=2 * TRACKED_PARTITIONS)
+            .map(|i| format!("p{i}"))
+            .collect();
+        // Partition i read i + 1 times, or all read once.
+        for distinct in [true, false] {
+            let traffic = Traffic::default();
+            traffic.record_reads(
+                "t",
+                keys.iter()
+                    .enumerate()
+                    .map(|(i, k)| (k.as_str(), if distinct { i as u64 + 1 } else { 1 })),
+            );
+            let kept = traffic.table("t").partitions;
+            assert_eq!(kept.len(), TRACKED_PARTITIONS);
+            if distinct {
+                let quietest = kept.iter().map(|p| p.total.reads).min();
+                assert_eq!(quietest, Some(TRACKED_PARTITIONS as u64 + 2));
+            }
+        }
     }
 }

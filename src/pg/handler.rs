@@ -5,6 +5,7 @@ use std::fmt::Debug;
 use std::sync::Arc;
 
 use async_trait::async_trait;
+use datafusion::arrow::datatypes::SchemaRef;
 use futures::{Sink, SinkExt};
 use pgwire::api::auth::noop::NoopStartupHandler;
 use pgwire::api::auth::sasl::scram::ScramAuth;
@@ -48,9 +49,44 @@ struct Connection {
     notices: Notices,
     cancel: Registration,
     idle: Arc<IdleWatch>,
+    /// Row descriptions made lately, newest last.
+    described: std::sync::Mutex<Vec<Described>>,
 }
 
+/// The row description of a result schema in a format.
+struct Described {
+    schema: SchemaRef,
+    format: Format,
+    fields: Arc<Vec<FieldInfo>>,
+}
+
+/// Row descriptions a connection keeps: a prepared statement run again and
+/// again is described (Describe) and answered (RowDescription) with the same
+/// columns each time, from two schemas (the statement's and its rows').
+const DESCRIBED_KEPT: usize = 4;
+
 impl Connection {
+    /// The row description of `schema` in `format`.
+    fn fields(&self, schema: &SchemaRef, format: &Format) -> PgWireResult<Arc<Vec<FieldInfo>>> {
+        let mut described = self.described.lock().unwrap_or_else(|e| e.into_inner());
+        let known = described
+            .iter()
+            .find(|d| Arc::ptr_eq(&d.schema, schema) && same_format(&d.format, format));
+        if let Some(known) = known {
+            return Ok(known.fields.clone());
+        }
+        let fields = Arc::new(encode::fields(schema, format)?);
+        if described.len() == DESCRIBED_KEPT {
+            described.remove(0);
+        }
+        described.push(Described {
+            schema: schema.clone(),
+            format: format.clone(),
+            fields: fields.clone(),
+        });
+        Ok(fields)
+    }
+
     /// After a statement's replies: the idle-in-transaction timer starts
     /// when the session waits in an open block.
     async fn replied(&self) {
@@ -129,6 +165,7 @@ fn connection_of<C: ClientInfo>(
             session: Arc::new(Mutex::new(session)),
             cancel: cancels.register(pid, &secret),
             idle: Arc::default(),
+            described: Default::default(),
         }
     })
 }
@@ -164,15 +201,25 @@ impl Handlers {
     }
 }
 
+fn same_format(a: &Format, b: &Format) -> bool {
+    match (a, b) {
+        (Format::UnifiedText, Format::UnifiedText) => true,
+        (Format::UnifiedBinary, Format::UnifiedBinary) => true,
+        (Format::Individual(a), Format::Individual(b)) => a == b,
+        _ => false,
+    }
+}
+
 /// The response to one statement's output.
-fn response(output: Output, format: &Format, cancel: &Registration) -> PgWireResult<Response> {
+fn response(output: Output, format: &Format, connection: &Connection) -> PgWireResult<Response> {
+    let cancel = &connection.cancel;
     Ok(match output {
         Output::Rows {
             schema,
             stream,
             tag,
         } => {
-            let fields = Arc::new(encode::fields(&schema, format)?);
+            let fields = connection.fields(&schema, format)?;
             let rows = cancellable(stream, cancel.signal.clone());
             let mut response = QueryResponse::new(fields.clone(), encode::rows(rows, fields));
             response.set_command_tag(&tag);
@@ -243,9 +290,7 @@ impl SimpleQueryHandler for Handlers {
         let mut responses = Vec::new();
         for output in session.execute(query).await {
             match output {
-                Ok(output) => {
-                    responses.push(response(output, &Format::UnifiedText, &connection.cancel)?)
-                }
+                Ok(output) => responses.push(response(output, &Format::UnifiedText, &connection)?),
                 Err(e) => responses.push(Response::Error(Box::new(error_info(&e)))),
             }
         }
@@ -403,7 +448,7 @@ impl ExtendedQueryHandler for Handlers {
             .await;
         drop(session);
         match result {
-            Ok(output) => response(output, &portal.result_column_format, &connection.cancel),
+            Ok(output) => response(output, &portal.result_column_format, &connection),
             Err(e) => Ok(Response::Error(Box::new(error_info(&e)))),
         }
     }
@@ -444,7 +489,7 @@ impl ExtendedQueryHandler for Handlers {
 
     async fn do_describe_portal<C>(
         &self,
-        _client: &mut C,
+        client: &mut C,
         portal: &Portal<Self::Statement>,
     ) -> PgWireResult<DescribePortalResponse>
     where
@@ -453,10 +498,13 @@ impl ExtendedQueryHandler for Handlers {
         C::Error: Debug,
         PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
     {
-        let fields = self.parser.get_result_schema(
-            &portal.statement.statement,
-            Some(&portal.result_column_format),
-        )?;
+        let fields = match &portal.statement.statement.result {
+            Some(schema) => self
+                .connection(client)
+                .fields(schema, &portal.result_column_format)?
+                .to_vec(),
+            None => Vec::new(),
+        };
         Ok(DescribePortalResponse::new(fields))
     }
 }

@@ -247,3 +247,46 @@ async fn prepared_writes_follow_a_changed_definition() {
         "| 3  | 34   |"
     );
 }
+
+/// Without a column list, VALUES may fill only the first columns; the rest
+/// take their defaults, by literals or parameters alike (PostgreSQL's rule).
+#[tokio::test]
+async fn values_without_a_column_list_fill_the_first_columns() {
+    let (_dir, engine) = common::temp_engine().await;
+    let mut session = Session::new(engine);
+    run(
+        &mut session,
+        "CREATE TABLE v (id bigint PRIMARY KEY, a text, n int DEFAULT 7);
+         INSERT INTO v VALUES (1, 'x');
+         INSERT INTO v VALUES (2);",
+    )
+    .await;
+    let insert = session.prepare("INSERT INTO v VALUES ($1)").await.unwrap();
+    session
+        .execute_prepared(
+            &insert,
+            ParamValues::from(vec![ScalarValue::Int64(Some(3))]),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        run(&mut session, "SELECT id, a, n FROM v ORDER BY id").await[3..6],
+        [
+            "| 1  | x | 7 |".to_owned(),
+            "| 2  |   | 7 |".to_owned(),
+            "| 3  |   | 7 |".to_owned(),
+        ]
+    );
+    let too_many = session
+        .execute("INSERT INTO v VALUES (4, 'y', 1, 2)")
+        .await
+        .pop()
+        .unwrap();
+    match too_many {
+        Err(tablegate::sql::SqlError::Syntax(m)) => {
+            assert!(m.contains("3 target columns but 4 expressions"), "{m}")
+        }
+        Err(e) => panic!("{e}"),
+        Ok(_) => panic!("four values went into three columns"),
+    }
+}

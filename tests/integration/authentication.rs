@@ -158,10 +158,7 @@ async fn roles_made_with_sql_log_in_with_their_password() {
         .expect("carol logs in");
     let row = carol.query_one("SELECT current_user", &[]).await.unwrap();
     assert_eq!(row.get::<_, String>(0), "carol");
-    let wrong = connect(port, "carol", "c4rol")
-        .await
-        .err()
-        .expect("refused");
+    let wrong = connect(port, "carol", "c4rol").await.expect_err("refused");
     assert_eq!(
         wrong.code(),
         Some(&tokio_postgres::error::SqlState::INVALID_PASSWORD)

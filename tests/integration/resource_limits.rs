@@ -26,7 +26,7 @@ async fn connections_past_the_limit_get_53300() {
         open.push(connect(server.port).await.expect("within the limit"));
     }
     for _ in 0..5 {
-        let refused = connect(server.port).await.err().expect("past the limit");
+        let refused = connect(server.port).await.expect_err("past the limit");
         assert_eq!(
             refused.code(),
             Some(&SqlState::TOO_MANY_CONNECTIONS),

@@ -172,7 +172,6 @@ impl Writes {
     }
 
     /// The writes of `ops`, whose tables' definitions are among `used`.
-
     pub fn of(ops: &[(String, WriteOp)], used: &[Arc<crate::catalog::TableDef>]) -> Writes {
         let mut per_table: BTreeMap<String, Vec<(String, u64)>> = BTreeMap::new();
         let mut near_limits: BTreeMap<String, NearLimits> = BTreeMap::new();

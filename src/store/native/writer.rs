@@ -49,6 +49,9 @@ struct RegisteredLoad<'a> {
     cached: Vec<(RecordKey, PartitionHeader)>,
 }
 
+/// Headers of partitions a load fills, by encoded partition prefix, in key order.
+type PartitionHeaders = Vec<(Vec<u8>, PartitionHeader)>;
+
 /// A load is written in as many pieces as it holds this many rows, up to
 /// one per core (fewer rows are not worth a thread).
 const ROWS_PER_LOAD_PIECE: usize = 100_000;
@@ -67,7 +70,7 @@ fn ingest(
     rows: &EncodedRows,
     order: &[usize],
     version: u64,
-) -> Result<Vec<(Vec<u8>, PartitionHeader)>> {
+) -> Result<PartitionHeaders> {
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get().min(4));
     let pieces = cores.min(order.len() / ROWS_PER_LOAD_PIECE).max(1);
     let parts: Vec<&[usize]> = order.chunks(order.len().div_ceil(pieces)).collect();
@@ -75,8 +78,8 @@ fn ingest(
     let failed = std::sync::atomic::AtomicBool::new(false);
     // An ingestion stays on the thread that made it (it is not `Send`).
     // `None`: not registered, as another piece failed.
-    let piece = |order: &[usize]| -> Result<Option<Vec<(Vec<u8>, PartitionHeader)>>> {
-        let mut partitions: Vec<(Vec<u8>, PartitionHeader)> = Vec::new();
+    let piece = |order: &[usize]| -> Result<Option<PartitionHeaders>> {
+        let mut partitions: PartitionHeaders = Vec::new();
         let write = || {
             let mut ingestion = table.entities.start_ingestion().map_err(storage)?;
             let mut partition = None;
@@ -129,7 +132,7 @@ fn ingest(
             })
             .collect()
     });
-    let mut headers: Vec<(Vec<u8>, PartitionHeader)> = Vec::new();
+    let mut headers: PartitionHeaders = Vec::new();
     // Any error is first; a piece that failed makes the others `None`.
     let results = results.into_iter().collect::<Result<Vec<_>>>()?;
     for partitions in results.into_iter().flatten() {

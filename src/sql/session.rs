@@ -1439,9 +1439,6 @@ impl Session {
             });
     }
 
-    /// Runs DML: in a transaction, buffers its changes; otherwise commits them,
-    /// re-running the statement on a fresh snapshot when a concurrent writer
-    /// changed a row it read (as PostgreSQL's READ COMMITTED re-checks rows).
     /// What every statement past the transaction commands starts with.
     async fn before_statement(&mut self) -> Result<()> {
         self.check_not_failed()?;
@@ -1452,8 +1449,10 @@ impl Session {
         Ok(())
     }
 
-    /// Runs INSERT, UPDATE or DELETE; a prepared one passes where its
-    /// rewrite is kept.
+    /// Runs DML: in a transaction, buffers its changes; otherwise commits them,
+    /// re-running the statement on a fresh snapshot when a concurrent writer
+    /// changed a row it read (as PostgreSQL's READ COMMITTED re-checks rows).
+    /// A prepared statement passes where its rewrite is kept.
     async fn run_dml(
         &mut self,
         statement: &Statement,

@@ -12,6 +12,14 @@ use futures::TryStreamExt;
 use rand::{Rng, SeedableRng};
 use tablegate::sql::{Output, Session};
 
+/// A session of a new engine, after `sql` has run in it.
+async fn session_after(sql: &str) -> (tempfile::TempDir, Session) {
+    let (dir, engine) = common::temp_engine().await;
+    let mut session = Session::new(engine);
+    run(&mut session, sql).await;
+    (dir, session)
+}
+
 async fn run(session: &mut Session, sql: &str) -> Vec<String> {
     let mut lines = Vec::new();
     for output in session.execute(sql).await {
@@ -94,18 +102,13 @@ fn value(rng: &mut rand::rngs::StdRng, column: usize, id: i64) -> (ScalarValue, 
 
 #[tokio::test]
 async fn parameter_and_literal_inserts_match_planned_inserts() {
-    let (_dir, engine) = common::temp_engine().await;
-    let mut session = Session::new(engine);
     let columns = "id bigint, owner text, n int, amount numeric(10, 2), w float8, ok boolean, \
                    day date, at timestamptz, code varchar(6), doc jsonb, raw bytea, tag uuid";
-    run(
-        &mut session,
-        &format!(
-            "CREATE TABLE direct ({columns}, PRIMARY KEY (owner, id));
-             CREATE TABLE literal ({columns}, PRIMARY KEY (owner, id));
-             CREATE TABLE planned ({columns}, PRIMARY KEY (owner, id));"
-        ),
-    )
+    let (_dir, mut session) = session_after(&format!(
+        "CREATE TABLE direct ({columns}, PRIMARY KEY (owner, id));
+         CREATE TABLE literal ({columns}, PRIMARY KEY (owner, id));
+         CREATE TABLE planned ({columns}, PRIMARY KEY (owner, id));"
+    ))
     .await;
     let placeholders: Vec<String> = (1..=12).map(|i| format!("${i}")).collect();
     let insert = session
@@ -183,13 +186,7 @@ async fn parameter_and_literal_inserts_match_planned_inserts() {
 /// name, it writes what the new definition says.
 #[tokio::test]
 async fn prepared_writes_follow_a_changed_definition() {
-    let (_dir, engine) = common::temp_engine().await;
-    let mut session = Session::new(engine);
-    run(
-        &mut session,
-        "CREATE TABLE t (id bigint PRIMARY KEY, a text)",
-    )
-    .await;
+    let (_dir, mut session) = session_after("CREATE TABLE t (id bigint PRIMARY KEY, a text)").await;
     let insert = session
         .prepare("INSERT INTO t VALUES ($1, $2)")
         .await
@@ -252,10 +249,7 @@ async fn prepared_writes_follow_a_changed_definition() {
 /// take their defaults, by literals or parameters alike (PostgreSQL's rule).
 #[tokio::test]
 async fn values_without_a_column_list_fill_the_first_columns() {
-    let (_dir, engine) = common::temp_engine().await;
-    let mut session = Session::new(engine);
-    run(
-        &mut session,
+    let (_dir, mut session) = session_after(
         "CREATE TABLE v (id bigint PRIMARY KEY, a text, n int DEFAULT 7);
          INSERT INTO v VALUES (1, 'x');
          INSERT INTO v VALUES (2);",

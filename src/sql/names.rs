@@ -174,7 +174,9 @@ impl ColumnNames {
 
 /// A schema with the given names on its fields (where a name is given).
 pub fn rename(schema: &SchemaRef, names: &[Option<String>]) -> SchemaRef {
-    if names.iter().all(Option::is_none) || names.len() != schema.fields().len() {
+    let unchanged = (schema.fields().iter().zip(names))
+        .all(|(field, name)| name.as_ref().is_none_or(|name| name == field.name()));
+    if unchanged || names.len() != schema.fields().len() {
         return schema.clone();
     }
     let fields: Vec<Field> = schema
@@ -205,6 +207,20 @@ mod tests {
             .into_iter()
             .map(|n| n.unwrap_or_else(|| "<kept>".into()))
             .collect()
+    }
+
+    #[test]
+    fn a_schema_renamed_to_its_own_names_is_itself() {
+        use datafusion::arrow::datatypes::DataType;
+        let schema: SchemaRef = Arc::new(Schema::new(vec![
+            Field::new("owner", DataType::Utf8, true),
+            Field::new("count(*)", DataType::Int64, false),
+        ]));
+        let same = rename(&schema, &[Some("owner".into()), None]);
+        assert!(Arc::ptr_eq(&same, &schema));
+        let renamed = rename(&schema, &[Some("owner".into()), Some("count".into())]);
+        assert_eq!(renamed.field(1).name(), "count");
+        assert_eq!(renamed.field(0).name(), "owner");
     }
 
     #[test]

@@ -537,3 +537,46 @@ async fn notices_reach_extended_protocol_clients() {
         "{notice}"
     );
 }
+
+/// A read by key answered in text (simple protocol) and in binary (the
+/// extended protocol, as tokio-postgres asks), turn about on one
+/// connection: both run the same prepared read, and each gets its rows in
+/// the format it asked for.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_read_in_text_and_in_binary_on_one_connection() {
+    let server = TestServer::start().await;
+    let client = server.client().await;
+    client
+        .batch_execute(
+            "CREATE TABLE t (id int PRIMARY KEY, value bigint, note text);
+             INSERT INTO t VALUES (1, 10000000000, 'one'), (2, -5, NULL)",
+        )
+        .await
+        .unwrap();
+    // All columns, and a list of them (whose result names the session sets).
+    for (round, sql) in (0..6).zip(
+        [
+            "SELECT * FROM t WHERE id = $1",
+            "SELECT id, value, note FROM t WHERE id = $1",
+        ]
+        .iter()
+        .cycle(),
+    ) {
+        for (id, value, note) in [(1, 10_000_000_000i64, Some("one")), (2, -5, None)] {
+            let text = common::simple_rows(&client, &sql.replace("$1", &id.to_string())).await;
+            assert_eq!(
+                text,
+                [vec![
+                    id.to_string(),
+                    value.to_string(),
+                    note.unwrap_or("NULL").to_owned()
+                ]],
+                "round {round}"
+            );
+            let row = client.query_one(*sql, &[&id]).await.unwrap();
+            assert_eq!(row.get::<_, i32>(0), id, "round {round}");
+            assert_eq!(row.get::<_, i64>(1), value, "round {round}");
+            assert_eq!(row.get::<_, Option<&str>>(2), note, "round {round}");
+        }
+    }
+}

@@ -191,6 +191,20 @@ impl Handlers {
         connection_of(&self.engine, &self.cancels, client)
     }
 
+    /// The row description of a prepared statement's result in `format`,
+    /// from those the connection keeps (none for a statement without rows).
+    fn row_description<C: ClientInfo>(
+        &self,
+        client: &C,
+        statement: &Prepared,
+        format: &Format,
+    ) -> PgWireResult<Vec<FieldInfo>> {
+        match &statement.result {
+            Some(schema) => Ok(self.connection(client).fields(schema, format)?.to_vec()),
+            None => Ok(Vec::new()),
+        }
+    }
+
     /// The client, with replies held for the Sync or Flush (extended
     /// protocol), after the idle timer is stopped by the message being
     /// handled (or has ended the session).
@@ -329,6 +343,8 @@ impl QueryParser for Parser {
             .collect())
     }
 
+    /// The trait's stateless answer; Describe is answered from the
+    /// connection's kept descriptions (`Handlers::row_description`).
     fn get_result_schema(
         &self,
         stmt: &Self::Statement,
@@ -455,7 +471,7 @@ impl ExtendedQueryHandler for Handlers {
 
     async fn do_describe_statement<C>(
         &self,
-        _client: &mut C,
+        client: &mut C,
         stmt: &StoredStatement<Self::Statement>,
     ) -> PgWireResult<DescribeStatementResponse>
     where
@@ -483,7 +499,8 @@ impl ExtendedQueryHandler for Handlers {
                     .map(|t| params::pg_param_type(t.as_ref())),
             )
             .collect();
-        let fields = self.parser.get_result_schema(&stmt.statement, None)?;
+        // Formats are chosen at Bind; until then, pgwire's default.
+        let fields = self.row_description(client, &stmt.statement, &Format::UnifiedBinary)?;
         Ok(DescribeStatementResponse::new(param_types, fields))
     }
 
@@ -498,13 +515,11 @@ impl ExtendedQueryHandler for Handlers {
         C::Error: Debug,
         PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
     {
-        let fields = match &portal.statement.statement.result {
-            Some(schema) => self
-                .connection(client)
-                .fields(schema, &portal.result_column_format)?
-                .to_vec(),
-            None => Vec::new(),
-        };
+        let fields = self.row_description(
+            client,
+            &portal.statement.statement,
+            &portal.result_column_format,
+        )?;
         Ok(DescribePortalResponse::new(fields))
     }
 }

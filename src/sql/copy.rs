@@ -3,7 +3,10 @@
 //! encodes.
 
 use std::borrow::Cow;
-use std::sync::Arc;
+use std::collections::VecDeque;
+use std::panic::AssertUnwindSafe;
+use std::sync::mpsc::{self, Receiver, SyncSender, TryRecvError};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use datafusion::arrow::array::{ArrayRef, BinaryArray, RecordBatch, StringArray};
 use datafusion::arrow::compute::{cast_with_options, CastOptions};
@@ -19,14 +22,14 @@ use crate::catalog::{SqlType, TableDef};
 use crate::model::check_entity_parts;
 use crate::store::{EncodedRows, StoreError};
 
-/// Lines each thread parses and makes into rows at a time.
+/// Lines a thread parses and makes into rows at a time: a part fills a
+/// chunk of rows, and joins the others without a copy (see
+/// [`EncodedRows::append`]).
 const PART_ROWS: usize = 8192;
 
-/// Lines held before they are parsed and made into rows: a part for each
-/// of the machine's cores, up to 4.
-fn lines_per_flush() -> usize {
-    PART_ROWS * std::thread::available_parallelism().map_or(1, |n| n.get().min(4))
-}
+/// The rows made of a part's lines, and those of them near the entity
+/// limits.
+type Made = (EncodedRows, NearLimits);
 
 /// The format options of a COPY.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -110,7 +113,7 @@ impl CopyFormat {
 
 /// A COPY FROM STDIN in progress.
 pub struct CopyIn {
-    parser: LineParser,
+    parser: Arc<LineParser>,
     /// Bytes of a line not yet complete.
     pending: Vec<u8>,
     /// Whole lines not yet made into entities, as they came (each without
@@ -120,8 +123,10 @@ pub struct CopyIn {
     /// The number of the first line held (lines after it are held in
     /// order, none skipped).
     first_held: usize,
-    /// How many lines are made into rows at once ([`lines_per_flush`]).
-    flush_at: usize,
+    /// Where each part handed to the parsing threads sends its rows, in
+    /// line order (in a mutex only because a session is shared between
+    /// threads; it is never contended).
+    parsing: Mutex<VecDeque<Receiver<Result<Made>>>>,
     /// The entities made, in stored form (what a COPY holds until it
     /// commits).
     rows: EncodedRows,
@@ -135,17 +140,17 @@ pub struct CopyIn {
 impl CopyIn {
     pub fn new(def: Arc<TableDef>, columns: Vec<usize>, format: CopyFormat) -> Self {
         CopyIn {
-            parser: LineParser {
+            parser: Arc::new(LineParser {
                 properties: stored_by_name(&def),
                 def,
                 columns,
                 format,
-            },
+            }),
             pending: Vec::new(),
             held: Vec::new(),
             held_ends: Vec::new(),
             first_held: 1,
-            flush_at: lines_per_flush(),
+            parsing: Mutex::default(),
             rows: EncodedRows::new(),
             near_limits: NearLimits::default(),
             lines: 0,
@@ -175,10 +180,8 @@ impl CopyIn {
         }
         pending.drain(..start);
         self.pending = pending;
-        if self.held_ends.len() >= self.flush_at {
-            self.flush(false)?;
-        }
-        Ok(())
+        self.hand_over()?;
+        self.take_made(false)
     }
 
     /// The definition of the table the rows go to.
@@ -193,7 +196,19 @@ impl CopyIn {
             let line = std::mem::take(&mut self.pending);
             self.line(&line)?;
         }
-        self.flush(true)?;
+        // Less than a part is left: it is parsed here, beside the threads
+        // (its error comes after theirs).
+        let rest = match self.held_ends.is_empty() {
+            true => None,
+            false => Some(
+                self.parser
+                    .make(&self.held, &self.held_ends, self.first_held),
+            ),
+        };
+        self.take_made(true)?;
+        if let Some(made) = rest {
+            self.add(made?);
+        }
         Ok((self.rows, self.near_limits))
     }
 
@@ -221,35 +236,125 @@ impl CopyIn {
         Ok(())
     }
 
-    /// Parses held lines and makes them into rows, on every core: all of
-    /// them at the end, else whole parts of [`PART_ROWS`] lines, so that
-    /// every part fills a chunk of rows and joins the others without a copy
-    /// (see [`EncodedRows::append`]).
-    fn flush(&mut self, end: bool) -> Result<()> {
-        let count = match end {
-            true => self.held_ends.len(),
-            false => self.held_ends.len() / PART_ROWS * PART_ROWS,
-        };
-        if count == 0 {
-            return Ok(());
+    /// Hands the held lines to the parsing threads, in whole parts of
+    /// [`PART_ROWS`] lines.
+    fn hand_over(&mut self) -> Result<()> {
+        let mut start = 0;
+        let mut handed = 0;
+        while self.held_ends.len() - handed >= PART_ROWS {
+            let ends = &self.held_ends[handed..handed + PART_ROWS];
+            let end = ends[PART_ROWS - 1];
+            let part = Part {
+                text: self.held[start..end].to_vec(),
+                ends: ends.iter().map(|e| e - start).collect(),
+                first: self.first_held + handed,
+            };
+            let (made, receiver) = mpsc::sync_channel(1);
+            let job = Job {
+                parser: self.parser.clone(),
+                part,
+                made,
+            };
+            parsing_threads()?.send(job).map_err(|_| parser_lost())?;
+            self.parsing().push_back(receiver);
+            start = end;
+            handed += PART_ROWS;
         }
-        let made = self
-            .parser
-            .make_batch(&self.held, &self.held_ends[..count], self.first_held);
-        let taken = self.held_ends[count - 1];
-        self.held.drain(..taken);
-        self.held_ends.drain(..count);
+        self.held.drain(..start);
+        self.held_ends.drain(..handed);
         for end in &mut self.held_ends {
-            *end -= taken;
+            *end -= start;
         }
-        self.first_held += count;
-        for part in made {
-            let (rows, near_limits) = part?;
-            self.rows.append(rows);
-            self.near_limits.add(near_limits);
-        }
+        self.first_held += handed;
         Ok(())
     }
+
+    /// Adds the rows of the parts parsed so far, in line order; with
+    /// `all`, waits for every part handed over. The first bad line's
+    /// error is returned.
+    fn take_made(&mut self, all: bool) -> Result<()> {
+        loop {
+            let parsing = self.parsing();
+            let Some(first) = parsing.front() else {
+                return Ok(());
+            };
+            let next = match all {
+                true => first.recv().map_err(|_| parser_lost())?,
+                false => match first.try_recv() {
+                    Ok(next) => next,
+                    Err(TryRecvError::Empty) => return Ok(()),
+                    Err(TryRecvError::Disconnected) => return Err(parser_lost()),
+                },
+            };
+            parsing.pop_front();
+            self.add(next?);
+        }
+    }
+
+    fn parsing(&mut self) -> &mut VecDeque<Receiver<Result<Made>>> {
+        self.parsing.get_mut().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn add(&mut self, (rows, near_limits): Made) {
+        self.rows.append(rows);
+        self.near_limits.add(near_limits);
+    }
+}
+
+/// Lines handed to a parsing thread.
+struct Part {
+    /// The lines, each without its newline.
+    text: Vec<u8>,
+    /// Where each line ends in `text`.
+    ends: Vec<usize>,
+    /// The number of the first line.
+    first: usize,
+}
+
+/// A part, what parses it, and where its rows go.
+struct Job {
+    parser: Arc<LineParser>,
+    part: Part,
+    made: SyncSender<Result<Made>>,
+}
+
+/// The threads that parse the parts of every COPY and make them into rows,
+/// one a core (up to 4), while the connections read on; started with the
+/// first COPY of more than a part. They stay, so that the memory of one
+/// COPY's rows is theirs to use again for the next: new threads took fresh
+/// pages from the system, and the kernel's clearing of those was a third
+/// of their time.
+fn parsing_threads() -> Result<&'static SyncSender<Job>> {
+    static THREADS: OnceLock<std::result::Result<SyncSender<Job>, String>> = OnceLock::new();
+    let threads = THREADS.get_or_init(|| {
+        let count = std::thread::available_parallelism().map_or(1, |n| n.get().min(4));
+        // A thread's next part waits, ready; the connection waits past that.
+        let (jobs, waiting) = mpsc::sync_channel::<Job>(count);
+        let waiting = Arc::new(Mutex::new(waiting));
+        for _ in 0..count {
+            let waiting = waiting.clone();
+            std::thread::Builder::new()
+                .name("copy-parser".into())
+                .spawn(move || loop {
+                    let next = waiting.lock().unwrap_or_else(|e| e.into_inner()).recv();
+                    let Ok(Job { parser, part, made }) = next else {
+                        return;
+                    };
+                    let parsed = std::panic::catch_unwind(AssertUnwindSafe(|| {
+                        parser.make(&part.text, &part.ends, part.first)
+                    }));
+                    let _ = made.send(parsed.unwrap_or_else(|_| Err(parser_lost())));
+                })
+                .map_err(|e| format!("no thread to parse COPY lines: {e}"))?;
+        }
+        Ok(jobs)
+    });
+    threads.as_ref().map_err(|e| SqlError::Internal(e.clone()))
+}
+
+/// A part's parsing ended without its rows (it panicked).
+fn parser_lost() -> SqlError {
+    SqlError::Internal("parsing COPY lines failed".into())
 }
 
 /// The columns of a table stored as properties, in name order.
@@ -270,42 +375,17 @@ struct LineParser {
 }
 
 impl LineParser {
-    /// Parses lines (ending at `ends` in `held`, the first numbered
-    /// `first`) and makes them into rows, in parts of [`PART_ROWS`] lines
-    /// on as many threads; the parts in line order (so the first error is
-    /// that of the first bad line).
-    fn make_batch(
-        &self,
-        held: &[u8],
-        ends: &[usize],
-        first: usize,
-    ) -> Vec<Result<(EncodedRows, NearLimits)>> {
-        // Lines `from..`, up to PART_ROWS of them.
-        let part = |from: usize| {
-            let mut start = from.checked_sub(1).map_or(0, |before| ends[before]);
-            let to = ends.len().min(from + PART_ROWS);
-            let lines = ends[from..to].iter().map(|&end| {
-                let line = &held[start..end];
-                start = end;
-                line
-            });
-            let lines = self.parse_lines(lines, first + from)?;
-            self.make_rows(&lines)
-        };
-        let part = &part;
-        std::thread::scope(|scope| {
-            let mut parts = (0..ends.len()).step_by(PART_ROWS);
-            let first = parts.next();
-            let others: Vec<_> = parts.map(|from| scope.spawn(move || part(from))).collect();
-            first
-                .map(part)
-                .into_iter()
-                .chain(others.into_iter().map(|thread| match thread.join() {
-                    Ok(made) => made,
-                    Err(panic) => std::panic::resume_unwind(panic),
-                }))
-                .collect()
-        })
+    /// Parses lines (ending at `ends` in `text`, the first numbered
+    /// `first`) and makes them into rows.
+    fn make(&self, text: &[u8], ends: &[usize], first: usize) -> Result<Made> {
+        let mut start = 0;
+        let lines = ends.iter().map(|&end| {
+            let line = &text[start..end];
+            start = end;
+            line
+        });
+        let fields = self.parse_lines(lines, first)?;
+        self.make_rows(&fields)
     }
 
     /// Splits held lines into their fields, all in one list (a line's
@@ -547,6 +627,62 @@ mod tests {
             Some(&crate::model::Value::String("z".into()))
         );
         assert_eq!(rows.entity(1, None).unwrap().properties.len(), 1);
+    }
+
+    /// A COPY of `lines` lines (`k\tv`, with line `bad` missing its `v`)
+    /// into a table keyed by `k`, fed in pieces of 1000 bytes.
+    fn copy_numbered(lines: usize, bad: &[usize]) -> Result<(EncodedRows, NearLimits)> {
+        let column = crate::catalog::Column::new;
+        let def = table(
+            vec![column("k", SqlType::Int4), column("v", SqlType::Int8)],
+            crate::catalog::Keys::Columns {
+                partition: vec![0],
+                row: vec![],
+            },
+        );
+        let mut copy = CopyIn::new(def, vec![0, 1], format(false));
+        let text: String = (1..=lines)
+            .map(|n| match bad.contains(&n) {
+                true => format!("{n}\n"),
+                false => format!("{n}\t{}\n", n * 10),
+            })
+            .collect();
+        for piece in text.as_bytes().chunks(1000) {
+            copy.feed(piece)?;
+        }
+        copy.finish()
+    }
+
+    /// Lines are parsed in parts on threads of their own; the rows keep
+    /// the lines' order.
+    #[test]
+    fn rows_of_many_parts_keep_the_order_of_their_lines() {
+        let lines = 3 * PART_ROWS + 5;
+        let (rows, _) = copy_numbered(lines, &[]).unwrap();
+        assert_eq!(rows.len(), lines);
+        for i in 0..lines {
+            let v = rows.entity(i, None).unwrap().get("v").cloned();
+            assert_eq!(v, Some(crate::model::Value::Int64((i as i64 + 1) * 10)));
+        }
+    }
+
+    /// Whichever part is parsed first, the error is that of the first bad
+    /// line, in a part or in the lines left after the last part.
+    #[test]
+    fn the_first_bad_line_is_the_one_reported() {
+        let lines = 3 * PART_ROWS + 5;
+        for (bad, first) in [
+            (
+                vec![PART_ROWS + 10, 2 * PART_ROWS + 1, lines],
+                PART_ROWS + 10,
+            ),
+            (vec![2 * PART_ROWS + 1, 2, lines], 2),
+            (vec![lines - 1], lines - 1),
+        ] {
+            let error = copy_numbered(lines, &bad).err().expect("a bad line");
+            let expected = format!("COPY line {first}: expected 2 columns, found 1");
+            assert!(error.to_string().contains(&expected), "{error}");
+        }
     }
 
     #[test]

@@ -39,7 +39,9 @@ use crate::model::codec::record::{
     decode_record, encode_record, record_header, set_record_version, RecordHeader,
 };
 use crate::model::{check_entity_shape, ETag, Entity, IfMatch};
-use crate::store::{EncodedRows, PartitionStats, Result, StoreError, WriteOp, WriteOutcome};
+use crate::store::{
+    EncodedRow, EncodedRows, PartitionStats, Result, StoreError, WriteOp, WriteOutcome,
+};
 
 /// What a committed load changes in the writer's memory once it is synced.
 struct RegisteredLoad<'a> {
@@ -56,6 +58,16 @@ type PartitionHeaders = Vec<(Vec<u8>, PartitionHeader)>;
 /// one per core (fewer rows are not worth a thread).
 const ROWS_PER_LOAD_PIECE: usize = 100_000;
 
+/// What orders a row as its encoded key does: its (PartitionKey, RowKey)
+/// as byte strings (see `codec::key`).
+fn key_order(row: EncodedRow<'_>) -> (&[u8], &[u8]) {
+    (row.partition_key.as_bytes(), row.row_key.as_bytes())
+}
+
+/// The order a load writes its rows in: `None` when they come in key order
+/// (without two rows of one key), else their indexes sorted by key.
+type LoadOrder = Option<Vec<usize>>;
+
 /// Writes rows, in key order, into new sorted files of an empty table, and
 /// registers the files (the rows become visible); returns the headers of
 /// the partitions the rows fill, in key order. The rows are cut into
@@ -68,24 +80,29 @@ const ROWS_PER_LOAD_PIECE: usize = 100_000;
 fn ingest(
     table: &Table,
     rows: &EncodedRows,
-    order: &[usize],
+    order: &LoadOrder,
     version: u64,
 ) -> Result<PartitionHeaders> {
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get().min(4));
-    let pieces = cores.min(order.len() / ROWS_PER_LOAD_PIECE).max(1);
-    let parts: Vec<&[usize]> = order.chunks(order.len().div_ceil(pieces)).collect();
+    let pieces = cores.min(rows.len() / ROWS_PER_LOAD_PIECE).max(1);
+    let per_piece = rows.len().div_ceil(pieces);
+    // Each piece's positions in `order`.
+    let parts: Vec<std::ops::Range<usize>> = (0..rows.len())
+        .step_by(per_piece)
+        .map(|start| start..rows.len().min(start + per_piece))
+        .collect();
     let written = std::sync::Barrier::new(parts.len());
     let failed = std::sync::atomic::AtomicBool::new(false);
     // An ingestion stays on the thread that made it (it is not `Send`).
     // `None`: not registered, as another piece failed.
-    let piece = |order: &[usize]| -> Result<Option<PartitionHeaders>> {
+    let piece = |positions: std::ops::Range<usize>| -> Result<Option<PartitionHeaders>> {
         let mut partitions: PartitionHeaders = Vec::new();
         let write = || {
             let mut ingestion = table.entities.start_ingestion().map_err(storage)?;
             let mut partition = None;
             let mut record = Vec::new();
-            for &i in order {
-                let row = rows.get(i);
+            for position in positions {
+                let row = rows.get(order.as_ref().map_or(position, |o| o[position]));
                 let key = encode_entity_key(row.partition_key, row.row_key);
                 record.clear();
                 record.extend_from_slice(row.record);
@@ -122,7 +139,7 @@ fn ingest(
     let results: Vec<Result<_>> = std::thread::scope(|scope| {
         let threads: Vec<_> = parts
             .iter()
-            .map(|&part| scope.spawn(move || piece(part)))
+            .map(|part| scope.spawn(move || piece(part.clone())))
             .collect();
         threads
             .into_iter()
@@ -472,30 +489,31 @@ impl Writer {
     /// the rows (see `NativeStore::open`); if the load fails in between,
     /// they are removed at once. Returns how many rows.
     fn load(&mut self, tables: &[(Arc<Table>, EncodedRows)]) -> Result<u64> {
-        // The order of encoded keys is that of (PartitionKey, RowKey) as
-        // byte strings (see `codec::key`).
         let mut orders = Vec::with_capacity(tables.len());
         for (table, rows) in tables {
-            let key_of = |i: usize| {
-                let row = rows.get(i);
-                (row.partition_key.as_bytes(), row.row_key.as_bytes())
-            };
-            let mut order: Vec<usize> = (0..rows.len()).collect();
             // Loads often come in key order, without two rows of one key:
-            // one pass finds that.
-            if !order.is_sorted_by(|&a, &b| key_of(a) < key_of(b)) {
-                order.sort_unstable_by(|&a, &b| key_of(a).cmp(&key_of(b)));
-                if let Some(pair) = order.windows(2).find(|p| key_of(p[0]) == key_of(p[1])) {
-                    let row = rows.get(pair[1]);
-                    return Err(StoreError::EntityAlreadyExists {
-                        table: table.name.clone(),
-                        key: crate::model::EntityKey::new(row.partition_key, row.row_key),
-                    });
-                }
+            // one pass over the rows as they are finds that.
+            let in_order = rows
+                .iter()
+                .zip(rows.iter().skip(1))
+                .all(|(a, b)| key_order(a) < key_order(b));
+            if in_order {
+                orders.push(None);
+                continue;
             }
-            orders.push(order);
+            let key_of = |i: usize| key_order(rows.get(i));
+            let mut order: Vec<usize> = (0..rows.len()).collect();
+            order.sort_unstable_by(|&a, &b| key_of(a).cmp(&key_of(b)));
+            if let Some(pair) = order.windows(2).find(|p| key_of(p[0]) == key_of(p[1])) {
+                let row = rows.get(pair[1]);
+                return Err(StoreError::EntityAlreadyExists {
+                    table: table.name.clone(),
+                    key: crate::model::EntityKey::new(row.partition_key, row.row_key),
+                });
+            }
+            orders.push(Some(order));
         }
-        if orders.iter().all(Vec::is_empty) {
+        if tables.iter().all(|(_, rows)| rows.is_empty()) {
             return Ok(0);
         }
         let shared = self.shared.clone();
@@ -535,7 +553,7 @@ impl Writer {
             *table.totals.lock().unwrap_or_else(|e| e.into_inner()) = new;
         }
         self.headers.extend(registered.cached);
-        Ok(orders.iter().map(|o| o.len() as u64).sum())
+        Ok(tables.iter().map(|(_, rows)| rows.len() as u64).sum())
     }
 
     /// Writes the files of a load and commits its partition headers and
@@ -544,7 +562,7 @@ impl Writer {
     fn register_load<'a>(
         &mut self,
         tables: &'a [(Arc<Table>, EncodedRows)],
-        orders: &[Vec<usize>],
+        orders: &[LoadOrder],
         markers: &[Vec<u8>],
     ) -> Result<RegisteredLoad<'a>> {
         let shared = self.shared.clone();
@@ -554,7 +572,7 @@ impl Writer {
         let mut cached = Vec::new();
         let mut totals = Vec::with_capacity(tables.len());
         for ((table, rows), order) in tables.iter().zip(orders) {
-            if order.is_empty() {
+            if rows.is_empty() {
                 continue;
             }
             let partitions = ingest(table, rows, order, version)?;

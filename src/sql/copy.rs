@@ -542,7 +542,9 @@ impl LineParser {
         // Each row is encoded as its entity would be (see
         // `TableDef::row_to_entity`), without making the entity: its
         // properties are its non-NULL values of the stored columns.
-        for row in batch_to_rows(&self.def, &self.columns, &batch)? {
+        let made = batch_to_rows(&self.def, &self.columns, &batch)?;
+        let made_rows = made.len();
+        for (i, row) in made.into_iter().enumerate() {
             self.def.check_row(&row)?;
             let key = self.def.entity_key(&row)?;
             let properties = self.properties.iter().filter_map(|&i| {
@@ -554,6 +556,9 @@ impl LineParser {
             let count = properties.clone().count();
             near_limits.note(&key, count, billed_size, Some(&self.def));
             rows.push_new(&key, billed_size, properties);
+            if i == 0 {
+                rows.reserve_like_last(made_rows - 1);
+            }
         }
         Ok((rows, near_limits))
     }

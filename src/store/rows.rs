@@ -144,6 +144,25 @@ impl EncodedRows {
         }
     }
 
+    /// Makes room in the open chunk for up to `rows` more rows the size of
+    /// the last one, so that its buffers do not grow by copying as they
+    /// fill.
+    pub fn reserve_like_last(&mut self, rows: usize) {
+        let chunk = self.chunks.last_mut().expect("rows have a chunk");
+        let Some(count) = chunk.spans.len().checked_sub(1) else {
+            return;
+        };
+        let last = chunk.get(count);
+        let (text, record) = (
+            last.partition_key.len() + last.row_key.len(),
+            last.record.len(),
+        );
+        let rows = rows.min(ROWS_PER_CHUNK - chunk.spans.len());
+        chunk.text.reserve(rows * text);
+        chunk.records.reserve(rows * record);
+        chunk.spans.reserve(rows);
+    }
+
     /// Appends a row whose record is already encoded.
     pub fn push(
         &mut self,

@@ -116,8 +116,9 @@ pub struct CopyIn {
     parser: Arc<LineParser>,
     /// Bytes of a line not yet complete.
     pending: Vec<u8>,
-    /// Whole lines not yet made into entities, as they came (each without
-    /// its newline), and where each ends in `held`.
+    /// Whole lines not yet handed to the parsing threads (less than a
+    /// part, between two chunks of input), as they came (each without its
+    /// newline), and where each ends in `held`.
     held: Vec<u8>,
     held_ends: Vec<usize>,
     /// The number of the first line held (lines after it are held in
@@ -544,7 +545,7 @@ impl LineParser {
         // properties are its non-NULL values of the stored columns.
         let made = batch_to_rows(&self.def, &self.columns, &batch)?;
         let made_rows = made.len();
-        for (i, row) in made.into_iter().enumerate() {
+        for (index, row) in made.into_iter().enumerate() {
             self.def.check_row(&row)?;
             let key = self.def.entity_key(&row)?;
             let properties = self.properties.iter().filter_map(|&i| {
@@ -556,7 +557,7 @@ impl LineParser {
             let count = properties.clone().count();
             near_limits.note(&key, count, billed_size, Some(&self.def));
             rows.push_new(&key, billed_size, properties);
-            if i == 0 {
+            if index == 0 {
                 rows.reserve_like_last(made_rows - 1);
             }
         }

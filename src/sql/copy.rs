@@ -117,8 +117,8 @@ pub struct CopyIn {
     /// Bytes of a line not yet complete.
     pending: Vec<u8>,
     /// Whole lines not yet handed to the parsing threads (less than a
-    /// part, between two chunks of input), as they came (each without its
-    /// newline), and where each ends in `held`.
+    /// part), as they came (each without its newline), and where each ends
+    /// in `held`.
     held: Vec<u8>,
     held_ends: Vec<usize>,
     /// The number of the first line held (lines after it are held in
@@ -181,7 +181,6 @@ impl CopyIn {
         }
         pending.drain(..start);
         self.pending = pending;
-        self.hand_over()?;
         self.take_made(false)
     }
 
@@ -234,39 +233,28 @@ impl CopyIn {
         }
         self.held.extend_from_slice(raw);
         self.held_ends.push(self.held.len());
-        Ok(())
+        match self.held_ends.len() == PART_ROWS {
+            true => self.hand_over(),
+            false => Ok(()),
+        }
     }
 
-    /// Hands the held lines to the parsing threads, in whole parts of
-    /// [`PART_ROWS`] lines.
+    /// Hands the held lines, a whole part, to the parsing threads.
     fn hand_over(&mut self) -> Result<()> {
-        let mut start = 0;
-        let mut handed = 0;
-        while self.held_ends.len() - handed >= PART_ROWS {
-            let ends = &self.held_ends[handed..handed + PART_ROWS];
-            let end = ends[PART_ROWS - 1];
-            let part = Part {
-                text: self.held[start..end].to_vec(),
-                ends: ends.iter().map(|e| e - start).collect(),
-                first: self.first_held + handed,
-            };
-            let (made, receiver) = mpsc::sync_channel(1);
-            let job = Job {
-                parser: self.parser.clone(),
-                part,
-                made,
-            };
-            parsing_threads()?.send(job).map_err(|_| parser_lost())?;
-            self.parsing().push_back(receiver);
-            start = end;
-            handed += PART_ROWS;
-        }
-        self.held.drain(..start);
-        self.held_ends.drain(..handed);
-        for end in &mut self.held_ends {
-            *end -= start;
-        }
-        self.first_held += handed;
+        let capacity = self.held.capacity();
+        let part = Part {
+            text: std::mem::replace(&mut self.held, Vec::with_capacity(capacity)),
+            ends: std::mem::replace(&mut self.held_ends, Vec::with_capacity(PART_ROWS)),
+            first: self.first_held,
+        };
+        let (made, receiver) = mpsc::sync_channel(1);
+        let job = Job {
+            parser: self.parser.clone(),
+            part,
+            made,
+        };
+        parsing_threads()?.send(job).map_err(|_| parser_lost())?;
+        self.parsing().push_back(receiver);
         Ok(())
     }
 
@@ -635,7 +623,8 @@ mod tests {
         assert_eq!(rows.entity(1, None).unwrap().properties.len(), 1);
     }
 
-    /// A COPY of `lines` lines (`k\tv`, with line `bad` missing its `v`)
+    /// A COPY of `lines` lines (`k\tv`, those numbered in `bad` missing
+    /// their `v`)
     /// into a table keyed by `k`, fed in pieces of 1000 bytes.
     fn copy_numbered(lines: usize, bad: &[usize]) -> Result<(EncodedRows, NearLimits)> {
         let column = crate::catalog::Column::new;

@@ -149,10 +149,10 @@ impl EncodedRows {
     /// fill.
     pub fn reserve_like_last(&mut self, rows: usize) {
         let chunk = self.chunks.last_mut().expect("rows have a chunk");
-        let Some(count) = chunk.spans.len().checked_sub(1) else {
+        let Some(last) = chunk.spans.len().checked_sub(1) else {
             return;
         };
-        let last = chunk.get(count);
+        let last = chunk.get(last);
         let (text, record) = (
             last.partition_key.len() + last.row_key.len(),
             last.record.len(),

@@ -138,8 +138,8 @@ fn ingest(
     };
     let results: Vec<Result<_>> = std::thread::scope(|scope| {
         let threads: Vec<_> = parts
-            .iter()
-            .map(|part| scope.spawn(move || piece(part.clone())))
+            .into_iter()
+            .map(|part| scope.spawn(move || piece(part)))
             .collect();
         threads
             .into_iter()

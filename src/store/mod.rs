@@ -189,8 +189,8 @@ pub trait AtomicWrite: Send + Sync {
     /// stored form whose entities the caller has checked (`check_entity`)
     /// and whose records carry their billed size; returns how many. What
     /// COPY writes (a table's rows, and its index entries): the native
-    /// engine writes the rows of empty tables straight into their sorted
-    /// files.
+    /// engine writes the rows straight into new sorted files, after looking
+    /// up their keys, when the tables are empty or the rows are many.
     async fn insert_rows(&self, tables: Vec<(String, EncodedRows)>) -> Result<u64> {
         let mut ops = Vec::new();
         for (table, rows) in &tables {

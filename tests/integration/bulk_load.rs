@@ -1,12 +1,13 @@
 //! New rows written as one load (`AtomicWrite::insert_rows`, what COPY
-//! uses): into an empty table they go straight into the engine's files;
-//! the result must be the same as the same entities written by
-//! `write_atomic`, counts and sizes included, and all or nothing.
+//! uses): into an empty table, or many of them into any table, they go
+//! straight into the engine's files; the result must be the same as the
+//! same entities written by `write_atomic`, counts and sizes included, and
+//! all or nothing.
 
 use tablegate::model::{Entity, Value};
 use tablegate::store::native::NativeStore;
 use tablegate::store::{
-    AtomicWrite, EncodedRows, EntityRead, Query, Statistics, TableAdmin, WriteOp,
+    AtomicWrite, BulkDelete, EncodedRows, EntityRead, Query, Statistics, TableAdmin, WriteOp,
 };
 
 use crate::common::temp_store;
@@ -106,7 +107,8 @@ async fn a_load_in_pieces_equals_the_same_atomic_write() {
 #[tokio::test]
 async fn a_load_equals_the_same_atomic_write() {
     let (_dir, store) = load_and_write(3000).await;
-    // A second load goes into a table that holds rows: through the journal.
+    // A second load, too small for files of its own, goes into the table
+    // that holds rows through the journal.
     let more = entities(500, 2)
         .into_iter()
         .map(|mut e| {
@@ -123,6 +125,91 @@ async fn a_load_equals_the_same_atomic_write() {
     );
     assert_eq!(all(&store, "loaded").await.len(), 3500);
     assert_eq!(store.table_stats("loaded").await.unwrap().entities, 3500);
+}
+
+/// A load large enough for files of its own into tables that hold rows:
+/// into partitions that hold rows, new partitions, and a bulk-deleted
+/// partition whose old keys come again. It must read and count as the
+/// same entities written atomically; a key the table holds fails it whole.
+#[tokio::test]
+async fn a_large_load_into_a_table_with_rows_equals_the_same_atomic_write() {
+    let (_dir, store) = load_and_write(3000).await;
+    let deleted = "p005";
+    for table in ["loaded", "written"] {
+        store.delete_partition(table, deleted).await.unwrap();
+    }
+    let mut more: Vec<Entity> = entities(5000, 2)
+        .into_iter()
+        .map(|mut e| {
+            e.key.row_key = format!("s{}", e.key.row_key);
+            e
+        })
+        .collect();
+    // Keys the bulk delete took, and partitions the table never had.
+    more.extend(
+        entities(3000, 1)
+            .into_iter()
+            .filter(|e| e.key.partition_key == deleted)
+            .map(|mut e| {
+                e.properties.insert("n".into(), Value::Int64(-1));
+                e
+            }),
+    );
+    more.extend((0..50).map(|i| {
+        let mut e = Entity::new(format!("q{i:02}"), "r");
+        e.properties.insert("n".into(), Value::Int64(i));
+        e
+    }));
+    assert_eq!(
+        store
+            .insert_rows(vec![("loaded".to_owned(), encoded(&more))])
+            .await
+            .unwrap(),
+        more.len() as u64
+    );
+    let ops = more
+        .iter()
+        .map(|e| ("written".to_owned(), WriteOp::Insert(e.clone())))
+        .collect();
+    store.write_atomic(ops).await.unwrap();
+    let loaded = all(&store, "loaded").await;
+    // The deleted partition's keys are all back.
+    assert_eq!(loaded.len(), 3000 + 5000 + 50);
+    assert!(loaded == all(&store, "written").await);
+    let stats = store.table_stats("loaded").await.unwrap();
+    assert_eq!(stats, store.table_stats("written").await.unwrap());
+    assert_eq!(stats.partitions, 37 + 50);
+    for p in (0..37)
+        .map(|p| format!("p{p:03}"))
+        .chain((0..50).map(|i| format!("q{i:02}")))
+    {
+        let loaded = store.partition_stats("loaded", &p).await.unwrap();
+        let written = store.partition_stats("written", &p).await.unwrap();
+        assert_eq!(
+            (loaded.entities, loaded.bytes),
+            (written.entities, written.bytes),
+            "{p}"
+        );
+    }
+
+    // One key the table holds, among 2,000 new ones: nothing is written.
+    let mut taken: Vec<Entity> = (0..2000)
+        .map(|i| Entity::new(format!("p{:03}", i % 37), format!("t{i:05}")))
+        .collect();
+    taken.insert(1500, more[4321].clone());
+    let e = store
+        .insert_rows(vec![("loaded".to_owned(), encoded(&taken))])
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(
+            e.root(),
+            tablegate::store::StoreError::EntityAlreadyExists { key, .. } if *key == more[4321].key
+        ),
+        "{e}"
+    );
+    assert!(loaded == all(&store, "loaded").await);
+    assert_eq!(store.table_stats("loaded").await.unwrap(), stats);
 }
 
 #[tokio::test]

@@ -9,7 +9,7 @@
 //! | `catalog` | `tomb/<id BE><encoded PartitionKey>` | empty: the partition was bulk-deleted once |
 //! | `catalog` | `next_table_id` | u64 LE |
 //! | `catalog` | `version_floor` | u64 LE, the highest version ever committed |
-//! | `catalog` | `load/<id BE>` | empty: a load into the empty table is under way (see [`load_key`]) |
+//! | `catalog` | `load/<id BE>` | [`LoadMarker`]: a load into the table is under way (see [`load_key`]) |
 //! | `t<id>` | encoded `(PartitionKey, RowKey)` | entity record ([`crate::model::codec::record`]) |
 //! | `p<id>` | encoded `(PartitionKey)` | [`PartitionHeader`] |
 //!
@@ -56,11 +56,60 @@ pub fn table_key(name: &str) -> Vec<u8> {
     [TABLE_PREFIX.as_bytes(), name.as_bytes()].concat()
 }
 
-/// Set while rows are written straight into an empty table's files, and
-/// removed with the commit of its headers: found at open, it means the
-/// load did not finish, and its rows are removed.
+/// Set while rows are written straight into a table's files, and removed
+/// with the commit of its headers: found at open, it means the load did not
+/// finish, and its rows are removed. Its value is a [`LoadMarker`].
 pub fn load_key(id: u64) -> Vec<u8> {
     [LOAD_PREFIX, &id.to_be_bytes()].concat()
+}
+
+/// Which rows a load writes: every row it writes carries `version`, which
+/// no other row has (versions are never reused), and has its encoded key
+/// from `first` to `last`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LoadMarker {
+    pub version: u64,
+    pub first: Vec<u8>,
+    pub last: Vec<u8>,
+}
+
+impl LoadMarker {
+    /// The version (u64 LE), the length of `first` (u32 LE), `first`, `last`.
+    pub fn encode(&self) -> Vec<u8> {
+        let first_len = u32::try_from(self.first.len()).unwrap_or(u32::MAX);
+        [
+            &self.version.to_le_bytes()[..],
+            &first_len.to_le_bytes(),
+            &self.first,
+            &self.last,
+        ]
+        .concat()
+    }
+
+    /// `None` for the empty marker that loads into empty tables left before
+    /// markers held their rows: all of that table's rows are the load's.
+    pub fn decode(bytes: &[u8]) -> Result<Option<Self>, CodecError> {
+        if bytes.is_empty() {
+            return Ok(None);
+        }
+        let truncated = || CodecError::Truncated(bytes.len());
+        let version = decode_u64(bytes.get(..8).ok_or_else(truncated)?)?;
+        let first_len: [u8; 4] = bytes
+            .get(8..12)
+            .and_then(|b| b.try_into().ok())
+            .ok_or_else(truncated)?;
+        let rest = &bytes[12..];
+        let first_len = u32::from_le_bytes(first_len) as usize;
+        if rest.len() < first_len {
+            return Err(truncated());
+        }
+        let (first, last) = rest.split_at(first_len);
+        Ok(Some(LoadMarker {
+            version,
+            first: first.to_vec(),
+            last: last.to_vec(),
+        }))
+    }
 }
 
 pub fn stats_key(id: u64) -> Vec<u8> {
@@ -188,6 +237,26 @@ mod tests {
         assert_eq!(keyspace_table_id(&entities_keyspace(7)), Some(7));
         assert_eq!(keyspace_table_id(&partitions_keyspace(7)), Some(7));
         assert_eq!(keyspace_table_id(CATALOG), None);
+    }
+
+    #[test]
+    fn load_marker_round_trip() {
+        let marker = LoadMarker {
+            version: 77,
+            first: b"a\0\0b".to_vec(),
+            last: b"z".to_vec(),
+        };
+        assert_eq!(LoadMarker::decode(&marker.encode()).unwrap(), Some(marker));
+        assert_eq!(LoadMarker::decode(&[]).unwrap(), None);
+        assert!(LoadMarker::decode(&[1, 2, 3]).is_err());
+        let mut cut = LoadMarker {
+            version: 1,
+            first: vec![9; 10],
+            last: Vec::new(),
+        }
+        .encode();
+        cut.truncate(15);
+        assert!(LoadMarker::decode(&cut).is_err());
     }
 
     #[test]

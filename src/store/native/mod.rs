@@ -47,7 +47,8 @@ use fjall::{Database, Keyspace, KeyspaceCreateOptions};
 use tokio::sync::oneshot;
 
 use self::layout::{
-    TableTotals, CATALOG, LOAD_PREFIX, NEXT_TABLE_ID, TABLE_PREFIX, TOMB_PREFIX, VERSION_FLOOR,
+    LoadMarker, TableTotals, CATALOG, LOAD_PREFIX, NEXT_TABLE_ID, TABLE_PREFIX, TOMB_PREFIX,
+    VERSION_FLOOR,
 };
 use self::read::storage;
 use self::writer::{Command, Prepared, Writer};
@@ -56,6 +57,7 @@ use super::{
     EntityWrite, Page, PartitionStats, PartitionStatsPage, Query, Result, Snapshots, Statistics,
     StoreError, TableAdmin, TableStats, WriteOp, WriteOutcome,
 };
+use crate::model::codec::record::record_header;
 use crate::model::{check_table_name, Entity, EntityKey};
 
 /// The block cache's size unless set: PostgreSQL's `shared_buffers` as
@@ -234,18 +236,25 @@ impl NativeStore {
             }
         }
 
-        // Loads into empty tables that did not finish: their rows go.
-        let unfinished: Vec<Vec<u8>> = catalog
+        // Loads that did not finish: their rows go.
+        let unfinished: Vec<(fjall::Slice, fjall::Slice)> = catalog
             .prefix(LOAD_PREFIX)
-            .map(|guard| guard.key().map(|k| k.to_vec()).map_err(storage))
+            .map(|guard| guard.into_inner().map_err(storage))
             .collect::<Result<_>>()?;
-        for marker in unfinished {
-            let id = marker[LOAD_PREFIX.len()..]
+        for (key, value) in unfinished {
+            let id = key[LOAD_PREFIX.len()..]
                 .try_into()
                 .map(u64::from_be_bytes)
                 .ok();
             let table = tables.values().find(|t| Some(t.id) == id);
-            remove_unfinished_load(&db, &catalog, table.map(|t| t.as_ref()), &marker)?;
+            let marker = LoadMarker::decode(&value)?;
+            remove_unfinished_load(
+                &db,
+                &catalog,
+                table.map(|t| t.as_ref()),
+                &key,
+                marker.as_ref(),
+            )?;
         }
 
         let shared = Arc::new(Shared {
@@ -580,22 +589,36 @@ impl Statistics for NativeStore {
     }
 }
 
-/// Removes the rows of a load into an empty table that did not finish, and
-/// then its marker (`table` is `None` when the table is gone).
+/// Removes the rows of a load that did not finish, and then its marker
+/// (`table` is `None` when the table is gone; `marker` is `None` for a
+/// marker of a load into an empty table that names no rows: all go).
 pub(super) fn remove_unfinished_load(
     db: &Database,
     catalog: &Keyspace,
     table: Option<&Table>,
-    marker: &[u8],
+    marker_key: &[u8],
+    marker: Option<&LoadMarker>,
 ) -> Result<()> {
     let mut batch = db.batch().durability(None);
-    if let Some(table) = table {
-        for guard in table.entities.iter() {
-            let key = guard.key().map_err(storage)?;
-            batch.remove(&table.entities, key);
+    match (table, marker) {
+        (Some(table), Some(marker)) => {
+            let span = marker.first.as_slice()..=marker.last.as_slice();
+            for guard in table.entities.range(span) {
+                let (key, record) = guard.into_inner().map_err(storage)?;
+                if record_header(&record)?.version == marker.version {
+                    batch.remove(&table.entities, key);
+                }
+            }
         }
+        (Some(table), None) => {
+            for guard in table.entities.iter() {
+                let key = guard.key().map_err(storage)?;
+                batch.remove(&table.entities, key);
+            }
+        }
+        (None, _) => {}
     }
-    batch.remove(catalog, marker);
+    batch.remove(catalog, marker_key);
     batch.commit().map_err(storage)?;
     db.persist(fjall::PersistMode::SyncAll).map_err(storage)
 }
@@ -708,6 +731,64 @@ mod tests {
         );
         assert_eq!(count(&store, "t").await, 1);
         assert_eq!(store.table_stats("t").await.unwrap().entities, 1);
+    }
+
+    /// A load into a table that holds rows, stopped after its rows were
+    /// written but before its headers were: opening the store again
+    /// removes the rows of the load's version, and only those, even among
+    /// the table's rows in the span of the load's keys.
+    #[tokio::test]
+    async fn an_unfinished_load_into_a_table_with_rows_is_removed_at_open() {
+        let dir = tempfile::tempdir().unwrap();
+        {
+            let store = store_with_tables(dir.path(), &["t"]).await;
+            let held = rows(&[("a", "1"), ("a", "3"), ("c", "1")]);
+            store
+                .insert_rows(vec![("t".to_owned(), held)])
+                .await
+                .unwrap();
+            let table = store.shared.table("t").unwrap();
+            let loaded = rows(&[("a", "2"), ("a", "4"), ("b", "1")]);
+            let key = |i: usize| {
+                let row = loaded.get(i);
+                encode_entity_key(row.partition_key, row.row_key)
+            };
+            let marker = LoadMarker {
+                version: u64::MAX / 2,
+                first: key(0),
+                last: key(2),
+            };
+            let mut batch = store.shared.db.batch().durability(None);
+            batch.insert(
+                &store.shared.catalog,
+                layout::load_key(table.id),
+                marker.encode(),
+            );
+            batch.commit().unwrap();
+            let mut ingestion = table.entities.start_ingestion().unwrap();
+            for (i, row) in loaded.iter().enumerate() {
+                let mut record = row.record.to_vec();
+                crate::model::codec::record::set_record_version(&mut record, marker.version);
+                ingestion.write(key(i), record).unwrap();
+            }
+            ingestion.finish().unwrap();
+            store
+                .shared
+                .db
+                .persist(fjall::PersistMode::SyncAll)
+                .unwrap();
+            assert_eq!(count(&store, "t").await, 6);
+        }
+        let store = NativeStore::open(dir.path()).unwrap();
+        let page = store.query("t", &Query::table(), None).await.unwrap();
+        let keys: Vec<(String, String)> = page
+            .entities
+            .into_iter()
+            .map(|e| (e.key.partition_key, e.key.row_key))
+            .collect();
+        let expected = [("a", "1"), ("a", "3"), ("c", "1")].map(|(p, r)| (p.into(), r.into()));
+        assert_eq!(keys, expected);
+        assert_eq!(store.shared.catalog.prefix(LOAD_PREFIX).count(), 0);
     }
 
     /// A load into an empty table that stopped after its rows were

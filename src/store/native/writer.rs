@@ -26,11 +26,11 @@ use std::sync::mpsc::Receiver;
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use fjall::{Keyspace, PersistMode};
+use fjall::{Keyspace, PersistMode, Readable};
 use tokio::sync::oneshot;
 
 use super::layout::{
-    self, stats_key, timestamp_of, tomb_key, version_of, PartitionHeader, TableTotals,
+    self, stats_key, timestamp_of, tomb_key, version_of, LoadMarker, PartitionHeader, TableTotals,
 };
 use super::read::storage;
 use super::{Shared, Table};
@@ -51,12 +51,22 @@ struct RegisteredLoad<'a> {
     cached: Vec<(RecordKey, PartitionHeader)>,
 }
 
-/// Headers of partitions a load fills, by encoded partition prefix, in key order.
-type PartitionHeaders = Vec<(Vec<u8>, PartitionHeader)>;
+/// A partition a load adds rows to: its encoded prefix, its header before
+/// the load, and what the load adds.
+struct Filled {
+    prefix: Vec<u8>,
+    before: PartitionHeader,
+    added: PartitionHeader,
+}
 
 /// A load is written in as many pieces as it holds this many rows, up to
 /// one per core (fewer rows are not worth a thread).
 const ROWS_PER_LOAD_PIECE: usize = 100_000;
+
+/// Loads of at least this many rows (of all their tables) into tables that
+/// hold rows are written into new files; smaller ones go through the
+/// journal as a batch, so that small COPYs do not each make files.
+const MIN_FILED_LOAD_ROWS: usize = 1_000;
 
 /// What orders a row as its encoded key does: its (PartitionKey, RowKey)
 /// as byte strings (see `codec::key`).
@@ -68,21 +78,28 @@ fn key_order(row: EncodedRow<'_>) -> (&[u8], &[u8]) {
 /// (without two rows of one key), else their indexes sorted by key.
 type LoadOrder = Option<Vec<usize>>;
 
-/// Writes rows, in key order, into new sorted files of an empty table, and
-/// registers the files (the rows become visible); returns the headers of
-/// the partitions the rows fill, in key order. The rows are cut into
-/// contiguous key ranges written at once, one per core (up to 4): writing
-/// the files (blocks, filters, checksums) is the CPU-bound part of a bulk
-/// load. Files are registered only once every piece is written (each
-/// piece registers its own; fjall takes them in turn); should registering
-/// fail midway, the load's marker stays and opening the store removes the
-/// rows.
+/// Writes rows, in key order, into new sorted files of a table, and
+/// registers the files (the rows become visible); returns the partitions
+/// the rows fill, in key order.
+///
+/// `snapshot` is the store as the writer last committed it. When the table
+/// `holds_rows`, every key is first looked up there: one the table holds
+/// fails the load (`EntityAlreadyExists`).
+///
+/// The rows are cut into contiguous key ranges written at once, one per
+/// core (up to 4): writing the files (blocks, filters, checksums) and the
+/// lookups are the CPU-bound part of a bulk load. Files are registered
+/// only once every piece is written (each piece registers its own; fjall
+/// takes them in turn); should registering fail midway, the load's marker
+/// stays and opening the store removes the rows.
 fn ingest(
     table: &Table,
     rows: &EncodedRows,
     order: &LoadOrder,
     version: u64,
-) -> Result<PartitionHeaders> {
+    snapshot: &fjall::Snapshot,
+    holds_rows: bool,
+) -> Result<Vec<Filled>> {
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get().min(4));
     let pieces = cores.min(rows.len() / ROWS_PER_LOAD_PIECE).max(1);
     let per_piece = rows.len().div_ceil(pieces);
@@ -93,33 +110,71 @@ fn ingest(
         .collect();
     let written = std::sync::Barrier::new(parts.len());
     let failed = std::sync::atomic::AtomicBool::new(false);
+    // The header of a partition before the load.
+    let header_before = |prefix: &[u8]| -> Result<PartitionHeader> {
+        // A partition of the empty table bulk-deleted before keeps its
+        // watermark; others have no header.
+        if !holds_rows && !table.may_have_tombstone(prefix) {
+            return Ok(PartitionHeader::default());
+        }
+        match snapshot.get(&table.partitions, prefix).map_err(storage)? {
+            Some(bytes) => Ok(PartitionHeader::decode(&bytes)?),
+            None => Ok(PartitionHeader::default()),
+        }
+    };
+    // Fails when the table holds the key (visible: newer than its
+    // partition's bulk delete).
+    let check_new = |row: EncodedRow<'_>, key: &[u8], before: &PartitionHeader| -> Result<()> {
+        if before.entities == 0 {
+            return Ok(());
+        }
+        let Some(record) = snapshot.get(&table.entities, key).map_err(storage)? else {
+            return Ok(());
+        };
+        if record_header(&record)?.version > before.deleted_through {
+            return Err(StoreError::EntityAlreadyExists {
+                table: table.name.clone(),
+                key: crate::model::EntityKey::new(row.partition_key, row.row_key),
+            });
+        }
+        Ok(())
+    };
     // An ingestion stays on the thread that made it (it is not `Send`).
     // `None`: not registered, as another piece failed.
-    let piece = |positions: std::ops::Range<usize>| -> Result<Option<PartitionHeaders>> {
-        let mut partitions: PartitionHeaders = Vec::new();
+    let piece = |positions: std::ops::Range<usize>| -> Result<Option<Vec<Filled>>> {
+        let mut partitions: Vec<Filled> = Vec::new();
         let write = || {
             let mut ingestion = table.entities.start_ingestion().map_err(storage)?;
             let mut partition = None;
             let mut record = Vec::new();
             for position in positions {
+                if failed.load(Ordering::Relaxed) {
+                    break;
+                }
                 let row = rows.get(order.as_ref().map_or(position, |o| o[position]));
-                let key = encode_entity_key(row.partition_key, row.row_key);
-                record.clear();
-                record.extend_from_slice(row.record);
-                set_record_version(&mut record, version);
-                let billed_size = u64::from(record_header(&record)?.billed_size);
-                ingestion
-                    .write(key.as_slice(), record.as_slice())
-                    .map_err(storage)?;
                 if partition != Some(row.partition_key) {
                     partition = Some(row.partition_key);
                     let prefix = encode_partition_prefix(row.partition_key);
-                    partitions.push((prefix, PartitionHeader::default()));
+                    let before = header_before(&prefix)?;
+                    partitions.push(Filled {
+                        prefix,
+                        before,
+                        added: PartitionHeader::default(),
+                    });
                 }
-                if let Some((_, header)) = partitions.last_mut() {
-                    header.entities += 1;
-                    header.bytes += billed_size;
-                }
+                let Some(filled) = partitions.last_mut() else {
+                    unreachable!("the row's partition was pushed");
+                };
+                let key = encode_entity_key(row.partition_key, row.row_key);
+                check_new(row, &key, &filled.before)?;
+                record.clear();
+                record.extend_from_slice(row.record);
+                set_record_version(&mut record, version);
+                filled.added.entities += 1;
+                filled.added.bytes += u64::from(record_header(&record)?.billed_size);
+                ingestion
+                    .write(key.as_slice(), record.as_slice())
+                    .map_err(storage)?;
             }
             Ok::<_, StoreError>(ingestion)
         };
@@ -149,22 +204,22 @@ fn ingest(
             })
             .collect()
     });
-    let mut headers: PartitionHeaders = Vec::new();
+    let mut filled: Vec<Filled> = Vec::new();
     // Any error is first; a piece that failed makes the others `None`.
     let results = results.into_iter().collect::<Result<Vec<_>>>()?;
     for partitions in results.into_iter().flatten() {
-        for (prefix, added) in partitions {
+        for partition in partitions {
             // A partition cut between two pieces ends one and starts the next.
-            match headers.last_mut() {
-                Some((last, header)) if *last == prefix => {
-                    header.entities += added.entities;
-                    header.bytes += added.bytes;
+            match filled.last_mut() {
+                Some(last) if last.prefix == partition.prefix => {
+                    last.added.entities += partition.added.entities;
+                    last.added.bytes += partition.added.bytes;
                 }
-                _ => headers.push((prefix, added)),
+                _ => filled.push(partition),
             }
         }
     }
-    Ok(headers)
+    Ok(filled)
 }
 
 pub(super) type Reply<T> = oneshot::Sender<Result<T>>;
@@ -336,18 +391,18 @@ impl Writer {
                     }
                     Command::Load { tables, reply } => {
                         // The group's writes count: a table they write to
-                        // is not empty.
+                        // holds rows.
                         self.commit(std::mem::take(&mut group));
+                        let rows: usize = tables.iter().map(|(_, rows)| rows.len()).sum();
                         let empty = tables.iter().all(|(table, _)| {
-                            !table.dropped.load(Ordering::Acquire)
-                                && table
-                                    .totals
-                                    .lock()
-                                    .unwrap_or_else(|e| e.into_inner())
-                                    .entities
-                                    == 0
+                            table
+                                .totals
+                                .lock()
+                                .unwrap_or_else(|e| e.into_inner())
+                                .entities
+                                == 0
                         });
-                        if empty {
+                        if empty || rows >= MIN_FILED_LOAD_ROWS {
                             let _ = reply.send(self.load(&tables));
                         } else {
                             let ops = tables
@@ -480,17 +535,26 @@ impl Writer {
         }));
     }
 
-    /// Writes new entities into tables that hold none, straight into new
-    /// sorted files (fjall's ingestion) rather than through the journal
-    /// and the memtable: each table's rows become visible together when
-    /// its files are registered. A marker per table in the catalog covers
-    /// the time between that and the commit of the partition headers and
-    /// totals: if the process stops in between, opening the store removes
-    /// the rows (see `NativeStore::open`); if the load fails in between,
-    /// they are removed at once. Returns how many rows.
+    /// Writes new entities into tables straight into new sorted files
+    /// (fjall's ingestion) rather than through the journal and the
+    /// memtable: each table's rows become visible together when its files
+    /// are registered. A marker per table in the catalog, naming the load's
+    /// version and the span of its keys, covers the time between that and
+    /// the commit of the partition headers and totals: if the process stops
+    /// in between, opening the store removes the rows (see
+    /// `NativeStore::open`); if the load fails in between, they are removed
+    /// at once. Returns how many rows.
     fn load(&mut self, tables: &[(Arc<Table>, EncodedRows)]) -> Result<u64> {
+        if let Some((table, _)) = tables
+            .iter()
+            .find(|(table, _)| table.dropped.load(Ordering::Acquire))
+        {
+            return Err(StoreError::TableNotFound(table.name.clone()));
+        }
+        let tables: Vec<&(Arc<Table>, EncodedRows)> =
+            tables.iter().filter(|(_, rows)| !rows.is_empty()).collect();
         let mut orders = Vec::with_capacity(tables.len());
-        for (table, rows) in tables {
+        for (table, rows) in tables.iter().copied() {
             // Loads often come in key order, without two rows of one key:
             // one pass over the rows as they are finds that.
             let in_order = rows
@@ -513,30 +577,47 @@ impl Writer {
             }
             orders.push(Some(order));
         }
-        if tables.iter().all(|(_, rows)| rows.is_empty()) {
+        if tables.is_empty() {
             return Ok(0);
         }
         let shared = self.shared.clone();
-        let markers: Vec<Vec<u8>> = tables.iter().map(|(t, _)| layout::load_key(t.id)).collect();
+        let version = self.next_version();
+        let markers: Vec<(Vec<u8>, LoadMarker)> = tables
+            .iter()
+            .zip(&orders)
+            .map(|((table, rows), order)| {
+                let key_at = |position: usize| {
+                    let row = rows.get(order.as_ref().map_or(position, |o| o[position]));
+                    encode_entity_key(row.partition_key, row.row_key)
+                };
+                let marker = LoadMarker {
+                    version,
+                    first: key_at(0),
+                    last: key_at(rows.len() - 1),
+                };
+                (layout::load_key(table.id), marker)
+            })
+            .collect();
         let mut batch = shared.db.batch().durability(None);
-        for marker in &markers {
-            batch.insert(&shared.catalog, marker.as_slice(), []);
+        for (key, marker) in &markers {
+            batch.insert(&shared.catalog, key.as_slice(), marker.encode());
         }
         batch.commit().map_err(storage)?;
         shared.db.persist(PersistMode::SyncAll).map_err(storage)?;
 
-        let registered = match self.register_load(tables, &orders, &markers) {
+        let registered = match self.register_load(&tables, &orders, &markers, version) {
             Ok(registered) => registered,
             Err(e) => {
                 // Files of the load may be registered already (an earlier
                 // table's, or a piece's): their rows would be read, and the
                 // writer would take their partitions for empty.
-                for ((table, _), marker) in tables.iter().zip(&markers) {
+                for ((table, _), (key, marker)) in tables.iter().zip(&markers) {
                     if let Err(undo) = super::remove_unfinished_load(
                         &shared.db,
                         &shared.catalog,
                         Some(table),
-                        marker,
+                        key,
+                        Some(marker),
                     ) {
                         tracing::error!(
                             "removing the rows of a failed load into {} failed ({undo}); \
@@ -561,35 +642,38 @@ impl Writer {
     /// fails, though files may be registered.
     fn register_load<'a>(
         &mut self,
-        tables: &'a [(Arc<Table>, EncodedRows)],
+        tables: &[&'a (Arc<Table>, EncodedRows)],
         orders: &[LoadOrder],
-        markers: &[Vec<u8>],
+        markers: &[(Vec<u8>, LoadMarker)],
+        version: u64,
     ) -> Result<RegisteredLoad<'a>> {
         let shared = self.shared.clone();
-        let version = self.next_version();
+        // What the writer last committed: every group is committed before
+        // a load, so the header cache holds nothing newer.
+        let snapshot = shared.db.snapshot();
         let mut batch = shared.db.batch().durability(None);
         // Headers the cache holds are replaced; the others are not cached.
         let mut cached = Vec::new();
         let mut totals = Vec::with_capacity(tables.len());
-        for ((table, rows), order) in tables.iter().zip(orders) {
-            if rows.is_empty() {
-                continue;
-            }
-            let partitions = ingest(table, rows, order, version)?;
+        for ((table, rows), order) in tables.iter().copied().zip(orders) {
+            let before = *table.totals.lock().unwrap_or_else(|e| e.into_inner());
+            let filled = ingest(table, rows, order, version, &snapshot, before.entities > 0)?;
             let mut delta = Delta::default();
-            for (prefix, added) in partitions {
-                // A partition bulk-deleted before keeps its watermark; others
-                // of the empty table have no header.
-                let mut header = match table.may_have_tombstone(&prefix) {
-                    true => self.header(&Pending::default(), table, &prefix)?,
-                    false => PartitionHeader::default(),
+            for Filled {
+                prefix,
+                before,
+                added,
+            } in filled
+            {
+                let header = PartitionHeader {
+                    entities: before.entities + added.entities,
+                    bytes: before.bytes + added.bytes,
+                    deleted_through: before.deleted_through,
                 };
-                header.entities += added.entities;
-                header.bytes += added.bytes;
                 delta.add(Delta {
                     entities: added.entities as i64,
                     bytes: added.bytes as i64,
-                    partitions: 1,
+                    partitions: i64::from(before.entities == 0),
                 });
                 batch.insert(&table.partitions, prefix.as_slice(), header.encode());
                 let key = (table.id, prefix);
@@ -597,10 +681,7 @@ impl Writer {
                     cached.push((key, header));
                 }
             }
-            let new = delta.apply(
-                *table.totals.lock().unwrap_or_else(|e| e.into_inner()),
-                self.last_version,
-            );
+            let new = delta.apply(before, self.last_version);
             batch.insert(&shared.catalog, stats_key(table.id), new.encode());
             totals.push((table, new));
         }
@@ -609,8 +690,8 @@ impl Writer {
             layout::VERSION_FLOOR,
             self.last_version.to_le_bytes(),
         );
-        for marker in markers {
-            batch.remove(&shared.catalog, marker.as_slice());
+        for (key, _) in markers {
+            batch.remove(&shared.catalog, key.as_slice());
         }
         batch.commit().map_err(storage)?;
         Ok(RegisteredLoad { totals, cached })

@@ -78,14 +78,22 @@ async fn write_until_killed(port: u16, seed: u64, writer: i32, round: i32) -> Ac
                  {}; COMMIT",
                 statement(&mut rng)
             ),
-            2 => match copy_ledger(&client, id, size).await {
-                Ok(true) => {
-                    acknowledged.copies.push(id);
-                    continue;
+            2 => {
+                // One COPY in four is large enough to be written into
+                // files of its own, beside the rows the table holds.
+                let size = match rng.random_range(0..4) {
+                    0 => rng.random_range(1_000..3_000),
+                    _ => size,
+                };
+                match copy_ledger(&client, id, size).await {
+                    Ok(true) => {
+                        acknowledged.copies.push(id);
+                        continue;
+                    }
+                    Ok(false) => continue,
+                    Err(()) => break,
                 }
-                Ok(false) => continue,
-                Err(()) => break,
-            },
+            }
             _ => statement(&mut rng),
         };
         match client.batch_execute(&sql).await {

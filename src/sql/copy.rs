@@ -11,6 +11,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use datafusion::arrow::array::{ArrayRef, BinaryArray, RecordBatch, StringArray};
 use datafusion::arrow::compute::{cast_with_options, CastOptions};
 use datafusion::arrow::datatypes::{Field, Schema};
+use datafusion::execution::memory_pool::{MemoryConsumer, MemoryPool, MemoryReservation};
 use datafusion::sql::sqlparser::ast::{CopyLegacyCsvOption, CopyLegacyOption, CopyOption};
 
 use super::convert::batch_to_rows;
@@ -131,6 +132,9 @@ pub struct CopyIn {
     /// The entities made, in stored form (what a COPY holds until it
     /// commits).
     rows: EncodedRows,
+    /// The rows' share of the engine's query memory: a COPY that would
+    /// hold more fails (53200) instead of taking the server's memory.
+    memory: MemoryReservation,
     /// Those of the rows near the entity limits.
     near_limits: NearLimits,
     lines: usize,
@@ -139,7 +143,13 @@ pub struct CopyIn {
 }
 
 impl CopyIn {
-    pub fn new(def: Arc<TableDef>, columns: Vec<usize>, format: CopyFormat) -> Self {
+    pub fn new(
+        def: Arc<TableDef>,
+        columns: Vec<usize>,
+        format: CopyFormat,
+        memory: &Arc<dyn MemoryPool>,
+    ) -> Self {
+        let memory = MemoryConsumer::new(format!("COPY into {}", def.name)).register(memory);
         CopyIn {
             parser: Arc::new(LineParser {
                 properties: stored_by_name(&def),
@@ -153,6 +163,7 @@ impl CopyIn {
             first_held: 1,
             parsing: Mutex::default(),
             rows: EncodedRows::new(),
+            memory,
             near_limits: NearLimits::default(),
             lines: 0,
             header_skipped: false,
@@ -207,7 +218,7 @@ impl CopyIn {
         };
         self.take_made(true)?;
         if let Some(made) = rest {
-            self.add(made?);
+            self.add(made?)?;
         }
         Ok((self.rows, self.near_limits))
     }
@@ -276,7 +287,7 @@ impl CopyIn {
                 },
             };
             parsing.pop_front();
-            self.add(next?);
+            self.add(next?)?;
         }
     }
 
@@ -284,9 +295,23 @@ impl CopyIn {
         self.parsing.get_mut().unwrap_or_else(|e| e.into_inner())
     }
 
-    fn add(&mut self, (rows, near_limits): Made) {
+    fn add(&mut self, (rows, near_limits): Made) -> Result<()> {
+        if self.memory.try_grow(rows.allocated_bytes()).is_err() {
+            return Err(SqlError::value(
+                "53200",
+                format!(
+                    "out of memory: {} holds {} rows ({} MiB) until it commits, \
+                     and the query memory has no room for more; \
+                     split the data into smaller COPYs",
+                    self.memory.consumer().name(),
+                    self.rows.len(),
+                    self.memory.size() >> 20,
+                ),
+            ));
+        }
         self.rows.append(rows);
         self.near_limits.add(near_limits);
+        Ok(())
     }
 }
 
@@ -584,7 +609,11 @@ mod tests {
 
     fn copy(csv: bool) -> CopyIn {
         let def = table(vec![], crate::catalog::Keys::Generated);
-        CopyIn::new(def, vec![], format(csv))
+        CopyIn::new(def, vec![], format(csv), &unlimited())
+    }
+
+    fn unlimited() -> Arc<dyn MemoryPool> {
+        Arc::new(datafusion::execution::memory_pool::UnboundedMemoryPool::default())
     }
 
     /// A COPY's record of a row is the record of the entity the row makes
@@ -604,7 +633,7 @@ mod tests {
                 row: vec![],
             },
         );
-        let mut copy = CopyIn::new(def, vec![0, 1, 2, 3], format(false));
+        let mut copy = CopyIn::new(def, vec![0, 1, 2, 3], format(false), &unlimited());
         copy.feed(b"1\tz\t7\tt\n2\t\\N\t-3\t\\N\n").unwrap();
         let (rows, _) = copy.finish().unwrap();
         assert_eq!(rows.len(), 2);
@@ -627,6 +656,15 @@ mod tests {
     /// their `v`)
     /// into a table keyed by `k`, fed in pieces of 1000 bytes.
     fn copy_numbered(lines: usize, bad: &[usize]) -> Result<(EncodedRows, NearLimits)> {
+        copy_numbered_within(lines, bad, &unlimited())
+    }
+
+    /// [`copy_numbered`], the rows held within `memory`.
+    fn copy_numbered_within(
+        lines: usize,
+        bad: &[usize],
+        memory: &Arc<dyn MemoryPool>,
+    ) -> Result<(EncodedRows, NearLimits)> {
         let column = crate::catalog::Column::new;
         let def = table(
             vec![column("k", SqlType::Int4), column("v", SqlType::Int8)],
@@ -635,7 +673,7 @@ mod tests {
                 row: vec![],
             },
         );
-        let mut copy = CopyIn::new(def, vec![0, 1], format(false));
+        let mut copy = CopyIn::new(def, vec![0, 1], format(false), memory);
         let text: String = (1..=lines)
             .map(|n| match bad.contains(&n) {
                 true => format!("{n}\n"),
@@ -659,6 +697,31 @@ mod tests {
             let v = rows.entity(i, None).unwrap().get("v").cloned();
             assert_eq!(v, Some(crate::model::Value::Int64((i as i64 + 1) * 10)));
         }
+    }
+
+    /// The rows a COPY holds count against the query memory: past it, the
+    /// COPY fails with 53200, and what it held is given back.
+    #[test]
+    fn rows_past_the_query_memory_fail_the_copy() {
+        use datafusion::execution::memory_pool::GreedyMemoryPool;
+        let memory: Arc<dyn MemoryPool> = Arc::new(GreedyMemoryPool::new(1 << 20));
+        let (rows, _) = copy_numbered_within(5_000, &[], &memory).unwrap();
+        assert_eq!(rows.len(), 5_000);
+        assert!(rows.allocated_bytes() < 1 << 20);
+        let e = copy_numbered_within(PART_ROWS * 20, &[], &memory)
+            .err()
+            .expect("out of memory");
+        match &e {
+            SqlError::InvalidValue { sqlstate, message } => {
+                assert_eq!(*sqlstate, "53200");
+                assert!(
+                    message.contains("split the data into smaller COPYs"),
+                    "{message}"
+                );
+            }
+            other => panic!("{other}"),
+        }
+        assert_eq!(memory.reserved(), 0);
     }
 
     /// Whichever part is parsed first, the error is that of the first bad

@@ -1664,7 +1664,7 @@ impl Session {
         if let Some(copies) = &self.engine.copies {
             self.loading = Some(copies.loading(&def.name));
         }
-        let copy = CopyIn::new(def, columns, format);
+        let copy = CopyIn::new(def, columns, format, &self.engine.runtime.memory_pool);
         let columns = copy.columns();
         self.copy_in = Some(Ok(copy));
         Ok(Output::CopyIn { columns })

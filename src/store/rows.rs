@@ -105,6 +105,18 @@ impl EncodedRows {
         self.len() == 0
     }
 
+    /// The bytes the rows' buffers take.
+    pub fn allocated_bytes(&self) -> usize {
+        self.chunks
+            .iter()
+            .map(|c| {
+                c.text.capacity()
+                    + c.records.capacity()
+                    + c.spans.capacity() * std::mem::size_of::<Span>()
+            })
+            .sum()
+    }
+
     /// Empties the rows, keeping the first chunk's buffers.
     pub fn clear(&mut self) {
         self.chunks.truncate(1);

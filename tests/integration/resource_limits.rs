@@ -338,3 +338,60 @@ async fn queries_past_the_memory_limit_fail_with_53200() {
     assert!(error.to_string().contains("Resources exhausted"), "{error}");
     assert!(query_error(&mut session, "SELECT 1").await.is_none());
 }
+
+/// A COPY holds its rows until it commits, within the engine's query
+/// memory: past it, the COPY fails with 53200 and writes nothing, and a
+/// smaller COPY then loads.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_copy_past_the_memory_limit_fails_with_53200() {
+    let (_dir, store) = common::temp_store();
+    let engine = tablegate::sql::Engine::open_with_memory(std::sync::Arc::new(store), 16 << 20)
+        .await
+        .unwrap();
+    let mut session = tablegate::sql::Session::new(engine);
+    let create = "CREATE TABLE r (d int, s int, note text, PRIMARY KEY (d, s))";
+    assert!(query_error(&mut session, create).await.is_none());
+    let error = copy_readings(&mut session, 1_000_000).await.unwrap_err();
+    assert_eq!(tablegate::pg::sqlstate(&error), "53200", "{error}");
+    assert!(error.to_string().contains("COPY into r"), "{error}");
+    assert_eq!(count_rows(&mut session).await, 0);
+    assert_eq!(
+        copy_readings(&mut session, 20_000).await.unwrap(),
+        "COPY 20000"
+    );
+    assert_eq!(count_rows(&mut session).await, 20_000);
+}
+
+/// COPY of `rows` lines into `r`, sent in chunks of 10,000 lines.
+async fn copy_readings(
+    session: &mut tablegate::sql::Session,
+    rows: i32,
+) -> Result<String, tablegate::sql::SqlError> {
+    let started = session.execute("COPY r FROM STDIN").await.pop().unwrap();
+    assert!(matches!(started, Ok(tablegate::sql::Output::CopyIn { .. })));
+    for chunk in 0..rows / 10_000 {
+        let lines: String = (chunk * 10_000..(chunk + 1) * 10_000)
+            .map(|i| format!("{}\t{i}\tnote {i} of a reading\n", i % 100))
+            .collect();
+        session.copy_data(lines.as_bytes());
+    }
+    session.copy_done().await
+}
+
+/// `SELECT count(*) FROM r` on a session.
+async fn count_rows(session: &mut tablegate::sql::Session) -> i64 {
+    use datafusion::arrow::array::{Array, Int64Array};
+    use futures::StreamExt;
+    let Some(Ok(tablegate::sql::Output::Rows { mut stream, .. })) =
+        session.execute("SELECT count(*) FROM r").await.pop()
+    else {
+        panic!("no rows");
+    };
+    let batch = stream.next().await.unwrap().unwrap();
+    let counts = batch
+        .column(0)
+        .as_any()
+        .downcast_ref::<Int64Array>()
+        .unwrap();
+    counts.value(0)
+}

@@ -233,12 +233,9 @@ fn rewrite_insert(session: &Session, insert: &Insert) -> Result<Rewrite> {
     let table = table_name(name)?;
     let def = session.table(&table)?;
     let targets: Vec<usize> = if insert.columns.is_empty() {
-        // Without a column list, VALUES may fill only the first columns
-        // (the rest take their defaults), as in PostgreSQL.
-        let width = match insert.source.as_ref().map(|q| q.body.as_ref()) {
-            Some(SetExpr::Values(values)) => values.rows.first().map(|row| row.len()),
-            _ => None,
-        };
+        // Without a column list, VALUES or a SELECT may fill only the
+        // first columns (the rest take their defaults), as in PostgreSQL.
+        let width = insert.source.as_ref().and_then(|q| source_width(&q.body));
         (0..def.columns.len())
             .filter(|&i| def.columns[i].system.is_none())
             .take(width.unwrap_or(usize::MAX))
@@ -381,6 +378,26 @@ fn rewrite_insert(session: &Session, insert: &Insert) -> Result<Rewrite> {
         kind: Kind::Insert,
         direct,
     })
+}
+
+/// How many columns an INSERT's source gives, when its text tells (not
+/// through a wildcard).
+fn source_width(body: &SetExpr) -> Option<usize> {
+    match body {
+        SetExpr::Values(values) => values.rows.first().map(|row| row.len()),
+        SetExpr::Select(select) => {
+            let wildcard = select.projection.iter().any(|item| {
+                matches!(
+                    item,
+                    SelectItem::Wildcard(_) | SelectItem::QualifiedWildcard(..)
+                )
+            });
+            (!wildcard).then_some(select.projection.len())
+        }
+        SetExpr::Query(query) => source_width(&query.body),
+        SetExpr::SetOperation { left, .. } => source_width(left),
+        _ => None,
+    }
 }
 
 /// The rows of an INSERT as [`Direct`] values by output column, when every

@@ -245,10 +245,11 @@ async fn prepared_writes_follow_a_changed_definition() {
     );
 }
 
-/// Without a column list, VALUES may fill only the first columns; the rest
-/// take their defaults, by literals or parameters alike (PostgreSQL's rule).
+/// Without a column list, VALUES or a SELECT may fill only the first
+/// columns; the rest take their defaults, by literals or parameters alike
+/// (PostgreSQL's rule).
 #[tokio::test]
-async fn values_without_a_column_list_fill_the_first_columns() {
+async fn inserts_without_a_column_list_fill_the_first_columns() {
     let (_dir, mut session) = session_after(
         "CREATE TABLE v (id bigint PRIMARY KEY, a text, n int DEFAULT 7);
          INSERT INTO v VALUES (1, 'x');
@@ -269,6 +270,32 @@ async fn values_without_a_column_list_fill_the_first_columns() {
             "| 1  | x | 7 |".to_owned(),
             "| 2  |   | 7 |".to_owned(),
             "| 3  |   | 7 |".to_owned(),
+        ]
+    );
+    // A SELECT too (but not through a wildcard, whose width the text
+    // does not tell).
+    let filled = "INSERT INTO v SELECT 4, 'y';
+                  INSERT INTO v SELECT 5 UNION ALL SELECT 6;
+                  CREATE TABLE w (id bigint PRIMARY KEY, a text);
+                  INSERT INTO w VALUES (8, 'z');
+                  INSERT INTO v SELECT id, a FROM w;
+                  INSERT INTO v SELECT id + 1 FROM w;";
+    for result in session.execute(filled).await {
+        result.unwrap();
+    }
+    assert_eq!(
+        run(
+            &mut session,
+            "SELECT id, a, n FROM v WHERE id > 3 ORDER BY id"
+        )
+        .await[3..9],
+        [
+            "| 4  | y | 7 |".to_owned(),
+            "| 5  |   | 7 |".to_owned(),
+            "| 6  |   | 7 |".to_owned(),
+            "| 8  | z | 7 |".to_owned(),
+            "| 9  |   | 7 |".to_owned(),
+            "+----+---+---+".to_owned(),
         ]
     );
     let too_many = session

@@ -29,6 +29,9 @@ struct Entry {
 
 /// Rows an index build reads and indexes at a time.
 const BUILD_PAGE: usize = 1000;
+/// The index entries of a load's rows are made on as many threads as it
+/// has this many rows, up to one per core (up to 4).
+const ROWS_PER_ENTRY_THREAD: usize = 50_000;
 
 /// How far the build of an index has come.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -212,17 +215,69 @@ impl Catalog {
         if viewed || def.indexes.iter().any(|i| i.building) {
             return Ok(None);
         }
+        // Only the indexed properties are decoded (all of them when an
+        // index takes a system column, which may be made of them all).
+        let indexed: Vec<usize> = def
+            .indexes
+            .iter()
+            .flat_map(|index| index.columns.iter())
+            .filter_map(|name| def.column_index(name))
+            .collect();
+        let projection: Option<Vec<String>> = indexed
+            .iter()
+            .all(|&i| def.columns[i].system.is_none())
+            .then(|| {
+                indexed
+                    .iter()
+                    .map(|&i| def.columns[i].name.clone())
+                    .collect()
+            });
+        // Each range of rows on a thread of its own: a COPY's rows are many.
+        let entries_of = |range: std::ops::Range<usize>| {
+            let mut out: Vec<EncodedRows> =
+                def.indexes.iter().map(|_| EncodedRows::new()).collect();
+            for i in range {
+                let row = rows
+                    .entity(i, projection.as_deref())
+                    .map_err(StoreError::from)?;
+                for (index, out) in def.indexes.iter().zip(&mut out) {
+                    if let Some(entry) = index.entry(def, &row)? {
+                        out.push_entity(&entry);
+                    }
+                }
+            }
+            Ok::<_, CatalogError>(out)
+        };
+        let threads = std::thread::available_parallelism().map_or(1, |n| n.get().min(4));
+        let per_thread = rows
+            .len()
+            .div_ceil(threads.min(rows.len() / ROWS_PER_ENTRY_THREAD).max(1))
+            .max(1);
+        let parts: Vec<Result<Vec<EncodedRows>, CatalogError>> = std::thread::scope(|scope| {
+            let threads: Vec<_> = (0..rows.len())
+                .step_by(per_thread)
+                .map(|start| {
+                    let range = start..rows.len().min(start + per_thread);
+                    scope.spawn(move || entries_of(range))
+                })
+                .collect();
+            threads
+                .into_iter()
+                .map(|thread| {
+                    thread
+                        .join()
+                        .unwrap_or_else(|p| std::panic::resume_unwind(p))
+                })
+                .collect()
+        });
         let mut entries: Vec<(String, EncodedRows)> = def
             .indexes
             .iter()
             .map(|index| (index.store_table(), EncodedRows::new()))
             .collect();
-        for i in 0..rows.len() {
-            let row = rows.entity(i, None).map_err(StoreError::from)?;
-            for (index, (_, out)) in def.indexes.iter().zip(&mut entries) {
-                if let Some(entry) = index.entry(def, &row)? {
-                    out.push_entity(&entry);
-                }
+        for part in parts {
+            for ((_, all), made) in entries.iter_mut().zip(part?) {
+                all.append(made);
             }
         }
         Ok(Some(entries))

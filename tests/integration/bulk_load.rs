@@ -475,6 +475,57 @@ async fn copy_into_an_indexed_table() {
     assert_eq!(lookup(by_city, "people_by_city").await, expected);
 }
 
+/// A COPY large enough that its index entries are made on several
+/// threads: the entries of every range of rows are there once (the
+/// indexes verify clean and count every row), and a value the unique
+/// index holds, in the last range, fails the whole COPY.
+#[tokio::test]
+async fn a_large_copy_into_an_indexed_table() {
+    let server = crate::common::TestServer::start().await;
+    let client = server.client().await;
+    client
+        .batch_execute(
+            "CREATE TABLE people (id int PRIMARY KEY, email text, city text);
+             CREATE UNIQUE INDEX people_by_email ON people (email);
+             CREATE INDEX people_by_city ON people (city);",
+        )
+        .await
+        .unwrap();
+    let copy = |lines: String| crate::common::copy_lines(&client, "people", lines);
+    let people = |ids: std::ops::Range<i32>| -> String {
+        ids.map(|i| format!("{i}\te{i}@x\tcity{}\n", i % 7))
+            .collect()
+    };
+    assert_eq!(copy(people(0..120_000)).await.unwrap(), 120_000);
+    let e = copy(people(120_000..240_000) + "240000\te5@x\tcityX\n")
+        .await
+        .unwrap_err();
+    assert_eq!(e.code().map(|c| c.code()), Some("23505"), "{e}");
+    assert_eq!(copy(people(120_000..240_000)).await.unwrap(), 120_000);
+    for index in ["people_by_email", "people_by_city"] {
+        let differences = client
+            .simple_query(&format!("VERIFY INDEX {index}"))
+            .await
+            .unwrap()
+            .into_iter()
+            .filter(|m| matches!(m, tokio_postgres::SimpleQueryMessage::Row(_)))
+            .count();
+        assert_eq!(differences, 0, "{index}");
+    }
+    let count = |sql: &'static str| {
+        let client = &client;
+        async move { client.query_one(sql, &[]).await.unwrap().get::<_, i64>(0) }
+    };
+    assert_eq!(count("SELECT count(*) FROM people").await, 240_000);
+    let city = "SELECT count(*) FROM people WHERE city = 'city3'";
+    assert_eq!(
+        count(city).await,
+        (0..240_000).filter(|i| i % 7 == 3).count() as i64
+    );
+    let email = "SELECT count(*) + sum(id) FROM people WHERE email = 'e239999@x'";
+    assert_eq!(count(email).await, 240_000);
+}
+
 /// Rows loaded by COPY are stored as the same rows inserted by INSERT:
 /// same values (NULLs, escapes, every type), same billed bytes, per
 /// partition and in all.

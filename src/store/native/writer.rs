@@ -553,7 +553,7 @@ impl Writer {
         }
         let tables: Vec<&(Arc<Table>, EncodedRows)> =
             tables.iter().filter(|(_, rows)| !rows.is_empty()).collect();
-        let mut orders = Vec::with_capacity(tables.len());
+        let mut orders: Vec<LoadOrder> = Vec::with_capacity(tables.len());
         for (table, rows) in tables.iter().copied() {
             // Loads often come in key order, without two rows of one key:
             // one pass over the rows as they are finds that.
@@ -565,17 +565,19 @@ impl Writer {
                 orders.push(None);
                 continue;
             }
-            let key_of = |i: usize| key_order(rows.get(i));
-            let mut order: Vec<usize> = (0..rows.len()).collect();
-            order.sort_unstable_by(|&a, &b| key_of(a).cmp(&key_of(b)));
-            if let Some(pair) = order.windows(2).find(|p| key_of(p[0]) == key_of(p[1])) {
-                let row = rows.get(pair[1]);
+            // Each row's key is found once, not at every comparison.
+            let mut keyed: Vec<((&[u8], &[u8]), usize)> = (0..rows.len())
+                .map(|i| (key_order(rows.get(i)), i))
+                .collect();
+            keyed.sort_unstable();
+            if let Some(pair) = keyed.windows(2).find(|p| p[0].0 == p[1].0) {
+                let row = rows.get(pair[1].1);
                 return Err(StoreError::EntityAlreadyExists {
                     table: table.name.clone(),
                     key: crate::model::EntityKey::new(row.partition_key, row.row_key),
                 });
             }
-            orders.push(Some(order));
+            orders.push(Some(keyed.into_iter().map(|(_, i)| i).collect()));
         }
         if tables.is_empty() {
             return Ok(0);

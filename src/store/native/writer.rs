@@ -68,9 +68,11 @@ const ROWS_PER_LOAD_PIECE: usize = 100_000;
 /// journal as a batch, so that small COPYs do not each make files.
 const MIN_FILED_LOAD_ROWS: usize = 1_000;
 
-/// What orders a row as its encoded key does: its (PartitionKey, RowKey)
-/// as byte strings (see `codec::key`).
-fn key_order(row: EncodedRow<'_>) -> (&[u8], &[u8]) {
+/// A row's (PartitionKey, RowKey) as byte strings: what orders it as its
+/// encoded key does (see `codec::key`).
+type RowKeyOrder<'a> = (&'a [u8], &'a [u8]);
+
+fn key_order(row: EncodedRow<'_>) -> RowKeyOrder<'_> {
     (row.partition_key.as_bytes(), row.row_key.as_bytes())
 }
 
@@ -566,7 +568,7 @@ impl Writer {
                 continue;
             }
             // Each row's key is found once, not at every comparison.
-            let mut keyed: Vec<((&[u8], &[u8]), usize)> = (0..rows.len())
+            let mut keyed: Vec<(RowKeyOrder, usize)> = (0..rows.len())
                 .map(|i| (key_order(rows.get(i)), i))
                 .collect();
             keyed.sort_unstable();

@@ -16,7 +16,7 @@ use super::keys::{self, encode_index_component, join_components};
 use super::view::{GroupItem, GroupState, Input, KeyJoin, Maintained, NeedsRecompute, Shape};
 use super::{Catalog, CatalogError, DefinitionChange, Row, TableDef};
 use crate::model::{Entity, EntityKey, IfMatch, Value};
-use crate::store::{for_each_page, EncodedRows, Query, StoreError, WriteOp};
+use crate::store::{bulk_ranges, for_each_page, EncodedRows, Query, StoreError, WriteOp};
 
 /// Per derived entity (store table and key): whether it is in the store
 /// before the commit, and what the commit puts there.
@@ -30,7 +30,7 @@ struct Entry {
 /// Rows an index build reads and indexes at a time.
 const BUILD_PAGE: usize = 1000;
 /// The index entries of a load's rows are made on as many threads as it
-/// has this many rows, up to one per core (up to 4).
+/// has this many rows (see `bulk_ranges`).
 const ROWS_PER_ENTRY_THREAD: usize = 50_000;
 
 /// How far the build of an index has come.
@@ -248,18 +248,10 @@ impl Catalog {
             }
             Ok::<_, CatalogError>(out)
         };
-        let threads = std::thread::available_parallelism().map_or(1, |n| n.get().min(4));
-        let per_thread = rows
-            .len()
-            .div_ceil(threads.min(rows.len() / ROWS_PER_ENTRY_THREAD).max(1))
-            .max(1);
         let parts: Vec<Result<Vec<EncodedRows>, CatalogError>> = std::thread::scope(|scope| {
-            let threads: Vec<_> = (0..rows.len())
-                .step_by(per_thread)
-                .map(|start| {
-                    let range = start..rows.len().min(start + per_thread);
-                    scope.spawn(move || entries_of(range))
-                })
+            let threads: Vec<_> = bulk_ranges(rows.len(), ROWS_PER_ENTRY_THREAD)
+                .into_iter()
+                .map(|range| scope.spawn(move || entries_of(range)))
                 .collect();
             threads
                 .into_iter()

@@ -341,7 +341,7 @@ struct Job {
 fn parsing_threads() -> Result<&'static SyncSender<Job>> {
     static THREADS: OnceLock<std::result::Result<SyncSender<Job>, String>> = OnceLock::new();
     let threads = THREADS.get_or_init(|| {
-        let count = std::thread::available_parallelism().map_or(1, |n| n.get().min(4));
+        let count = crate::store::bulk_threads();
         // A thread's next part waits, ready; the connection waits past that.
         let (jobs, waiting) = mpsc::sync_channel::<Job>(count);
         let waiting = Arc::new(Mutex::new(waiting));

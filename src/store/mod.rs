@@ -28,7 +28,7 @@ pub use error::{Result, StoreError};
 pub use query::{
     bounds_contain, Continuation, KeyRange, Page, Query, DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE,
 };
-pub use rows::{EncodedRow, EncodedRows, RowETag};
+pub use rows::{bulk_ranges, bulk_threads, EncodedRow, EncodedRows, RowETag};
 pub use stream::{for_each_page, query_all};
 
 use async_trait::async_trait;

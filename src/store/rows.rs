@@ -68,6 +68,28 @@ pub struct EncodedRow<'a> {
 /// Rows in one chunk of [`EncodedRows`] (all but the last are full).
 const ROWS_PER_CHUNK: usize = 8192;
 
+/// Threads a bulk step over many rows runs on: one a core, up to 4.
+pub fn bulk_threads() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get().min(4))
+}
+
+/// Positions `0..len` cut into ranges to work on at once: one per
+/// [`bulk_threads`], each of at least `min_rows` positions (one range for
+/// fewer). All but the last are whole chunks, so that rows made from each
+/// range join those of the range before without a copy
+/// ([`EncodedRows::append`]).
+pub fn bulk_ranges(len: usize, min_rows: usize) -> Vec<std::ops::Range<usize>> {
+    let threads = bulk_threads().min(len / min_rows.max(1)).max(1);
+    let per_range = len
+        .div_ceil(threads)
+        .max(1)
+        .next_multiple_of(ROWS_PER_CHUNK);
+    (0..len)
+        .step_by(per_range)
+        .map(|start| start..len.min(start + per_range))
+        .collect()
+}
+
 /// Rows read from a store, in read order. They are held in chunks of a
 /// fixed number of rows, so that many rows (a COPY holds all of its rows
 /// until it commits) grow by new chunks rather than by copying all
@@ -324,6 +346,21 @@ impl Chunk {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn bulk_ranges_cover_every_position_in_whole_chunks() {
+        assert!(bulk_ranges(0, 10).is_empty());
+        for (len, min_rows) in [(1, 10), (5_000, 10), (100_000, 1), (250_000, 100_000)] {
+            let ranges = bulk_ranges(len, min_rows);
+            assert!(ranges.len() <= bulk_threads().min(len / min_rows).max(1));
+            assert_eq!(ranges.first().map(|r| r.start), Some(0));
+            assert_eq!(ranges.last().map(|r| r.end), Some(len));
+            for pair in ranges.windows(2) {
+                assert_eq!(pair[0].end, pair[1].start);
+                assert_eq!(pair[0].len() % ROWS_PER_CHUNK, 0);
+            }
+        }
+    }
     use crate::model::Value;
 
     #[test]

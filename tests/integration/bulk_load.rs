@@ -386,6 +386,20 @@ async fn a_copy_of_many_parts_is_all_or_nothing() {
     assert_eq!(v, 49_999 * 3);
 }
 
+/// `VERIFY INDEX` finds no difference in either index of `people`.
+async fn verify_people_indexes(client: &tokio_postgres::Client) {
+    for index in ["people_by_email", "people_by_city"] {
+        let differences = client
+            .simple_query(&format!("VERIFY INDEX {index}"))
+            .await
+            .unwrap()
+            .into_iter()
+            .filter(|m| matches!(m, tokio_postgres::SimpleQueryMessage::Row(_)))
+            .count();
+        assert_eq!(differences, 0, "{index}");
+    }
+}
+
 /// COPY into a table with indexes loads their entries with the rows: each
 /// index verifies clean and answers lookups, after a COPY into the empty
 /// table and after one into the table that holds rows; a value a unique
@@ -414,18 +428,6 @@ async fn copy_into_an_indexed_table() {
             .unwrap();
         row.get::<_, i64>(0)
     };
-    let verify = || async {
-        for index in ["people_by_email", "people_by_city"] {
-            let differences = client
-                .simple_query(&format!("VERIFY INDEX {index}"))
-                .await
-                .unwrap()
-                .into_iter()
-                .filter(|m| matches!(m, tokio_postgres::SimpleQueryMessage::Row(_)))
-                .count();
-            assert_eq!(differences, 0, "{index}");
-        }
-    };
     let lookup = |sql: &'static str, index: &'static str| {
         let client = &client;
         async move {
@@ -450,11 +452,11 @@ async fn copy_into_an_indexed_table() {
         "{message:?}"
     );
     assert_eq!(count().await, 0);
-    verify().await;
+    verify_people_indexes(&client).await;
 
     // Into the empty table.
     assert_eq!(copy(people(0..1000)).await.unwrap(), 1000);
-    verify().await;
+    verify_people_indexes(&client).await;
     let by_email = "SELECT count(*) + sum(id) FROM people WHERE email = 'e42@x'";
     assert_eq!(lookup(by_email, "people_by_email").await, 43);
     let by_city = "SELECT count(*) FROM people WHERE city = 'city3' AND age = 10";
@@ -468,7 +470,7 @@ async fn copy_into_an_indexed_table() {
     assert_eq!(e.code().map(|c| c.code()), Some("23505"), "{e}");
     assert_eq!(count().await, 1000);
     assert_eq!(copy(people(1000..1500)).await.unwrap(), 500);
-    verify().await;
+    verify_people_indexes(&client).await;
     let later = "SELECT count(*) + sum(id) FROM people WHERE email = 'e1234@x'";
     assert_eq!(lookup(later, "people_by_email").await, 1235);
     let expected = (0..1500).filter(|i| i % 7 == 3 && i % 90 == 10).count() as i64;
@@ -502,16 +504,7 @@ async fn a_large_copy_into_an_indexed_table() {
         .unwrap_err();
     assert_eq!(e.code().map(|c| c.code()), Some("23505"), "{e}");
     assert_eq!(copy(people(120_000..240_000)).await.unwrap(), 120_000);
-    for index in ["people_by_email", "people_by_city"] {
-        let differences = client
-            .simple_query(&format!("VERIFY INDEX {index}"))
-            .await
-            .unwrap()
-            .into_iter()
-            .filter(|m| matches!(m, tokio_postgres::SimpleQueryMessage::Row(_)))
-            .count();
-        assert_eq!(differences, 0, "{index}");
-    }
+    verify_people_indexes(&client).await;
     let count = |sql: &'static str| {
         let client = &client;
         async move { client.query_one(sql, &[]).await.unwrap().get::<_, i64>(0) }

@@ -317,15 +317,20 @@ async fn query_error(
     }
 }
 
+/// A session of an engine with 16 MiB of query memory, over a new store.
+async fn session_with_16_mib() -> (tempfile::TempDir, tablegate::sql::Session) {
+    let (dir, store) = common::temp_store();
+    let engine = tablegate::sql::Engine::open_with_memory(std::sync::Arc::new(store), 16 << 20)
+        .await
+        .unwrap();
+    (dir, tablegate::sql::Session::new(engine))
+}
+
 /// Past the engine's query memory, a sort spills to disk and finishes; a
 /// hash join that cannot fit fails with 53200, and the next query runs.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn queries_past_the_memory_limit_fail_with_53200() {
-    let (_dir, store) = common::temp_store();
-    let engine = tablegate::sql::Engine::open_with_memory(std::sync::Arc::new(store), 16 << 20)
-        .await
-        .unwrap();
-    let mut session = tablegate::sql::Session::new(engine);
+    let (_dir, mut session) = session_with_16_mib().await;
     let sorted = "SELECT x FROM generate_series(1, 3000000) AS s(x) ORDER BY x DESC";
     let sort_error = query_error(&mut session, sorted).await;
     assert!(sort_error.is_none(), "the sort spills: {sort_error:?}");
@@ -344,11 +349,7 @@ async fn queries_past_the_memory_limit_fail_with_53200() {
 /// smaller COPY then loads.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_copy_past_the_memory_limit_fails_with_53200() {
-    let (_dir, store) = common::temp_store();
-    let engine = tablegate::sql::Engine::open_with_memory(std::sync::Arc::new(store), 16 << 20)
-        .await
-        .unwrap();
-    let mut session = tablegate::sql::Session::new(engine);
+    let (_dir, mut session) = session_with_16_mib().await;
     let create = "CREATE TABLE r (d int, s int, note text, PRIMARY KEY (d, s))";
     assert!(query_error(&mut session, create).await.is_none());
     let error = copy_readings(&mut session, 1_000_000).await.unwrap_err();

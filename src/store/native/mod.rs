@@ -660,6 +660,36 @@ mod tests {
             .len()
     }
 
+    /// Does what a load does up to the commit of its headers, and stops:
+    /// the marker (`marker`, encoded) is committed, and `loaded` is written
+    /// into the table's files with records of `version`.
+    fn leave_unfinished_load(
+        store: &NativeStore,
+        table: &str,
+        marker: &[u8],
+        loaded: &EncodedRows,
+        version: u64,
+    ) {
+        let table = store.shared.table(table).unwrap();
+        let mut batch = store.shared.db.batch().durability(None);
+        batch.insert(&store.shared.catalog, layout::load_key(table.id), marker);
+        batch.commit().unwrap();
+        let mut ingestion = table.entities.start_ingestion().unwrap();
+        for row in loaded.iter() {
+            let mut record = row.record.to_vec();
+            crate::model::codec::record::set_record_version(&mut record, version);
+            ingestion
+                .write(encode_entity_key(row.partition_key, row.row_key), record)
+                .unwrap();
+        }
+        ingestion.finish().unwrap();
+        store
+            .shared
+            .db
+            .persist(fjall::PersistMode::SyncAll)
+            .unwrap();
+    }
+
     /// A load that fails after some of its files are registered (here the
     /// second table's rows cannot be read; a full disk would do the same)
     /// leaves no row of it, at once: before, the first table's rows were
@@ -747,7 +777,6 @@ mod tests {
                 .insert_rows(vec![("t".to_owned(), held)])
                 .await
                 .unwrap();
-            let table = store.shared.table("t").unwrap();
             let loaded = rows(&[("a", "2"), ("a", "4"), ("b", "1")]);
             let key = |i: usize| {
                 let row = loaded.get(i);
@@ -758,25 +787,7 @@ mod tests {
                 first: key(0),
                 last: key(2),
             };
-            let mut batch = store.shared.db.batch().durability(None);
-            batch.insert(
-                &store.shared.catalog,
-                layout::load_key(table.id),
-                marker.encode(),
-            );
-            batch.commit().unwrap();
-            let mut ingestion = table.entities.start_ingestion().unwrap();
-            for (i, row) in loaded.iter().enumerate() {
-                let mut record = row.record.to_vec();
-                crate::model::codec::record::set_record_version(&mut record, marker.version);
-                ingestion.write(key(i), record).unwrap();
-            }
-            ingestion.finish().unwrap();
-            store
-                .shared
-                .db
-                .persist(fjall::PersistMode::SyncAll)
-                .unwrap();
+            leave_unfinished_load(&store, "t", &marker.encode(), &loaded, marker.version);
             assert_eq!(count(&store, "t").await, 6);
         }
         let store = NativeStore::open(dir.path()).unwrap();
@@ -799,22 +810,8 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         {
             let store = store_with_tables(dir.path(), &["t"]).await;
-            let table = store.shared.table("t").unwrap();
-            let mut batch = store.shared.db.batch().durability(None);
-            batch.insert(&store.shared.catalog, layout::load_key(table.id), []);
-            batch.commit().unwrap();
-            let mut ingestion = table.entities.start_ingestion().unwrap();
             let loaded = rows(&[("a", "1"), ("a", "2"), ("b", "1")]);
-            for row in loaded.iter() {
-                let key = encode_entity_key(row.partition_key, row.row_key);
-                ingestion.write(key, row.record.to_vec()).unwrap();
-            }
-            ingestion.finish().unwrap();
-            store
-                .shared
-                .db
-                .persist(fjall::PersistMode::SyncAll)
-                .unwrap();
+            leave_unfinished_load(&store, "t", &[], &loaded, 0);
             assert_eq!(count(&store, "t").await, 3);
         }
         let store = NativeStore::open(dir.path()).unwrap();

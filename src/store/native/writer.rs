@@ -40,7 +40,7 @@ use crate::model::codec::record::{
 };
 use crate::model::{check_entity_shape, ETag, Entity, IfMatch};
 use crate::store::{
-    EncodedRow, EncodedRows, PartitionStats, Result, StoreError, WriteOp, WriteOutcome,
+    bulk_ranges, EncodedRow, EncodedRows, PartitionStats, Result, StoreError, WriteOp, WriteOutcome,
 };
 
 /// What a committed load changes in the writer's memory once it is synced.
@@ -80,6 +80,11 @@ fn key_order(row: EncodedRow<'_>) -> RowKeyOrder<'_> {
 /// (without two rows of one key), else their indexes sorted by key.
 type LoadOrder = Option<Vec<usize>>;
 
+/// The row at `position` of a load's order.
+fn row_in_order<'a>(rows: &'a EncodedRows, order: &LoadOrder, position: usize) -> EncodedRow<'a> {
+    rows.get(order.as_ref().map_or(position, |o| o[position]))
+}
+
 /// Writes rows, in key order, into new sorted files of a table, and
 /// registers the files (the rows become visible); returns the partitions
 /// the rows fill, in key order.
@@ -102,14 +107,8 @@ fn ingest(
     snapshot: &fjall::Snapshot,
     holds_rows: bool,
 ) -> Result<Vec<Filled>> {
-    let cores = std::thread::available_parallelism().map_or(1, |n| n.get().min(4));
-    let pieces = cores.min(rows.len() / ROWS_PER_LOAD_PIECE).max(1);
-    let per_piece = rows.len().div_ceil(pieces);
     // Each piece's positions in `order`.
-    let parts: Vec<std::ops::Range<usize>> = (0..rows.len())
-        .step_by(per_piece)
-        .map(|start| start..rows.len().min(start + per_piece))
-        .collect();
+    let parts = bulk_ranges(rows.len(), ROWS_PER_LOAD_PIECE);
     let written = std::sync::Barrier::new(parts.len());
     let failed = std::sync::atomic::AtomicBool::new(false);
     // The header of a partition before the load.
@@ -153,7 +152,7 @@ fn ingest(
                 if failed.load(Ordering::Relaxed) {
                     break;
                 }
-                let row = rows.get(order.as_ref().map_or(position, |o| o[position]));
+                let row = row_in_order(rows, order, position);
                 if partition != Some(row.partition_key) {
                     partition = Some(row.partition_key);
                     let prefix = encode_partition_prefix(row.partition_key);
@@ -591,7 +590,7 @@ impl Writer {
             .zip(&orders)
             .map(|((table, rows), order)| {
                 let key_at = |position: usize| {
-                    let row = rows.get(order.as_ref().map_or(position, |o| o[position]));
+                    let row = row_in_order(rows, order, position);
                     encode_entity_key(row.partition_key, row.row_key)
                 };
                 let marker = LoadMarker {

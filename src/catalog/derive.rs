@@ -16,7 +16,10 @@ use super::keys::{self, encode_index_component, join_components};
 use super::view::{GroupItem, GroupState, Input, KeyJoin, Maintained, NeedsRecompute, Shape};
 use super::{Catalog, CatalogError, DefinitionChange, Row, TableDef};
 use crate::model::{Entity, EntityKey, IfMatch, Value};
-use crate::store::{bulk_ranges, for_each_page, EncodedRows, Query, StoreError, WriteOp};
+use crate::store::{
+    bulk_ranges, for_each_page, EncodedRows, LoadRows, Query, SortedRuns, StoreError, WriteOp,
+    ROWS_PER_SPILLED_PART,
+};
 
 /// Per derived entity (store table and key): whether it is in the store
 /// before the commit, and what the commit puts there.
@@ -197,80 +200,59 @@ impl Catalog {
         })
     }
 
-    /// The index entries of new rows of `def`, in stored form by index
-    /// table, when they are all the rows derive: no maintained view is
-    /// made from the table and no index of it is being built (those read
-    /// rows in the commit, see [`Catalog::derived_writes`]). `None` when
-    /// they are not.
-    pub(super) fn index_entries(
-        &self,
-        def: &TableDef,
-        rows: &EncodedRows,
-    ) -> Result<Option<Vec<(String, EncodedRows)>>, CatalogError> {
+    /// Whether writes of rows of `def` derive writes that read rows in the
+    /// commit: a maintained view is made from the table, or an index of it
+    /// is being built. Loads into such a table are written from memory.
+    pub fn derives_by_reading(&self, def: &TableDef) -> bool {
         let viewed = self.list().iter().any(|d| {
             d.view.as_ref().is_some_and(|v| {
                 v.maintained.is_some() && v.base_tables().iter().any(|t| *t == def.name)
             })
         });
-        if viewed || def.indexes.iter().any(|i| i.building) {
+        viewed || def.indexes.iter().any(|i| i.building)
+    }
+
+    /// The index entries of new rows of `def`, by index table, held or
+    /// spilled as the rows are, when they are all the rows derive (see
+    /// [`Catalog::derives_by_reading`] and [`Catalog::derived_writes`]).
+    /// `None` when they are not.
+    pub(super) fn index_entries(
+        &self,
+        def: &TableDef,
+        rows: &LoadRows,
+    ) -> Result<Option<Vec<(String, LoadRows)>>, CatalogError> {
+        if self.derives_by_reading(def) {
             return Ok(None);
         }
-        // Only the indexed properties are decoded (all of them when an
-        // index takes a system column, which may be made of them all).
-        let indexed: Vec<usize> = def
+        let runs = match rows {
+            LoadRows::Held(rows) => {
+                let entries = entries_of_rows(def, rows)?;
+                return Ok(Some(
+                    entries.into_iter().map(|(t, e)| (t, e.into())).collect(),
+                ));
+            }
+            LoadRows::Spilled(runs) => runs,
+        };
+        // Entries are held until they fill a run of their own.
+        let mut spilled: Vec<(String, EncodedRows, SortedRuns)> = def
             .indexes
             .iter()
-            .flat_map(|index| index.columns.iter())
-            .filter_map(|name| def.column_index(name))
+            .map(|index| (index.store_table(), EncodedRows::new(), runs.beside()))
             .collect();
-        let projection: Option<Vec<String>> = indexed
-            .iter()
-            .all(|&i| def.columns[i].system.is_none())
-            .then(|| {
-                indexed
-                    .iter()
-                    .map(|&i| def.columns[i].name.clone())
-                    .collect()
-            });
-        // Each range of rows on a thread of its own: a COPY's rows are many.
-        let entries_of = |range: std::ops::Range<usize>| {
-            let mut out: Vec<EncodedRows> =
-                def.indexes.iter().map(|_| EncodedRows::new()).collect();
-            for i in range {
-                let row = rows
-                    .entity(i, projection.as_deref())
-                    .map_err(StoreError::from)?;
-                for (index, out) in def.indexes.iter().zip(&mut out) {
-                    if let Some(entry) = index.entry(def, &row)? {
-                        out.push_entity(&entry);
-                    }
+        for part in runs.parts(ROWS_PER_SPILLED_PART) {
+            let entries = entries_of_rows(def, &part?)?;
+            for ((_, held, runs), (_, made)) in spilled.iter_mut().zip(entries) {
+                held.append(made);
+                if held.allocated_bytes() >= MAX_HELD_ENTRY_BYTES {
+                    runs.add(held).map_err(CatalogError::Store)?;
+                    held.clear();
                 }
             }
-            Ok::<_, CatalogError>(out)
-        };
-        let parts: Vec<Result<Vec<EncodedRows>, CatalogError>> = std::thread::scope(|scope| {
-            let threads: Vec<_> = bulk_ranges(rows.len(), ROWS_PER_ENTRY_THREAD)
-                .into_iter()
-                .map(|range| scope.spawn(move || entries_of(range)))
-                .collect();
-            threads
-                .into_iter()
-                .map(|thread| {
-                    thread
-                        .join()
-                        .unwrap_or_else(|p| std::panic::resume_unwind(p))
-                })
-                .collect()
-        });
-        let mut entries: Vec<(String, EncodedRows)> = def
-            .indexes
-            .iter()
-            .map(|index| (index.store_table(), EncodedRows::new()))
-            .collect();
-        for part in parts {
-            for ((_, all), made) in entries.iter_mut().zip(part?) {
-                all.append(made);
-            }
+        }
+        let mut entries = Vec::with_capacity(spilled.len());
+        for (table, held, mut runs) in spilled {
+            runs.add(&held).map_err(CatalogError::Store)?;
+            entries.push((table, LoadRows::Spilled(runs)));
         }
         Ok(Some(entries))
     }
@@ -1044,4 +1026,71 @@ pub(super) fn view_key_violation(view: &TableDef, key: &EntityKey) -> CatalogErr
         columns,
         values,
     }
+}
+
+/// Bytes of index entries of spilled rows held before they are spilled too.
+const MAX_HELD_ENTRY_BYTES: usize = 64 << 20;
+
+/// The index entries of rows of `def`, by index table.
+fn entries_of_rows(
+    def: &TableDef,
+    rows: &EncodedRows,
+) -> Result<Vec<(String, EncodedRows)>, CatalogError> {
+    // Only the indexed properties are decoded (all of them when an
+    // index takes a system column, which may be made of them all).
+    let indexed: Vec<usize> = def
+        .indexes
+        .iter()
+        .flat_map(|index| index.columns.iter())
+        .filter_map(|name| def.column_index(name))
+        .collect();
+    let projection: Option<Vec<String>> = indexed
+        .iter()
+        .all(|&i| def.columns[i].system.is_none())
+        .then(|| {
+            indexed
+                .iter()
+                .map(|&i| def.columns[i].name.clone())
+                .collect()
+        });
+    // Each range of rows on a thread of its own: a COPY's rows are many.
+    let entries_of = |range: std::ops::Range<usize>| {
+        let mut out: Vec<EncodedRows> = def.indexes.iter().map(|_| EncodedRows::new()).collect();
+        for i in range {
+            let row = rows
+                .entity(i, projection.as_deref())
+                .map_err(StoreError::from)?;
+            for (index, out) in def.indexes.iter().zip(&mut out) {
+                if let Some(entry) = index.entry(def, &row)? {
+                    out.push_entity(&entry);
+                }
+            }
+        }
+        Ok::<_, CatalogError>(out)
+    };
+    let parts: Vec<Result<Vec<EncodedRows>, CatalogError>> = std::thread::scope(|scope| {
+        let threads: Vec<_> = bulk_ranges(rows.len(), ROWS_PER_ENTRY_THREAD)
+            .into_iter()
+            .map(|range| scope.spawn(move || entries_of(range)))
+            .collect();
+        threads
+            .into_iter()
+            .map(|thread| {
+                thread
+                    .join()
+                    .unwrap_or_else(|p| std::panic::resume_unwind(p))
+            })
+            .collect()
+    });
+    let mut entries: Vec<(String, EncodedRows)> = def
+        .indexes
+        .iter()
+        .map(|index| (index.store_table(), EncodedRows::new()))
+        .collect();
+    for part in parts {
+        for ((_, all), made) in entries.iter_mut().zip(part?) {
+            all.append(made);
+        }
+    }
+    Ok(entries)
 }

@@ -35,7 +35,7 @@ pub use view::{
 };
 
 use crate::model::{Entity, EntityKey, IfMatch, Value};
-use crate::store::{for_each_page, query_all, EncodedRows, Query, StoreError, TableStore, WriteOp};
+use crate::store::{for_each_page, query_all, LoadRows, Query, StoreError, TableStore, WriteOp};
 
 /// The store table that holds table definitions.
 pub const SYSTEM_TABLE: &str = "_tablegate_catalog";
@@ -447,7 +447,7 @@ impl Catalog {
     pub async fn insert_rows(
         &self,
         def: &Arc<TableDef>,
-        rows: EncodedRows,
+        rows: LoadRows,
     ) -> Result<u64, CatalogError> {
         let tables = std::collections::BTreeSet::from([def.name.as_str()]);
         let derives = self.derives_from(&tables);
@@ -456,6 +456,10 @@ impl Catalog {
             false => Some(Vec::new()),
         };
         let Some(entries) = entries else {
+            // Views (and indexes being built) read rows in the commit.
+            let LoadRows::Held(rows) = rows else {
+                return Err(CatalogError::ChangedConcurrently(def.name.clone()));
+            };
             let ops = (0..rows.len())
                 .map(|i| {
                     let entity = rows.entity(i, None).map_err(StoreError::from)?;

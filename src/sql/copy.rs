@@ -5,6 +5,7 @@
 use std::borrow::Cow;
 use std::collections::VecDeque;
 use std::panic::AssertUnwindSafe;
+use std::path::PathBuf;
 use std::sync::mpsc::{self, Receiver, SyncSender, TryRecvError};
 use std::sync::{Arc, Mutex, OnceLock};
 
@@ -21,12 +22,17 @@ use super::error::{Result, SqlError};
 use super::types::arrow_type;
 use crate::catalog::{SqlType, TableDef};
 use crate::model::check_entity_parts;
-use crate::store::{EncodedRows, StoreError};
+use crate::store::{EncodedRows, LoadRows, SortedRuns, StoreError};
 
 /// Lines a thread parses and makes into rows at a time: a part fills a
 /// chunk of rows, and joins the others without a copy (see
 /// [`EncodedRows::append`]).
 const PART_ROWS: usize = 8192;
+
+/// Bytes of rows a COPY that may spill holds before it spills them to
+/// disk: past this, sorting and writing a run costs little beside parsing
+/// the rows, and a larger share of memory would buy little.
+pub const MAX_HELD_BYTES: usize = 256 << 20;
 
 /// The rows made of a part's lines, and those of them near the entity
 /// limits.
@@ -133,8 +139,11 @@ pub struct CopyIn {
     /// commits).
     rows: EncodedRows,
     /// The rows' share of the engine's query memory: a COPY that would
-    /// hold more fails (53200) instead of taking the server's memory.
+    /// hold more spills them, or fails (53200) where it may not spill.
     memory: MemoryReservation,
+    /// Rows spilled to disk, when the COPY may spill (see
+    /// [`MAX_HELD_BYTES`]).
+    spilled: Option<SortedRuns>,
     /// Those of the rows near the entity limits.
     near_limits: NearLimits,
     lines: usize,
@@ -143,11 +152,15 @@ pub struct CopyIn {
 }
 
 impl CopyIn {
+    /// A COPY of `columns` of `def`, holding its rows in `memory`; with a
+    /// `spill_dir`, rows past [`MAX_HELD_BYTES`] or the room left in
+    /// `memory` are spilled there in sorted runs.
     pub fn new(
         def: Arc<TableDef>,
         columns: Vec<usize>,
         format: CopyFormat,
         memory: &Arc<dyn MemoryPool>,
+        spill_dir: Option<PathBuf>,
     ) -> Self {
         let memory = MemoryConsumer::new(format!("COPY into {}", def.name)).register(memory);
         CopyIn {
@@ -164,6 +177,7 @@ impl CopyIn {
             parsing: Mutex::default(),
             rows: EncodedRows::new(),
             memory,
+            spilled: spill_dir.map(SortedRuns::new),
             near_limits: NearLimits::default(),
             lines: 0,
             header_skipped: false,
@@ -202,7 +216,7 @@ impl CopyIn {
 
     /// Ends the input; returns the rows, and which of them are near the
     /// entity limits.
-    pub fn finish(mut self) -> Result<(EncodedRows, NearLimits)> {
+    pub fn finish(mut self) -> Result<(LoadRows, NearLimits)> {
         if !self.pending.is_empty() {
             let line = std::mem::take(&mut self.pending);
             self.line(&line)?;
@@ -220,7 +234,14 @@ impl CopyIn {
         if let Some(made) = rest {
             self.add(made?)?;
         }
-        Ok((self.rows, self.near_limits))
+        let rows = match self.spilled.take() {
+            Some(mut runs) if !runs.is_empty() => {
+                runs.add(&self.rows)?;
+                LoadRows::Spilled(runs)
+            }
+            _ => LoadRows::Held(std::mem::take(&mut self.rows)),
+        };
+        Ok((rows, std::mem::take(&mut self.near_limits)))
     }
 
     /// Takes one whole line: holds it, unless it is the header or comes
@@ -296,7 +317,7 @@ impl CopyIn {
     }
 
     fn add(&mut self, (rows, near_limits): Made) -> Result<()> {
-        if self.memory.try_grow(rows.allocated_bytes()).is_err() {
+        if !self.make_room(rows.allocated_bytes())? {
             return Err(SqlError::value(
                 "53200",
                 format!(
@@ -312,6 +333,22 @@ impl CopyIn {
         self.rows.append(rows);
         self.near_limits.add(near_limits);
         Ok(())
+    }
+
+    /// Reserves `bytes` more for the rows held; false when the query
+    /// memory has no room. A COPY that may spill first spills the rows it
+    /// holds when they would pass [`MAX_HELD_BYTES`] or the room left.
+    fn make_room(&mut self, bytes: usize) -> Result<bool> {
+        let Some(runs) = &mut self.spilled else {
+            return Ok(self.memory.try_grow(bytes).is_ok());
+        };
+        if self.memory.size() + bytes <= MAX_HELD_BYTES && self.memory.try_grow(bytes).is_ok() {
+            return Ok(true);
+        }
+        runs.add(&self.rows)?;
+        self.rows = EncodedRows::new();
+        self.memory.free();
+        Ok(self.memory.try_grow(bytes).is_ok())
     }
 }
 
@@ -609,7 +646,15 @@ mod tests {
 
     fn copy(csv: bool) -> CopyIn {
         let def = table(vec![], crate::catalog::Keys::Generated);
-        CopyIn::new(def, vec![], format(csv), &unlimited())
+        CopyIn::new(def, vec![], format(csv), &unlimited(), None)
+    }
+
+    /// The rows of a COPY that held them all.
+    fn held((rows, near_limits): (LoadRows, NearLimits)) -> (EncodedRows, NearLimits) {
+        match rows {
+            LoadRows::Held(rows) => (rows, near_limits),
+            LoadRows::Spilled(runs) => panic!("{} rows spilled", runs.len()),
+        }
     }
 
     fn unlimited() -> Arc<dyn MemoryPool> {
@@ -633,9 +678,9 @@ mod tests {
                 row: vec![],
             },
         );
-        let mut copy = CopyIn::new(def, vec![0, 1, 2, 3], format(false), &unlimited());
+        let mut copy = CopyIn::new(def, vec![0, 1, 2, 3], format(false), &unlimited(), None);
         copy.feed(b"1\tz\t7\tt\n2\t\\N\t-3\t\\N\n").unwrap();
-        let (rows, _) = copy.finish().unwrap();
+        let (rows, _) = held(copy.finish().unwrap());
         assert_eq!(rows.len(), 2);
         for (i, row) in rows.iter().enumerate() {
             let entity = rows.entity(i, None).unwrap();
@@ -656,15 +701,17 @@ mod tests {
     /// their `v`)
     /// into a table keyed by `k`, fed in pieces of 1000 bytes.
     fn copy_numbered(lines: usize, bad: &[usize]) -> Result<(EncodedRows, NearLimits)> {
-        copy_numbered_within(lines, bad, &unlimited())
+        copy_numbered_within(lines, bad, &unlimited(), None).map(held)
     }
 
-    /// [`copy_numbered`], the rows held within `memory`.
+    /// [`copy_numbered`], the rows held within `memory`, or spilled into
+    /// `spill_dir` past it.
     fn copy_numbered_within(
         lines: usize,
         bad: &[usize],
         memory: &Arc<dyn MemoryPool>,
-    ) -> Result<(EncodedRows, NearLimits)> {
+        spill_dir: Option<PathBuf>,
+    ) -> Result<(LoadRows, NearLimits)> {
         let column = crate::catalog::Column::new;
         let def = table(
             vec![column("k", SqlType::Int4), column("v", SqlType::Int8)],
@@ -673,7 +720,7 @@ mod tests {
                 row: vec![],
             },
         );
-        let mut copy = CopyIn::new(def, vec![0, 1], format(false), memory);
+        let mut copy = CopyIn::new(def, vec![0, 1], format(false), memory, spill_dir);
         let text: String = (1..=lines)
             .map(|n| match bad.contains(&n) {
                 true => format!("{n}\n"),
@@ -705,10 +752,10 @@ mod tests {
     fn rows_past_the_query_memory_fail_the_copy() {
         use datafusion::execution::memory_pool::GreedyMemoryPool;
         let memory: Arc<dyn MemoryPool> = Arc::new(GreedyMemoryPool::new(1 << 20));
-        let (rows, _) = copy_numbered_within(5_000, &[], &memory).unwrap();
+        let (rows, _) = held(copy_numbered_within(5_000, &[], &memory, None).unwrap());
         assert_eq!(rows.len(), 5_000);
         assert!(rows.allocated_bytes() < 1 << 20);
-        let e = copy_numbered_within(PART_ROWS * 20, &[], &memory)
+        let e = copy_numbered_within(PART_ROWS * 20, &[], &memory, None)
             .err()
             .expect("out of memory");
         match &e {
@@ -721,6 +768,44 @@ mod tests {
             }
             other => panic!("{other}"),
         }
+        assert_eq!(memory.reserved(), 0);
+    }
+
+    /// A COPY that may spill takes rows past the query memory: it spills
+    /// those it holds into sorted runs, which hold every row.
+    #[test]
+    fn rows_past_the_query_memory_spill_when_they_may() {
+        use datafusion::execution::memory_pool::GreedyMemoryPool;
+        let memory: Arc<dyn MemoryPool> = Arc::new(GreedyMemoryPool::new(1 << 20));
+        let dir = tempfile::tempdir().unwrap();
+        let lines = PART_ROWS * 20;
+        let (rows, _) =
+            copy_numbered_within(lines, &[], &memory, Some(dir.path().to_owned())).unwrap();
+        let LoadRows::Spilled(runs) = &rows else {
+            panic!("the rows were held");
+        };
+        assert!(runs.runs() > 1, "{} runs", runs.runs());
+        assert_eq!(runs.len(), lines);
+        // Merged, the runs give each line's row once, in key order.
+        let mut merged = runs.merged().unwrap();
+        let mut keys: Vec<String> = Vec::new();
+        let mut values = Vec::new();
+        while let Some(row) = merged.next_row().unwrap() {
+            let (_, properties) =
+                crate::model::codec::record::decode_record(row.record, None).unwrap();
+            keys.push(row.partition_key.to_owned());
+            values.push(properties.get("v").cloned());
+        }
+        assert!(keys.windows(2).all(|pair| pair[0] < pair[1]));
+        values.sort_by_key(|v| match v {
+            Some(crate::model::Value::Int64(n)) => *n,
+            _ => i64::MIN,
+        });
+        let expected: Vec<_> = (1..=lines)
+            .map(|n| Some(crate::model::Value::Int64(n as i64 * 10)))
+            .collect();
+        assert_eq!(values, expected);
+        drop(rows);
         assert_eq!(memory.reserved(), 0);
     }
 

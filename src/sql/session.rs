@@ -30,7 +30,7 @@ use super::txn::{Change, Transaction};
 use super::{ddl, dml, functions, information_schema, names, pg_catalog, rewrite};
 use crate::catalog::{Catalog, CatalogError, DefinitionChange, TableDef};
 use crate::model::EntityKey;
-use crate::store::{EncodedRows, StoreError, TableStore};
+use crate::store::{LoadRows, StoreError, TableStore, ROWS_PER_SPILLED_PART};
 
 pub const CATALOG_NAME: &str = "tablegate";
 pub const SCHEMA_NAME: &str = "public";
@@ -1547,24 +1547,40 @@ impl Session {
     /// COPY's rows, outside a transaction block: one atomic insert.
     async fn insert_rows(
         &self,
-        rows: EncodedRows,
+        rows: LoadRows,
         near_limits: diagnostics::monitor::NearLimits,
         used: Arc<TableDef>,
     ) -> Result<u64> {
+        use diagnostics::monitor::Writes;
         self.check_deadline()?;
         // A row may hold a value drawn from a sequence: the sequence must
         // not hand it out again after a crash.
         self.engine.catalog.sequences.persist().await?;
-        let writes = diagnostics::monitor::Writes::of_rows(&used.name, &rows, near_limits);
-        match self.engine.catalog.insert_rows(&used, rows).await {
-            Ok(count) => {
-                for warning in self.engine.monitor.record_writes(writes) {
-                    self.notices.warn(&warning.topic, warning.message);
-                }
-                Ok(count)
+        // Spilled rows are read again after the commit, part by part, so
+        // that what is noted of them stays as small as a part.
+        let (writes, spilled) = match &rows {
+            LoadRows::Held(rows) => (Writes::of_rows(&used.name, rows, near_limits), None),
+            LoadRows::Spilled(runs) => (
+                Writes::of_near_limits(&used.name, near_limits),
+                Some(runs.clone()),
+            ),
+        };
+        let count = match self.engine.catalog.insert_rows(&used, rows).await {
+            Ok(count) => count,
+            Err(e) => return Err(self.commit_error(e)),
+        };
+        let mut warnings = self.engine.monitor.record_writes(writes);
+        if let Some(runs) = spilled {
+            for part in runs.parts(ROWS_PER_SPILLED_PART) {
+                let part = Writes::of_rows(&used.name, &part?, Default::default());
+                warnings.extend(self.engine.monitor.record_writes(part));
             }
-            Err(e) => Err(self.commit_error(e)),
         }
+        warnings.dedup_by(|a, b| a.topic == b.topic);
+        for warning in warnings {
+            self.notices.warn(&warning.topic, warning.message);
+        }
+        Ok(count)
     }
 
     /// A failed commit as SQL reports it.
@@ -1664,7 +1680,15 @@ impl Session {
         if let Some(copies) = &self.engine.copies {
             self.loading = Some(copies.loading(&def.name));
         }
-        let copy = CopyIn::new(def, columns, format, &self.engine.runtime.memory_pool);
+        // Rows a statement of a block writes are held with the block's;
+        // those of tables whose views read rows at commit are written from
+        // memory.
+        let spill_dir = match self.txn.is_none() && !self.engine.catalog.derives_by_reading(&def) {
+            true => self.engine.store().spill_dir(),
+            false => None,
+        };
+        let memory = &self.engine.runtime.memory_pool;
+        let copy = CopyIn::new(def, columns, format, memory, spill_dir);
         let columns = copy.columns();
         self.copy_in = Some(Ok(copy));
         Ok(Output::CopyIn { columns })
@@ -1724,17 +1748,25 @@ impl Session {
     async fn apply_copy(&mut self, copy: CopyIn) -> Result<usize> {
         let used = copy.definition().clone();
         let (rows, near_limits) = copy.finish()?;
-        self.require_partitions(&used, rows.iter().map(|r| r.partition_key))?;
+        rows.for_each_part(ROWS_PER_SPILLED_PART, |part| {
+            self.require_partitions(&used, part.iter().map(|r| r.partition_key))
+        })?;
         let count = rows.len();
-        match &self.txn {
-            Some(_) => {
+        match (&self.txn, rows) {
+            // Not made: a COPY inside a block does not spill.
+            (Some(_), LoadRows::Spilled(_)) => {
+                return Err(SqlError::InvalidTransactionState(
+                    "a COPY inside a transaction block must hold its rows in memory".into(),
+                ))
+            }
+            (Some(_), LoadRows::Held(rows)) => {
                 let changes = (0..rows.len())
                     .map(|i| Ok(Change::inserted(&used.name, rows.entity(i, None)?)))
                     .collect::<std::result::Result<Vec<_>, StoreError>>()?;
                 self.check_block_write(&changes)?;
                 self.apply_to_transaction(changes, &used)?
             }
-            None => {
+            (None, rows) => {
                 self.insert_rows(rows, near_limits, used.clone()).await?;
                 if let Some(copies) = &self.engine.copies {
                     copies.loaded(&used);

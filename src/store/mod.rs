@@ -19,6 +19,7 @@
 mod error;
 mod query;
 mod rows;
+mod runs;
 mod stream;
 
 pub mod azure;
@@ -29,6 +30,7 @@ pub use query::{
     bounds_contain, Continuation, KeyRange, Page, Query, DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE,
 };
 pub use rows::{bulk_ranges, bulk_threads, EncodedRow, EncodedRows, RowETag};
+pub use runs::{key_order, KeyOrder, LoadRows, Merged, SortedRuns, ROWS_PER_SPILLED_PART};
 pub use stream::{for_each_page, query_all};
 
 use async_trait::async_trait;
@@ -191,14 +193,24 @@ pub trait AtomicWrite: Send + Sync {
     /// COPY writes (a table's rows, and its index entries): the native
     /// engine writes the rows straight into new sorted files, after looking
     /// up their keys, when the tables are empty or the rows are many.
-    async fn insert_rows(&self, tables: Vec<(String, EncodedRows)>) -> Result<u64> {
+    async fn insert_rows(&self, tables: Vec<(String, LoadRows)>) -> Result<u64> {
         let mut ops = Vec::new();
         for (table, rows) in &tables {
-            for i in 0..rows.len() {
-                ops.push((table.clone(), WriteOp::Insert(rows.entity(i, None)?)));
-            }
+            rows.for_each_part(ROWS_PER_SPILLED_PART, |part| -> Result<()> {
+                for i in 0..part.len() {
+                    ops.push((table.clone(), WriteOp::Insert(part.entity(i, None)?)));
+                }
+                Ok(())
+            })?;
         }
         Ok(self.write_atomic(ops).await?.len() as u64)
+    }
+
+    /// Where a load too large to hold in memory may spill its rows, in
+    /// sorted runs ([`SortedRuns`]) that [`AtomicWrite::insert_rows`] reads
+    /// merged; `None` when the store writes every row from memory anyway.
+    fn spill_dir(&self) -> Option<std::path::PathBuf> {
+        None
     }
 
     /// Whether writes over several partitions are atomic at every moment

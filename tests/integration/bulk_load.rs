@@ -7,7 +7,8 @@
 use tablegate::model::{Entity, Value};
 use tablegate::store::native::NativeStore;
 use tablegate::store::{
-    AtomicWrite, BulkDelete, EncodedRows, EntityRead, Query, Statistics, TableAdmin, WriteOp,
+    AtomicWrite, BulkDelete, EncodedRows, EntityRead, LoadRows, Query, SortedRuns, Statistics,
+    TableAdmin, WriteOp,
 };
 
 use crate::common::temp_store;
@@ -29,12 +30,38 @@ fn entities(n: usize, seed: u64) -> Vec<Entity> {
         .collect()
 }
 
-fn encoded(entities: &[Entity]) -> EncodedRows {
+fn encoded(entities: &[Entity]) -> LoadRows {
+    held(entities).into()
+}
+
+fn held(entities: &[Entity]) -> EncodedRows {
     let mut rows = EncodedRows::new();
     for e in entities {
         rows.push_entity(e);
     }
     rows
+}
+
+/// How a load hands its rows to the store.
+#[derive(Debug, Clone, Copy)]
+enum Form {
+    Held,
+    /// In three sorted runs (of the first third of the rows, the second,
+    /// the rest), as a COPY too large for memory spills them.
+    Spilled,
+}
+
+fn load_rows(store: &NativeStore, entities: &[Entity], form: Form) -> LoadRows {
+    match form {
+        Form::Held => encoded(entities),
+        Form::Spilled => {
+            let mut runs = SortedRuns::new(store.spill_dir().unwrap());
+            for run in entities.chunks(entities.len().div_ceil(3).max(1)) {
+                runs.add(&held(run)).unwrap();
+            }
+            LoadRows::Spilled(runs)
+        }
+    }
 }
 
 async fn all(store: &impl EntityRead, table: &str) -> Vec<Entity> {
@@ -60,12 +87,12 @@ async fn all(store: &impl EntityRead, table: &str) -> Vec<Entity> {
 
 /// Loads `n` entities into one table and writes them atomically into
 /// another; both must read and count alike.
-async fn load_and_write(n: usize) -> (tempfile::TempDir, NativeStore) {
+async fn load_and_write(n: usize, form: Form) -> (tempfile::TempDir, NativeStore) {
     let (dir, store) = temp_store();
     store.create_table("loaded").await.unwrap();
     store.create_table("written").await.unwrap();
     let partitions = (0..37).map(|p| format!("p{p:03}"));
-    let loaded = load_and_write_into(&store, &entities(n, 1), partitions).await;
+    let loaded = load_and_write_into(&store, &entities(n, 1), partitions, form).await;
     assert_eq!(loaded.len(), n);
     (dir, store)
 }
@@ -77,10 +104,11 @@ async fn load_and_write_into(
     store: &NativeStore,
     rows: &[Entity],
     partitions: impl Iterator<Item = String>,
+    form: Form,
 ) -> Vec<Entity> {
     assert_eq!(
         store
-            .insert_rows(vec![("loaded".to_owned(), encoded(rows))])
+            .insert_rows(vec![("loaded".to_owned(), load_rows(store, rows, form))])
             .await
             .unwrap(),
         rows.len() as u64
@@ -112,12 +140,19 @@ async fn load_and_write_into(
 /// core), cut inside partitions.
 #[tokio::test]
 async fn a_load_in_pieces_equals_the_same_atomic_write() {
-    load_and_write(250_000).await;
+    load_and_write(250_000, Form::Held).await;
+}
+
+/// A load spilled to sorted runs whose keys interleave: their merge must
+/// write what the rows held in memory would.
+#[tokio::test]
+async fn a_spilled_load_equals_the_same_atomic_write() {
+    load_and_write(20_000, Form::Spilled).await;
 }
 
 #[tokio::test]
 async fn a_load_equals_the_same_atomic_write() {
-    let (_dir, store) = load_and_write(3000).await;
+    let (_dir, store) = load_and_write(3000, Form::Held).await;
     // A second load, too small for files of its own, goes into the table
     // that holds rows through the journal.
     let more = entities(500, 2)
@@ -144,7 +179,13 @@ async fn a_load_equals_the_same_atomic_write() {
 /// same entities written atomically; a key the table holds fails it whole.
 #[tokio::test]
 async fn a_large_load_into_a_table_with_rows_equals_the_same_atomic_write() {
-    let (_dir, store) = load_and_write(3000).await;
+    for form in [Form::Held, Form::Spilled] {
+        load_into_a_table_with_rows(form).await;
+    }
+}
+
+async fn load_into_a_table_with_rows(form: Form) {
+    let (_dir, store) = load_and_write(3000, form).await;
     let deleted = "p005";
     for table in ["loaded", "written"] {
         store.delete_partition(table, deleted).await.unwrap();
@@ -174,7 +215,7 @@ async fn a_large_load_into_a_table_with_rows_equals_the_same_atomic_write() {
     let partitions = (0..37)
         .map(|p| format!("p{p:03}"))
         .chain((0..50).map(|i| format!("q{i:02}")));
-    let loaded = load_and_write_into(&store, &more, partitions).await;
+    let loaded = load_and_write_into(&store, &more, partitions, form).await;
     // The deleted partition's keys are all back.
     assert_eq!(loaded.len(), 3000 + 5000 + 50);
     let stats = store.table_stats("loaded").await.unwrap();
@@ -186,7 +227,7 @@ async fn a_large_load_into_a_table_with_rows_equals_the_same_atomic_write() {
         .collect();
     taken.insert(1500, more[4321].clone());
     let e = store
-        .insert_rows(vec![("loaded".to_owned(), encoded(&taken))])
+        .insert_rows(vec![("loaded".to_owned(), load_rows(&store, &taken, form))])
         .await
         .unwrap_err();
     assert!(
@@ -202,13 +243,19 @@ async fn a_large_load_into_a_table_with_rows_equals_the_same_atomic_write() {
 
 #[tokio::test]
 async fn a_load_with_a_taken_key_writes_nothing() {
+    for form in [Form::Held, Form::Spilled] {
+        a_taken_key_writes_nothing(form).await;
+    }
+}
+
+async fn a_taken_key_writes_nothing(form: Form) {
     let (_dir, store) = temp_store();
     store.create_table("t").await.unwrap();
     // Twice the same key within one load into the empty table.
     let mut rows = entities(100, 3);
     rows.push(rows[40].clone());
     let taken_key = |rows: &[Entity]| {
-        let load = store.insert_rows(vec![("t".to_owned(), encoded(rows))]);
+        let load = store.insert_rows(vec![("t".to_owned(), load_rows(&store, rows, form))]);
         async move {
             let e = load.await.unwrap_err();
             assert!(

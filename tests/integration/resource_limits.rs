@@ -344,29 +344,65 @@ async fn queries_past_the_memory_limit_fail_with_53200() {
     assert!(query_error(&mut session, "SELECT 1").await.is_none());
 }
 
-/// A COPY holds its rows until it commits, within the engine's query
-/// memory: past it, the COPY fails with 53200 and writes nothing, and a
-/// smaller COPY then loads.
+/// A COPY past the engine's query memory spills its rows to disk in sorted
+/// runs, and loads them all at commit with their index entries; a key or
+/// a unique value that comes twice, in different runs, fails it whole
+/// with 23505. Inside a transaction block a COPY holds its rows with the
+/// block's, and past the query memory fails with 53200.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_copy_past_the_memory_limit_fails_with_53200() {
+async fn a_copy_past_the_memory_limit_spills_its_rows() {
     let (_dir, mut session) = session_with_16_mib().await;
-    let create = "CREATE TABLE r (d int, s int, note text, PRIMARY KEY (d, s))";
-    assert!(query_error(&mut session, create).await.is_none());
-    let error = copy_readings(&mut session, 1_000_000).await.unwrap_err();
+    for statement in [
+        "CREATE TABLE r (d int, s int, note text, PRIMARY KEY (d, s))",
+        "CREATE UNIQUE INDEX r_by_note ON r (note)",
+    ] {
+        assert!(query_error(&mut session, statement).await.is_none());
+    }
+    const ROWS: i32 = 300_000;
+    // The first line again, and its note under a new key.
+    for (again, what) in [
+        ("0\t0\tnew\n", "r_pkey"),
+        ("7\t-1\tnote 0 of a reading\n", "r_by_note"),
+    ] {
+        let error = copy_readings(&mut session, ROWS, again).await.unwrap_err();
+        assert_eq!(tablegate::pg::sqlstate(&error), "23505", "{error}");
+        if what == "r_by_note" {
+            assert!(error.to_string().contains(what), "{error}");
+        }
+        assert_eq!(query_i64(&mut session, "SELECT count(*) FROM r").await, 0);
+    }
+    assert_eq!(
+        copy_readings(&mut session, ROWS, "").await.unwrap(),
+        format!("COPY {ROWS}")
+    );
+    assert_eq!(
+        query_i64(&mut session, "SELECT count(*) FROM r").await,
+        i64::from(ROWS)
+    );
+    let sum = "SELECT sum(s) FROM r WHERE d = 42";
+    let expected: i64 = (0..ROWS).filter(|i| i % 100 == 42).map(i64::from).sum();
+    assert_eq!(query_i64(&mut session, sum).await, expected);
+    let by_note = "SELECT s FROM r WHERE note = 'note 123456 of a reading'";
+    assert_eq!(query_i64(&mut session, by_note).await, 123_456);
+    assert_eq!(result_rows(&mut session, "VERIFY INDEX r_by_note").await, 0);
+
+    assert!(query_error(&mut session, "BEGIN").await.is_none());
+    let error = copy_readings(&mut session, ROWS, "").await.unwrap_err();
     assert_eq!(tablegate::pg::sqlstate(&error), "53200", "{error}");
     assert!(error.to_string().contains("COPY into r"), "{error}");
-    assert_eq!(count_rows(&mut session).await, 0);
+    assert!(query_error(&mut session, "ROLLBACK").await.is_none());
     assert_eq!(
-        copy_readings(&mut session, 20_000).await.unwrap(),
-        "COPY 20000"
+        query_i64(&mut session, "SELECT count(*) FROM r").await,
+        i64::from(ROWS)
     );
-    assert_eq!(count_rows(&mut session).await, 20_000);
 }
 
-/// COPY of `rows` lines into `r`, sent in chunks of 10,000 lines.
+/// COPY of `rows` lines into `r`, sent in chunks of 10,000 lines, then
+/// `last`.
 async fn copy_readings(
     session: &mut tablegate::sql::Session,
     rows: i32,
+    last: &str,
 ) -> Result<String, tablegate::sql::SqlError> {
     let started = session.execute("COPY r FROM STDIN").await.pop().unwrap();
     assert!(matches!(started, Ok(tablegate::sql::Output::CopyIn { .. })));
@@ -376,23 +412,41 @@ async fn copy_readings(
             .collect();
         session.copy_data(lines.as_bytes());
     }
+    session.copy_data(last.as_bytes());
     session.copy_done().await
 }
 
-/// `SELECT count(*) FROM r` on a session.
-async fn count_rows(session: &mut tablegate::sql::Session) -> i64 {
-    use datafusion::arrow::array::{Array, Int64Array};
+/// The rows a statement returns.
+async fn result_rows(session: &mut tablegate::sql::Session, sql: &str) -> usize {
     use futures::StreamExt;
     let Some(Ok(tablegate::sql::Output::Rows { mut stream, .. })) =
-        session.execute("SELECT count(*) FROM r").await.pop()
+        session.execute(sql).await.pop()
     else {
-        panic!("no rows");
+        panic!("no rows from {sql}");
+    };
+    let mut rows = 0;
+    while let Some(batch) = stream.next().await {
+        rows += batch.unwrap().num_rows();
+    }
+    rows
+}
+
+/// The one value a query returns, as a bigint.
+async fn query_i64(session: &mut tablegate::sql::Session, sql: &str) -> i64 {
+    use datafusion::arrow::array::{Array, Int64Array};
+    use datafusion::arrow::datatypes::DataType;
+    use futures::StreamExt;
+    let Some(Ok(tablegate::sql::Output::Rows { mut stream, .. })) =
+        session.execute(sql).await.pop()
+    else {
+        panic!("no rows from {sql}");
     };
     let batch = stream.next().await.unwrap().unwrap();
-    let counts = batch
-        .column(0)
+    assert_eq!(batch.num_rows(), 1, "{sql}");
+    let value = datafusion::arrow::compute::cast(batch.column(0), &DataType::Int64).unwrap();
+    value
         .as_any()
         .downcast_ref::<Int64Array>()
-        .unwrap();
-    counts.value(0)
+        .unwrap()
+        .value(0)
 }

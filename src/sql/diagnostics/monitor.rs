@@ -171,6 +171,14 @@ impl Writes {
         }
     }
 
+    /// No writes, only the rows of `table` near the entity limits.
+    pub fn of_near_limits(table: &str, near_limits: NearLimits) -> Writes {
+        Writes {
+            per_table: BTreeMap::new(),
+            near_limits: BTreeMap::from([(table.to_owned(), near_limits)]),
+        }
+    }
+
     /// The writes of `ops`, whose tables' definitions are among `used`.
     pub fn of(ops: &[(String, WriteOp)], used: &[Arc<crate::catalog::TableDef>]) -> Writes {
         let mut per_table: BTreeMap<String, Vec<(String, u64)>> = BTreeMap::new();

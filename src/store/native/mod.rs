@@ -54,8 +54,8 @@ use self::read::storage;
 use self::writer::{Command, Prepared, Writer};
 use super::{
     check_batch, check_op, AtomicWrite, BulkDelete, Continuation, EncodedRows, EntityRead,
-    EntityWrite, Page, PartitionStats, PartitionStatsPage, Query, Result, Snapshots, Statistics,
-    StoreError, TableAdmin, TableStats, WriteOp, WriteOutcome,
+    EntityWrite, LoadRows, Page, PartitionStats, PartitionStatsPage, Query, Result, Snapshots,
+    Statistics, StoreError, TableAdmin, TableStats, WriteOp, WriteOutcome,
 };
 use crate::model::codec::record::record_header;
 use crate::model::{check_table_name, Entity, EntityKey};
@@ -63,6 +63,10 @@ use crate::model::{check_table_name, Entity, EntityKey};
 /// The block cache's size unless set: PostgreSQL's `shared_buffers` as
 /// the comparisons in BENCHMARKS.md set it.
 pub const DEFAULT_CACHE_MIB: u64 = 256;
+
+/// The folder of the data directory that loads too large for memory spill
+/// their rows into (files without names, gone with the load).
+const SPILL_DIR: &str = "spill";
 
 /// A table as the engine holds it in memory.
 pub(crate) struct Table {
@@ -168,6 +172,8 @@ impl NativeStore {
     /// decoded blocks that reads find in memory instead of reading and
     /// decompressing them from the files again.
     pub fn open_with_cache(dir: impl AsRef<Path>, cache_mib: u64) -> Result<Self> {
+        std::fs::create_dir_all(dir.as_ref().join(SPILL_DIR))
+            .map_err(|e| StoreError::Storage(format!("making the spill directory: {e}")))?;
         let db = Database::builder(dir.as_ref().join("store"))
             .cache_size(cache_mib << 20)
             .open()
@@ -504,12 +510,16 @@ impl AtomicWrite for NativeStore {
         .await
     }
 
-    async fn insert_rows(&self, tables: Vec<(String, EncodedRows)>) -> Result<u64> {
+    async fn insert_rows(&self, tables: Vec<(String, LoadRows)>) -> Result<u64> {
         let tables = tables
             .into_iter()
             .map(|(name, rows)| Ok((self.shared.table(&name)?, rows)))
             .collect::<Result<Vec<_>>>()?;
         self.send(|reply| Command::Load { tables, reply }).await
+    }
+
+    fn spill_dir(&self) -> Option<std::path::PathBuf> {
+        Some(self.dir.join(SPILL_DIR))
     }
 }
 
@@ -703,8 +713,11 @@ mod tests {
         broken.push(("a", "2"), RowETag::None, None, &[0xff]);
         let err = store
             .insert_rows(vec![
-                ("t".to_owned(), rows(&[("a", "1"), ("a", "2"), ("b", "1")])),
-                ("u".to_owned(), broken),
+                (
+                    "t".to_owned(),
+                    rows(&[("a", "1"), ("a", "2"), ("b", "1")]).into(),
+                ),
+                ("u".to_owned(), broken.into()),
             ])
             .await
             .unwrap_err();
@@ -744,12 +757,15 @@ mod tests {
         // The three commands reach the writer in this order, the last two
         // while it loads the first.
         let (slow, insert, load) = tokio::join!(
-            store.insert_rows(vec![("slow".to_owned(), rows(&many))]),
+            store.insert_rows(vec![("slow".to_owned(), rows(&many).into())]),
             store.write(
                 "t",
                 WriteOp::Insert(rows(&[("a", "1")]).entity(0, None).unwrap())
             ),
-            store.insert_rows(vec![("t".to_owned(), rows(&[("a", "1"), ("a", "2")]))]),
+            store.insert_rows(vec![(
+                "t".to_owned(),
+                rows(&[("a", "1"), ("a", "2")]).into()
+            )]),
         );
         assert_eq!(slow.unwrap(), 1000);
         insert.unwrap();
@@ -774,7 +790,7 @@ mod tests {
             let store = store_with_tables(dir.path(), &["t"]).await;
             let held = rows(&[("a", "1"), ("a", "3"), ("c", "1")]);
             store
-                .insert_rows(vec![("t".to_owned(), held)])
+                .insert_rows(vec![("t".to_owned(), held.into())])
                 .await
                 .unwrap();
             let loaded = rows(&[("a", "2"), ("a", "4"), ("b", "1")]);
@@ -821,7 +837,7 @@ mod tests {
         // The table takes a load again.
         assert_eq!(
             store
-                .insert_rows(vec![("t".to_owned(), rows(&[("c", "1")]))])
+                .insert_rows(vec![("t".to_owned(), rows(&[("c", "1")]).into())])
                 .await
                 .unwrap(),
             1

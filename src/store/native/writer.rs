@@ -40,7 +40,8 @@ use crate::model::codec::record::{
 };
 use crate::model::{check_entity_shape, ETag, Entity, IfMatch};
 use crate::store::{
-    bulk_ranges, EncodedRow, EncodedRows, PartitionStats, Result, StoreError, WriteOp, WriteOutcome,
+    bulk_ranges, key_order, EncodedRow, EncodedRows, KeyOrder, LoadRows, PartitionStats, Result,
+    SortedRuns, StoreError, WriteOp, WriteOutcome,
 };
 
 /// What a committed load changes in the writer's memory once it is synced.
@@ -55,6 +56,7 @@ struct RegisteredLoad<'a> {
 /// the load, and what the load adds.
 struct Filled {
     prefix: Vec<u8>,
+    partition_key: String,
     before: PartitionHeader,
     added: PartitionHeader,
 }
@@ -68,16 +70,8 @@ const ROWS_PER_LOAD_PIECE: usize = 100_000;
 /// journal as a batch, so that small COPYs do not each make files.
 const MIN_FILED_LOAD_ROWS: usize = 1_000;
 
-/// A row's (PartitionKey, RowKey) as byte strings: what orders it as its
-/// encoded key does (see `codec::key`).
-type RowKeyOrder<'a> = (&'a [u8], &'a [u8]);
-
-fn key_order(row: EncodedRow<'_>) -> RowKeyOrder<'_> {
-    (row.partition_key.as_bytes(), row.row_key.as_bytes())
-}
-
-/// The order a load writes its rows in: `None` when they come in key order
-/// (without two rows of one key), else their indexes sorted by key.
+/// The order a load writes held rows in: `None` when they come in key
+/// order (without two rows of one key), else their indexes sorted by key.
 type LoadOrder = Option<Vec<usize>>;
 
 /// The row at `position` of a load's order.
@@ -85,96 +79,175 @@ fn row_in_order<'a>(rows: &'a EncodedRows, order: &LoadOrder, position: usize) -
     rows.get(order.as_ref().map_or(position, |o| o[position]))
 }
 
-/// Writes rows, in key order, into new sorted files of a table, and
-/// registers the files (the rows become visible); returns the partitions
-/// the rows fill, in key order.
+/// A table's rows as a load writes them, in key order.
+enum Ordered<'a> {
+    /// Rows held in memory, in this order.
+    Held(&'a EncodedRows, LoadOrder),
+    /// Rows spilled to sorted runs, read merged.
+    Spilled(&'a SortedRuns),
+}
+
+impl Ordered<'_> {
+    /// The encoded keys of the first row and the last.
+    fn key_span(&self) -> (Vec<u8>, Vec<u8>) {
+        match self {
+            Ordered::Held(rows, order) => {
+                let key_at = |position: usize| {
+                    let row = row_in_order(rows, order, position);
+                    encode_entity_key(row.partition_key, row.row_key)
+                };
+                (key_at(0), key_at(rows.len() - 1))
+            }
+            Ordered::Spilled(runs) => {
+                let ((first_p, first_r), (last_p, last_r)) =
+                    runs.key_span().unwrap_or((("", ""), ("", "")));
+                (
+                    encode_entity_key(first_p, first_r),
+                    encode_entity_key(last_p, last_r),
+                )
+            }
+        }
+    }
+}
+
+/// Turns the rows of one contiguous key range of a load into what its
+/// files hold, noting the partitions they fill.
 ///
 /// `snapshot` is the store as the writer last committed it. When the table
 /// `holds_rows`, every key is first looked up there: one the table holds
 /// fails the load (`EntityAlreadyExists`).
+struct Piece<'a> {
+    table: &'a Table,
+    snapshot: &'a fjall::Snapshot,
+    holds_rows: bool,
+    version: u64,
+    partitions: Vec<Filled>,
+    /// The last row's key and record, as the files hold them.
+    key: Vec<u8>,
+    record: Vec<u8>,
+}
+
+impl<'a> Piece<'a> {
+    fn new(
+        table: &'a Table,
+        snapshot: &'a fjall::Snapshot,
+        holds_rows: bool,
+        version: u64,
+    ) -> Self {
+        Piece {
+            table,
+            snapshot,
+            holds_rows,
+            version,
+            partitions: Vec::new(),
+            key: Vec::new(),
+            record: Vec::new(),
+        }
+    }
+
+    /// The header of a partition before the load.
+    fn header_before(&self, prefix: &[u8]) -> Result<PartitionHeader> {
+        // A partition of the empty table bulk-deleted before keeps its
+        // watermark; others have no header.
+        if !self.holds_rows && !self.table.may_have_tombstone(prefix) {
+            return Ok(PartitionHeader::default());
+        }
+        match self
+            .snapshot
+            .get(&self.table.partitions, prefix)
+            .map_err(storage)?
+        {
+            Some(bytes) => Ok(PartitionHeader::decode(&bytes)?),
+            None => Ok(PartitionHeader::default()),
+        }
+    }
+
+    /// Makes the next row's key and record (in `key` and `record`).
+    fn add(&mut self, row: EncodedRow<'_>) -> Result<()> {
+        let same_partition = self
+            .partitions
+            .last()
+            .is_some_and(|filled| filled.partition_key == row.partition_key);
+        if !same_partition {
+            let prefix = encode_partition_prefix(row.partition_key);
+            let before = self.header_before(&prefix)?;
+            self.partitions.push(Filled {
+                prefix,
+                partition_key: row.partition_key.to_owned(),
+                before,
+                added: PartitionHeader::default(),
+            });
+        }
+        let Some(filled) = self.partitions.last_mut() else {
+            unreachable!("the row's partition was pushed");
+        };
+        self.key = encode_entity_key(row.partition_key, row.row_key);
+        // Fails when the table holds the key (visible: newer than its
+        // partition's bulk delete).
+        if filled.before.entities > 0 {
+            if let Some(record) = self
+                .snapshot
+                .get(&self.table.entities, &self.key)
+                .map_err(storage)?
+            {
+                if record_header(&record)?.version > filled.before.deleted_through {
+                    return Err(StoreError::EntityAlreadyExists {
+                        table: self.table.name.clone(),
+                        key: crate::model::EntityKey::new(row.partition_key, row.row_key),
+                    });
+                }
+            }
+        }
+        self.record.clear();
+        self.record.extend_from_slice(row.record);
+        set_record_version(&mut self.record, self.version);
+        filled.added.entities += 1;
+        filled.added.bytes += u64::from(record_header(&self.record)?.billed_size);
+        Ok(())
+    }
+}
+
+/// Writes a table's rows, in key order, into new sorted files, and
+/// registers the files (the rows become visible); returns the partitions
+/// the rows fill, in key order.
 ///
-/// The rows are cut into contiguous key ranges written at once, one per
+/// Held rows are cut into contiguous key ranges written at once, one per
 /// core (up to 4): writing the files (blocks, filters, checksums) and the
 /// lookups are the CPU-bound part of a bulk load. Files are registered
 /// only once every piece is written (each piece registers its own; fjall
 /// takes them in turn); should registering fail midway, the load's marker
-/// stays and opening the store removes the rows.
+/// stays and opening the store removes the rows. Spilled rows are written
+/// in one piece, as the merge of their runs reads them.
 fn ingest(
     table: &Table,
-    rows: &EncodedRows,
-    order: &LoadOrder,
+    rows: &Ordered,
     version: u64,
     snapshot: &fjall::Snapshot,
     holds_rows: bool,
 ) -> Result<Vec<Filled>> {
+    let (rows, order) = match rows {
+        Ordered::Held(rows, order) => (*rows, order),
+        Ordered::Spilled(runs) => {
+            return ingest_merged(table, runs, version, snapshot, holds_rows);
+        }
+    };
     // Each piece's positions in `order`.
     let parts = bulk_ranges(rows.len(), ROWS_PER_LOAD_PIECE);
     let written = std::sync::Barrier::new(parts.len());
     let failed = std::sync::atomic::AtomicBool::new(false);
-    // The header of a partition before the load.
-    let header_before = |prefix: &[u8]| -> Result<PartitionHeader> {
-        // A partition of the empty table bulk-deleted before keeps its
-        // watermark; others have no header.
-        if !holds_rows && !table.may_have_tombstone(prefix) {
-            return Ok(PartitionHeader::default());
-        }
-        match snapshot.get(&table.partitions, prefix).map_err(storage)? {
-            Some(bytes) => Ok(PartitionHeader::decode(&bytes)?),
-            None => Ok(PartitionHeader::default()),
-        }
-    };
-    // Fails when the table holds the key (visible: newer than its
-    // partition's bulk delete).
-    let check_new = |row: EncodedRow<'_>, key: &[u8], before: &PartitionHeader| -> Result<()> {
-        if before.entities == 0 {
-            return Ok(());
-        }
-        let Some(record) = snapshot.get(&table.entities, key).map_err(storage)? else {
-            return Ok(());
-        };
-        if record_header(&record)?.version > before.deleted_through {
-            return Err(StoreError::EntityAlreadyExists {
-                table: table.name.clone(),
-                key: crate::model::EntityKey::new(row.partition_key, row.row_key),
-            });
-        }
-        Ok(())
-    };
     // An ingestion stays on the thread that made it (it is not `Send`).
     // `None`: not registered, as another piece failed.
     let piece = |positions: std::ops::Range<usize>| -> Result<Option<Vec<Filled>>> {
-        let mut partitions: Vec<Filled> = Vec::new();
+        let mut piece = Piece::new(table, snapshot, holds_rows, version);
         let write = || {
             let mut ingestion = table.entities.start_ingestion().map_err(storage)?;
-            let mut partition = None;
-            let mut record = Vec::new();
             for position in positions {
                 if failed.load(Ordering::Relaxed) {
                     break;
                 }
-                let row = row_in_order(rows, order, position);
-                if partition != Some(row.partition_key) {
-                    partition = Some(row.partition_key);
-                    let prefix = encode_partition_prefix(row.partition_key);
-                    let before = header_before(&prefix)?;
-                    partitions.push(Filled {
-                        prefix,
-                        before,
-                        added: PartitionHeader::default(),
-                    });
-                }
-                let Some(filled) = partitions.last_mut() else {
-                    unreachable!("the row's partition was pushed");
-                };
-                let key = encode_entity_key(row.partition_key, row.row_key);
-                check_new(row, &key, &filled.before)?;
-                record.clear();
-                record.extend_from_slice(row.record);
-                set_record_version(&mut record, version);
-                filled.added.entities += 1;
-                filled.added.bytes += u64::from(record_header(&record)?.billed_size);
+                piece.add(row_in_order(rows, order, position))?;
                 ingestion
-                    .write(key.as_slice(), record.as_slice())
+                    .write(piece.key.as_slice(), piece.record.as_slice())
                     .map_err(storage)?;
             }
             Ok::<_, StoreError>(ingestion)
@@ -190,7 +263,7 @@ fn ingest(
             return Ok(None);
         }
         ingestion.finish().map_err(storage)?;
-        Ok(Some(partitions))
+        Ok(Some(piece.partitions))
     };
     let results: Vec<Result<_>> = std::thread::scope(|scope| {
         let threads: Vec<_> = parts
@@ -221,6 +294,36 @@ fn ingest(
         }
     }
     Ok(filled)
+}
+
+/// [`ingest`] of spilled rows: the merge of their runs, in one piece. Two
+/// rows of one key, which the merge brings together, fail the load.
+fn ingest_merged(
+    table: &Table,
+    runs: &SortedRuns,
+    version: u64,
+    snapshot: &fjall::Snapshot,
+    holds_rows: bool,
+) -> Result<Vec<Filled>> {
+    let mut piece = Piece::new(table, snapshot, holds_rows, version);
+    let mut ingestion = table.entities.start_ingestion().map_err(storage)?;
+    let mut merged = runs.merged()?;
+    let mut previous: Vec<u8> = Vec::new();
+    while let Some(row) = merged.next_row()? {
+        piece.add(row)?;
+        if piece.key == previous {
+            return Err(StoreError::EntityAlreadyExists {
+                table: table.name.clone(),
+                key: crate::model::EntityKey::new(row.partition_key, row.row_key),
+            });
+        }
+        ingestion
+            .write(piece.key.as_slice(), piece.record.as_slice())
+            .map_err(storage)?;
+        std::mem::swap(&mut previous, &mut piece.key);
+    }
+    ingestion.finish().map_err(storage)?;
+    Ok(piece.partitions)
 }
 
 pub(super) type Reply<T> = oneshot::Sender<Result<T>>;
@@ -278,7 +381,7 @@ pub(super) enum Command {
     },
     /// New entities of some tables, all or none (see [`Writer::load`]).
     Load {
-        tables: Vec<(Arc<Table>, EncodedRows)>,
+        tables: Vec<(Arc<Table>, LoadRows)>,
         reply: Reply<u64>,
     },
     CreateTable {
@@ -403,11 +506,17 @@ impl Writer {
                                 .entities
                                 == 0
                         });
-                        if empty || rows >= MIN_FILED_LOAD_ROWS {
-                            let _ = reply.send(self.load(&tables));
-                        } else {
-                            let ops = tables
-                                .iter()
+                        let held: Option<Vec<(&Arc<Table>, &EncodedRows)>> = tables
+                            .iter()
+                            .map(|(table, rows)| match rows {
+                                LoadRows::Held(rows) => Some((table, rows)),
+                                LoadRows::Spilled(_) => None,
+                            })
+                            .collect();
+                        let journaled = held.filter(|_| !empty && rows < MIN_FILED_LOAD_ROWS);
+                        if let Some(held) = journaled {
+                            let ops = held
+                                .into_iter()
                                 .flat_map(|(table, rows)| {
                                     (0..rows.len())
                                         .map(|i| Prepared::encoded(table.clone(), rows, i))
@@ -416,6 +525,8 @@ impl Writer {
                             self.write(&mut group, ops, true, move |result| {
                                 let _ = reply.send(result.map(|o| o.len() as u64));
                             })
+                        } else {
+                            let _ = reply.send(self.load(&tables));
                         }
                     }
                     Command::DeletePartition {
@@ -545,17 +656,22 @@ impl Writer {
     /// in between, opening the store removes the rows (see
     /// `NativeStore::open`); if the load fails in between, they are removed
     /// at once. Returns how many rows.
-    fn load(&mut self, tables: &[(Arc<Table>, EncodedRows)]) -> Result<u64> {
+    fn load(&mut self, tables: &[(Arc<Table>, LoadRows)]) -> Result<u64> {
         if let Some((table, _)) = tables
             .iter()
             .find(|(table, _)| table.dropped.load(Ordering::Acquire))
         {
             return Err(StoreError::TableNotFound(table.name.clone()));
         }
-        let tables: Vec<&(Arc<Table>, EncodedRows)> =
-            tables.iter().filter(|(_, rows)| !rows.is_empty()).collect();
-        let mut orders: Vec<LoadOrder> = Vec::with_capacity(tables.len());
-        for (table, rows) in tables.iter().copied() {
+        let mut ordered: Vec<(&Arc<Table>, Ordered)> = Vec::with_capacity(tables.len());
+        for (table, rows) in tables.iter().filter(|(_, rows)| !rows.is_empty()) {
+            let rows = match rows {
+                LoadRows::Held(rows) => rows,
+                LoadRows::Spilled(runs) => {
+                    ordered.push((table, Ordered::Spilled(runs)));
+                    continue;
+                }
+            };
             // Loads often come in key order, without two rows of one key:
             // one pass over the rows as they are finds that.
             let in_order = rows
@@ -563,11 +679,11 @@ impl Writer {
                 .zip(rows.iter().skip(1))
                 .all(|(a, b)| key_order(a) < key_order(b));
             if in_order {
-                orders.push(None);
+                ordered.push((table, Ordered::Held(rows, None)));
                 continue;
             }
             // Each row's key is found once, not at every comparison.
-            let mut keyed: Vec<(RowKeyOrder, usize)> = (0..rows.len())
+            let mut keyed: Vec<(KeyOrder, usize)> = (0..rows.len())
                 .map(|i| (key_order(rows.get(i)), i))
                 .collect();
             keyed.sort_unstable();
@@ -578,25 +694,22 @@ impl Writer {
                     key: crate::model::EntityKey::new(row.partition_key, row.row_key),
                 });
             }
-            orders.push(Some(keyed.into_iter().map(|(_, i)| i).collect()));
+            let order = keyed.into_iter().map(|(_, i)| i).collect();
+            ordered.push((table, Ordered::Held(rows, Some(order))));
         }
-        if tables.is_empty() {
+        if ordered.is_empty() {
             return Ok(0);
         }
         let shared = self.shared.clone();
         let version = self.next_version();
-        let markers: Vec<(Vec<u8>, LoadMarker)> = tables
+        let markers: Vec<(Vec<u8>, LoadMarker)> = ordered
             .iter()
-            .zip(&orders)
-            .map(|((table, rows), order)| {
-                let key_at = |position: usize| {
-                    let row = row_in_order(rows, order, position);
-                    encode_entity_key(row.partition_key, row.row_key)
-                };
+            .map(|(table, rows)| {
+                let (first, last) = rows.key_span();
                 let marker = LoadMarker {
                     version,
-                    first: key_at(0),
-                    last: key_at(rows.len() - 1),
+                    first,
+                    last,
                 };
                 (layout::load_key(table.id), marker)
             })
@@ -608,13 +721,13 @@ impl Writer {
         batch.commit().map_err(storage)?;
         shared.db.persist(PersistMode::SyncAll).map_err(storage)?;
 
-        let registered = match self.register_load(&tables, &orders, &markers, version) {
+        let registered = match self.register_load(&ordered, &markers, version) {
             Ok(registered) => registered,
             Err(e) => {
                 // Files of the load may be registered already (an earlier
                 // table's, or a piece's): their rows would be read, and the
                 // writer would take their partitions for empty.
-                for ((table, _), (key, marker)) in tables.iter().zip(&markers) {
+                for ((table, _), (key, marker)) in ordered.iter().zip(&markers) {
                     if let Err(undo) = super::remove_unfinished_load(
                         &shared.db,
                         &shared.catalog,
@@ -645,8 +758,7 @@ impl Writer {
     /// fails, though files may be registered.
     fn register_load<'a>(
         &mut self,
-        tables: &[&'a (Arc<Table>, EncodedRows)],
-        orders: &[LoadOrder],
+        tables: &[(&'a Arc<Table>, Ordered)],
         markers: &[(Vec<u8>, LoadMarker)],
         version: u64,
     ) -> Result<RegisteredLoad<'a>> {
@@ -658,14 +770,15 @@ impl Writer {
         // Headers the cache holds are replaced; the others are not cached.
         let mut cached = Vec::new();
         let mut totals = Vec::with_capacity(tables.len());
-        for ((table, rows), order) in tables.iter().copied().zip(orders) {
+        for (table, rows) in tables {
             let before = *table.totals.lock().unwrap_or_else(|e| e.into_inner());
-            let filled = ingest(table, rows, order, version, &snapshot, before.entities > 0)?;
+            let filled = ingest(table, rows, version, &snapshot, before.entities > 0)?;
             let mut delta = Delta::default();
             for Filled {
                 prefix,
                 before,
                 added,
+                ..
             } in filled
             {
                 let header = PartitionHeader {
@@ -686,7 +799,7 @@ impl Writer {
             }
             let new = delta.apply(before, self.last_version);
             batch.insert(&shared.catalog, stats_key(table.id), new.encode());
-            totals.push((table, new));
+            totals.push((*table, new));
         }
         batch.insert(
             &shared.catalog,

@@ -70,6 +70,9 @@ pub fn key_order(row: EncodedRow<'_>) -> KeyOrder<'_> {
 /// (index entries, checks).
 pub const ROWS_PER_SPILLED_PART: usize = 200_000;
 
+/// A row's (PartitionKey, RowKey).
+pub type RowKey<'a> = (&'a str, &'a str);
+
 /// Bytes each run's writer and reader buffer.
 const RUN_BUFFER: usize = 256 << 10;
 
@@ -158,8 +161,8 @@ impl SortedRuns {
     }
 
     /// The lowest key of all rows, and the highest.
-    pub fn key_span(&self) -> Option<((&str, &str), (&str, &str))> {
-        fn as_refs((p, r): &(String, String)) -> (&str, &str) {
+    pub fn key_span(&self) -> Option<(RowKey<'_>, RowKey<'_>)> {
+        fn as_refs((p, r): &(String, String)) -> RowKey<'_> {
             (p, r)
         }
         let first = self.runs.iter().map(|run| as_refs(&run.first)).min()?;

@@ -770,9 +770,32 @@ impl Writer {
         // Headers the cache holds are replaced; the others are not cached.
         let mut cached = Vec::new();
         let mut totals = Vec::with_capacity(tables.len());
-        for (table, rows) in tables {
-            let before = *table.totals.lock().unwrap_or_else(|e| e.into_inner());
-            let filled = ingest(table, rows, version, &snapshot, before.entities > 0)?;
+        let befores: Vec<TableTotals> = tables
+            .iter()
+            .map(|(table, _)| *table.totals.lock().unwrap_or_else(|e| e.into_inner()))
+            .collect();
+        // The tables (a table and its indexes) are written at once: the
+        // merge of spilled rows is one piece per table.
+        let filled: Vec<Result<Vec<Filled>>> = std::thread::scope(|scope| {
+            let threads: Vec<_> = tables
+                .iter()
+                .zip(&befores)
+                .map(|((table, rows), before)| {
+                    let snapshot = &snapshot;
+                    scope.spawn(move || ingest(table, rows, version, snapshot, before.entities > 0))
+                })
+                .collect();
+            threads
+                .into_iter()
+                .map(|thread| {
+                    thread
+                        .join()
+                        .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+                })
+                .collect()
+        });
+        for (((table, _), before), filled) in tables.iter().zip(befores).zip(filled) {
+            let filled = filled?;
             let mut delta = Delta::default();
             for Filled {
                 prefix,

@@ -17,8 +17,8 @@ use super::view::{GroupItem, GroupState, Input, KeyJoin, Maintained, NeedsRecomp
 use super::{Catalog, CatalogError, DefinitionChange, Row, TableDef};
 use crate::model::{Entity, EntityKey, IfMatch, Value};
 use crate::store::{
-    bulk_ranges, for_each_page, EncodedRows, LoadRows, Query, SortedRuns, StoreError, WriteOp,
-    ROWS_PER_SPILLED_PART,
+    bulk_ranges, for_each_page, on_threads, EncodedRows, LoadRows, Query, SortedRuns, StoreError,
+    WriteOp, ROWS_PER_SPILLED_PART,
 };
 
 /// Per derived entity (store table and key): whether it is in the store
@@ -1068,20 +1068,7 @@ fn entries_of_rows(
         }
         Ok::<_, CatalogError>(out)
     };
-    let parts: Vec<Result<Vec<EncodedRows>, CatalogError>> = std::thread::scope(|scope| {
-        let threads: Vec<_> = bulk_ranges(rows.len(), ROWS_PER_ENTRY_THREAD)
-            .into_iter()
-            .map(|range| scope.spawn(move || entries_of(range)))
-            .collect();
-        threads
-            .into_iter()
-            .map(|thread| {
-                thread
-                    .join()
-                    .unwrap_or_else(|p| std::panic::resume_unwind(p))
-            })
-            .collect()
-    });
+    let parts = on_threads(bulk_ranges(rows.len(), ROWS_PER_ENTRY_THREAD), entries_of);
     let mut entries: Vec<(String, EncodedRows)> = def
         .indexes
         .iter()

@@ -29,7 +29,7 @@ pub use error::{Result, StoreError};
 pub use query::{
     bounds_contain, Continuation, KeyRange, Page, Query, DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE,
 };
-pub use rows::{bulk_ranges, bulk_threads, EncodedRow, EncodedRows, RowETag};
+pub use rows::{bulk_ranges, bulk_threads, on_threads, EncodedRow, EncodedRows, RowETag};
 pub use runs::{key_order, KeyOrder, LoadRows, Merged, SortedRuns, ROWS_PER_SPILLED_PART};
 pub use stream::{for_each_page, query_all};
 

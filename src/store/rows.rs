@@ -90,6 +90,29 @@ pub fn bulk_ranges(len: usize, min_rows: usize) -> Vec<std::ops::Range<usize>> {
         .collect()
 }
 
+/// Runs `work` on each item, each on a thread of its own, and returns the
+/// results in the items' order; a thread's panic goes on in the caller.
+pub fn on_threads<I: Send, T: Send>(
+    items: impl IntoIterator<Item = I>,
+    work: impl Fn(I) -> T + Sync,
+) -> Vec<T> {
+    let work = &work;
+    std::thread::scope(|scope| {
+        let threads: Vec<_> = items
+            .into_iter()
+            .map(|item| scope.spawn(move || work(item)))
+            .collect();
+        threads
+            .into_iter()
+            .map(|thread| {
+                thread
+                    .join()
+                    .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+            })
+            .collect()
+    })
+}
+
 /// Rows read from a store, in read order. They are held in chunks of a
 /// fixed number of rows, so that many rows (a COPY holds all of its rows
 /// until it commits) grow by new chunks rather than by copying all

@@ -40,8 +40,8 @@ use crate::model::codec::record::{
 };
 use crate::model::{check_entity_shape, ETag, Entity, IfMatch};
 use crate::store::{
-    bulk_ranges, key_order, EncodedRow, EncodedRows, KeyOrder, LoadRows, PartitionStats, Result,
-    SortedRuns, StoreError, WriteOp, WriteOutcome,
+    bulk_ranges, key_order, on_threads, EncodedRow, EncodedRows, KeyOrder, LoadRows,
+    PartitionStats, Result, SortedRuns, StoreError, WriteOp, WriteOutcome,
 };
 
 /// What a committed load changes in the writer's memory once it is synced.
@@ -265,19 +265,7 @@ fn ingest(
         ingestion.finish().map_err(storage)?;
         Ok(Some(piece.partitions))
     };
-    let results: Vec<Result<_>> = std::thread::scope(|scope| {
-        let threads: Vec<_> = parts
-            .into_iter()
-            .map(|part| scope.spawn(move || piece(part)))
-            .collect();
-        threads
-            .into_iter()
-            .map(|thread| match thread.join() {
-                Ok(result) => result,
-                Err(panic) => std::panic::resume_unwind(panic),
-            })
-            .collect()
-    });
+    let results = on_threads(parts, piece);
     let mut filled: Vec<Filled> = Vec::new();
     // Any error is first; a piece that failed makes the others `None`.
     let results = results.into_iter().collect::<Result<Vec<_>>>()?;
@@ -776,23 +764,8 @@ impl Writer {
             .collect();
         // The tables (a table and its indexes) are written at once: the
         // merge of spilled rows is one piece per table.
-        let filled: Vec<Result<Vec<Filled>>> = std::thread::scope(|scope| {
-            let threads: Vec<_> = tables
-                .iter()
-                .zip(&befores)
-                .map(|((table, rows), before)| {
-                    let snapshot = &snapshot;
-                    scope.spawn(move || ingest(table, rows, version, snapshot, before.entities > 0))
-                })
-                .collect();
-            threads
-                .into_iter()
-                .map(|thread| {
-                    thread
-                        .join()
-                        .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
-                })
-                .collect()
+        let filled = on_threads(tables.iter().zip(&befores), |((table, rows), before)| {
+            ingest(table, rows, version, &snapshot, before.entities > 0)
         });
         for (((table, _), before), filled) in tables.iter().zip(befores).zip(filled) {
             let filled = filled?;

@@ -5,7 +5,7 @@
 //! `BENCH_DIR` (a temporary directory on the same disk by default).
 //!
 //! Entities are about 1 KiB in the service's size formula. Every write is
-//! acknowledged only after its journal sync, as in normal operation.
+//! acknowledged only after its commit log write, as in normal operation.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;

@@ -304,8 +304,8 @@ async fn tpch_workload(s: &Settings) {
         s.runs
     );
     println!(
-        "{:<6} {:>6} {:>11} {:>11} {:>11} {:>9} {:>9}  {}",
-        "query", "rows", "tablegate", "PostgreSQL", "DataFusion", "vs PG", "vs DF", "answer"
+        "{:<6} {:>6} {:>11} {:>11} {:>11} {:>9} {:>9}  answer",
+        "query", "rows", "tablegate", "PostgreSQL", "DataFusion", "vs PG", "vs DF"
     );
     let clients = [servers[0].connect().await, servers[1].connect().await];
     // PostgreSQL runs q17 and q20 as a subplan per outer row, over all of

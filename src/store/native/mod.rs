@@ -5,9 +5,10 @@
 //! The entities live in [fjall](https://crates.io/crates/fjall) 3, an LSM-tree
 //! key-value engine in safe Rust. It was chosen over the alternatives for:
 //!
-//! - **Durability on our terms**: every batch goes to a write-ahead journal and
-//!   we choose when to sync it. That is what group commit needs: many writers'
-//!   batches, one `fsync`, then every writer acknowledged.
+//! - **Durability on our terms**: fjall syncs its journal only when told to.
+//!   A group of writes is made durable by one write to our own commit log
+//!   (the `commit_log` module), then committed to fjall: many writers'
+//!   batches, one sync, then every writer acknowledged.
 //! - **Atomic batches across keyspaces**: an entity, its partition's header and
 //!   the table's totals (later, its index and view entries) commit together or
 //!   not at all; recovery replays whole batches only.
@@ -27,11 +28,12 @@
 //!
 //! Reads go straight to fjall through a snapshot, from any thread. Writes go
 //! to the single writer thread (the `writer` module), which checks and commits them in
-//! groups. A write is acknowledged only after its group's journal sync.
+//! groups. A write is acknowledged only after its group is in the commit log.
 //!
 //! Reads run on the caller's thread: a point get or a page is a short,
 //! mostly-cached lookup, cheaper to do in place than to hand to another thread.
 
+mod commit_log;
 mod layout;
 mod read;
 mod writer;
@@ -46,6 +48,7 @@ use async_trait::async_trait;
 use fjall::{Database, Keyspace, KeyspaceCreateOptions};
 use tokio::sync::oneshot;
 
+use self::commit_log::{CommitLog, Space};
 use self::layout::{
     LoadMarker, TableTotals, CATALOG, LOAD_PREFIX, NEXT_TABLE_ID, TABLE_PREFIX, TOMB_PREFIX,
     VERSION_FLOOR,
@@ -67,6 +70,10 @@ pub const DEFAULT_CACHE_MIB: u64 = 256;
 /// The folder of the data directory that loads too large for memory spill
 /// their rows into (files without names, gone with the load).
 const SPILL_DIR: &str = "spill";
+
+/// The folder of the data directory holding the commit log (see the
+/// `commit_log` module).
+const COMMIT_LOG_DIR: &str = "commit-log";
 
 /// A table as the engine holds it in memory.
 pub(crate) struct Table {
@@ -181,6 +188,55 @@ impl NativeStore {
         let catalog = db
             .keyspace(CATALOG, KeyspaceCreateOptions::default)
             .map_err(storage)?;
+        let open = |ks: String| {
+            db.keyspace(&ks, KeyspaceCreateOptions::default)
+                .map_err(storage)
+        };
+        let mut named = Vec::new();
+        for guard in catalog.prefix(TABLE_PREFIX) {
+            let (key, value) = guard.into_inner().map_err(storage)?;
+            let name = String::from_utf8_lossy(&key[TABLE_PREFIX.len()..]).into_owned();
+            let id = layout::decode_u64(&value)?;
+            let entities = open(layout::entities_keyspace(id))?;
+            let partitions = open(layout::partitions_keyspace(id))?;
+            named.push((name, id, entities, partitions));
+        }
+
+        // What was acknowledged since fjall was last synced. Tables are
+        // created and dropped only after a checkpoint, so the ones named
+        // now are the ones the log's records write to.
+        let (mut log, payloads) = CommitLog::open(&dir.as_ref().join(COMMIT_LOG_DIR))?;
+        let keyspace = |space: Space| -> Option<&Keyspace> {
+            match space {
+                Space::Catalog => Some(&catalog),
+                Space::Entities(id) => named.iter().find(|t| t.1 == id).map(|t| &t.2),
+                Space::Partitions(id) => named.iter().find(|t| t.1 == id).map(|t| &t.3),
+            }
+        };
+        for payload in &payloads {
+            let mut batch = db.batch().durability(None);
+            for change in commit_log::changes(payload) {
+                let change = change?;
+                let Some(keyspace) = keyspace(change.space) else {
+                    tracing::warn!(
+                        "the commit log writes to {:?}, which no table holds; skipped",
+                        change.space
+                    );
+                    continue;
+                };
+                match change.value {
+                    Some(value) => batch.insert(keyspace, change.key, value),
+                    None => batch.remove(keyspace, change.key),
+                }
+            }
+            batch.commit().map_err(storage)?;
+        }
+        db.persist(fjall::PersistMode::SyncAll).map_err(storage)?;
+        log.checkpoint()?;
+        if !payloads.is_empty() {
+            tracing::info!("replayed {} commits from the commit log", payloads.len());
+        }
+
         let read_u64 = |key: &str| -> Result<u64> {
             Ok(match catalog.get(key).map_err(storage)? {
                 Some(bytes) => layout::decode_u64(&bytes)?,
@@ -203,23 +259,16 @@ impl NativeStore {
         }
 
         let mut tables = HashMap::new();
-        for guard in catalog.prefix(TABLE_PREFIX) {
-            let (key, value) = guard.into_inner().map_err(storage)?;
-            let name = String::from_utf8_lossy(&key[TABLE_PREFIX.len()..]).into_owned();
-            let id = layout::decode_u64(&value)?;
+        for (name, id, entities, partitions) in named {
             let totals = match catalog.get(layout::stats_key(id)).map_err(storage)? {
                 Some(bytes) => TableTotals::decode(&bytes)?,
                 None => TableTotals::default(),
             };
-            let open = |ks: String| {
-                db.keyspace(&ks, KeyspaceCreateOptions::default)
-                    .map_err(storage)
-            };
             let table = Table::new(
                 id,
                 name.clone(),
-                open(layout::entities_keyspace(id))?,
-                open(layout::partitions_keyspace(id))?,
+                entities,
+                partitions,
                 totals,
                 tombstones.remove(&id).unwrap_or_default(),
             );
@@ -269,7 +318,7 @@ impl NativeStore {
             tables: RwLock::new(tables),
         });
         let (commands, receiver) = mpsc::channel();
-        let writer = Writer::new(shared.clone(), last_version, next_table_id);
+        let writer = Writer::new(shared.clone(), log, last_version, next_table_id);
         let writer = std::thread::Builder::new()
             .name("tablegate-writer".into())
             .spawn(move || writer.run(receiver))

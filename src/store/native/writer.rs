@@ -3,8 +3,9 @@
 //! Every change to the store is a [`Command`] sent to one thread. The thread
 //! takes the commands waiting for it as a group, checks each against the
 //! current state (what is committed plus what earlier commands of the group
-//! changed), and commits the whole group as one atomic fjall batch followed
-//! by one journal sync. Only then are the writers told they succeeded.
+//! changed), writes the whole group to the commit log in one durable write,
+//! and then commits it to fjall as one atomic batch. Only then are the
+//! writers told they succeeded.
 //!
 //! Why one thread: checking an ETag or an Insert conflict and applying the
 //! write must be one step, or two writers could both see the old version and
@@ -29,6 +30,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use fjall::{Keyspace, PersistMode, Readable};
 use tokio::sync::oneshot;
 
+use super::commit_log::{CommitLog, Space};
 use super::layout::{
     self, stats_key, timestamp_of, tomb_key, version_of, LoadMarker, PartitionHeader, TableTotals,
 };
@@ -430,6 +432,54 @@ impl Delta {
     }
 }
 
+/// A group's changes, written alike to the commit log and to a fjall batch.
+struct Changes<'a> {
+    shared: &'a Shared,
+    batch: fjall::OwnedWriteBatch,
+    log: &'a mut CommitLog,
+}
+
+impl<'a> Changes<'a> {
+    fn new(shared: &'a Shared, log: &'a mut CommitLog) -> Self {
+        log.begin();
+        Changes {
+            shared,
+            batch: shared.db.batch().durability(None),
+            log,
+        }
+    }
+
+    /// Sets `key` of `keyspace` (which is `space`) to `value`, or removes it.
+    fn set(&mut self, keyspace: &Keyspace, space: Space, key: &[u8], value: Option<&[u8]>) {
+        match value {
+            Some(value) => self.batch.insert(keyspace, key, value),
+            None => self.batch.remove(keyspace, key),
+        }
+        self.log.put(space, key, value);
+    }
+
+    /// Makes the changes durable, then visible: readers never see a change
+    /// that a crash could take back. A group too large for the log's file
+    /// is made durable by syncing fjall instead.
+    fn commit(self) -> Result<()> {
+        let logged = self.log.append()?;
+        self.batch.commit().map_err(storage)?;
+        if !logged {
+            checkpoint(self.shared, self.log)?;
+        }
+        Ok(())
+    }
+}
+
+/// Makes everything committed to fjall durable there and starts the
+/// commit log's next generation: no record written before is replayed
+/// after this. Whatever fjall syncs by itself (a load, a table created or
+/// dropped) comes after one.
+fn checkpoint(shared: &Shared, log: &mut CommitLog) -> Result<()> {
+    shared.db.persist(PersistMode::SyncAll).map_err(storage)?;
+    log.checkpoint()
+}
+
 /// A stored record as a write sees it.
 struct Current {
     header: RecordHeader,
@@ -445,6 +495,8 @@ struct Pending {
 
 pub(super) struct Writer {
     shared: Arc<Shared>,
+    /// Where each group becomes durable before fjall holds it.
+    log: CommitLog,
     /// Partition headers as of the last committed group plus the open group's changes.
     headers: HashMap<RecordKey, PartitionHeader>,
     last_version: u64,
@@ -452,9 +504,10 @@ pub(super) struct Writer {
 }
 
 impl Writer {
-    pub fn new(shared: Arc<Shared>, last_version: u64, next_table_id: u64) -> Self {
+    pub fn new(shared: Arc<Shared>, log: CommitLog, last_version: u64, next_table_id: u64) -> Self {
         Writer {
             shared,
+            log,
             headers: HashMap::default(),
             last_version,
             next_table_id,
@@ -689,6 +742,7 @@ impl Writer {
             return Ok(0);
         }
         let shared = self.shared.clone();
+        checkpoint(&shared, &mut self.log)?;
         let version = self.next_version();
         let markers: Vec<(Vec<u8>, LoadMarker)> = ordered
             .iter()
@@ -1006,54 +1060,70 @@ impl Writer {
         }));
     }
 
+    /// Writes a group's changes, durably, and the table totals they make
+    /// into `totals`.
+    fn write_group(
+        &mut self,
+        group: &Group,
+        totals: &mut Vec<(Arc<Table>, TableTotals)>,
+    ) -> Result<()> {
+        let shared = self.shared.clone();
+        let mut changes = Changes::new(&shared, &mut self.log);
+        for ((_, key), (table, record)) in &group.records {
+            changes.set(
+                &table.entities,
+                Space::Entities(table.id),
+                key,
+                record.as_deref(),
+            );
+        }
+        for (key, table) in &group.dirty_partitions {
+            let header = self.headers.get(key).copied().unwrap_or_default();
+            let value = (!header.is_empty()).then(|| header.encode());
+            changes.set(
+                &table.partitions,
+                Space::Partitions(table.id),
+                &key.1,
+                value.as_deref(),
+            );
+        }
+        for (id, (table, delta)) in &group.totals {
+            let new = delta.apply(
+                *table.totals.lock().unwrap_or_else(|e| e.into_inner()),
+                self.last_version,
+            );
+            changes.set(
+                &shared.catalog,
+                Space::Catalog,
+                &stats_key(*id),
+                Some(&new.encode()),
+            );
+            totals.push((table.clone(), new));
+        }
+        for (table, prefix) in &group.new_tombs {
+            changes.set(
+                &shared.catalog,
+                Space::Catalog,
+                &tomb_key(table.id, prefix),
+                Some(&[]),
+            );
+        }
+        changes.set(
+            &shared.catalog,
+            Space::Catalog,
+            layout::VERSION_FLOOR.as_bytes(),
+            Some(&self.last_version.to_le_bytes()),
+        );
+        changes.commit()
+    }
+
     /// Makes a group durable, then answers its writers.
     fn commit(&mut self, group: Group) {
         if group.replies.is_empty() {
             return;
         }
         let mut totals = Vec::with_capacity(group.totals.len());
-        let result = (|| -> Result<()> {
-            let shared = &self.shared;
-            let mut batch = shared.db.batch().durability(None);
-            for ((_, key), (table, record)) in &group.records {
-                match record {
-                    Some(bytes) => batch.insert(&table.entities, key.as_slice(), bytes.as_slice()),
-                    None => batch.remove(&table.entities, key.as_slice()),
-                }
-            }
-            for (key, table) in &group.dirty_partitions {
-                let header = self.headers.get(key).copied().unwrap_or_default();
-                if header.is_empty() {
-                    batch.remove(&table.partitions, key.1.as_slice());
-                } else {
-                    batch.insert(&table.partitions, key.1.as_slice(), header.encode());
-                }
-            }
-            for (id, (table, delta)) in &group.totals {
-                let new = delta.apply(
-                    *table.totals.lock().unwrap_or_else(|e| e.into_inner()),
-                    self.last_version,
-                );
-                batch.insert(&shared.catalog, stats_key(*id), new.encode());
-                totals.push((table.clone(), new));
-            }
-            for (table, prefix) in &group.new_tombs {
-                batch.insert(&shared.catalog, tomb_key(table.id, prefix), []);
-            }
-            batch.insert(
-                &shared.catalog,
-                layout::VERSION_FLOOR,
-                self.last_version.to_le_bytes(),
-            );
-            batch.commit().map_err(storage)?;
-            // The journal's data and what finding it needs, not its times
-            // (fdatasync, as PostgreSQL syncs its WAL). A journal fjall
-            // creates is sized ahead, so a sync need not record a new size;
-            // one it reopens after a restart is appended to until fjall
-            // rotates it (at a flush, once past 64 MB), and each sync then
-            // writes the inode as well.
-            shared.db.persist(PersistMode::SyncData).map_err(storage)
-        })();
+        let result = self.write_group(&group, &mut totals);
         match result {
             Ok(()) => {
                 for (table, new) in totals {
@@ -1090,6 +1160,7 @@ impl Writer {
         };
         let entities = open(layout::entities_keyspace(id))?;
         let partitions = open(layout::partitions_keyspace(id))?;
+        checkpoint(&shared, &mut self.log)?;
         let mut batch = shared.db.batch().durability(None);
         batch.insert(&shared.catalog, layout::table_key(name), id.to_le_bytes());
         batch.insert(
@@ -1120,6 +1191,7 @@ impl Writer {
     fn drop_table(&mut self, name: &str) -> Result<()> {
         let shared = self.shared.clone();
         let table = shared.table(name)?;
+        checkpoint(&shared, &mut self.log)?;
         let mut batch = shared.db.batch().durability(None);
         batch.remove(&shared.catalog, layout::table_key(name));
         batch.remove(&shared.catalog, stats_key(table.id));

@@ -1,0 +1,431 @@
+//! The commit log: where a group of writes becomes durable.
+//!
+//! fjall's journal is appended to, so every sync of it also writes the
+//! file's new size, and ext4 commits its own journal for that. On the
+//! benchmark machine an `fdatasync` after an append took 160 to 280 µs
+//! where a write over blocks written before, with `O_DSYNC`, took about
+//! 105 µs; a durable single-row INSERT pays this once. PostgreSQL fills its
+//! WAL segments with zeros ahead of use for the same reason. So the writer
+//! writes each group's changes here first, in one `O_DSYNC` write over
+//! blocks already written, and only then commits them to fjall (whose
+//! journal it leaves unsynced) and makes them visible.
+//!
+//! Two files take turns, `0.log` and `1.log`; generation `g` is written in
+//! file `g % 2`, from its start. A record is
+//! `[checksum u64][length u32][generation u64][payload]`, the checksum
+//! (xxh3) covering all after it; the payload is a list of changes, each
+//! setting or removing one key of one keyspace. A file grows by zeroed
+//! chunks, synced once, up to [`MAX_FILE_BYTES`].
+//!
+//! A checkpoint syncs fjall, so that every record written so far is in
+//! fjall's synced journal or its tables, and starts the next generation
+//! with an empty record at the start of the other file. Opening the store
+//! replays the records of the newest generation in order, over what fjall
+//! recovered: each sets keys to values, so a record fjall holds already
+//! changes nothing, and a later one overwrites it. That holds only if fjall
+//! makes nothing durable by itself after a record that is replayed: a load,
+//! a table created or dropped, is preceded by a checkpoint.
+
+use std::fs::{File, OpenOptions};
+use std::io::{Read, Write};
+use std::os::unix::fs::{FileExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+
+use crate::store::{Result, StoreError};
+
+/// How far a log file grows before the log moves to the other file.
+pub const MAX_FILE_BYTES: u64 = 64 << 20;
+/// The zeroed chunk a file grows by.
+const GROWTH_BYTES: u64 = 1 << 20;
+/// `[checksum u64][length u32][generation u64]`.
+const HEADER_BYTES: usize = 20;
+
+/// The keyspace of a change.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Space {
+    Catalog,
+    Entities(u64),
+    Partitions(u64),
+}
+
+impl Space {
+    fn encode(self) -> (u8, u64) {
+        match self {
+            Space::Catalog => (0, 0),
+            Space::Entities(id) => (1, id),
+            Space::Partitions(id) => (2, id),
+        }
+    }
+
+    fn decode(tag: u8, id: u64) -> Option<Space> {
+        match tag {
+            0 => Some(Space::Catalog),
+            1 => Some(Space::Entities(id)),
+            2 => Some(Space::Partitions(id)),
+            _ => None,
+        }
+    }
+}
+
+/// One change of a replayed record: `value` `None` removes the key.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Change<'a> {
+    pub space: Space,
+    pub key: &'a [u8],
+    pub value: Option<&'a [u8]>,
+}
+
+fn failed(what: &str, path: &Path, e: std::io::Error) -> StoreError {
+    StoreError::Storage(format!("{what} {}: {e}", path.display()))
+}
+
+pub struct CommitLog {
+    dir: PathBuf,
+    files: [File; 2],
+    /// Bytes of each file, all written (zeros past the records).
+    sizes: [u64; 2],
+    generation: u64,
+    /// Where the next record of the current generation goes.
+    offset: u64,
+    /// The record being made: its header, then its changes.
+    record: Vec<u8>,
+}
+
+impl CommitLog {
+    /// Opens the log in `dir`, creating it if needed. Returns it with the
+    /// payloads of its newest generation's records, oldest first, to be
+    /// replayed (see [`changes`]) and then followed by [`CommitLog::checkpoint`]
+    /// before anything is written.
+    pub fn open(dir: &Path) -> Result<(CommitLog, Vec<Vec<u8>>)> {
+        std::fs::create_dir_all(dir).map_err(|e| failed("making", dir, e))?;
+        let open = |i: usize| -> Result<(File, u64)> {
+            let path = dir.join(format!("{i}.log"));
+            let file = OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create(true)
+                .truncate(false)
+                .custom_flags(libc::O_DSYNC)
+                .open(&path)
+                .map_err(|e| failed("opening", &path, e))?;
+            let size = file
+                .metadata()
+                .map_err(|e| failed("reading the size of", &path, e))?
+                .len();
+            Ok((file, size))
+        };
+        let (first, first_size) = open(0)?;
+        let (second, second_size) = open(1)?;
+        sync_dir(dir)?;
+        let mut log = CommitLog {
+            dir: dir.to_owned(),
+            files: [first, second],
+            sizes: [first_size, second_size],
+            generation: 0,
+            offset: 0,
+            record: Vec::new(),
+        };
+        // A generation starts with an empty record: the first header says
+        // which file holds the newest.
+        let mut newest: Option<(u64, usize)> = None;
+        for i in 0..2 {
+            let mut header = [0u8; HEADER_BYTES];
+            if log.files[i].read_exact_at(&mut header, 0).is_err() {
+                continue;
+            }
+            if let Some((generation, _, _)) = parse(&header, 0) {
+                if generation % 2 == i as u64 && newest.is_none_or(|(g, _)| generation > g) {
+                    newest = Some((generation, i));
+                }
+            }
+        }
+        let mut payloads = Vec::new();
+        if let Some((generation, i)) = newest {
+            log.generation = generation;
+            let bytes = log.read_file(i)?;
+            let mut at = 0;
+            while let Some((g, payload, next)) = parse(&bytes, at) {
+                if g != generation {
+                    break;
+                }
+                if !payload.is_empty() {
+                    payloads.push(payload.to_vec());
+                }
+                at = next;
+            }
+        }
+        Ok((log, payloads))
+    }
+
+    fn path(&self, i: usize) -> PathBuf {
+        self.dir.join(format!("{i}.log"))
+    }
+
+    fn read_file(&self, i: usize) -> Result<Vec<u8>> {
+        let mut bytes = Vec::with_capacity(self.sizes[i] as usize);
+        (&self.files[i])
+            .read_to_end(&mut bytes)
+            .map_err(|e| failed("reading", &self.path(i), e))?;
+        Ok(bytes)
+    }
+
+    /// Starts the next generation in the other file. Everything logged so
+    /// far must be durable elsewhere first (fjall synced).
+    pub fn checkpoint(&mut self) -> Result<()> {
+        self.generation += 1;
+        self.offset = 0;
+        self.begin();
+        let written = self.append()?;
+        debug_assert!(written, "an empty record always fits");
+        Ok(())
+    }
+
+    fn current(&self) -> usize {
+        (self.generation % 2) as usize
+    }
+
+    /// Starts a record.
+    pub fn begin(&mut self) {
+        self.record.clear();
+        self.record.resize(HEADER_BYTES, 0);
+    }
+
+    /// Adds a change to the record.
+    pub fn put(&mut self, space: Space, key: &[u8], value: Option<&[u8]>) {
+        let (tag, id) = space.encode();
+        self.record.push(tag);
+        self.record.extend_from_slice(&id.to_le_bytes());
+        self.record
+            .extend_from_slice(&(key.len() as u32).to_le_bytes());
+        self.record.extend_from_slice(key);
+        match value {
+            None => self.record.push(0),
+            Some(value) => {
+                self.record.push(1);
+                self.record
+                    .extend_from_slice(&(value.len() as u32).to_le_bytes());
+                self.record.extend_from_slice(value);
+            }
+        }
+    }
+
+    /// Writes the record durably. False, writing nothing, when it does not
+    /// fit in what is left of the current file: its changes must then be
+    /// made durable in fjall, followed by a checkpoint.
+    pub fn append(&mut self) -> Result<bool> {
+        let length = (self.record.len() - HEADER_BYTES) as u64;
+        let end = self.offset + self.record.len() as u64;
+        if length > u32::MAX as u64 || end > MAX_FILE_BYTES {
+            return Ok(false);
+        }
+        let generation = self.generation;
+        self.record[8..12].copy_from_slice(&(length as u32).to_le_bytes());
+        self.record[12..20].copy_from_slice(&generation.to_le_bytes());
+        let checksum = xxhash_rust::xxh3::xxh3_64(&self.record[8..]);
+        self.record[0..8].copy_from_slice(&checksum.to_le_bytes());
+        let i = self.current();
+        if end > self.sizes[i] {
+            self.grow(i, end)?;
+        }
+        self.files[i]
+            .write_all_at(&self.record, self.offset)
+            .map_err(|e| failed("writing", &self.path(i), e))?;
+        self.offset = end;
+        Ok(true)
+    }
+
+    /// Extends file `i` with zeros to at least `end`: blocks written once,
+    /// so that later writes over them change no file metadata.
+    fn grow(&mut self, i: usize, end: u64) -> Result<()> {
+        let target = end.div_ceil(GROWTH_BYTES) * GROWTH_BYTES;
+        let zeros = vec![0u8; (target - self.sizes[i]) as usize];
+        let mut file = &self.files[i];
+        file.write_all_at(&zeros, self.sizes[i])
+            .and_then(|()| file.flush())
+            .and_then(|()| file.sync_all())
+            .map_err(|e| failed("extending", &self.path(i), e))?;
+        self.sizes[i] = target;
+        Ok(())
+    }
+}
+
+/// The record at `at` of a file's `bytes`: its generation, its payload and
+/// where the next begins; `None` past the last whole record.
+fn parse(bytes: &[u8], at: usize) -> Option<(u64, &[u8], usize)> {
+    let header = bytes.get(at..at + HEADER_BYTES)?;
+    let checksum = u64::from_le_bytes(header[0..8].try_into().ok()?);
+    let length = u32::from_le_bytes(header[8..12].try_into().ok()?) as usize;
+    let generation = u64::from_le_bytes(header[12..20].try_into().ok()?);
+    let end = at + HEADER_BYTES + length;
+    let covered = bytes.get(at + 8..end)?;
+    if generation == 0 || xxhash_rust::xxh3::xxh3_64(covered) != checksum {
+        return None;
+    }
+    Some((generation, &bytes[at + HEADER_BYTES..end], end))
+}
+
+/// The changes of a replayed payload, in order.
+pub fn changes(payload: &[u8]) -> impl Iterator<Item = Result<Change<'_>>> {
+    let mut rest = payload;
+    std::iter::from_fn(move || {
+        if rest.is_empty() {
+            return None;
+        }
+        let change = next_change(&mut rest).ok_or_else(|| {
+            rest = &[];
+            StoreError::Storage("a commit log record's changes are malformed".into())
+        });
+        Some(change)
+    })
+}
+
+fn next_change<'a>(rest: &mut &'a [u8]) -> Option<Change<'a>> {
+    fn take<'a>(rest: &mut &'a [u8], n: usize) -> Option<&'a [u8]> {
+        let (head, tail) = rest.split_at_checked(n)?;
+        *rest = tail;
+        Some(head)
+    }
+    fn u32_of(rest: &mut &[u8]) -> Option<usize> {
+        Some(u32::from_le_bytes(take(rest, 4)?.try_into().ok()?) as usize)
+    }
+    let tag = take(rest, 1)?[0];
+    let id = u64::from_le_bytes(take(rest, 8)?.try_into().ok()?);
+    let space = Space::decode(tag, id)?;
+    let key_length = u32_of(rest)?;
+    let key = take(rest, key_length)?;
+    let value = match take(rest, 1)?[0] {
+        0 => None,
+        1 => {
+            let length = u32_of(rest)?;
+            Some(take(rest, length)?)
+        }
+        _ => return None,
+    };
+    Some(Change { space, key, value })
+}
+
+fn sync_dir(dir: &Path) -> Result<()> {
+    File::open(dir)
+        .and_then(|d| d.sync_all())
+        .map_err(|e| failed("syncing", dir, e))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    type Put<'a> = (Space, &'a [u8], Option<&'a [u8]>);
+
+    fn write(log: &mut CommitLog, changes: &[Put<'_>]) -> bool {
+        log.begin();
+        for (space, key, value) in changes {
+            log.put(*space, key, *value);
+        }
+        log.append().unwrap()
+    }
+
+    fn replayed(payloads: &[Vec<u8>]) -> Vec<(Space, Vec<u8>, Option<Vec<u8>>)> {
+        payloads
+            .iter()
+            .flat_map(|p| changes(p).map(|c| c.unwrap()))
+            .map(|c| (c.space, c.key.to_vec(), c.value.map(<[u8]>::to_vec)))
+            .collect()
+    }
+
+    #[test]
+    fn a_fresh_log_has_nothing_to_replay() {
+        let dir = tempfile::tempdir().unwrap();
+        let (_, payloads) = CommitLog::open(dir.path()).unwrap();
+        assert!(payloads.is_empty());
+    }
+
+    #[test]
+    fn records_since_the_last_checkpoint_are_replayed_in_order() {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut log, _) = CommitLog::open(dir.path()).unwrap();
+        log.checkpoint().unwrap();
+        assert!(write(&mut log, &[(Space::Entities(3), b"a", Some(b"1"))]));
+        log.checkpoint().unwrap();
+        assert!(write(
+            &mut log,
+            &[
+                (Space::Entities(3), b"b", Some(b"2")),
+                (Space::Catalog, b"stats", Some(b"")),
+            ]
+        ));
+        assert!(write(&mut log, &[(Space::Partitions(4), b"b", None)]));
+        drop(log);
+
+        let (mut log, payloads) = CommitLog::open(dir.path()).unwrap();
+        assert_eq!(
+            replayed(&payloads),
+            vec![
+                (Space::Entities(3), b"b".to_vec(), Some(b"2".to_vec())),
+                (Space::Catalog, b"stats".to_vec(), Some(Vec::new())),
+                (Space::Partitions(4), b"b".to_vec(), None),
+            ]
+        );
+        // After the checkpoint that follows a replay, nothing is replayed
+        // again, though the older file still holds its records.
+        log.checkpoint().unwrap();
+        drop(log);
+        let (_, payloads) = CommitLog::open(dir.path()).unwrap();
+        assert!(payloads.is_empty());
+    }
+
+    #[test]
+    fn a_torn_last_record_ends_the_replay() {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut log, _) = CommitLog::open(dir.path()).unwrap();
+        log.checkpoint().unwrap();
+        assert!(write(
+            &mut log,
+            &[(Space::Entities(1), b"k", Some(b"kept"))]
+        ));
+        let torn_at = log.offset;
+        assert!(write(
+            &mut log,
+            &[(Space::Entities(1), b"k", Some(b"torn"))]
+        ));
+        let file = log.current();
+        drop(log);
+        // The last record's final byte never reached the disk.
+        let path = dir.path().join(format!("{file}.log"));
+        let f = OpenOptions::new().write(true).open(&path).unwrap();
+        f.write_all_at(&[0xAA], torn_at + HEADER_BYTES as u64 + 5)
+            .unwrap();
+        let (_, payloads) = CommitLog::open(dir.path()).unwrap();
+        assert_eq!(
+            replayed(&payloads),
+            vec![(Space::Entities(1), b"k".to_vec(), Some(b"kept".to_vec()))]
+        );
+    }
+
+    #[test]
+    fn a_record_that_does_not_fit_is_not_written() {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut log, _) = CommitLog::open(dir.path()).unwrap();
+        log.checkpoint().unwrap();
+        let big = vec![7u8; MAX_FILE_BYTES as usize];
+        assert!(!write(&mut log, &[(Space::Entities(1), b"k", Some(&big))]));
+        assert!(write(
+            &mut log,
+            &[(Space::Entities(1), b"k", Some(b"small"))]
+        ));
+    }
+
+    #[test]
+    fn files_grow_by_zeroed_chunks() {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut log, _) = CommitLog::open(dir.path()).unwrap();
+        log.checkpoint().unwrap();
+        let value = vec![1u8; 700_000];
+        assert!(write(&mut log, &[(Space::Entities(1), b"a", Some(&value))]));
+        assert!(write(&mut log, &[(Space::Entities(1), b"b", Some(&value))]));
+        let file = dir.path().join(format!("{}.log", log.current()));
+        assert_eq!(std::fs::metadata(file).unwrap().len(), 2 * GROWTH_BYTES);
+        drop(log);
+        let (_, payloads) = CommitLog::open(dir.path()).unwrap();
+        assert_eq!(payloads.len(), 2);
+    }
+}

@@ -19,8 +19,14 @@ use std::sync::Arc;
 use datafusion::arrow::array::{Array, ArrayRef, Int64Array, RecordBatch, StringArray};
 use datafusion::arrow::compute::cast;
 use datafusion::arrow::datatypes::{DataType, Schema, SchemaRef};
-use datafusion::common::{ParamValues, ScalarValue};
+use datafusion::common::metadata::ScalarAndMetadata;
+use datafusion::common::tree_node::{Transformed, TreeNode};
+use datafusion::common::{DFSchema, ParamValues, ScalarValue};
 use datafusion::datasource::MemTable;
+use datafusion::logical_expr::execution_props::ExecutionProps;
+use datafusion::logical_expr::simplify::SimplifyContext;
+use datafusion::logical_expr::{ColumnarValue, Expr};
+use datafusion::optimizer::simplify_expressions::ExprSimplifier;
 use datafusion::physical_plan::memory::MemoryStream;
 use datafusion::sql::parser::Statement as DfStatement;
 use datafusion::sql::sqlparser::ast::{
@@ -86,7 +92,7 @@ struct Rewrite {
     direct: Option<Vec<Vec<Direct>>>,
 }
 
-/// A value of an INSERT row that needs no evaluation.
+/// A value of an INSERT row that needs no query plan.
 #[derive(Clone)]
 enum Direct {
     /// `$n`, 1-based.
@@ -94,6 +100,10 @@ enum Direct {
     /// A literal: an integer, a string or a boolean.
     Value(ScalarValue),
     Null,
+    /// Any other value that reads no table (`now()`, `'2024-01-01'::date`,
+    /// `$1 + 1`, a column's default), already cast to its column's type:
+    /// evaluated alone at each execution.
+    Expr(Expr),
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -127,6 +137,20 @@ fn placeholder_index(expr: &AstExpr) -> Option<usize> {
         AstExpr::Nested(e) => placeholder_index(e),
         _ => None,
     }
+}
+
+fn has_subquery(expr: &AstExpr) -> bool {
+    datafusion::sql::sqlparser::ast::visit_expressions(expr, |e| {
+        if matches!(
+            e,
+            AstExpr::Subquery(_) | AstExpr::Exists { .. } | AstExpr::InSubquery { .. }
+        ) {
+            std::ops::ControlFlow::Break(())
+        } else {
+            std::ops::ControlFlow::Continue(())
+        }
+    })
+    .is_break()
 }
 
 fn is_default(expr: &AstExpr) -> bool {
@@ -254,11 +278,14 @@ fn rewrite_insert(session: &Session, insert: &Insert) -> Result<Rewrite> {
             .collect::<Result<_>>()?
     };
     let mut hints = HashMap::new();
-    let direct = direct_rows(&def, &targets, insert);
+    let direct = direct_rows(session, &def, &targets, insert);
     let source = match &insert.source {
         None => "VALUES (NULL)".to_owned(),
         Some(query) => match query.body.as_ref() {
             SetExpr::Values(values) if query.order_by.is_none() && query.limit_clause.is_none() => {
+                // DataFusion does not run a subquery inside VALUES (an
+                // internal error); rows of SELECTs do.
+                let subquery = values.rows.iter().any(|row| row.iter().any(has_subquery));
                 let rows: Vec<String> = values
                     .rows
                     .iter()
@@ -284,10 +311,23 @@ fn rewrite_insert(session: &Session, insert: &Insert) -> Result<Rewrite> {
                                 }
                             })
                             .collect();
-                        Ok(format!("({})", items.join(", ")))
+                        Ok(if subquery {
+                            let named: Vec<String> = items
+                                .iter()
+                                .enumerate()
+                                .map(|(j, item)| format!("{item} AS {}", quote(&format!("c{j}"))))
+                                .collect();
+                            format!("SELECT {}", named.join(", "))
+                        } else {
+                            format!("({})", items.join(", "))
+                        })
                     })
                     .collect::<Result<_>>()?;
-                format!("VALUES {}", rows.join(", "))
+                if subquery {
+                    rows.join(" UNION ALL ")
+                } else {
+                    format!("VALUES {}", rows.join(", "))
+                }
             }
             _ => query.to_string(),
         },
@@ -400,11 +440,14 @@ fn source_width(body: &SetExpr) -> Option<usize> {
     }
 }
 
-/// The rows of an INSERT as [`Direct`] values by output column, when every
-/// value is a parameter, a literal, NULL or DEFAULT and no column needs its
-/// default. (A string for a bytea column is read in bytea's input format,
-/// which only the general path does.)
-fn direct_rows(def: &TableDef, targets: &[usize], insert: &Insert) -> Option<Vec<Vec<Direct>>> {
+/// The rows of an INSERT as [`Direct`] values by output column, when no
+/// value reads a table.
+fn direct_rows(
+    session: &Session,
+    def: &TableDef,
+    targets: &[usize],
+    insert: &Insert,
+) -> Option<Vec<Vec<Direct>>> {
     let query = insert.source.as_ref()?;
     let SetExpr::Values(values) = query.body.as_ref() else {
         return None;
@@ -438,18 +481,105 @@ fn direct_rows(def: &TableDef, targets: &[usize], insert: &Insert) -> Option<Vec
                             {
                                 Some(Direct::Null)
                             }
-                            e => placeholder_index(e).map(Direct::Param).or_else(|| {
-                                let bytea = def.columns[i].ty == crate::catalog::SqlType::Bytea;
-                                let value = literal_scalar(e).filter(|_| !bytea)?;
-                                Some(Direct::Value(value))
-                            }),
+                            e => placeholder_index(e)
+                                .map(Direct::Param)
+                                .or_else(|| {
+                                    // A string for a bytea column is read in
+                                    // bytea's input format (by `value_sql`).
+                                    let bytea = def.columns[i].ty == crate::catalog::SqlType::Bytea;
+                                    literal_scalar(e).filter(|_| !bytea).map(Direct::Value)
+                                })
+                                .or_else(|| standalone(session, &value_sql(def, i, e))),
                         },
-                        _ => def.columns[i].default.is_none().then_some(Direct::Null),
+                        _ if def.columns[i].default.is_none() => Some(Direct::Null),
+                        _ => standalone(session, &default_of(def, i)),
                     }
                 })
                 .collect()
         })
         .collect()
+}
+
+/// `sql` as a [`Direct::Expr`], if it is an expression that reads no table.
+fn standalone(session: &Session, sql: &str) -> Option<Direct> {
+    let expr = session
+        .context()
+        .parse_sql_expr(sql, &DFSchema::empty())
+        .ok()?;
+    let reads = expr
+        .exists(|e| {
+            Ok(matches!(
+                e,
+                Expr::Column(_)
+                    | Expr::OuterReferenceColumn(..)
+                    | Expr::ScalarSubquery(_)
+                    | Expr::Exists(_)
+                    | Expr::InSubquery(_)
+                    | Expr::SetComparison(_)
+                    | Expr::AggregateFunction(_)
+                    | Expr::WindowFunction(_)
+            ))
+        })
+        .unwrap_or(true);
+    (!reads).then_some(Direct::Expr(expr))
+}
+
+/// The value of a [`Direct::Expr`] with these parameters, its `now()` at
+/// `started`.
+fn evaluate(
+    expr: &Expr,
+    values: &[ScalarAndMetadata],
+    started: chrono::DateTime<chrono::Utc>,
+) -> Result<ScalarValue> {
+    let expr = expr
+        .clone()
+        .transform_up(|e| match e {
+            Expr::Placeholder(p) => {
+                let n: usize =
+                    p.id.strip_prefix('$')
+                        .and_then(|n| n.parse().ok())
+                        .unwrap_or(0);
+                let value = n
+                    .checked_sub(1)
+                    .and_then(|i| values.get(i))
+                    .ok_or_else(|| {
+                        datafusion::error::DataFusionError::Plan(format!(
+                            "no value supplied for parameter {}",
+                            p.id
+                        ))
+                    })?;
+                Ok(Transformed::yes(Expr::Literal(value.value.clone(), None)))
+            }
+            e => Ok(Transformed::no(e)),
+        })?
+        .data;
+    let schema = Arc::new(DFSchema::empty());
+    let simplifier = ExprSimplifier::new(
+        SimplifyContext::builder()
+            .with_schema(schema.clone())
+            .with_query_execution_start_time(Some(started))
+            .build(),
+    );
+    let expr = simplifier.simplify(simplifier.coerce(expr, &schema)?)?;
+    if let Expr::Literal(value, _) = expr {
+        return Ok(value);
+    }
+    // What folding leaves: volatile functions, such as random().
+    let physical = datafusion::physical_expr::create_physical_expr(
+        &expr,
+        &schema,
+        &ExecutionProps::new(),
+        &Default::default(),
+    )?;
+    let one_row = RecordBatch::try_new_with_options(
+        Arc::new(Schema::empty()),
+        Vec::new(),
+        &datafusion::arrow::array::RecordBatchOptions::new().with_row_count(Some(1)),
+    )?;
+    Ok(match physical.evaluate(&one_row)? {
+        ColumnarValue::Scalar(value) => value,
+        ColumnarValue::Array(array) => ScalarValue::try_from_array(&array, 0)?,
+    })
 }
 
 /// The rows of a [`Direct`] INSERT as a batch of the output columns, each
@@ -469,6 +599,7 @@ fn direct_batch(
         Some(ParamValues::List(values)) => values.as_slice(),
         _ => &[],
     };
+    let started = chrono::Utc::now();
     let mut arrays: Vec<ArrayRef> = Vec::with_capacity(columns.len());
     for (j, &i) in columns.iter().enumerate() {
         let target = arrow_type(def.columns[i].ty);
@@ -478,6 +609,7 @@ fn direct_batch(
                 let scalar = match &row[j] {
                     Direct::Null => ScalarValue::Null,
                     Direct::Value(value) => value.clone(),
+                    Direct::Expr(expr) => evaluate(expr, values, started)?,
                     &Direct::Param(n) => {
                         values.get(n - 1).map(|v| v.value.clone()).ok_or_else(|| {
                             SqlError::value(

@@ -1,7 +1,9 @@
-//! An INSERT whose values are all parameters or literals builds its rows
+//! An INSERT whose values read no table (parameters, literals, and
+//! expressions such as `now()` or `'2024-01-01'::date`) builds its rows
 //! without planning a query. Its rows and errors must be those of the
-//! planned path, which the same literals take when one value is an
-//! expression.
+//! planned path, which the same literals take when one value is a
+//! subquery (the rows then become SELECTs, since DataFusion runs no
+//! subquery inside VALUES).
 
 use crate::common;
 
@@ -107,6 +109,7 @@ async fn parameter_and_literal_inserts_match_planned_inserts() {
     let (_dir, mut session) = session_after(&format!(
         "CREATE TABLE direct ({columns}, PRIMARY KEY (owner, id));
          CREATE TABLE literal ({columns}, PRIMARY KEY (owner, id));
+         CREATE TABLE expression ({columns}, PRIMARY KEY (owner, id));
          CREATE TABLE planned ({columns}, PRIMARY KEY (owner, id));"
     ))
     .await;
@@ -140,17 +143,30 @@ async fn parameter_and_literal_inserts_match_planned_inserts() {
             .await
             .pop()
             .unwrap();
-        // `id + 0` is an expression, which only the planned path evaluates.
-        let planned = session
+        // `id + 0` is evaluated alone; a subquery only by a planned query.
+        let expression = session
             .execute(&format!(
-                "INSERT INTO planned VALUES ({} + 0, {})",
+                "INSERT INTO expression VALUES ({} + 0, {})",
                 literals[0],
                 literals[1..].join(", ")
             ))
             .await
             .pop()
             .unwrap();
-        for (path, result) in [("parameters", &direct), ("literals", &literal)] {
+        let planned = session
+            .execute(&format!(
+                "INSERT INTO planned VALUES ((SELECT {}), {})",
+                literals[0],
+                literals[1..].join(", ")
+            ))
+            .await
+            .pop()
+            .unwrap();
+        for (path, result) in [
+            ("parameters", &direct),
+            ("literals", &literal),
+            ("expressions", &expression),
+        ] {
             match (result, &planned) {
                 (Ok(_), Ok(_)) => {}
                 (Err(a), Err(b)) => assert_eq!(
@@ -176,9 +192,113 @@ async fn parameter_and_literal_inserts_match_planned_inserts() {
     );
     let direct = run(&mut session, "SELECT * FROM direct ORDER BY owner, id").await;
     let literal = run(&mut session, "SELECT * FROM literal ORDER BY owner, id").await;
+    let expression = run(&mut session, "SELECT * FROM expression ORDER BY owner, id").await;
     let planned = run(&mut session, "SELECT * FROM planned ORDER BY owner, id").await;
     assert_eq!(direct, planned);
     assert_eq!(literal, planned);
+    assert_eq!(expression, planned);
+}
+
+/// Casts, functions, `now()`, parameters inside expressions and column
+/// defaults: evaluated alone, they give what the planned path gives, and
+/// their errors are its errors.
+#[tokio::test]
+async fn expressions_and_defaults_match_planned_inserts() {
+    let columns = "id bigint, day date, at timestamptz, n int DEFAULT 7, \
+                   label text DEFAULT 'none', r float8";
+    let (_dir, mut session) = session_after(&format!(
+        "CREATE TABLE alone ({columns}, PRIMARY KEY (id));
+         CREATE TABLE planned ({columns}, PRIMARY KEY (id));"
+    ))
+    .await;
+    let rows = [
+        "1, '2024-02-29'::date, '2024-01-01 10:00:00+00'::timestamptz, -5, upper('abc'), 1.5",
+        "2, CAST('2023-12-31' AS date) + 1, NULL, 2 * 21, 'a' || 'b', NULL",
+        "3, NULL, NULL, DEFAULT, DEFAULT, abs(-2.5)",
+    ];
+    for row in rows {
+        run(&mut session, &format!("INSERT INTO alone VALUES ({row})")).await;
+        // The same values, after a subquery that makes it a planned query.
+        let (id, rest) = row.split_once(", ").unwrap();
+        run(
+            &mut session,
+            &format!("INSERT INTO planned VALUES ((SELECT {id}), {rest})"),
+        )
+        .await;
+    }
+    let prepared = session
+        .prepare("INSERT INTO alone (id, n, label) VALUES ($1 + 100, $2 * 2, lower($3))")
+        .await
+        .unwrap();
+    session
+        .execute_prepared(
+            &prepared,
+            ParamValues::from(vec![
+                ScalarValue::Int64(Some(4)),
+                ScalarValue::Int32(Some(21)),
+                ScalarValue::Utf8(Some("XY".into())),
+            ]),
+        )
+        .await
+        .unwrap();
+    run(
+        &mut session,
+        "INSERT INTO planned (id, n, label) VALUES ((SELECT 104), 42, 'xy')",
+    )
+    .await;
+    let alone = run(&mut session, "SELECT * FROM alone ORDER BY id").await;
+    assert_eq!(alone.len(), 8, "{alone:?}");
+    assert_eq!(
+        alone,
+        run(&mut session, "SELECT * FROM planned ORDER BY id").await
+    );
+
+    // now() is the statement's time, not a time kept from preparing.
+    let before = chrono::Utc::now();
+    run(&mut session, "INSERT INTO alone (id, at) VALUES (5, now())").await;
+    let after = chrono::Utc::now();
+    let at = run(
+        &mut session,
+        "SELECT CAST(extract(epoch FROM at) * 1000000 AS bigint) FROM alone WHERE id = 5",
+    )
+    .await[3]
+        .trim_matches(|c| c == '|' || c == ' ')
+        .parse::<i64>()
+        .unwrap();
+    assert!(
+        before.timestamp_micros() <= at && at <= after.timestamp_micros(),
+        "{before} <= {at} <= {after}"
+    );
+
+    for (alone, planned) in [
+        ("(6, 'x'::date)", "((SELECT 6), 'x'::date)"),
+        ("(7, NULL, NULL, 1 / 0)", "((SELECT 7), NULL, NULL, 1 / 0)"),
+    ] {
+        let alone = session
+            .execute(&format!("INSERT INTO alone VALUES {alone}"))
+            .await
+            .pop()
+            .unwrap()
+            .err()
+            .expect("a bad value fails");
+        let planned = session
+            .execute(&format!("INSERT INTO planned VALUES {planned}"))
+            .await
+            .pop()
+            .unwrap()
+            .err()
+            .expect("a bad value fails");
+        // The same code, and the same cause (the planned path names the
+        // optimizer rule that met it).
+        assert_eq!(
+            tablegate::pg::sqlstate(&alone),
+            tablegate::pg::sqlstate(&planned)
+        );
+        assert!(
+            planned.to_string().ends_with(&alone.to_string()),
+            "{alone} / {planned}"
+        );
+    }
 }
 
 /// A prepared INSERT or UPDATE keeps its rewrite only while its table's

@@ -141,10 +141,7 @@ fn placeholder_index(expr: &AstExpr) -> Option<usize> {
 
 fn has_subquery(expr: &AstExpr) -> bool {
     datafusion::sql::sqlparser::ast::visit_expressions(expr, |e| {
-        if matches!(
-            e,
-            AstExpr::Subquery(_) | AstExpr::Exists { .. } | AstExpr::InSubquery { .. }
-        ) {
+        if super::rewrite::is_subquery(e) {
             std::ops::ControlFlow::Break(())
         } else {
             std::ops::ControlFlow::Continue(())
@@ -286,7 +283,7 @@ fn rewrite_insert(session: &Session, insert: &Insert) -> Result<Rewrite> {
                 // DataFusion does not run a subquery inside VALUES (an
                 // internal error); rows of SELECTs do.
                 let subquery = values.rows.iter().any(|row| row.iter().any(has_subquery));
-                let rows: Vec<String> = values
+                let rows: Vec<Vec<String>> = values
                     .rows
                     .iter()
                     .map(|row| {
@@ -297,7 +294,7 @@ fn rewrite_insert(session: &Session, insert: &Insert) -> Result<Rewrite> {
                                 row.len()
                             )));
                         }
-                        let items: Vec<String> = row
+                        Ok(row
                             .iter()
                             .zip(&targets)
                             .map(|(expr, &column)| {
@@ -310,22 +307,27 @@ fn rewrite_insert(session: &Session, insert: &Insert) -> Result<Rewrite> {
                                     value_sql(&def, column, expr)
                                 }
                             })
-                            .collect();
-                        Ok(if subquery {
+                            .collect())
+                    })
+                    .collect::<Result<_>>()?;
+                if subquery {
+                    let selects: Vec<String> = rows
+                        .iter()
+                        .map(|items| {
                             let named: Vec<String> = items
                                 .iter()
                                 .enumerate()
                                 .map(|(j, item)| format!("{item} AS {}", quote(&format!("c{j}"))))
                                 .collect();
                             format!("SELECT {}", named.join(", "))
-                        } else {
-                            format!("({})", items.join(", "))
                         })
-                    })
-                    .collect::<Result<_>>()?;
-                if subquery {
-                    rows.join(" UNION ALL ")
+                        .collect();
+                    selects.join(" UNION ALL ")
                 } else {
+                    let rows: Vec<String> = rows
+                        .iter()
+                        .map(|items| format!("({})", items.join(", ")))
+                        .collect();
                     format!("VALUES {}", rows.join(", "))
                 }
             }
@@ -524,62 +526,74 @@ fn standalone(session: &Session, sql: &str) -> Option<Direct> {
     (!reads).then_some(Direct::Expr(expr))
 }
 
-/// The value of a [`Direct::Expr`] with these parameters, its `now()` at
-/// `started`.
-fn evaluate(
-    expr: &Expr,
-    values: &[ScalarAndMetadata],
-    started: chrono::DateTime<chrono::Utc>,
-) -> Result<ScalarValue> {
-    let expr = expr
-        .clone()
-        .transform_up(|e| match e {
-            Expr::Placeholder(p) => {
-                let n: usize =
-                    p.id.strip_prefix('$')
-                        .and_then(|n| n.parse().ok())
-                        .unwrap_or(0);
-                let value = n
-                    .checked_sub(1)
-                    .and_then(|i| values.get(i))
-                    .ok_or_else(|| {
-                        datafusion::error::DataFusionError::Plan(format!(
-                            "no value supplied for parameter {}",
-                            p.id
-                        ))
-                    })?;
-                Ok(Transformed::yes(Expr::Literal(value.value.clone(), None)))
-            }
-            e => Ok(Transformed::no(e)),
-        })?
-        .data;
-    let schema = Arc::new(DFSchema::empty());
-    let simplifier = ExprSimplifier::new(
-        SimplifyContext::builder()
-            .with_schema(schema.clone())
-            .with_query_execution_start_time(Some(started))
-            .build(),
-    );
-    let expr = simplifier.simplify(simplifier.coerce(expr, &schema)?)?;
-    if let Expr::Literal(value, _) = expr {
-        return Ok(value);
+/// Parameter `$n` (1-based) of an execution.
+fn param(values: &[ScalarAndMetadata], n: usize) -> Result<ScalarValue> {
+    n.checked_sub(1)
+        .and_then(|i| values.get(i))
+        .map(|v| v.value.clone())
+        .ok_or_else(|| SqlError::value("08P01", format!("no value supplied for parameter ${n}")))
+}
+
+/// Evaluates the [`Direct::Expr`] values of one execution: with its
+/// parameters, and `now()` at the time the first one is evaluated.
+struct Evaluator<'a> {
+    values: &'a [ScalarAndMetadata],
+    /// Made for the first expression only: a statement of parameters and
+    /// literals needs none.
+    simplifier: std::cell::OnceCell<ExprSimplifier>,
+}
+
+impl<'a> Evaluator<'a> {
+    fn new(values: &'a [ScalarAndMetadata]) -> Self {
+        Evaluator {
+            values,
+            simplifier: std::cell::OnceCell::new(),
+        }
     }
-    // What folding leaves: volatile functions, such as random().
-    let physical = datafusion::physical_expr::create_physical_expr(
-        &expr,
-        &schema,
-        &ExecutionProps::new(),
-        &Default::default(),
-    )?;
-    let one_row = RecordBatch::try_new_with_options(
-        Arc::new(Schema::empty()),
-        Vec::new(),
-        &datafusion::arrow::array::RecordBatchOptions::new().with_row_count(Some(1)),
-    )?;
-    Ok(match physical.evaluate(&one_row)? {
-        ColumnarValue::Scalar(value) => value,
-        ColumnarValue::Array(array) => ScalarValue::try_from_array(&array, 0)?,
-    })
+
+    fn evaluate(&self, expr: &Expr) -> Result<ScalarValue> {
+        let expr = expr
+            .clone()
+            .transform_up(|e| match e {
+                Expr::Placeholder(p) => {
+                    let n = p.id.strip_prefix('$').and_then(|n| n.parse().ok());
+                    let value = param(self.values, n.unwrap_or(0))
+                        .map_err(|e| datafusion::error::DataFusionError::External(Box::new(e)))?;
+                    Ok(Transformed::yes(Expr::Literal(value, None)))
+                }
+                e => Ok(Transformed::no(e)),
+            })?
+            .data;
+        let simplifier = self.simplifier.get_or_init(|| {
+            ExprSimplifier::new(
+                SimplifyContext::builder()
+                    .with_schema(Arc::new(DFSchema::empty()))
+                    .with_query_execution_start_time(Some(chrono::Utc::now()))
+                    .build(),
+            )
+        });
+        let schema = DFSchema::empty();
+        let expr = simplifier.simplify(simplifier.coerce(expr, &schema)?)?;
+        if let Expr::Literal(value, _) = expr {
+            return Ok(value);
+        }
+        // What folding leaves: volatile functions, such as random().
+        let physical = datafusion::physical_expr::create_physical_expr(
+            &expr,
+            &schema,
+            &ExecutionProps::new(),
+            &Default::default(),
+        )?;
+        let one_row = RecordBatch::try_new_with_options(
+            Arc::new(Schema::empty()),
+            Vec::new(),
+            &datafusion::arrow::array::RecordBatchOptions::new().with_row_count(Some(1)),
+        )?;
+        Ok(match physical.evaluate(&one_row)? {
+            ColumnarValue::Scalar(value) => value,
+            ColumnarValue::Array(array) => ScalarValue::try_from_array(&array, 0)?,
+        })
+    }
 }
 
 /// The rows of a [`Direct`] INSERT as a batch of the output columns, each
@@ -599,7 +613,7 @@ fn direct_batch(
         Some(ParamValues::List(values)) => values.as_slice(),
         _ => &[],
     };
-    let started = chrono::Utc::now();
+    let evaluator = Evaluator::new(values);
     let mut arrays: Vec<ArrayRef> = Vec::with_capacity(columns.len());
     for (j, &i) in columns.iter().enumerate() {
         let target = arrow_type(def.columns[i].ty);
@@ -609,15 +623,8 @@ fn direct_batch(
                 let scalar = match &row[j] {
                     Direct::Null => ScalarValue::Null,
                     Direct::Value(value) => value.clone(),
-                    Direct::Expr(expr) => evaluate(expr, values, started)?,
-                    &Direct::Param(n) => {
-                        values.get(n - 1).map(|v| v.value.clone()).ok_or_else(|| {
-                            SqlError::value(
-                                "08P01",
-                                format!("no value supplied for parameter ${n}"),
-                            )
-                        })?
-                    }
+                    Direct::Expr(expr) => evaluator.evaluate(expr)?,
+                    &Direct::Param(n) => param(values, n)?,
                 };
                 Ok(cast_with_options(&scalar.to_array()?, &target, &options)?)
             })

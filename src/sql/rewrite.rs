@@ -917,15 +917,20 @@ fn over_empty_catalog(select: &mut Select) -> bool {
     true
 }
 
+/// Whether this expression node is a subquery (`(SELECT ...)`, EXISTS,
+/// IN (SELECT ...), ARRAY(SELECT ...)); its inner nodes are not looked at.
+pub(super) fn is_subquery(e: &Expr) -> bool {
+    matches!(
+        e,
+        Expr::Subquery(_) | Expr::Exists { .. } | Expr::InSubquery { .. }
+    ) || matches!(e, Expr::Function(f) if matches!(f.args, FunctionArguments::Subquery(_)))
+}
+
 /// An expression with each subquery in it replaced by NULL.
 fn without_subqueries(expr: &Expr) -> Expr {
     let mut expr = expr.clone();
     let _ = visit_expressions_mut(&mut expr, |e| {
-        let subquery = matches!(
-            e,
-            Expr::Subquery(_) | Expr::Exists { .. } | Expr::InSubquery { .. }
-        ) || matches!(e, Expr::Function(f) if matches!(f.args, FunctionArguments::Subquery(_)));
-        if subquery {
+        if is_subquery(e) {
             *e = Expr::Value(datafusion::sql::sqlparser::ast::Value::Null.into());
         }
         ControlFlow::<()>::Continue(())

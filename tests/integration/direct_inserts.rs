@@ -36,6 +36,11 @@ async fn run(session: &mut Session, sql: &str) -> Vec<String> {
     lines
 }
 
+/// The result of the last statement of `sql`.
+async fn last(session: &mut Session, sql: &str) -> tablegate::sql::Result<Output> {
+    session.execute(sql).await.pop().unwrap()
+}
+
 /// One column's value: the parameter and the same value as a literal.
 fn value(rng: &mut rand::rngs::StdRng, column: usize, id: i64) -> (ScalarValue, String) {
     let null = column > 1 && rng.random_range(0..8) == 0;
@@ -135,33 +140,30 @@ async fn parameter_and_literal_inserts_match_planned_inserts() {
         let direct = session
             .execute_prepared(&insert, ParamValues::from(params))
             .await;
-        let literal = session
-            .execute(&format!(
-                "INSERT INTO literal VALUES ({})",
-                literals.join(", ")
-            ))
-            .await
-            .pop()
-            .unwrap();
+        let literal = last(
+            &mut session,
+            &format!("INSERT INTO literal VALUES ({})", literals.join(", ")),
+        )
+        .await;
         // `id + 0` is evaluated alone; a subquery only by a planned query.
-        let expression = session
-            .execute(&format!(
+        let expression = last(
+            &mut session,
+            &format!(
                 "INSERT INTO expression VALUES ({} + 0, {})",
                 literals[0],
                 literals[1..].join(", ")
-            ))
-            .await
-            .pop()
-            .unwrap();
-        let planned = session
-            .execute(&format!(
+            ),
+        )
+        .await;
+        let planned = last(
+            &mut session,
+            &format!(
                 "INSERT INTO planned VALUES ((SELECT {}), {})",
                 literals[0],
                 literals[1..].join(", ")
-            ))
-            .await
-            .pop()
-            .unwrap();
+            ),
+        )
+        .await;
         for (path, result) in [
             ("parameters", &direct),
             ("literals", &literal),
@@ -274,20 +276,17 @@ async fn expressions_and_defaults_match_planned_inserts() {
         ("(6, 'x'::date)", "((SELECT 6), 'x'::date)"),
         ("(7, NULL, NULL, 1 / 0)", "((SELECT 7), NULL, NULL, 1 / 0)"),
     ] {
-        let alone = session
-            .execute(&format!("INSERT INTO alone VALUES {alone}"))
+        let alone = last(&mut session, &format!("INSERT INTO alone VALUES {alone}"))
             .await
-            .pop()
-            .unwrap()
             .err()
             .expect("a bad value fails");
-        let planned = session
-            .execute(&format!("INSERT INTO planned VALUES {planned}"))
-            .await
-            .pop()
-            .unwrap()
-            .err()
-            .expect("a bad value fails");
+        let planned = last(
+            &mut session,
+            &format!("INSERT INTO planned VALUES {planned}"),
+        )
+        .await
+        .err()
+        .expect("a bad value fails");
         // The same code, and the same cause (the planned path names the
         // optimizer rule that met it).
         assert_eq!(
@@ -418,11 +417,7 @@ async fn inserts_without_a_column_list_fill_the_first_columns() {
             "+----+---+---+".to_owned(),
         ]
     );
-    let too_many = session
-        .execute("INSERT INTO v VALUES (4, 'y', 1, 2)")
-        .await
-        .pop()
-        .unwrap();
+    let too_many = last(&mut session, "INSERT INTO v VALUES (4, 'y', 1, 2)").await;
     match too_many {
         Err(tablegate::sql::SqlError::Syntax(m)) => {
             assert!(m.contains("3 target columns but 4 expressions"), "{m}")

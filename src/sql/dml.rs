@@ -25,8 +25,9 @@ use datafusion::common::{DFSchema, ParamValues, ScalarValue};
 use datafusion::datasource::MemTable;
 use datafusion::logical_expr::execution_props::ExecutionProps;
 use datafusion::logical_expr::simplify::SimplifyContext;
-use datafusion::logical_expr::{ColumnarValue, Expr};
+use datafusion::logical_expr::{ColumnarValue, Expr, Volatility};
 use datafusion::optimizer::simplify_expressions::ExprSimplifier;
+use datafusion::physical_expr::{create_physical_expr, PhysicalExpr};
 use datafusion::physical_plan::memory::MemoryStream;
 use datafusion::sql::parser::Statement as DfStatement;
 use datafusion::sql::sqlparser::ast::{
@@ -100,10 +101,14 @@ enum Direct {
     /// A literal: an integer, a string or a boolean.
     Value(ScalarValue),
     Null,
-    /// Any other value that reads no table (`now()`, `'2024-01-01'::date`,
-    /// `$1 + 1`, a column's default), already cast to its column's type:
-    /// evaluated alone at each execution.
+    /// A value that reads no table but depends on the execution: on its
+    /// parameters or its start time (`$1 + 1`, `now()`), already cast to its
+    /// column's type: simplified and evaluated alone at each execution.
     Expr(Expr),
+    /// A volatile value that depends on nothing else (`nextval('s')`, a
+    /// `serial` column's default, `random()`): compiled when the statement
+    /// is prepared, evaluated at each execution.
+    Volatile(Arc<dyn PhysicalExpr>),
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -523,7 +528,58 @@ fn standalone(session: &Session, sql: &str) -> Option<Direct> {
             ))
         })
         .unwrap_or(true);
-    (!reads).then_some(Direct::Expr(expr))
+    if reads {
+        return None;
+    }
+    let per_execution = expr
+        .exists(|e| {
+            Ok(match e {
+                Expr::Placeholder(_) | Expr::ScalarVariable(..) => true,
+                Expr::ScalarFunction(f) => f.func.signature().volatility == Volatility::Stable,
+                _ => false,
+            })
+        })
+        .unwrap_or(true);
+    if per_execution {
+        return Some(Direct::Expr(expr));
+    }
+    // Folded or compiled once; a value that fails here (`'x'::int`) fails
+    // when it is evaluated, at each execution, as in PostgreSQL.
+    Some(compile(&expr).unwrap_or(Direct::Expr(expr)))
+}
+
+/// An expression of immutable and volatile functions and literals as a
+/// constant, or as a compiled expression when volatile functions remain.
+fn compile(expr: &Expr) -> datafusion::error::Result<Direct> {
+    let schema = DFSchema::empty();
+    let simplifier = ExprSimplifier::new(
+        SimplifyContext::builder()
+            .with_schema(Arc::new(DFSchema::empty()))
+            .build(),
+    );
+    let expr = simplifier.simplify(simplifier.coerce(expr.clone(), &schema)?)?;
+    if let Expr::Literal(value, _) = expr {
+        return Ok(Direct::Value(value));
+    }
+    Ok(Direct::Volatile(create_physical_expr(
+        &expr,
+        &schema,
+        &ExecutionProps::new(),
+        &Default::default(),
+    )?))
+}
+
+/// The value of an expression that reads no column.
+fn evaluate_alone(physical: &dyn PhysicalExpr) -> datafusion::error::Result<ScalarValue> {
+    let one_row = RecordBatch::try_new_with_options(
+        Arc::new(Schema::empty()),
+        Vec::new(),
+        &datafusion::arrow::array::RecordBatchOptions::new().with_row_count(Some(1)),
+    )?;
+    Ok(match physical.evaluate(&one_row)? {
+        ColumnarValue::Scalar(value) => value,
+        ColumnarValue::Array(array) => ScalarValue::try_from_array(&array, 0)?,
+    })
 }
 
 /// Parameter `$n` (1-based) of an execution.
@@ -578,21 +634,9 @@ impl<'a> Evaluator<'a> {
             return Ok(value);
         }
         // What folding leaves: volatile functions, such as random().
-        let physical = datafusion::physical_expr::create_physical_expr(
-            &expr,
-            &schema,
-            &ExecutionProps::new(),
-            &Default::default(),
-        )?;
-        let one_row = RecordBatch::try_new_with_options(
-            Arc::new(Schema::empty()),
-            Vec::new(),
-            &datafusion::arrow::array::RecordBatchOptions::new().with_row_count(Some(1)),
-        )?;
-        Ok(match physical.evaluate(&one_row)? {
-            ColumnarValue::Scalar(value) => value,
-            ColumnarValue::Array(array) => ScalarValue::try_from_array(&array, 0)?,
-        })
+        let physical =
+            create_physical_expr(&expr, &schema, &ExecutionProps::new(), &Default::default())?;
+        Ok(evaluate_alone(physical.as_ref())?)
     }
 }
 
@@ -624,9 +668,14 @@ fn direct_batch(
                     Direct::Null => ScalarValue::Null,
                     Direct::Value(value) => value.clone(),
                     Direct::Expr(expr) => evaluator.evaluate(expr)?,
+                    Direct::Volatile(physical) => evaluate_alone(physical.as_ref())?,
                     &Direct::Param(n) => param(values, n)?,
                 };
-                Ok(cast_with_options(&scalar.to_array()?, &target, &options)?)
+                let array = scalar.to_array()?;
+                if array.data_type() == &target {
+                    return Ok(array);
+                }
+                Ok(cast_with_options(&array, &target, &options)?)
             })
             .collect::<Result<Vec<ArrayRef>>>()?;
         arrays.push(match cells.as_slice() {

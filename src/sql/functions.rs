@@ -600,13 +600,24 @@ fn sequence_of(
     if arg.is_null() {
         return Ok(None);
     }
-    let found = match (text(arg), int(arg)) {
-        (_, Some(oid)) => catalog
+    let name = match arg {
+        ScalarValue::Utf8(Some(name))
+        | ScalarValue::LargeUtf8(Some(name))
+        | ScalarValue::Utf8View(Some(name)) => Some(name.as_str()),
+        _ => None,
+    };
+    // Text of digits is an object id too, as regclass reads it.
+    let oid = match name {
+        Some(name) => name.parse::<i64>().ok(),
+        None => int(arg),
+    };
+    let found = match (oid, name) {
+        (Some(oid), _) => catalog
             .sequences
             .list()
             .into_iter()
             .find(|s| i64::from(sequence_oid(&s.def.name)) == oid),
-        (Some(name), None) => catalog.sequences.get(relation_name(&name)),
+        (None, Some(name)) => catalog.sequences.get(relation_name(name)),
         (None, None) => None,
     };
     found

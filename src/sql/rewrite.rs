@@ -58,8 +58,9 @@
 use std::ops::ControlFlow;
 
 use datafusion::sql::sqlparser::ast::{
-    visit_expressions_mut, BinaryOperator, CastKind, DataType, Expr, Function, FunctionArguments,
-    GroupByExpr, Ident, ObjectName, ObjectNamePart, Query, Select, SelectItem, SetExpr, Statement,
+    visit_expressions_mut, BinaryOperator, CastKind, DataType, Expr, Function, FunctionArg,
+    FunctionArgExpr, FunctionArguments, GroupByExpr, Ident, ObjectName, ObjectNamePart, Query,
+    Select, SelectItem, SetExpr, Statement,
 };
 
 use datafusion::sql::sqlparser::dialect::PostgreSqlDialect;
@@ -559,6 +560,25 @@ fn integer_array(expr: &Expr) -> Option<Expr> {
     Some(call("make_array", items))
 }
 
+/// `v` of `regclass(v)`, the rewrite of `v::regclass` for a value `v`.
+fn regclass_of_value(expr: &Expr) -> Option<Expr> {
+    let Expr::Function(f) = expr else {
+        return None;
+    };
+    if !f.name.to_string().eq_ignore_ascii_case("regclass") {
+        return None;
+    }
+    let FunctionArguments::List(list) = &f.args else {
+        return None;
+    };
+    match list.args.as_slice() {
+        [FunctionArg::Unnamed(FunctionArgExpr::Expr(value))] if is_value(value) => {
+            Some(value.clone())
+        }
+        _ => None,
+    }
+}
+
 fn rewrite_expr(expr: &mut Expr) {
     match expr {
         Expr::Function(f)
@@ -689,6 +709,21 @@ fn rewrite_expr(expr: &mut Expr) {
                                 };
                                 return;
                             }
+                        }
+                    }
+                }
+            }
+            // The sequence functions read a name or an object id as
+            // regclass does: `nextval('s'::regclass)` (a serial column's
+            // default) takes the name itself, a constant, so that a
+            // prepared INSERT compiles it once.
+            if matches!(name.as_str(), "nextval" | "currval" | "setval") {
+                if let FunctionArguments::List(list) = &mut f.args {
+                    if let Some(FunctionArg::Unnamed(FunctionArgExpr::Expr(first))) =
+                        list.args.first_mut()
+                    {
+                        if let Some(name) = regclass_of_value(first) {
+                            *first = name;
                         }
                     }
                 }
@@ -1140,6 +1175,12 @@ mod tests {
         assert_eq!(
             rewritten("SELECT 'employees'::regclass, '42'::oid, c.oid::regclass::text FROM c"),
             "SELECT regclass('employees'), '42'::INT, relation_name(c.oid)::TEXT FROM c"
+        );
+        assert_eq!(
+            rewritten(
+                "SELECT nextval('t_id_seq'::regclass), currval('s'), setval($1::regclass, 5)"
+            ),
+            "SELECT nextval('t_id_seq'), currval('s'), setval($1, 5)"
         );
         assert_eq!(
             rewritten("SELECT x::pg_catalog.text, t.typname::\"char\", a.atttypid::regtype FROM t"),

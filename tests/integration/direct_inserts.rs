@@ -426,3 +426,54 @@ async fn inserts_without_a_column_list_fill_the_first_columns() {
         Ok(_) => panic!("four values went into three columns"),
     }
 }
+
+/// A prepared INSERT compiles its volatile values (a `serial` column's
+/// default, `nextval`, `random()`) once and draws them at each execution;
+/// a value that cannot be computed fails each execution, not the prepare.
+#[tokio::test]
+async fn volatile_values_are_drawn_at_each_execution() {
+    let (_dir, mut session) = session_after(
+        "CREATE TABLE v (id serial PRIMARY KEY, n bigint, r float8);
+         CREATE SEQUENCE s START 10;",
+    )
+    .await;
+    let insert = session
+        .prepare("INSERT INTO v (n, r) VALUES (nextval('s'), random())")
+        .await
+        .unwrap();
+    for _ in 0..3 {
+        session
+            .execute_prepared(&insert, ParamValues::from(Vec::<ScalarValue>::new()))
+            .await
+            .unwrap();
+    }
+    assert_eq!(
+        run(&mut session, "SELECT id, n FROM v ORDER BY id").await[3..6],
+        [
+            "| 1  | 10 |".to_owned(),
+            "| 2  | 11 |".to_owned(),
+            "| 3  | 12 |".to_owned(),
+        ]
+    );
+    assert_eq!(
+        run(&mut session, "SELECT count(DISTINCT r) AS draws FROM v").await[3],
+        "| 3     |"
+    );
+
+    let bad = session
+        .prepare("INSERT INTO v (n) VALUES ('x'::bigint)")
+        .await
+        .unwrap();
+    for _ in 0..2 {
+        let error = session
+            .execute_prepared(&bad, ParamValues::from(Vec::<ScalarValue>::new()))
+            .await
+            .err()
+            .expect("a bad value fails");
+        assert_eq!(tablegate::pg::sqlstate(&error), "22P02", "{error}");
+    }
+    assert_eq!(
+        run(&mut session, "SELECT count(*) AS n FROM v").await[3],
+        "| 3 |"
+    );
+}

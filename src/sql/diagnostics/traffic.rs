@@ -93,9 +93,17 @@ struct TableTraffic {
     scans: u64,
     entities_scanned: u64,
     recent: VecDeque<RecentWrite>,
-    /// How many of the recent writes wrote each partition (kept as writes
-    /// come and go, since the shape is read on every write).
+    /// How many of the recent writes wrote each partition, and how many
+    /// were at the newest and at the oldest key (kept as writes come and
+    /// go, since the shape is read on every write).
     recent_partitions: HashMap<String, usize>,
+    recent_at_newest: usize,
+    recent_at_oldest: usize,
+    /// The partition most of the recent writes wrote, among those of the
+    /// last write and the one before it: a partition written by most of
+    /// them either was the last one written, or was already the one
+    /// written by most (its count did not grow, the writes did not shrink).
+    leader: Option<String>,
     newest: Option<String>,
     oldest: Option<String>,
 }
@@ -136,22 +144,18 @@ impl TableTraffic {
         if of < MIN_RECENT_WRITES {
             return None;
         }
-        let (partition, count) = self
-            .recent_partitions
-            .iter()
-            .max_by_key(|(_, n)| **n)
-            .map(|(p, n)| (p.as_str(), *n))?;
-        if count * 10 >= of * 8 {
-            return Some(WriteShape::HotPartition {
-                partition: partition.to_owned(),
-                count,
-                of,
-            });
+        if let Some((partition, count)) = self.leader.as_ref().and_then(|p| self.written(p)) {
+            if count * 10 >= of * 8 {
+                return Some(WriteShape::HotPartition {
+                    partition: partition.to_owned(),
+                    count,
+                    of,
+                });
+            }
         }
         // Writes that move along the key space, each at its newest (or
         // oldest) end: the append (or prepend) pattern.
-        let newest = self.recent.iter().filter(|w| w.at_newest).count();
-        let oldest = self.recent.iter().filter(|w| w.at_oldest).count();
+        let (newest, oldest) = (self.recent_at_newest, self.recent_at_oldest);
         if newest * 10 >= of * 9 {
             return Some(WriteShape::AppendOnly { count: newest, of });
         }
@@ -159,6 +163,44 @@ impl TableTraffic {
             return Some(WriteShape::PrependOnly { count: oldest, of });
         }
         None
+    }
+
+    /// A partition and how many of the recent writes wrote it, if any did.
+    fn written<'a>(&self, partition: &'a str) -> Option<(&'a str, usize)> {
+        let count = *self.recent_partitions.get(partition)?;
+        Some((partition, count))
+    }
+
+    /// Notes a statement's writes among the recent ones.
+    fn push_recent(&mut self, write: RecentWrite) {
+        if self.recent.len() == RECENT_WRITES {
+            if let Some(gone) = self.recent.pop_front() {
+                self.recent_at_newest -= usize::from(gone.at_newest);
+                self.recent_at_oldest -= usize::from(gone.at_oldest);
+                for p in gone.partitions {
+                    if let Some(n) = self.recent_partitions.get_mut(&p) {
+                        *n -= 1;
+                        if *n == 0 {
+                            self.recent_partitions.remove(&p);
+                        }
+                    }
+                }
+            }
+        }
+        self.recent_at_newest += usize::from(write.at_newest);
+        self.recent_at_oldest += usize::from(write.at_oldest);
+        for p in &write.partitions {
+            *self.recent_partitions.entry(p.clone()).or_default() += 1;
+        }
+        let leader = write
+            .partitions
+            .iter()
+            .chain(&self.leader)
+            .filter_map(|p| self.written(p))
+            .max_by_key(|&(_, count)| count)
+            .map(|(p, _)| p.to_owned());
+        self.leader = leader;
+        self.recent.push_back(write);
     }
 
     /// Drops the quietest partitions once there are too many.
@@ -300,22 +342,7 @@ impl Traffic {
             if t.oldest.as_deref().is_none_or(|k| lowest < k) {
                 t.oldest = Some(lowest.to_owned());
             }
-            if t.recent.len() == RECENT_WRITES {
-                if let Some(gone) = t.recent.pop_front() {
-                    for p in gone.partitions {
-                        if let Some(n) = t.recent_partitions.get_mut(&p) {
-                            *n -= 1;
-                            if *n == 0 {
-                                t.recent_partitions.remove(&p);
-                            }
-                        }
-                    }
-                }
-            }
-            for p in &partitions {
-                *t.recent_partitions.entry(p.clone()).or_default() += 1;
-            }
-            t.recent.push_back(RecentWrite {
+            t.push_recent(RecentWrite {
                 partitions,
                 at_newest,
                 at_oldest,
@@ -415,6 +442,30 @@ mod tests {
                 of: 40
             })
         );
+    }
+
+    #[test]
+    fn the_hot_partition_is_found_after_other_writes_and_forgotten_as_it_cools() {
+        let traffic = Traffic::default();
+        // Spread keys, then nine writes in ten to one key; the last write
+        // is to another key.
+        let keys = (0..150).map(|i| {
+            if i < 50 || i % 10 == 9 {
+                format!("k{}", (i * 919) % 1000)
+            } else {
+                "hot".into()
+            }
+        });
+        assert_eq!(
+            write_keys(&traffic, keys),
+            Some(WriteShape::HotPartition {
+                partition: "hot".into(),
+                count: 90,
+                of: 100
+            })
+        );
+        let cooler = (0..30).map(|i| format!("m{i}"));
+        assert_eq!(write_keys(&traffic, cooler), None);
     }
 
     #[test]

@@ -14,13 +14,15 @@
 //! parameters in place of its literals, the session prepares that text once,
 //! and each run passes the literals as the parameters' values.
 
+use std::borrow::Cow;
 use std::sync::Arc;
 
+use datafusion::arrow::datatypes::DataType;
 use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::common::{Column, ParamValues, ScalarValue};
 use datafusion::logical_expr::utils::split_conjunction;
 use datafusion::logical_expr::{
-    BinaryExpr, Expr, FetchType, LogicalPlan, Operator, Projection, SkipType,
+    BinaryExpr, Cast, Expr, FetchType, LogicalPlan, Operator, Projection, SkipType,
 };
 use datafusion::sql::sqlparser::ast;
 
@@ -42,6 +44,12 @@ enum Source {
     /// The parameter at this position (0 for `$1`).
     Param(usize),
     Constant(ScalarValue),
+    /// A parameter plus or minus a constant (`$2 + 100`).
+    Shifted {
+        param: usize,
+        op: Operator,
+        by: ScalarValue,
+    },
 }
 
 /// A key comparison: `column <op> source`.
@@ -85,6 +93,19 @@ fn column_index(def: &TableDef, expr: &Expr) -> Option<usize> {
     }
 }
 
+/// The key column a comparison compares: the column itself, or a
+/// smallint or integer column widened to bigint (as the planner does to
+/// compare it with `$2 + 100`), which keeps its order.
+fn compared_column(def: &TableDef, expr: &Expr) -> Option<usize> {
+    match expr {
+        Expr::Cast(Cast { expr, field }) if field.data_type() == &DataType::Int64 => {
+            let column = column_index(def, expr)?;
+            matches!(def.columns[column].ty, SqlType::Int2 | SqlType::Int4).then_some(column)
+        }
+        e => column_index(def, e),
+    }
+}
+
 /// The table column an expression over the output of `below` (projections,
 /// the top one first, above the scan) names.
 fn table_column(def: &TableDef, expr: &Expr, below: &[&Projection]) -> Option<usize> {
@@ -114,6 +135,17 @@ fn source(expr: &Expr) -> Option<Source> {
                 .checked_sub(1)?,
         )),
         Expr::Literal(v, _) => Some(Source::Constant(v.clone())),
+        Expr::BinaryExpr(BinaryExpr { left, op, right })
+            if matches!(op, Operator::Plus | Operator::Minus) =>
+        {
+            match (source(left)?, source(right)?, op) {
+                (Source::Param(param), Source::Constant(by), _)
+                | (Source::Constant(by), Source::Param(param), Operator::Plus) => {
+                    Some(Source::Shifted { param, op: *op, by })
+                }
+                _ => None,
+            }
+        }
         _ => None,
     }
 }
@@ -134,9 +166,9 @@ fn condition(def: &TableDef, keys: &[usize], filter: &Expr) -> Option<Condition>
     let Expr::BinaryExpr(BinaryExpr { left, op, right }) = filter else {
         return None;
     };
-    let (column, op, source) = match (column_index(def, left), source(right)) {
+    let (column, op, source) = match (compared_column(def, left), source(right)) {
         (Some(c), Some(s)) => (c, *op, s),
-        _ => (column_index(def, right)?, flip(*op)?, source(left)?),
+        _ => (compared_column(def, right)?, flip(*op)?, source(left)?),
     };
     // Only the comparisons a key range can hold.
     flip(op)?;
@@ -546,17 +578,32 @@ impl KeyPlan {
         for condition in &self.conditions {
             let scalar = match &condition.source {
                 Source::Param(i) => match values.get(*i) {
-                    Some(v) => &v.value,
+                    Some(v) => Cow::Borrowed(&v.value),
                     None => return Ok(None),
                 },
-                Source::Constant(v) => v,
+                Source::Constant(v) => Cow::Borrowed(v),
+                Source::Shifted { param, op, by } => {
+                    let Some(v) = values.get(*param) else {
+                        return Ok(None);
+                    };
+                    let shifted = v.value.cast_to(&by.data_type()).and_then(|v| match op {
+                        Operator::Plus => v.add_checked(by),
+                        _ => v.sub_checked(by),
+                    });
+                    // An overflow, or a value of another kind: the general
+                    // path answers.
+                    match shifted {
+                        Ok(shifted) => Cow::Owned(shifted),
+                        Err(_) => return Ok(None),
+                    }
+                }
             };
             // A comparison with NULL holds for no row.
             if scalar.is_null() {
                 return Ok(Some(self.rows(&EncodedRows::new())?));
             }
-            match literal_value(def.columns[condition.column].ty, scalar) {
-                Some(v) => bounds.push((condition, v, scalar.clone())),
+            match literal_value(def.columns[condition.column].ty, &scalar) {
+                Some(v) => bounds.push((condition, v, scalar.into_owned())),
                 None => return Ok(None),
             }
         }

@@ -144,6 +144,19 @@ async fn key_ranges_skip_planning_and_match_the_general_path() {
             false,
             3,
         ),
+        // A bound that is a parameter plus or minus a constant.
+        (
+            "SELECT seq, value FROM readings WHERE device = $1 AND seq >= $2 AND seq < $3 + 10",
+            true,
+            false,
+            3,
+        ),
+        (
+            "SELECT seq FROM readings WHERE device = $1 AND seq > $2 - 3 ORDER BY seq LIMIT 4",
+            true,
+            true,
+            2,
+        ),
         (
             "SELECT seq, value FROM readings WHERE device = $1 ORDER BY seq DESC LIMIT 10",
             true,

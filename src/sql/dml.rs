@@ -910,11 +910,12 @@ async fn plan_sql(session: &Session, sql: &str) -> Result<datafusion::logical_ex
     let statement: DfStatement = statements
         .pop()
         .ok_or_else(|| SqlError::Syntax("empty statement".into()))?;
-    Ok(session
+    let plan = session
         .context()
         .state()
         .statement_to_plan(statement)
-        .await?)
+        .await?;
+    super::session::with_one_type_per_parameter(plan)
 }
 
 /// The SELECT of the RETURNING clause, over a relation named like the table.

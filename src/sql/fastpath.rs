@@ -138,7 +138,7 @@ fn source(expr: &Expr) -> Option<Source> {
         Expr::BinaryExpr(BinaryExpr { left, op, right })
             if matches!(op, Operator::Plus | Operator::Minus) =>
         {
-            match (source(left)?, source(right)?, op) {
+            match (widened(left)?, widened(right)?, op) {
                 (Source::Param(param), Source::Constant(by), _)
                 | (Source::Constant(by), Source::Param(param), Operator::Plus) => {
                     Some(Source::Shifted { param, op: *op, by })
@@ -147,6 +147,17 @@ fn source(expr: &Expr) -> Option<Source> {
             }
         }
         _ => None,
+    }
+}
+
+/// A source, or a parameter cast to another type (which a shifted bound
+/// casts to its constant's type anyway).
+fn widened(expr: &Expr) -> Option<Source> {
+    match expr {
+        Expr::Cast(Cast { expr, .. }) if matches!(expr.as_ref(), Expr::Placeholder(_)) => {
+            source(expr)
+        }
+        e => source(e),
     }
 }
 

@@ -748,6 +748,7 @@ impl Session {
                     .state()
                     .statement_to_plan(statement.clone())
                     .await?;
+                let plan = with_one_type_per_parameter(plan)?;
                 prepared.param_types = param_types(&plan)?;
                 let schema = Arc::new(plan.schema().as_arrow().clone());
                 prepared.names = names.and_then(|n| n.resolve(schema.fields().len()));
@@ -1378,7 +1379,7 @@ impl Session {
     ) -> Result<Output> {
         let mut plan = self.ctx.state().statement_to_plan(statement).await?;
         if let Some(params) = params {
-            plan = plan.with_param_values(params)?;
+            plan = with_one_type_per_parameter(plan)?.with_param_values(params)?;
         }
         let names = names.and_then(|n| n.resolve(plan.schema().fields().len()));
         Ok(with_names(self.run_plan(plan).await?, names.as_deref()))
@@ -2130,6 +2131,65 @@ fn is_query(statement: &DfStatement) -> bool {
         DfStatement::Explain(_) => true,
         _ => false,
     }
+}
+
+/// The plan with one type for each parameter. DataFusion infers a
+/// parameter's type at each place it appears, so `seq >= $2 AND seq < $2 +
+/// 10` over an int column gives `$2` two types (int and bigint) and cannot
+/// be prepared; PostgreSQL gives it one. The first type inferred is the
+/// parameter's, and the places that inferred another cast it to theirs.
+pub(super) fn with_one_type_per_parameter(plan: LogicalPlan) -> Result<LogicalPlan> {
+    use datafusion::common::tree_node::{Transformed, TreeNode, TreeNodeRecursion};
+    use datafusion::logical_expr::expr::{Cast, Placeholder};
+    use datafusion::logical_expr::Expr;
+    let mut first: HashMap<String, datafusion::arrow::datatypes::FieldRef> = HashMap::new();
+    let mut differ = false;
+    plan.apply_with_subqueries(|node| {
+        node.apply_expressions(|e| {
+            e.apply(|e| {
+                if let Expr::Placeholder(Placeholder {
+                    id,
+                    field: Some(field),
+                }) = e
+                {
+                    match first.get(id) {
+                        Some(kept) => differ |= kept != field,
+                        None => {
+                            first.insert(id.clone(), field.clone());
+                        }
+                    }
+                }
+                Ok(TreeNodeRecursion::Continue)
+            })
+        })
+    })?;
+    if !differ {
+        return Ok(plan);
+    }
+    let unified = plan.transform_up_with_subqueries(|node| {
+        node.map_expressions(|e| {
+            e.transform_up(|e| match e {
+                Expr::Placeholder(Placeholder {
+                    id,
+                    field: Some(field),
+                }) if first.get(&id).is_some_and(|kept| *kept != field) => {
+                    let kept = first[&id].clone();
+                    let same_type = kept.data_type() == field.data_type();
+                    let parameter = Expr::Placeholder(Placeholder {
+                        id,
+                        field: Some(kept),
+                    });
+                    Ok(Transformed::yes(if same_type {
+                        parameter
+                    } else {
+                        Expr::Cast(Cast::new_from_field(Box::new(parameter), field))
+                    }))
+                }
+                e => Ok(Transformed::no(e)),
+            })
+        })
+    })?;
+    Ok(unified.data)
 }
 
 /// Parameter types of a plan, in `$1, $2, ...` order.

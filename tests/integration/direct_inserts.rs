@@ -477,3 +477,42 @@ async fn volatile_values_are_drawn_at_each_execution() {
         "| 3 |"
     );
 }
+
+/// A parameter used in two places whose inferred types differ (an int
+/// column's, and the bigint of `$1 + 1`) takes the first, as in
+/// PostgreSQL, in writes and reads alike.
+#[tokio::test]
+async fn a_parameter_used_with_two_types_takes_the_first() {
+    let (_dir, mut session) = session_after(
+        "CREATE TABLE p (id int PRIMARY KEY, n bigint);
+         INSERT INTO p VALUES (1, 0), (2, 0);",
+    )
+    .await;
+    let update = session
+        .prepare("UPDATE p SET n = $1 + 1 WHERE id = $1")
+        .await
+        .unwrap();
+    session
+        .execute_prepared(
+            &update,
+            ParamValues::from(vec![ScalarValue::Int32(Some(2))]),
+        )
+        .await
+        .unwrap();
+    let read = session
+        .prepare("SELECT id, n FROM p WHERE id >= $1 AND n < $1 + 10")
+        .await
+        .unwrap();
+    let Output::Rows { stream, .. } = session
+        .execute_prepared(&read, ParamValues::from(vec![ScalarValue::Int32(Some(2))]))
+        .await
+        .unwrap()
+    else {
+        panic!("not rows");
+    };
+    let batches: Vec<_> = stream.try_collect().await.unwrap();
+    let text = datafusion::arrow::util::pretty::pretty_format_batches(&batches)
+        .unwrap()
+        .to_string();
+    assert_eq!(text.lines().nth(3), Some("| 2  | 3 |"), "{text}");
+}

@@ -157,6 +157,14 @@ async fn key_ranges_skip_planning_and_match_the_general_path() {
             true,
             2,
         ),
+        // One parameter in two places whose types differ (int, and the
+        // bigint of `$2 + 10`): it keeps the first.
+        (
+            "SELECT seq, value FROM readings WHERE device = $1 AND seq >= $2 AND seq < $2 + 10",
+            true,
+            false,
+            2,
+        ),
         (
             "SELECT seq, value FROM readings WHERE device = $1 ORDER BY seq DESC LIMIT 10",
             true,

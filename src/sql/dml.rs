@@ -545,23 +545,39 @@ fn standalone(session: &Session, sql: &str) -> Option<Direct> {
     }
     // Folded or compiled once; a value that fails here (`'x'::int`) fails
     // when it is evaluated, at each execution, as in PostgreSQL.
-    Some(compile(&expr).unwrap_or(Direct::Expr(expr)))
+    let folded = fold(&simplifier(None), expr.clone());
+    Some(match folded {
+        Ok(Folded::Constant(value)) => Direct::Value(value),
+        Ok(Folded::Compiled(physical)) => Direct::Volatile(physical),
+        Err(_) => Direct::Expr(expr),
+    })
 }
 
-/// An expression of immutable and volatile functions and literals as a
-/// constant, or as a compiled expression when volatile functions remain.
-fn compile(expr: &Expr) -> datafusion::error::Result<Direct> {
-    let schema = DFSchema::empty();
-    let simplifier = ExprSimplifier::new(
+/// A simplifier of expressions that read no column, with the start time
+/// that `now()` folds to.
+fn simplifier(started: Option<chrono::DateTime<chrono::Utc>>) -> ExprSimplifier {
+    ExprSimplifier::new(
         SimplifyContext::builder()
             .with_schema(Arc::new(DFSchema::empty()))
+            .with_query_execution_start_time(started)
             .build(),
-    );
-    let expr = simplifier.simplify(simplifier.coerce(expr.clone(), &schema)?)?;
+    )
+}
+
+/// An expression that reads no column, simplified.
+enum Folded {
+    Constant(ScalarValue),
+    /// What folding leaves: volatile functions, such as `random()`.
+    Compiled(Arc<dyn PhysicalExpr>),
+}
+
+fn fold(simplifier: &ExprSimplifier, expr: Expr) -> datafusion::error::Result<Folded> {
+    let schema = DFSchema::empty();
+    let expr = simplifier.simplify(simplifier.coerce(expr, &schema)?)?;
     if let Expr::Literal(value, _) = expr {
-        return Ok(Direct::Value(value));
+        return Ok(Folded::Constant(value));
     }
-    Ok(Direct::Volatile(create_physical_expr(
+    Ok(Folded::Compiled(create_physical_expr(
         &expr,
         &schema,
         &ExecutionProps::new(),
@@ -620,23 +636,13 @@ impl<'a> Evaluator<'a> {
                 e => Ok(Transformed::no(e)),
             })?
             .data;
-        let simplifier = self.simplifier.get_or_init(|| {
-            ExprSimplifier::new(
-                SimplifyContext::builder()
-                    .with_schema(Arc::new(DFSchema::empty()))
-                    .with_query_execution_start_time(Some(chrono::Utc::now()))
-                    .build(),
-            )
-        });
-        let schema = DFSchema::empty();
-        let expr = simplifier.simplify(simplifier.coerce(expr, &schema)?)?;
-        if let Expr::Literal(value, _) = expr {
-            return Ok(value);
-        }
-        // What folding leaves: volatile functions, such as random().
-        let physical =
-            create_physical_expr(&expr, &schema, &ExecutionProps::new(), &Default::default())?;
-        Ok(evaluate_alone(physical.as_ref())?)
+        let simplifier = self
+            .simplifier
+            .get_or_init(|| simplifier(Some(chrono::Utc::now())));
+        Ok(match fold(simplifier, expr)? {
+            Folded::Constant(value) => value,
+            Folded::Compiled(physical) => evaluate_alone(physical.as_ref())?,
+        })
     }
 }
 

@@ -128,36 +128,40 @@ fn table_column(def: &TableDef, expr: &Expr, below: &[&Projection]) -> Option<us
 
 fn source(expr: &Expr) -> Option<Source> {
     match expr {
-        Expr::Placeholder(p) => Some(Source::Param(
-            p.id.strip_prefix('$')?
-                .parse::<usize>()
-                .ok()?
-                .checked_sub(1)?,
-        )),
+        Expr::Placeholder(_) => Some(Source::Param(parameter(expr, None)?)),
         Expr::Literal(v, _) => Some(Source::Constant(v.clone())),
         Expr::BinaryExpr(BinaryExpr { left, op, right })
             if matches!(op, Operator::Plus | Operator::Minus) =>
         {
-            match (widened(left)?, widened(right)?, op) {
-                (Source::Param(param), Source::Constant(by), _)
-                | (Source::Constant(by), Source::Param(param), Operator::Plus) => {
-                    Some(Source::Shifted { param, op: *op, by })
-                }
-                _ => None,
-            }
+            let (param, by) = match (left.as_ref(), right.as_ref()) {
+                (param, Expr::Literal(by, _)) => (param, by),
+                (Expr::Literal(by, _), param) if *op == Operator::Plus => (param, by),
+                _ => return None,
+            };
+            Some(Source::Shifted {
+                param: parameter(param, Some(&by.data_type()))?,
+                op: *op,
+                by: by.clone(),
+            })
         }
         _ => None,
     }
 }
 
-/// A source, or a parameter cast to another type (which a shifted bound
-/// casts to its constant's type anyway).
-fn widened(expr: &Expr) -> Option<Source> {
+/// The position of a parameter (0 for `$1`); with `shifted_to`, also of a
+/// parameter cast to that type, as a shifted bound casts its value.
+fn parameter(expr: &Expr, shifted_to: Option<&DataType>) -> Option<usize> {
     match expr {
-        Expr::Cast(Cast { expr, .. }) if matches!(expr.as_ref(), Expr::Placeholder(_)) => {
-            source(expr)
+        Expr::Placeholder(p) => {
+            p.id.strip_prefix('$')?
+                .parse::<usize>()
+                .ok()?
+                .checked_sub(1)
         }
-        e => source(e),
+        Expr::Cast(Cast { expr, field }) if Some(field.data_type()) == shifted_to => {
+            parameter(expr, None)
+        }
+        _ => None,
     }
 }
 

@@ -25,15 +25,21 @@ async fn session_after(sql: &str) -> (tempfile::TempDir, Session) {
 async fn run(session: &mut Session, sql: &str) -> Vec<String> {
     let mut lines = Vec::new();
     for output in session.execute(sql).await {
-        if let Output::Rows { stream, .. } = output.unwrap() {
-            let batches: Vec<_> = stream.try_collect().await.unwrap();
-            let text = datafusion::arrow::util::pretty::pretty_format_batches(&batches)
-                .unwrap()
-                .to_string();
-            lines.extend(text.lines().map(str::to_owned));
-        }
+        lines.extend(table(output.unwrap()).await);
     }
     lines
+}
+
+/// A statement's rows as a printed table, a line each; none for a command.
+async fn table(output: Output) -> Vec<String> {
+    let Output::Rows { stream, .. } = output else {
+        return Vec::new();
+    };
+    let batches: Vec<_> = stream.try_collect().await.unwrap();
+    let text = datafusion::arrow::util::pretty::pretty_format_batches(&batches)
+        .unwrap()
+        .to_string();
+    text.lines().map(str::to_owned).collect()
 }
 
 /// The result of the last statement of `sql`.
@@ -503,16 +509,16 @@ async fn a_parameter_used_with_two_types_takes_the_first() {
         .prepare("SELECT id, n FROM p WHERE id >= $1 AND n < $1 + 10")
         .await
         .unwrap();
-    let Output::Rows { stream, .. } = session
-        .execute_prepared(&read, ParamValues::from(vec![ScalarValue::Int32(Some(2))]))
-        .await
-        .unwrap()
-    else {
-        panic!("not rows");
-    };
-    let batches: Vec<_> = stream.try_collect().await.unwrap();
-    let text = datafusion::arrow::util::pretty::pretty_format_batches(&batches)
-        .unwrap()
-        .to_string();
-    assert_eq!(text.lines().nth(3), Some("| 2  | 3 |"), "{text}");
+    let rows = table(
+        session
+            .execute_prepared(&read, ParamValues::from(vec![ScalarValue::Int32(Some(2))]))
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(
+        rows.get(3).map(String::as_str),
+        Some("| 2  | 3 |"),
+        "{rows:?}"
+    );
 }

@@ -49,7 +49,8 @@
 //!   returns no rows: its WHERE becomes `false` and its select items that
 //!   hold subqueries NULL, so that a subquery DataFusion cannot plan does
 //!   not fail a query whose answer is known to be empty;
-//! - `FROM pg_catalog.generate_series(...)` loses the schema, and repeated
+//! - `FROM pg_catalog.generate_series(...)` loses the schema, its column is
+//!   named by the table alias or else `generate_series`, and repeated
 //!   unnamed select items (`SELECT NULL, NULL`) get distinct aliases (the
 //!   client still sees PostgreSQL's names, taken before rewriting).
 //!
@@ -877,7 +878,7 @@ impl datafusion::sql::sqlparser::ast::VisitorMut for Selects {
     fn pre_visit_query(&mut self, query: &mut Query) -> ControlFlow<()> {
         for_each_select(query.body.as_mut(), &mut |select| {
             name_repeated_items(&mut select.projection);
-            unqualify_table_functions(select);
+            name_table_functions(select);
             if !over_empty_catalog(select) {
                 self.outer_arrays(select);
             }
@@ -887,22 +888,48 @@ impl datafusion::sql::sqlparser::ast::VisitorMut for Selects {
 }
 
 /// `FROM pg_catalog.generate_series(...)`: table functions are registered
-/// without a schema.
-fn unqualify_table_functions(select: &mut Select) {
-    use datafusion::sql::sqlparser::ast::TableFactor;
+/// without a schema. And `generate_series`'s one column is named as
+/// PostgreSQL names a function's column: by the table alias (`FROM
+/// generate_series(1, 3) g` reads `g`), else by the function.
+fn name_table_functions(select: &mut Select) {
+    use datafusion::sql::sqlparser::ast::{TableAlias, TableAliasColumnDef, TableFactor};
     for t in &mut select.from {
         for factor in
             std::iter::once(&mut t.relation).chain(t.joins.iter_mut().map(|j| &mut j.relation))
         {
-            if let TableFactor::Table {
+            let TableFactor::Table {
                 name,
                 args: Some(_),
+                alias,
                 ..
             } = factor
+            else {
+                continue;
+            };
+            if name.0.len() == 2 && is_pg_catalog(&name.0[0]) {
+                name.0.remove(0);
+            }
+            let [part] = name.0.as_slice() else {
+                continue;
+            };
+            if !part
+                .as_ident()
+                .is_some_and(|f| f.value.eq_ignore_ascii_case("generate_series"))
             {
-                if name.0.len() == 2 && is_pg_catalog(&name.0[0]) {
-                    name.0.remove(0);
-                }
+                continue;
+            }
+            let alias = alias.get_or_insert_with(|| TableAlias {
+                explicit: false,
+                name: Ident::new("generate_series"),
+                columns: Vec::new(),
+                at: None,
+            });
+            if alias.columns.is_empty() {
+                let column = alias.name.clone();
+                alias.columns.push(TableAliasColumnDef {
+                    name: column,
+                    data_type: None,
+                });
             }
         }
     }
@@ -1269,5 +1296,29 @@ mod tests {
             rewritten("SELECT a, NULL, NULL FROM t UNION SELECT a, NULL, NULL FROM u"),
             "SELECT a, NULL, NULL AS __tablegate_column2 FROM t UNION SELECT a, NULL, NULL AS __tablegate_column2 FROM u"
         );
+    }
+
+    #[test]
+    fn generate_series_names_its_column_by_the_alias_or_itself() {
+        for (sql, want) in [
+            (
+                "SELECT g FROM generate_series(1, 3) g",
+                "SELECT g FROM generate_series(1, 3) g (g)",
+            ),
+            (
+                "SELECT n FROM pg_catalog.generate_series(1, 3) AS n",
+                "SELECT n FROM generate_series(1, 3) AS n (n)",
+            ),
+            (
+                "SELECT * FROM GENERATE_SERIES(1, 3)",
+                "SELECT * FROM GENERATE_SERIES(1, 3) generate_series (generate_series)",
+            ),
+            (
+                "SELECT v FROM generate_series(1, 3) AS t(v)",
+                "SELECT v FROM generate_series(1, 3) AS t (v)",
+            ),
+        ] {
+            assert_eq!(rewritten(sql), want, "{sql}");
+        }
     }
 }

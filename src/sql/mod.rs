@@ -25,6 +25,7 @@ mod diagnostics;
 mod dml;
 mod error;
 mod fastpath;
+pub mod float_text;
 mod functions;
 mod information_schema;
 mod matview;

@@ -1,0 +1,276 @@
+//! Floats as PostgreSQL writes them: the shortest digits that read back the
+//! same value (`0.1`, `1e+20`, `-571`). Result columns are written so, and
+//! a float cast to text is too: Arrow's cast writes `-571.0` and `1e20`, so
+//! an analyzer rule puts [`FLOAT_TEXT`] in place of each such cast.
+
+use std::sync::Arc;
+
+use bytes::BufMut;
+use datafusion::arrow::array::{Array, ArrayRef, AsArray, StringArray, StringBuilder};
+use datafusion::arrow::datatypes::{DataType, Float32Type, Float64Type};
+use datafusion::common::config::ConfigOptions;
+use datafusion::common::tree_node::{Transformed, TreeNode};
+use datafusion::common::{exec_err, DFSchema, Result, ScalarValue};
+use datafusion::logical_expr::expr::{Cast, ScalarFunction};
+use datafusion::logical_expr::expr_rewriter::NamePreserver;
+use datafusion::logical_expr::{
+    ColumnarValue, Expr, ExprSchemable, LogicalPlan, ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl,
+    Signature, Volatility,
+};
+use datafusion::optimizer::AnalyzerRule;
+
+/// Writes a float in PostgreSQL's text form: the shortest digits that read
+/// back the same value, positional for exponents from -4 up to the type's
+/// decimal digits (6 for real, 15 for double precision, C's FLT_DIG and
+/// DBL_DIG), else `1.5e+20`. Written straight into `out`: a result's floats
+/// are many.
+pub fn put_float<F: ryu::Float + Into<f64>>(v: F, out: &mut impl BufMut) {
+    let f: f64 = v.into();
+    let special = match f {
+        f if f.is_nan() => "NaN",
+        f64::INFINITY => "Infinity",
+        f64::NEG_INFINITY => "-Infinity",
+        0.0 if f.is_sign_negative() => "-0",
+        0.0 => "0",
+        _ => "",
+    };
+    if !special.is_empty() {
+        out.put_slice(special.as_bytes());
+        return;
+    }
+    // Ryu's shortest digits, as `1.25`, `0.001`, `1e-7` or `1.5e300`.
+    let mut buffer = ryu::Buffer::new();
+    let text = buffer.format_finite(v).as_bytes();
+    let (negative, text) = match text {
+        [b'-', rest @ ..] => (true, rest),
+        _ => (false, text),
+    };
+    let (mantissa, mut exponent) = match text.iter().position(|&b| b == b'e') {
+        Some(e) => (&text[..e], exponent_value(&text[e + 1..])),
+        None => (text, 0),
+    };
+    // The significant digits, and the power of ten of the first.
+    let mut digits = [0u8; 32];
+    let mut len = 0;
+    let mut point = mantissa.len();
+    for (i, &b) in mantissa.iter().enumerate() {
+        if b == b'.' {
+            point = i;
+        } else {
+            digits[len] = b;
+            len += 1;
+        }
+    }
+    let leading = digits[..len].iter().take_while(|&&d| d == b'0').count();
+    let digits = &digits[leading..len];
+    let digits = &digits[..digits.len() - digits.iter().rev().take_while(|&&d| d == b'0').count()];
+    exponent += point as i32 - 1 - leading as i32;
+    if negative {
+        out.put_u8(b'-');
+    }
+    let digits_of_type = if std::mem::size_of::<F>() == 4 { 6 } else { 15 };
+    if (-4..digits_of_type).contains(&exponent) {
+        let point = exponent + 1;
+        if point <= 0 {
+            out.put_slice(b"0.");
+            out.put_bytes(b'0', (-point) as usize);
+            out.put_slice(digits);
+        } else if point as usize >= digits.len() {
+            out.put_slice(digits);
+            out.put_bytes(b'0', point as usize - digits.len());
+        } else {
+            let (whole, fraction) = digits.split_at(point as usize);
+            out.put_slice(whole);
+            out.put_u8(b'.');
+            out.put_slice(fraction);
+        }
+    } else {
+        let (first, rest) = digits.split_at(1);
+        out.put_slice(first);
+        if !rest.is_empty() {
+            out.put_u8(b'.');
+            out.put_slice(rest);
+        }
+        out.put_u8(b'e');
+        out.put_u8(if exponent < 0 { b'-' } else { b'+' });
+        let exponent = exponent.unsigned_abs();
+        if exponent < 10 {
+            out.put_u8(b'0');
+        }
+        out.put_slice(exponent.to_string().as_bytes());
+    }
+}
+
+/// The value of an exponent's text as Ryu writes it (`-7`, `300`).
+fn exponent_value(text: &[u8]) -> i32 {
+    let (sign, digits) = match text {
+        [b'-', rest @ ..] => (-1, rest),
+        _ => (1, text),
+    };
+    sign * digits
+        .iter()
+        .fold(0i32, |n, &d| n * 10 + i32::from(d - b'0'))
+}
+
+/// The function a float's cast to text becomes.
+pub const FLOAT_TEXT: &str = "__tablegate_float_text";
+
+/// Puts [`FLOAT_TEXT`] in place of each cast of a float to text, after
+/// DataFusion's type coercion (which adds the casts of `x || 'a'`). Result
+/// columns keep their names.
+#[derive(Debug)]
+pub struct FloatCasts;
+
+impl AnalyzerRule for FloatCasts {
+    fn name(&self) -> &str {
+        "float_casts_to_postgres_text"
+    }
+
+    fn analyze(&self, plan: LogicalPlan, _: &ConfigOptions) -> Result<LogicalPlan> {
+        let float_text = Arc::new(ScalarUDF::new_from_impl(FloatText {
+            signature: Signature::uniform(
+                1,
+                vec![DataType::Float32, DataType::Float64],
+                Volatility::Immutable,
+            ),
+        }));
+        let plan = plan.transform_up_with_subqueries(|node| {
+            let mut inputs = DFSchema::empty();
+            for input in node.inputs() {
+                inputs.merge(input.schema());
+            }
+            let names = NamePreserver::new(&node);
+            node.map_expressions(|e| {
+                let name = names.save(&e);
+                let e = e.transform_up(|e| match e {
+                    Expr::Cast(Cast { expr, field })
+                        if is_text(field.data_type())
+                            && expr.get_type(&inputs).is_ok_and(|t| t.is_floating()) =>
+                    {
+                        let text = Expr::ScalarFunction(ScalarFunction::new_udf(
+                            float_text.clone(),
+                            vec![*expr],
+                        ));
+                        Ok(Transformed::yes(match field.data_type() {
+                            DataType::Utf8 => text,
+                            _ => Expr::Cast(Cast::new_from_field(Box::new(text), field)),
+                        }))
+                    }
+                    e => Ok(Transformed::no(e)),
+                })?;
+                Ok(e.update_data(|e| name.restore(e)))
+            })?
+            .map_data(|node| node.recompute_schema())
+        })?;
+        Ok(plan.data)
+    }
+}
+
+fn is_text(ty: &DataType) -> bool {
+    matches!(
+        ty,
+        DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View
+    )
+}
+
+/// Writes floats' text.
+#[derive(Debug, PartialEq, Eq, Hash)]
+struct FloatText {
+    signature: Signature,
+}
+
+impl ScalarUDFImpl for FloatText {
+    fn name(&self) -> &str {
+        FLOAT_TEXT
+    }
+
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+
+    fn return_type(&self, _: &[DataType]) -> Result<DataType> {
+        Ok(DataType::Utf8)
+    }
+
+    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
+        let [value] = args.args.as_slice() else {
+            return exec_err!("{FLOAT_TEXT} takes one value");
+        };
+        let floats = value.to_array(args.number_rows)?;
+        let texts: ArrayRef = Arc::new(match floats.data_type() {
+            DataType::Float64 => texts(floats.as_primitive::<Float64Type>().iter()),
+            DataType::Float32 => texts(floats.as_primitive::<Float32Type>().iter()),
+            other => return exec_err!("{FLOAT_TEXT} takes a float, not {other}"),
+        });
+        Ok(match value {
+            ColumnarValue::Scalar(_) => {
+                ColumnarValue::Scalar(ScalarValue::try_from_array(&texts, 0)?)
+            }
+            ColumnarValue::Array(_) => ColumnarValue::Array(texts),
+        })
+    }
+}
+
+fn texts<F: ryu::Float + Into<f64>>(
+    floats: impl ExactSizeIterator<Item = Option<F>>,
+) -> StringArray {
+    let mut texts = StringBuilder::with_capacity(floats.len(), floats.len() * 8);
+    let mut text = Vec::with_capacity(32);
+    for float in floats {
+        match float {
+            Some(float) => {
+                text.clear();
+                put_float(float, &mut text);
+                texts.append_value(String::from_utf8_lossy(&text));
+            }
+            None => texts.append_null(),
+        }
+    }
+    texts.finish()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::put_float;
+
+    fn float_text<F: ryu::Float + Into<f64>>(v: F) -> String {
+        let mut out = Vec::new();
+        put_float(v, &mut out);
+        String::from_utf8(out).unwrap()
+    }
+
+    #[test]
+    fn floats_print_like_postgres() {
+        for (v, want) in [
+            (21.0, "21"),
+            (0.1, "0.1"),
+            (-2.5, "-2.5"),
+            (1e15, "1e+15"),
+            (-1e15, "-1e+15"),
+            (123456789012345.0, "123456789012345"),
+            (100.0, "100"),
+            (1234.5678, "1234.5678"),
+            (0.0001, "0.0001"),
+            (-0.00012, "-0.00012"),
+            (0.00001, "1e-05"),
+            (1.25e-7, "1.25e-07"),
+            (1.5e300, "1.5e+300"),
+            (2.2250738585072014e-308, "2.2250738585072014e-308"),
+            (5e-324, "5e-324"),
+            (f64::MAX, "1.7976931348623157e+308"),
+            (0.0, "0"),
+            (-0.0, "-0"),
+            (f64::NAN, "NaN"),
+            (f64::INFINITY, "Infinity"),
+            (f64::NEG_INFINITY, "-Infinity"),
+        ] {
+            assert_eq!(float_text(v), want, "{v}");
+        }
+        assert_eq!(float_text(1.1f32), "1.1");
+        assert_eq!(float_text(3.4028235e38f32), "3.4028235e+38");
+        assert_eq!(float_text(1e-5f32), "1e-05");
+        assert_eq!(float_text(999999f32), "999999");
+        assert_eq!(float_text(1000000f32), "1e+06");
+        assert_eq!(float_text(123456.7f32), "123456.7");
+    }
+}

@@ -598,6 +598,18 @@ impl Session {
         self.note_errors_sent();
         self.start_statement(Arc::from(sql));
         self.refresh_catalog().await;
+        // A SELECT of a shape read by key before. No statement the checks
+        // below look for starts with SELECT, so this may come first.
+        if let Some(result) = self.run_by_shape(sql).await {
+            return vec![result.map_err(|e| self.fail(e))];
+        }
+        // Boxed: the general path's state is many kilobytes, which a read
+        // by key would otherwise allocate and copy on every query.
+        Box::pin(self.execute_text(sql)).await
+    }
+
+    /// [`Session::execute`] for a text not read by key.
+    async fn execute_text(&mut self, sql: &str) -> Vec<Result<Output>> {
         if let Some((statement, data)) = inline_copy(sql) {
             return vec![self.copy_inline(statement, data).await];
         }
@@ -635,9 +647,6 @@ impl Session {
                 Ok(_) => Err(SqlError::Syntax(format!("not a MOVE: {sql}"))),
                 Err(e) => Err(e),
             };
-            return vec![result.map_err(|e| self.fail(e))];
-        }
-        if let Some(result) = self.run_by_shape(sql).await {
             return vec![result.map_err(|e| self.fail(e))];
         }
         let statements = match Self::parse(sql) {
@@ -781,6 +790,17 @@ impl Session {
                 return Ok(output);
             }
         }
+        // Boxed: the general path's state is many kilobytes, which a read
+        // by key would otherwise allocate and copy on every execution.
+        Box::pin(self.execute_planned(prepared, params)).await
+    }
+
+    /// [`Session::execute_prepared`] for a statement not read by key.
+    async fn execute_planned(
+        &mut self,
+        prepared: &Prepared,
+        params: ParamValues,
+    ) -> Result<Output> {
         if prepared.text_command {
             return self
                 .execute(&prepared.sql)

@@ -25,7 +25,7 @@ use pgwire::types::format::FormatOptions;
 use pgwire::types::ToSqlText;
 use postgres_types::{IsNull, ToSql};
 
-use crate::sql::float_text::put_float;
+use crate::sql::floats::put_float;
 use crate::sql::types::PG_TYPE_KEY;
 
 /// The PostgreSQL type of a result column.

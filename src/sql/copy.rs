@@ -19,6 +19,7 @@ use super::convert::batch_to_rows;
 use super::diagnostics::monitor::NearLimits;
 use super::dml::bytea_input;
 use super::error::{Result, SqlError};
+use super::floats::check_real_range;
 use super::types::arrow_type;
 use crate::catalog::{SqlType, TableDef};
 use crate::model::check_entity_parts;
@@ -573,16 +574,21 @@ impl LineParser {
                 Arc::new(texts.map(|t| t.map(bytea_input)).collect::<BinaryArray>())
             } else {
                 let strings: ArrayRef = Arc::new(texts.collect::<StringArray>());
-                cast_with_options(&strings, &arrow_type(column.ty), &strict).map_err(|e| {
-                    SqlError::value(
-                        "22P02",
-                        format!(
-                            "invalid input for column {:?} of type {}: {e}",
-                            column.name,
-                            column.ty.pg_name()
-                        ),
-                    )
-                })?
+                let array =
+                    cast_with_options(&strings, &arrow_type(column.ty), &strict).map_err(|e| {
+                        SqlError::value(
+                            "22P02",
+                            format!(
+                                "invalid input for column {:?} of type {}: {e}",
+                                column.name,
+                                column.ty.pg_name()
+                            ),
+                        )
+                    })?;
+                if column.ty == SqlType::Float4 {
+                    check_real_range(&strings, &array)?;
+                }
+                array
             };
             schema.push(Field::new(&column.name, array.data_type().clone(), true));
             arrays.push(array);

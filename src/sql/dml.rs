@@ -39,6 +39,7 @@ use futures::TryStreamExt;
 use super::convert::batch_to_rows;
 use super::error::{Result, SqlError};
 use super::fastpath::literal_scalar;
+use super::floats::check_real_range;
 use super::provider::{dml_table_name, parse_row_identity, ROW_COLUMN};
 use super::session::{normalize, table_name, Output, Session};
 use super::txn::Change;
@@ -573,7 +574,8 @@ enum Folded {
 
 fn fold(simplifier: &ExprSimplifier, expr: Expr) -> datafusion::error::Result<Folded> {
     let schema = DFSchema::empty();
-    let expr = simplifier.simplify(simplifier.coerce(expr, &schema)?)?;
+    let expr = super::floats::postgres_casts(simplifier.coerce(expr, &schema)?, &schema)?.data;
+    let expr = simplifier.simplify(expr)?;
     if let Expr::Literal(value, _) = expr {
         return Ok(Folded::Constant(value));
     }
@@ -681,7 +683,11 @@ fn direct_batch(
                 if array.data_type() == &target {
                     return Ok(array);
                 }
-                Ok(cast_with_options(&array, &target, &options)?)
+                let cast = cast_with_options(&array, &target, &options)?;
+                if target == DataType::Float32 {
+                    check_real_range(&array, &cast)?;
+                }
+                Ok(cast)
             })
             .collect::<Result<Vec<ArrayRef>>>()?;
         arrays.push(match cells.as_slice() {
@@ -1269,7 +1275,11 @@ fn cast_columns(
         arrays.push(if array.data_type() == &target {
             array.clone()
         } else {
-            cast(array, &target)?
+            let cast = cast(array, &target)?;
+            if target == DataType::Float32 {
+                check_real_range(array, &cast)?;
+            }
+            cast
         });
     }
     column_batch(def, columns, arrays, batch.num_rows())

@@ -25,7 +25,7 @@ mod diagnostics;
 mod dml;
 mod error;
 mod fastpath;
-pub mod float_text;
+pub mod floats;
 mod functions;
 mod information_schema;
 mod matview;

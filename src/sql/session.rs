@@ -374,7 +374,7 @@ impl Session {
             .with_config(config)
             .with_runtime_env(engine.runtime.clone())
             .with_default_features()
-            .with_analyzer_rule(Arc::new(super::float_text::FloatCasts))
+            .with_analyzer_rule(Arc::new(super::floats::FloatCasts))
             .build();
         let ctx = SessionContext::new_with_state(state);
         let view = Arc::new(ReadView::default());

@@ -1,12 +1,20 @@
-//! Floats as PostgreSQL writes them: the shortest digits that read back the
-//! same value (`0.1`, `1e+20`, `-571`). Result columns are written so, and
-//! a float cast to text is too: Arrow's cast writes `-571.0` and `1e20`, so
-//! an analyzer rule puts [`FLOAT_TEXT`] in place of each such cast.
+//! Floats as PostgreSQL writes and narrows them.
+//!
+//! Written: the shortest digits that read back the same value (`0.1`,
+//! `1e+20`, `-571`). Result columns are written so, and a float cast to
+//! text is too: Arrow's cast writes `-571.0` and `1e20`, so an analyzer rule
+//! puts [`FLOAT_TEXT`] in place of each such cast.
+//!
+//! Narrowed: a value cast to `real` that f32 cannot hold is an error
+//! (22003), where Arrow's cast makes it infinite or zero; the same rule puts
+//! [`REAL`] in place of those casts.
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use bytes::BufMut;
-use datafusion::arrow::array::{Array, ArrayRef, AsArray, StringArray, StringBuilder};
+use datafusion::arrow::array::{
+    Array, ArrayRef, AsArray, Float32Array, Float64Array, StringArray, StringBuilder,
+};
 use datafusion::arrow::datatypes::{DataType, Float32Type, Float64Type};
 use datafusion::common::config::ConfigOptions;
 use datafusion::common::tree_node::{Transformed, TreeNode};
@@ -114,10 +122,13 @@ fn exponent_value(text: &[u8]) -> i32 {
 
 /// The function a float's cast to text becomes.
 pub const FLOAT_TEXT: &str = "__tablegate_float_text";
+/// The function a cast to `real` becomes.
+pub const REAL: &str = "__tablegate_real";
 
-/// Puts [`FLOAT_TEXT`] in place of each cast of a float to text, after
-/// DataFusion's type coercion (which adds the casts of `x || 'a'`). Result
-/// columns keep their names.
+/// Puts [`FLOAT_TEXT`] in place of each cast of a float to text, and
+/// [`REAL`] in place of each cast to `real` of a double, a number or a
+/// text, after DataFusion's type coercion (which adds the casts of
+/// `x || 'a'`). Result columns keep their names.
 #[derive(Debug)]
 pub struct FloatCasts;
 
@@ -127,13 +138,6 @@ impl AnalyzerRule for FloatCasts {
     }
 
     fn analyze(&self, plan: LogicalPlan, _: &ConfigOptions) -> Result<LogicalPlan> {
-        let float_text = Arc::new(ScalarUDF::new_from_impl(FloatText {
-            signature: Signature::uniform(
-                1,
-                vec![DataType::Float32, DataType::Float64],
-                Volatility::Immutable,
-            ),
-        }));
         let plan = plan.transform_up_with_subqueries(|node| {
             let mut inputs = DFSchema::empty();
             for input in node.inputs() {
@@ -142,23 +146,7 @@ impl AnalyzerRule for FloatCasts {
             let names = NamePreserver::new(&node);
             node.map_expressions(|e| {
                 let name = names.save(&e);
-                let e = e.transform_up(|e| match e {
-                    Expr::Cast(Cast { expr, field })
-                        if is_text(field.data_type())
-                            && expr.get_type(&inputs).is_ok_and(|t| t.is_floating()) =>
-                    {
-                        let text = Expr::ScalarFunction(ScalarFunction::new_udf(
-                            float_text.clone(),
-                            vec![*expr],
-                        ));
-                        Ok(Transformed::yes(match field.data_type() {
-                            DataType::Utf8 => text,
-                            _ => Expr::Cast(Cast::new_from_field(Box::new(text), field)),
-                        }))
-                    }
-                    e => Ok(Transformed::no(e)),
-                })?;
-                Ok(e.update_data(|e| name.restore(e)))
+                Ok(postgres_casts(e, &inputs)?.update_data(|e| name.restore(e)))
             })?
             .map_data(|node| node.recompute_schema())
         })?;
@@ -166,11 +154,137 @@ impl AnalyzerRule for FloatCasts {
     }
 }
 
+/// `expr`, over columns of `inputs`, with [`FLOAT_TEXT`] and [`REAL`] in
+/// place of the casts they stand for (see [`FloatCasts`]).
+pub fn postgres_casts(expr: Expr, inputs: &DFSchema) -> Result<Transformed<Expr>> {
+    static FUNCTIONS: OnceLock<(Arc<ScalarUDF>, Arc<ScalarUDF>)> = OnceLock::new();
+    let (float_text, real) = FUNCTIONS.get_or_init(|| {
+        let float_text = FloatText {
+            signature: Signature::uniform(
+                1,
+                vec![DataType::Float32, DataType::Float64],
+                Volatility::Immutable,
+            ),
+        };
+        let real = Real {
+            signature: Signature::any(1, Volatility::Immutable),
+        };
+        (
+            Arc::new(ScalarUDF::new_from_impl(float_text)),
+            Arc::new(ScalarUDF::new_from_impl(real)),
+        )
+    });
+    expr.transform_up(|e| match e {
+        Expr::Cast(Cast { expr, field })
+            if is_text(field.data_type())
+                && expr.get_type(inputs).is_ok_and(|t| t.is_floating()) =>
+        {
+            let text =
+                Expr::ScalarFunction(ScalarFunction::new_udf(float_text.clone(), vec![*expr]));
+            Ok(Transformed::yes(match field.data_type() {
+                DataType::Utf8 => text,
+                _ => Expr::Cast(Cast::new_from_field(Box::new(text), field)),
+            }))
+        }
+        Expr::Cast(Cast { expr, field })
+            if field.data_type() == &DataType::Float32
+                && expr.get_type(inputs).is_ok_and(|t| narrows_to_real(&t)) =>
+        {
+            Ok(Transformed::yes(Expr::ScalarFunction(
+                ScalarFunction::new_udf(real.clone(), vec![*expr]),
+            )))
+        }
+        e => Ok(Transformed::no(e)),
+    })
+}
+
 fn is_text(ty: &DataType) -> bool {
     matches!(
         ty,
         DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View
     )
+}
+
+/// Whether a value of this type may be out of `real`'s range.
+fn narrows_to_real(ty: &DataType) -> bool {
+    is_text(ty) || matches!(ty, DataType::Float64 | DataType::Decimal128(..))
+}
+
+/// Refuses what a `real` cannot hold, as PostgreSQL does (22003): a finite
+/// value past f32's range, which the cast made infinite, or a nonzero one
+/// it made zero. `source` holds the values before the cast, `real` after.
+pub fn check_real_range(source: &ArrayRef, real: &ArrayRef) -> Result<()> {
+    let (Some(real), Ok(wide)) = (
+        real.as_any().downcast_ref::<Float32Array>(),
+        datafusion::arrow::compute::cast(source, &DataType::Float64),
+    ) else {
+        return Ok(());
+    };
+    let Some(wide) = wide.as_any().downcast_ref::<Float64Array>() else {
+        return Ok(());
+    };
+    for row in 0..real.len() {
+        if real.is_null(row) || wide.is_null(row) {
+            continue;
+        }
+        let (wide, narrow) = (wide.value(row), real.value(row));
+        let problem = if wide.is_finite() && narrow.is_infinite() {
+            "overflow"
+        } else if wide != 0.0 && narrow == 0.0 {
+            "underflow"
+        } else {
+            continue;
+        };
+        let message = match source.as_any().downcast_ref::<StringArray>() {
+            Some(texts) => format!("{:?} is out of range for type real", texts.value(row)),
+            None => format!("value out of range: {problem}"),
+        };
+        let error = crate::sql::SqlError::value("22003", message);
+        return Err(datafusion::error::DataFusionError::External(Box::new(
+            error,
+        )));
+    }
+    Ok(())
+}
+
+/// Casts to `real`, refusing what it cannot hold.
+#[derive(Debug, PartialEq, Eq, Hash)]
+struct Real {
+    signature: Signature,
+}
+
+impl ScalarUDFImpl for Real {
+    fn name(&self) -> &str {
+        REAL
+    }
+
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+
+    fn return_type(&self, _: &[DataType]) -> Result<DataType> {
+        Ok(DataType::Float32)
+    }
+
+    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
+        let [value] = args.args.as_slice() else {
+            return exec_err!("{REAL} takes one value");
+        };
+        let source = value.to_array(args.number_rows)?;
+        let options = datafusion::arrow::compute::CastOptions {
+            safe: false,
+            ..Default::default()
+        };
+        let real =
+            datafusion::arrow::compute::cast_with_options(&source, &DataType::Float32, &options)?;
+        check_real_range(&source, &real)?;
+        Ok(match value {
+            ColumnarValue::Scalar(_) => {
+                ColumnarValue::Scalar(ScalarValue::try_from_array(&real, 0)?)
+            }
+            ColumnarValue::Array(_) => ColumnarValue::Array(real),
+        })
+    }
 }
 
 /// Writes floats' text.

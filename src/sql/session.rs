@@ -1414,7 +1414,18 @@ impl Session {
             .verify_plan(&plan)
             .map_err(|e| SqlError::FeatureNotSupported(e.to_string()))?;
         self.require_reads(&plan, None)?;
+        // PREPARE and DEALLOCATE take effect when planned, and answer with
+        // their command tag, as in PostgreSQL, not with an empty result.
+        use datafusion::logical_expr::Statement as PlanStatement;
+        let command = match &plan {
+            LogicalPlan::Statement(PlanStatement::Prepare(_)) => Some("PREPARE"),
+            LogicalPlan::Statement(PlanStatement::Deallocate(_)) => Some("DEALLOCATE"),
+            _ => None,
+        };
         let frame = self.ctx.execute_logical_plan(plan).await?;
+        if let Some(tag) = command {
+            return Ok(Output::Command(tag.into()));
+        }
         let schema = Arc::new(frame.schema().as_arrow().clone());
         Ok(Output::Rows {
             schema,

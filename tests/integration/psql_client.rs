@@ -222,3 +222,18 @@ async fn low_density_notice_with_the_rows() {
         "{messages}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sql_prepare_and_deallocate_answer_with_their_tags() {
+    let server = TestServer::start().await;
+    let out = psql(
+        server.port,
+        "PREPARE twice(int) AS SELECT $1 * 2 AS doubled; EXECUTE twice(21); DEALLOCATE twice",
+    )
+    .await;
+    assert_eq!(
+        out.lines().collect::<Vec<_>>(),
+        ["PREPARE", "doubled", "42", "(1 row)", "DEALLOCATE"],
+        "{out}"
+    );
+}

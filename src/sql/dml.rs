@@ -17,7 +17,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use datafusion::arrow::array::{Array, ArrayRef, Int64Array, RecordBatch, StringArray};
-use datafusion::arrow::compute::cast;
+use datafusion::arrow::compute::{cast_with_options, CastOptions};
 use datafusion::arrow::datatypes::{DataType, Schema, SchemaRef};
 use datafusion::common::metadata::ScalarAndMetadata;
 use datafusion::common::tree_node::{Transformed, TreeNode};
@@ -656,7 +656,7 @@ fn direct_batch(
     rows: &[Vec<Direct>],
     params: Option<&ParamValues>,
 ) -> Result<RecordBatch> {
-    use datafusion::arrow::compute::{cast_with_options, concat, CastOptions};
+    use datafusion::arrow::compute::concat;
     let options = CastOptions {
         safe: false,
         ..Default::default()
@@ -683,11 +683,7 @@ fn direct_batch(
                 if array.data_type() == &target {
                     return Ok(array);
                 }
-                let cast = cast_with_options(&array, &target, &options)?;
-                if target == DataType::Float32 {
-                    check_real_range(&array, &cast)?;
-                }
-                Ok(cast)
+                cast_to_column(&array, &target, &options)
             })
             .collect::<Result<Vec<ArrayRef>>>()?;
         arrays.push(match cells.as_slice() {
@@ -696,6 +692,16 @@ fn direct_batch(
         });
     }
     column_batch(def, columns, arrays, rows.len())
+}
+
+/// `array` cast to a column's Arrow type, refusing a value a `real` cannot
+/// hold.
+fn cast_to_column(array: &ArrayRef, target: &DataType, options: &CastOptions) -> Result<ArrayRef> {
+    let cast = cast_with_options(array, target, options)?;
+    if target == &DataType::Float32 {
+        check_real_range(array, &cast)?;
+    }
+    Ok(cast)
 }
 
 /// A batch of arrays holding the given table columns, in their Arrow types,
@@ -1275,11 +1281,7 @@ fn cast_columns(
         arrays.push(if array.data_type() == &target {
             array.clone()
         } else {
-            let cast = cast(array, &target)?;
-            if target == DataType::Float32 {
-                check_real_range(array, &cast)?;
-            }
-            cast
+            cast_to_column(array, &target, &Default::default())?
         });
     }
     column_batch(def, columns, arrays, batch.num_rows())

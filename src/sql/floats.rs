@@ -121,9 +121,9 @@ fn exponent_value(text: &[u8]) -> i32 {
 }
 
 /// The function a float's cast to text becomes.
-pub const FLOAT_TEXT: &str = "__tablegate_float_text";
+const FLOAT_TEXT: &str = "__tablegate_float_text";
 /// The function a cast to `real` becomes.
-pub const REAL: &str = "__tablegate_real";
+const REAL: &str = "__tablegate_real";
 
 /// Puts [`FLOAT_TEXT`] in place of each cast of a float to text, and
 /// [`REAL`] in place of each cast to `real` of a double, a number or a
@@ -134,7 +134,7 @@ pub struct FloatCasts;
 
 impl AnalyzerRule for FloatCasts {
     fn name(&self) -> &str {
-        "float_casts_to_postgres_text"
+        "postgres_float_casts"
     }
 
     fn analyze(&self, plan: LogicalPlan, _: &ConfigOptions) -> Result<LogicalPlan> {

@@ -29,7 +29,6 @@ use datafusion::logical_expr::{ColumnarValue, Expr, Volatility};
 use datafusion::optimizer::simplify_expressions::ExprSimplifier;
 use datafusion::physical_expr::{create_physical_expr, PhysicalExpr};
 use datafusion::physical_plan::memory::MemoryStream;
-use datafusion::sql::parser::Statement as DfStatement;
 use datafusion::sql::sqlparser::ast::{
     AssignmentTarget, ConflictTarget, Delete, Expr as AstExpr, FromTable, Insert, OnConflictAction,
     OnInsert, SelectItem, SetExpr, Statement, TableFactor, TableObject, TableWithJoins, Update,
@@ -679,11 +678,7 @@ fn direct_batch(
                     Direct::Volatile(physical) => evaluate_alone(physical.as_ref())?,
                     &Direct::Param(n) => param(values, n)?,
                 };
-                let array = scalar.to_array()?;
-                if array.data_type() == &target {
-                    return Ok(array);
-                }
-                cast_to_column(&array, &target, &options)
+                cast_to_column(&scalar.to_array()?, &target, &options)
             })
             .collect::<Result<Vec<ArrayRef>>>()?;
         arrays.push(match cells.as_slice() {
@@ -694,9 +689,12 @@ fn direct_batch(
     column_batch(def, columns, arrays, rows.len())
 }
 
-/// `array` cast to a column's Arrow type, refusing a value a `real` cannot
-/// hold.
+/// `array` cast to a column's Arrow type (itself when it has that type),
+/// refusing a value a `real` cannot hold.
 fn cast_to_column(array: &ArrayRef, target: &DataType, options: &CastOptions) -> Result<ArrayRef> {
+    if array.data_type() == target {
+        return Ok(array.clone());
+    }
     let cast = cast_with_options(array, target, options)?;
     if target == &DataType::Float32 {
         check_real_range(array, &cast)?;
@@ -923,19 +921,6 @@ fn rewrite(session: &Session, statement: &Statement) -> Result<Rewrite> {
     }
 }
 
-async fn plan_sql(session: &Session, sql: &str) -> Result<datafusion::logical_expr::LogicalPlan> {
-    let mut statements = Session::parse(sql)?;
-    let statement: DfStatement = statements
-        .pop()
-        .ok_or_else(|| SqlError::Syntax("empty statement".into()))?;
-    let plan = session
-        .context()
-        .state()
-        .statement_to_plan(statement)
-        .await?;
-    super::session::with_one_type_per_parameter(plan)
-}
-
 /// The SELECT of the RETURNING clause, over a relation named like the table.
 fn returning_sql(items: &[SelectItem], source: &str, alias: &str) -> String {
     let items: Vec<String> = items.iter().map(|i| i.to_string()).collect();
@@ -953,7 +938,7 @@ pub async fn describe(
     statement: &Statement,
 ) -> Result<(Vec<Option<DataType>>, Option<SchemaRef>)> {
     let rewrite = rewrite(session, statement)?;
-    let plan = plan_sql(session, &rewrite.sql).await?;
+    let plan = session.plan_query(&rewrite.sql).await?;
     let types = plan.get_parameter_types()?;
     let count = types
         .keys()
@@ -972,11 +957,9 @@ pub async fn describe(
         .collect();
     let result = match &rewrite.returning {
         Some(items) => {
-            let plan = plan_sql(
-                session,
-                &returning_sql(items, &rewrite.def.name, &rewrite.alias),
-            )
-            .await?;
+            let plan = session
+                .plan_query(&returning_sql(items, &rewrite.def.name, &rewrite.alias))
+                .await?;
             Some(Arc::new(plan.schema().as_arrow().clone()))
         }
         None => None,
@@ -1009,7 +992,7 @@ pub async fn plan_changes(
             Box::pin(MemoryStream::try_new(vec![batch], schema, None)?)
         }
         None => {
-            let mut plan = plan_sql(session, &rewrite.sql).await?;
+            let mut plan = session.plan_query(&rewrite.sql).await?;
             if let Some(params) = params {
                 plan = plan.with_param_values(params)?;
             }
@@ -1278,11 +1261,7 @@ fn cast_columns(
     for (j, &i) in columns.iter().enumerate() {
         let target = arrow_type(def.columns[i].ty);
         let array = batch.column(offset + j);
-        arrays.push(if array.data_type() == &target {
-            array.clone()
-        } else {
-            cast_to_column(array, &target, &Default::default())?
-        });
+        arrays.push(cast_to_column(array, &target, &Default::default())?);
     }
     column_batch(def, columns, arrays, batch.num_rows())
 }

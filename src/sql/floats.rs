@@ -3,11 +3,11 @@
 //! Written: the shortest digits that read back the same value (`0.1`,
 //! `1e+20`, `-571`). Result columns are written so, and a float cast to
 //! text is too: Arrow's cast writes `-571.0` and `1e20`, so an analyzer rule
-//! puts [`FLOAT_TEXT`] in place of each such cast.
+//! ([`FloatCasts`]) puts a function of its own in place of each such cast.
 //!
 //! Narrowed: a value cast to `real` that f32 cannot hold is an error
-//! (22003), where Arrow's cast makes it infinite or zero; the same rule puts
-//! [`REAL`] in place of those casts.
+//! (22003), where Arrow's cast makes it infinite or zero; the same rule
+//! replaces those casts.
 
 use std::sync::{Arc, OnceLock};
 
@@ -17,7 +17,7 @@ use datafusion::arrow::array::{
 };
 use datafusion::arrow::datatypes::{DataType, Float32Type, Float64Type};
 use datafusion::common::config::ConfigOptions;
-use datafusion::common::tree_node::{Transformed, TreeNode};
+use datafusion::common::tree_node::{Transformed, TreeNode, TreeNodeRecursion};
 use datafusion::common::{exec_err, DFSchema, Result, ScalarValue};
 use datafusion::logical_expr::expr::{Cast, ScalarFunction};
 use datafusion::logical_expr::expr_rewriter::NamePreserver;
@@ -101,11 +101,13 @@ pub fn put_float<F: ryu::Float + Into<f64>>(v: F, out: &mut impl BufMut) {
         }
         out.put_u8(b'e');
         out.put_u8(if exponent < 0 { b'-' } else { b'+' });
+        // At least two digits; a double's exponent has at most three.
         let exponent = exponent.unsigned_abs();
-        if exponent < 10 {
-            out.put_u8(b'0');
+        if exponent >= 100 {
+            out.put_u8(b'0' + (exponent / 100) as u8);
         }
-        out.put_slice(exponent.to_string().as_bytes());
+        out.put_u8(b'0' + (exponent / 10 % 10) as u8);
+        out.put_u8(b'0' + (exponent % 10) as u8);
     }
 }
 
@@ -120,15 +122,10 @@ fn exponent_value(text: &[u8]) -> i32 {
         .fold(0i32, |n, &d| n * 10 + i32::from(d - b'0'))
 }
 
-/// The function a float's cast to text becomes.
-const FLOAT_TEXT: &str = "__tablegate_float_text";
-/// The function a cast to `real` becomes.
-const REAL: &str = "__tablegate_real";
-
-/// Puts [`FLOAT_TEXT`] in place of each cast of a float to text, and
-/// [`REAL`] in place of each cast to `real` of a double, a number or a
-/// text, after DataFusion's type coercion (which adds the casts of
-/// `x || 'a'`). Result columns keep their names.
+/// Puts a [`PostgresCast`] in place of each cast of a float to text, and of
+/// each cast to `real` of a double, a number or a text, after DataFusion's
+/// type coercion (which adds the casts of `x || 'a'`). Result columns keep
+/// their names.
 #[derive(Debug)]
 pub struct FloatCasts;
 
@@ -139,40 +136,48 @@ impl AnalyzerRule for FloatCasts {
 
     fn analyze(&self, plan: LogicalPlan, _: &ConfigOptions) -> Result<LogicalPlan> {
         let plan = plan.transform_up_with_subqueries(|node| {
+            let mut casts = false;
+            node.apply_expressions(|e| {
+                casts |= e.exists(|e| Ok(matches!(e, Expr::Cast(_))))?;
+                Ok(TreeNodeRecursion::Continue)
+            })?;
+            if !casts {
+                return Ok(Transformed::no(node));
+            }
             let mut inputs = DFSchema::empty();
             for input in node.inputs() {
                 inputs.merge(input.schema());
             }
             let names = NamePreserver::new(&node);
-            node.map_expressions(|e| {
+            let node = node.map_expressions(|e| {
                 let name = names.save(&e);
                 Ok(postgres_casts(e, &inputs)?.update_data(|e| name.restore(e)))
-            })?
-            .map_data(|node| node.recompute_schema())
+            })?;
+            match node.transformed {
+                true => node.map_data(|node| node.recompute_schema()),
+                false => Ok(node),
+            }
         })?;
         Ok(plan.data)
     }
 }
 
-/// `expr`, over columns of `inputs`, with [`FLOAT_TEXT`] and [`REAL`] in
-/// place of the casts they stand for (see [`FloatCasts`]).
+/// `expr`, over columns of `inputs`, with a [`PostgresCast`] in place of
+/// each cast PostgreSQL does otherwise (see [`FloatCasts`]).
 pub fn postgres_casts(expr: Expr, inputs: &DFSchema) -> Result<Transformed<Expr>> {
-    static FUNCTIONS: OnceLock<(Arc<ScalarUDF>, Arc<ScalarUDF>)> = OnceLock::new();
-    let (float_text, real) = FUNCTIONS.get_or_init(|| {
-        let float_text = FloatText {
-            signature: Signature::uniform(
-                1,
-                vec![DataType::Float32, DataType::Float64],
-                Volatility::Immutable,
-            ),
+    static CASTS: OnceLock<(Arc<ScalarUDF>, Arc<ScalarUDF>)> = OnceLock::new();
+    let (float_text, real) = CASTS.get_or_init(|| {
+        let float_text = PostgresCast {
+            name: "__tablegate_float_text",
+            returns: DataType::Utf8,
+            cast: float_texts,
         };
-        let real = Real {
-            signature: Signature::any(1, Volatility::Immutable),
+        let real = PostgresCast {
+            name: "__tablegate_real",
+            returns: DataType::Float32,
+            cast: to_real,
         };
-        (
-            Arc::new(ScalarUDF::new_from_impl(float_text)),
-            Arc::new(ScalarUDF::new_from_impl(real)),
-        )
+        (Arc::new(float_text.into()), Arc::new(real.into()))
     });
     expr.transform_up(|e| match e {
         Expr::Cast(Cast { expr, field })
@@ -247,100 +252,91 @@ pub fn check_real_range(source: &ArrayRef, real: &ArrayRef) -> Result<()> {
     Ok(())
 }
 
-/// Casts to `real`, refusing what it cannot hold.
-#[derive(Debug, PartialEq, Eq, Hash)]
-struct Real {
-    signature: Signature,
+/// A cast done as PostgreSQL does it, of one value or a column of them.
+#[derive(Debug)]
+struct PostgresCast {
+    name: &'static str,
+    returns: DataType,
+    cast: fn(&ArrayRef) -> Result<ArrayRef>,
 }
 
-impl ScalarUDFImpl for Real {
+impl PartialEq for PostgresCast {
+    fn eq(&self, other: &Self) -> bool {
+        self.name == other.name
+    }
+}
+
+impl Eq for PostgresCast {}
+
+impl std::hash::Hash for PostgresCast {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.name.hash(state);
+    }
+}
+
+impl ScalarUDFImpl for PostgresCast {
     fn name(&self) -> &str {
-        REAL
+        self.name
     }
 
     fn signature(&self) -> &Signature {
-        &self.signature
+        static ANY_ONE: OnceLock<Signature> = OnceLock::new();
+        ANY_ONE.get_or_init(|| Signature::any(1, Volatility::Immutable))
     }
 
     fn return_type(&self, _: &[DataType]) -> Result<DataType> {
-        Ok(DataType::Float32)
+        Ok(self.returns.clone())
     }
 
     fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
         let [value] = args.args.as_slice() else {
-            return exec_err!("{REAL} takes one value");
+            return exec_err!("{} takes one value", self.name);
         };
-        let source = value.to_array(args.number_rows)?;
-        let options = datafusion::arrow::compute::CastOptions {
-            safe: false,
-            ..Default::default()
-        };
-        let real =
-            datafusion::arrow::compute::cast_with_options(&source, &DataType::Float32, &options)?;
-        check_real_range(&source, &real)?;
+        let cast = (self.cast)(&value.to_array(args.number_rows)?)?;
         Ok(match value {
             ColumnarValue::Scalar(_) => {
-                ColumnarValue::Scalar(ScalarValue::try_from_array(&real, 0)?)
+                ColumnarValue::Scalar(ScalarValue::try_from_array(&cast, 0)?)
             }
-            ColumnarValue::Array(_) => ColumnarValue::Array(real),
+            ColumnarValue::Array(_) => ColumnarValue::Array(cast),
         })
     }
 }
 
-/// Writes floats' text.
-#[derive(Debug, PartialEq, Eq, Hash)]
-struct FloatText {
-    signature: Signature,
-}
-
-impl ScalarUDFImpl for FloatText {
-    fn name(&self) -> &str {
-        FLOAT_TEXT
-    }
-
-    fn signature(&self) -> &Signature {
-        &self.signature
-    }
-
-    fn return_type(&self, _: &[DataType]) -> Result<DataType> {
-        Ok(DataType::Utf8)
-    }
-
-    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
-        let [value] = args.args.as_slice() else {
-            return exec_err!("{FLOAT_TEXT} takes one value");
-        };
-        let floats = value.to_array(args.number_rows)?;
-        let texts: ArrayRef = Arc::new(match floats.data_type() {
-            DataType::Float64 => texts(floats.as_primitive::<Float64Type>().iter()),
-            DataType::Float32 => texts(floats.as_primitive::<Float32Type>().iter()),
-            other => return exec_err!("{FLOAT_TEXT} takes a float, not {other}"),
-        });
-        Ok(match value {
-            ColumnarValue::Scalar(_) => {
-                ColumnarValue::Scalar(ScalarValue::try_from_array(&texts, 0)?)
+/// Floats' text.
+fn float_texts(floats: &ArrayRef) -> Result<ArrayRef> {
+    fn texts<F: ryu::Float + Into<f64>>(
+        floats: impl ExactSizeIterator<Item = Option<F>>,
+    ) -> ArrayRef {
+        let mut texts = StringBuilder::with_capacity(floats.len(), floats.len() * 8);
+        let mut text = Vec::with_capacity(32);
+        for float in floats {
+            match float {
+                Some(float) => {
+                    text.clear();
+                    put_float(float, &mut text);
+                    texts.append_value(String::from_utf8_lossy(&text));
+                }
+                None => texts.append_null(),
             }
-            ColumnarValue::Array(_) => ColumnarValue::Array(texts),
-        })
-    }
-}
-
-fn texts<F: ryu::Float + Into<f64>>(
-    floats: impl ExactSizeIterator<Item = Option<F>>,
-) -> StringArray {
-    let mut texts = StringBuilder::with_capacity(floats.len(), floats.len() * 8);
-    let mut text = Vec::with_capacity(32);
-    for float in floats {
-        match float {
-            Some(float) => {
-                text.clear();
-                put_float(float, &mut text);
-                texts.append_value(String::from_utf8_lossy(&text));
-            }
-            None => texts.append_null(),
         }
+        Arc::new(texts.finish())
     }
-    texts.finish()
+    Ok(match floats.data_type() {
+        DataType::Float64 => texts(floats.as_primitive::<Float64Type>().iter()),
+        DataType::Float32 => texts(floats.as_primitive::<Float32Type>().iter()),
+        other => return exec_err!("float text of a {other}"),
+    })
+}
+
+/// Values as `real`, refusing what it cannot hold.
+fn to_real(values: &ArrayRef) -> Result<ArrayRef> {
+    let options = datafusion::arrow::compute::CastOptions {
+        safe: false,
+        ..Default::default()
+    };
+    let real = datafusion::arrow::compute::cast_with_options(values, &DataType::Float32, &options)?;
+    check_real_range(values, &real)?;
+    Ok(real)
 }
 
 #[cfg(test)]

@@ -600,12 +600,7 @@ fn sequence_of(
     if arg.is_null() {
         return Ok(None);
     }
-    let name = match arg {
-        ScalarValue::Utf8(Some(name))
-        | ScalarValue::LargeUtf8(Some(name))
-        | ScalarValue::Utf8View(Some(name)) => Some(name.as_str()),
-        _ => None,
-    };
+    let name = arg.try_as_str().flatten();
     // Text of digits is an object id too, as regclass reads it.
     let oid = match name {
         Some(name) => name.parse::<i64>().ok(),

@@ -459,13 +459,20 @@ impl Session {
         self.notices.clone()
     }
 
-    /// The logical plan of one query given as text (a view's, or the
-    /// query of CREATE TABLE AS).
+    /// The logical plan of one statement given as text (a view's query,
+    /// the query of CREATE TABLE AS, the SELECT a write plans).
     pub(super) async fn plan_query(&self, sql: &str) -> Result<LogicalPlan> {
         let statement = Self::parse(sql)?
             .pop()
             .ok_or_else(|| SqlError::Syntax("empty query".into()))?;
-        Ok(self.ctx.state().statement_to_plan(statement).await?)
+        self.to_plan(statement).await
+    }
+
+    /// A statement's logical plan, each parameter with one type (see
+    /// [`with_one_type_per_parameter`]).
+    async fn to_plan(&self, statement: DfStatement) -> Result<LogicalPlan> {
+        let plan = self.ctx.state().statement_to_plan(statement).await?;
+        with_one_type_per_parameter(plan)
     }
 
     /// Runs a query and returns its rows as text, one string per row (for
@@ -753,12 +760,7 @@ impl Session {
                 (prepared.param_types, prepared.result) = dml::describe(self, s).await?;
             }
             _ if is_query(&statement) => {
-                let plan = self
-                    .ctx
-                    .state()
-                    .statement_to_plan(statement.clone())
-                    .await?;
-                let plan = with_one_type_per_parameter(plan)?;
+                let plan = self.to_plan(statement.clone()).await?;
                 prepared.param_types = param_types(&plan)?;
                 let schema = Arc::new(plan.schema().as_arrow().clone());
                 prepared.names = names.and_then(|n| n.resolve(schema.fields().len()));
@@ -1398,9 +1400,9 @@ impl Session {
         params: Option<ParamValues>,
         names: Option<ColumnNames>,
     ) -> Result<Output> {
-        let mut plan = self.ctx.state().statement_to_plan(statement).await?;
+        let mut plan = self.to_plan(statement).await?;
         if let Some(params) = params {
-            plan = with_one_type_per_parameter(plan)?.with_param_values(params)?;
+            plan = plan.with_param_values(params)?;
         }
         let names = names.and_then(|n| n.resolve(plan.schema().fields().len()));
         Ok(with_names(self.run_plan(plan).await?, names.as_deref()))
@@ -2170,7 +2172,7 @@ fn is_query(statement: &DfStatement) -> bool {
 /// 10` over an int column gives `$2` two types (int and bigint) and cannot
 /// be prepared; PostgreSQL gives it one. The first type inferred is the
 /// parameter's, and the places that inferred another cast it to theirs.
-pub(super) fn with_one_type_per_parameter(plan: LogicalPlan) -> Result<LogicalPlan> {
+fn with_one_type_per_parameter(plan: LogicalPlan) -> Result<LogicalPlan> {
     use datafusion::common::tree_node::{Transformed, TreeNode, TreeNodeRecursion};
     use datafusion::logical_expr::expr::{Cast, Placeholder};
     use datafusion::logical_expr::Expr;

@@ -144,7 +144,8 @@ impl TableTraffic {
         if of < MIN_RECENT_WRITES {
             return None;
         }
-        if let Some((partition, count)) = self.leader.as_ref().and_then(|p| self.written(p)) {
+        if let Some(partition) = &self.leader {
+            let count = self.written(partition);
             if count * 10 >= of * 8 {
                 return Some(WriteShape::HotPartition {
                     partition: partition.to_owned(),
@@ -165,10 +166,9 @@ impl TableTraffic {
         None
     }
 
-    /// A partition and how many of the recent writes wrote it, if any did.
-    fn written<'a>(&self, partition: &'a str) -> Option<(&'a str, usize)> {
-        let count = *self.recent_partitions.get(partition)?;
-        Some((partition, count))
+    /// How many of the recent writes wrote a partition.
+    fn written(&self, partition: &str) -> usize {
+        self.recent_partitions.get(partition).copied().unwrap_or(0)
     }
 
     /// Notes a statement's writes among the recent ones.
@@ -196,9 +196,9 @@ impl TableTraffic {
             .partitions
             .iter()
             .chain(&self.leader)
-            .filter_map(|p| self.written(p))
-            .max_by_key(|&(_, count)| count)
-            .map(|(p, _)| p.to_owned());
+            .filter(|p| self.written(p) > 0)
+            .max_by_key(|p| self.written(p))
+            .cloned();
         self.leader = leader;
         self.recent.push_back(write);
     }

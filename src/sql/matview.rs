@@ -495,7 +495,11 @@ fn aggregate_of(scans: &Scans, expr: &Expr) -> Option<(Aggregate, Option<String>
         "avg" => Aggregate::Avg,
         _ => return None,
     };
-    match params.args.as_slice() {
+    let args: Vec<&Expr> = match function {
+        Aggregate::Sum => params.args.iter().map(super::sums::summed).collect(),
+        _ => params.args.iter().collect(),
+    };
+    match args.as_slice() {
         [Expr::Column(c)] => {
             let (def, column) = scans.resolve(c)?;
             let ty = def.columns[def.column_index(&column)?].ty;

@@ -37,6 +37,7 @@ mod rewrite;
 mod scan;
 pub mod session;
 mod settings;
+mod sums;
 mod txn;
 pub mod types;
 

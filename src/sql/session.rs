@@ -469,10 +469,11 @@ impl Session {
     }
 
     /// A statement's logical plan, each parameter with one type (see
-    /// [`with_one_type_per_parameter`]).
+    /// [`with_one_type_per_parameter`]) and sums of bigints exact (see
+    /// [`super::sums`]).
     async fn to_plan(&self, statement: DfStatement) -> Result<LogicalPlan> {
         let plan = self.ctx.state().statement_to_plan(statement).await?;
-        with_one_type_per_parameter(plan)
+        with_one_type_per_parameter(super::sums::exact_bigint_sums(plan)?)
     }
 
     /// Runs a query and returns its rows as text, one string per row (for

@@ -407,7 +407,7 @@ async fn a_copy_of_many_parts_is_all_or_nothing() {
     let all: Vec<String> = (0..rows).map(line).collect();
     assert_eq!(copy(all.concat()).await.unwrap(), rows as u64);
     let row = client
-        .query_one("SELECT count(*), sum(id), sum(v) FROM m", &[])
+        .query_one("SELECT count(*), sum(id), sum(v)::bigint FROM m", &[])
         .await
         .unwrap();
     assert_eq!(row.get::<_, i64>(0), rows);

@@ -55,7 +55,7 @@ async fn large_scans_run_in_parallel_pieces() {
     load(&client).await;
 
     // Whole-table aggregate: two pieces, every row counted once.
-    let sql = "SELECT count(*), sum(v) FROM readings";
+    let sql = "SELECT count(*), sum(v)::bigint FROM readings";
     assert!(plan(&client, sql).await.contains("access=table, splits=2"));
     let row = client.query_one(sql, &[]).await.unwrap();
     let expected_sum: i64 = (0..PARTITIONS)

@@ -20,12 +20,13 @@ use datafusion::common::config::ConfigOptions;
 use datafusion::common::tree_node::{Transformed, TreeNode, TreeNodeRecursion};
 use datafusion::common::{exec_err, DFSchema, Result, ScalarValue};
 use datafusion::logical_expr::expr::{Cast, ScalarFunction};
-use datafusion::logical_expr::expr_rewriter::NamePreserver;
 use datafusion::logical_expr::{
     ColumnarValue, Expr, ExprSchemable, LogicalPlan, ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl,
     Signature, Volatility,
 };
 use datafusion::optimizer::AnalyzerRule;
+
+use super::plan_nodes::rewrite_expressions;
 
 /// Writes a float in PostgreSQL's text form: the shortest digits that read
 /// back the same value, positional for exponents from -4 up to the type's
@@ -144,15 +145,7 @@ impl AnalyzerRule for FloatCasts {
             if !casts {
                 return Ok(Transformed::no(node));
             }
-            let mut inputs = DFSchema::empty();
-            for input in node.inputs() {
-                inputs.merge(input.schema());
-            }
-            let names = NamePreserver::new(&node);
-            let node = node.map_expressions(|e| {
-                let name = names.save(&e);
-                Ok(postgres_casts(e, &inputs)?.update_data(|e| name.restore(e)))
-            })?;
+            let node = rewrite_expressions(node, postgres_casts)?;
             match node.transformed {
                 true => node.map_data(|node| node.recompute_schema()),
                 false => Ok(node),

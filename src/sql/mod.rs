@@ -31,6 +31,7 @@ mod information_schema;
 mod matview;
 mod names;
 mod pg_catalog;
+mod plan_nodes;
 mod provider;
 pub mod pushdown;
 mod rewrite;

@@ -7,8 +7,9 @@ use datafusion::arrow::datatypes::DataType;
 use datafusion::common::tree_node::{Transformed, TreeNode, TreeNodeRecursion};
 use datafusion::common::{DFSchema, Result};
 use datafusion::logical_expr::expr::{AggregateFunction, Cast};
-use datafusion::logical_expr::expr_rewriter::NamePreserver;
 use datafusion::logical_expr::{Expr, ExprSchemable, LogicalPlan, WindowFunctionDefinition};
+
+use super::plan_nodes::{inputs_schema, rewrite_expressions};
 
 /// The type a bigint is summed in: `numeric` of 38 digits.
 const SUMMED: DataType = DataType::Decimal128(38, 0);
@@ -19,9 +20,13 @@ const SUMMED: DataType = DataType::Decimal128(38, 0);
 pub fn exact_bigint_sums(plan: LogicalPlan) -> Result<LogicalPlan> {
     let mut found = false;
     plan.apply_with_subqueries(|node| {
-        let inputs = inputs_of(node);
+        // The columns a node reads are gathered only once it holds a sum.
+        let mut inputs = None;
         node.apply_expressions(|e| {
-            found |= e.exists(|e| Ok(bigint_sum(e, &inputs)))?;
+            if e.exists(|e| Ok(sum_argument(e).is_some()))? {
+                let inputs = inputs.get_or_insert_with(|| inputs_schema(node));
+                found |= e.exists(|e| Ok(bigint_sum(e, inputs)))?;
+            }
             Ok(TreeNodeRecursion::Continue)
         })
     })?;
@@ -29,25 +34,11 @@ pub fn exact_bigint_sums(plan: LogicalPlan) -> Result<LogicalPlan> {
         return Ok(plan);
     }
     let plan = plan.transform_up_with_subqueries(|node| {
-        let inputs = inputs_of(&node);
-        let names = NamePreserver::new(&node);
-        let node = node.map_expressions(|e| {
-            let name = names.save(&e);
-            Ok(widen_sums(e, &inputs)?.update_data(|e| name.restore(e)))
-        })?;
+        let node = rewrite_expressions(node, widen_sums)?;
         // A node above a widened sum changes type with it.
         Ok(Transformed::yes(node.data.recompute_schema()?))
     })?;
     Ok(plan.data)
-}
-
-/// The columns a plan node's expressions read.
-fn inputs_of(node: &LogicalPlan) -> DFSchema {
-    let mut inputs = DFSchema::empty();
-    for input in node.inputs() {
-        inputs.merge(input.schema());
-    }
-    inputs
 }
 
 /// Whether `expr` is a `sum` of a bigint.

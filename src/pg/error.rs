@@ -15,14 +15,35 @@ pub fn error_info(e: &SqlError) -> ErrorInfo {
 }
 
 /// The message of an error; one of tablegate's own raised inside DataFusion
-/// (by a function, say) without DataFusion's wrapping.
+/// (by a function, say) without DataFusion's wrapping, and a number too
+/// large for the integer type it was cast to in PostgreSQL's words.
 fn message(e: &SqlError) -> String {
     if let SqlError::DataFusion(d) = e {
-        if let DataFusionError::External(inner) = d.find_root() {
-            return inner.to_string();
+        match d.find_root() {
+            DataFusionError::External(inner) => return inner.to_string(),
+            DataFusionError::ArrowError(a, _) => {
+                if let ArrowError::CastError(m) = a.as_ref() {
+                    if let Some(ty) = narrowing_cast(m) {
+                        return format!("{ty} out of range");
+                    }
+                }
+            }
+            _ => {}
         }
     }
     e.to_string()
+}
+
+/// The SQL name of the type of a cast that failed because the type cannot
+/// hold the number ("Can't cast value 4000000000 to type Int32").
+fn narrowing_cast(message: &str) -> Option<&'static str> {
+    let ty = message.strip_prefix("Can't cast value ")?.rsplit(" to type ").next()?;
+    Some(match ty {
+        "Int16" => "smallint",
+        "Int32" => "integer",
+        "Int64" => "bigint",
+        _ => "value",
+    })
 }
 
 pub fn to_pgwire(e: SqlError) -> PgWireError {
@@ -120,6 +141,7 @@ fn row_state(e: &RowError) -> &'static str {
 
 fn arrow_state(e: &ArrowError) -> &'static str {
     match e {
+        ArrowError::CastError(m) if narrowing_cast(m).is_some() => "22003",
         ArrowError::CastError(_) | ArrowError::ParseError(_) => "22P02",
         ArrowError::DivideByZero => "22012",
         ArrowError::ArithmeticOverflow(_) => "22003",

@@ -130,21 +130,19 @@ fn source(expr: &Expr) -> Option<Source> {
     match expr {
         Expr::Placeholder(_) => Some(Source::Param(parameter(expr, None)?)),
         Expr::Literal(v, _) => Some(Source::Constant(v.clone())),
-        Expr::BinaryExpr(BinaryExpr { left, op, right })
-            if matches!(op, Operator::Plus | Operator::Minus) =>
-        {
-            let (param, by) = match (left.as_ref(), right.as_ref()) {
-                (param, Expr::Literal(by, _)) => (param, by),
-                (Expr::Literal(by, _), param) if *op == Operator::Plus => (param, by),
+        e => {
+            let (op, left, right) = super::arithmetic::operation(e)?;
+            let (param, by) = match (op, left, right) {
+                (Operator::Plus | Operator::Minus, param, Expr::Literal(by, _)) => (param, by),
+                (Operator::Plus, Expr::Literal(by, _), param) => (param, by),
                 _ => return None,
             };
             Some(Source::Shifted {
                 param: parameter(param, Some(&by.data_type()))?,
-                op: *op,
+                op,
                 by: by.clone(),
             })
         }
-        _ => None,
     }
 }
 
@@ -321,11 +319,14 @@ fn parameterize_literal(expr: &mut ast::Expr, values: &mut Vec<ScalarValue>) {
     }
 }
 
-/// The value of an integer literal as DataFusion plans it (`Int64`).
+/// The value of an integer literal as it is planned: an `integer` if it
+/// holds it, else a `bigint` (see [`super::arithmetic::integer_literals`]).
 fn integer_literal(text: &str) -> Option<ScalarValue> {
-    text.parse::<i64>()
-        .ok()
-        .map(|v| ScalarValue::Int64(Some(v)))
+    let v = text.parse::<i64>().ok()?;
+    Some(match i32::try_from(v) {
+        Ok(v) => ScalarValue::Int32(Some(v)),
+        Err(_) => ScalarValue::Int64(Some(v)),
+    })
 }
 
 /// A query's text with its unsigned integer and string literals taken out,
@@ -427,8 +428,8 @@ pub fn only_embedding<T: PartialEq>(needles: &[T], haystack: &[T]) -> Option<Vec
     Some(leftmost)
 }
 
-/// A literal's value as DataFusion plans it: an integer literal is `Int64`,
-/// a string `Utf8`, `true` and `false` `Boolean`.
+/// A literal's value as it is planned: an integer literal is an `Int32`
+/// or an `Int64`, a string `Utf8`, `true` and `false` `Boolean`.
 pub(super) fn literal_scalar(expr: &ast::Expr) -> Option<ScalarValue> {
     match expr {
         ast::Expr::Value(v) => match &v.value {
@@ -811,7 +812,7 @@ mod tests {
 
     #[test]
     fn a_shape_is_the_text_without_its_literals() {
-        let int = |v| ScalarValue::Int64(Some(v));
+        let int = |v| ScalarValue::Int32(Some(v));
         let text = |v: &str| ScalarValue::Utf8(Some(v.into()));
         assert_eq!(
             literal_shape(
@@ -860,7 +861,7 @@ mod tests {
 
     #[test]
     fn literals_compared_with_columns_become_parameters() {
-        let int = |v| ScalarValue::Int64(Some(v));
+        let int = |v| ScalarValue::Int32(Some(v));
         let text = |v: &str| ScalarValue::Utf8(Some(v.into()));
         assert_eq!(
             parameterized("SELECT a FROM t WHERE k = 5 AND 'x''y' <= r AND (r < -7) LIMIT 3"),

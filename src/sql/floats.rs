@@ -17,7 +17,7 @@ use datafusion::arrow::array::{
 };
 use datafusion::arrow::datatypes::{DataType, Float32Type, Float64Type};
 use datafusion::common::config::ConfigOptions;
-use datafusion::common::tree_node::{Transformed, TreeNode, TreeNodeRecursion};
+use datafusion::common::tree_node::{Transformed, TreeNode};
 use datafusion::common::{exec_err, DFSchema, Result, ScalarValue};
 use datafusion::logical_expr::expr::{Cast, ScalarFunction};
 use datafusion::logical_expr::{
@@ -26,7 +26,7 @@ use datafusion::logical_expr::{
 };
 use datafusion::optimizer::AnalyzerRule;
 
-use super::plan_nodes::rewrite_expressions;
+use super::plan_nodes::rewrite_nodes_holding;
 
 /// Writes a float in PostgreSQL's text form: the shortest digits that read
 /// back the same value, positional for exponents from -4 up to the type's
@@ -136,22 +136,7 @@ impl AnalyzerRule for FloatCasts {
     }
 
     fn analyze(&self, plan: LogicalPlan, _: &ConfigOptions) -> Result<LogicalPlan> {
-        let plan = plan.transform_up_with_subqueries(|node| {
-            let mut casts = false;
-            node.apply_expressions(|e| {
-                casts |= e.exists(|e| Ok(matches!(e, Expr::Cast(_))))?;
-                Ok(TreeNodeRecursion::Continue)
-            })?;
-            if !casts {
-                return Ok(Transformed::no(node));
-            }
-            let node = rewrite_expressions(node, postgres_casts)?;
-            match node.transformed {
-                true => node.map_data(|node| node.recompute_schema()),
-                false => Ok(node),
-            }
-        })?;
-        Ok(plan.data)
+        rewrite_nodes_holding(plan, |e| matches!(e, Expr::Cast(_)), postgres_casts)
     }
 }
 

@@ -16,6 +16,7 @@
 //! nothing of the wire protocol.
 
 mod access;
+mod arithmetic;
 mod columnar;
 mod convert;
 pub mod copy;

@@ -1,8 +1,8 @@
-//! Rewriting the expressions of one plan node, for the rules that make a
-//! DataFusion plan compute what PostgreSQL computes ([`super::floats`],
-//! [`super::sums`]).
+//! Rewriting the expressions of plan nodes, for the rules that make a
+//! DataFusion plan compute what PostgreSQL computes ([`super::arithmetic`],
+//! [`super::floats`], [`super::sums`]).
 
-use datafusion::common::tree_node::Transformed;
+use datafusion::common::tree_node::{Transformed, TreeNode, TreeNodeRecursion};
 use datafusion::common::{DFSchema, Result};
 use datafusion::logical_expr::expr_rewriter::NamePreserver;
 use datafusion::logical_expr::{Expr, LogicalPlan};
@@ -29,4 +29,31 @@ pub fn rewrite_expressions(
         let name = names.save(&e);
         Ok(rewrite(e, &inputs)?.update_data(|e| name.restore(e)))
     })
+}
+
+/// `plan`, its subqueries' included, with `rewrite` applied to each
+/// expression of each node that has one for which `holds` is true; result
+/// columns keep their names, and a rewritten node's schema gets its new
+/// types.
+pub fn rewrite_nodes_holding(
+    plan: LogicalPlan,
+    holds: impl Fn(&Expr) -> bool,
+    rewrite: impl Fn(Expr, &DFSchema) -> Result<Transformed<Expr>>,
+) -> Result<LogicalPlan> {
+    let plan = plan.transform_up_with_subqueries(|node| {
+        let mut found = false;
+        node.apply_expressions(|e| {
+            found |= e.exists(|e| Ok(holds(e)))?;
+            Ok(TreeNodeRecursion::Continue)
+        })?;
+        if !found {
+            return Ok(Transformed::no(node));
+        }
+        let node = rewrite_expressions(node, &rewrite)?;
+        match node.transformed {
+            true => node.map_data(|node| node.recompute_schema()),
+            false => Ok(node),
+        }
+    })?;
+    Ok(plan.data)
 }

@@ -375,6 +375,7 @@ impl Session {
             .with_runtime_env(engine.runtime.clone())
             .with_default_features()
             .with_analyzer_rule(Arc::new(super::floats::FloatCasts))
+            .with_analyzer_rule(Arc::new(super::arithmetic::CheckedArithmetic))
             .build();
         let ctx = SessionContext::new_with_state(state);
         let view = Arc::new(ReadView::default());
@@ -469,10 +470,12 @@ impl Session {
     }
 
     /// A statement's logical plan, each parameter with one type (see
-    /// [`with_one_type_per_parameter`]) and sums of bigints exact (see
+    /// [`with_one_type_per_parameter`]), literals typed as PostgreSQL types
+    /// them (see [`super::arithmetic`]) and sums of bigints exact (see
     /// [`super::sums`]).
     async fn to_plan(&self, statement: DfStatement) -> Result<LogicalPlan> {
         let plan = self.ctx.state().statement_to_plan(statement).await?;
+        let plan = super::arithmetic::integer_literals(plan)?;
         with_one_type_per_parameter(super::sums::exact_bigint_sums(plan)?)
     }
 

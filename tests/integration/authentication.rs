@@ -56,7 +56,7 @@ async fn scram_accepts_the_right_password_only() {
         bob.query_one("SELECT 1 + 1", &[])
             .await
             .unwrap()
-            .get::<_, i64>(0),
+            .get::<_, i32>(0),
         2
     );
 }

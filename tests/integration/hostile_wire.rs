@@ -255,7 +255,7 @@ async fn hostile_scram_messages_end_their_login_only() {
             .query_one("SELECT 1", &[])
             .await
             .unwrap()
-            .get::<_, i64>(0),
+            .get::<_, i32>(0),
         1
     );
     assert_eq!(panics.own(), 0, "tablegate's code panicked");

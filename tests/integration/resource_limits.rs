@@ -39,7 +39,7 @@ async fn connections_past_the_limit_get_53300() {
     // The open connections work, and a closed one frees its place.
     for client in &open {
         let row = client.query_one("SELECT 1 + 1", &[]).await.unwrap();
-        assert_eq!(row.get::<_, i64>(0), 2);
+        assert_eq!(row.get::<_, i32>(0), 2);
     }
     drop(open.pop());
     let mut again = None;

@@ -166,7 +166,7 @@ async fn errors_keep_the_connection_usable() {
                 .query_one("SELECT 1 + 1", &[])
                 .await
                 .unwrap()
-                .get::<_, i64>(0),
+                .get::<_, i32>(0),
             2
         );
     }
@@ -282,7 +282,7 @@ async fn copy_in_and_out() {
             .query_one("SELECT 1", &[])
             .await
             .unwrap()
-            .get::<_, i64>(0),
+            .get::<_, i32>(0),
         1
     );
 }
@@ -512,7 +512,7 @@ async fn cancel_requests_stop_a_running_query() {
         started.elapsed()
     );
     let row = client.query_one("SELECT 1 + 1", &[]).await.unwrap();
-    assert_eq!(row.get::<_, i64>(0), 2);
+    assert_eq!(row.get::<_, i32>(0), 2);
 }
 
 /// A statement's notices reach a client of the extended protocol too

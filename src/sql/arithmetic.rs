@@ -1,0 +1,269 @@
+//! Integer arithmetic as PostgreSQL does it.
+//!
+//! - A literal integer in `integer`'s range is an `integer`, not a `bigint`
+//!   as DataFusion plans it ([`integer_literals`]): `SELECT 1` sends an
+//!   int4, and `a * 2` of an `integer` column is an `integer`.
+//! - A sum, difference or product past its type's range is an error
+//!   (22003, "integer out of range"), where DataFusion's planner makes the
+//!   wrapping kind (two integers of 2e9 added to -294967296). DataFusion's
+//!   physical `BinaryExpr` can check (`with_fail_on_overflow`), but its
+//!   planner never asks it to; so an analyzer rule ([`CheckedArithmetic`])
+//!   puts a function of its own in place of each integer `+`, `-` and `*`,
+//!   computed with Arrow's checked kernels.
+
+use std::sync::{Arc, OnceLock};
+
+use datafusion::arrow::compute::kernels::numeric;
+use datafusion::arrow::datatypes::DataType;
+use datafusion::arrow::error::ArrowError;
+use datafusion::common::config::ConfigOptions;
+use datafusion::common::tree_node::{Transformed, TreeNode, TreeNodeRecursion};
+use datafusion::common::{exec_err, DFSchema, DataFusionError, Result, ScalarValue};
+use datafusion::logical_expr::expr::ScalarFunction;
+use datafusion::logical_expr::{
+    BinaryExpr, ColumnarValue, Expr, ExprSchemable, LogicalPlan, Operator, ScalarFunctionArgs,
+    ScalarUDF, ScalarUDFImpl, Signature, Volatility,
+};
+use datafusion::optimizer::AnalyzerRule;
+use datafusion::physical_expr_common::datum;
+
+use super::plan_nodes::{rewrite_expressions, rewrite_nodes_holding};
+
+/// `plan` with each literal `bigint` that an `integer` holds made an
+/// `integer`, as PostgreSQL types a literal, before DataFusion's type
+/// coercion widens it where a wider type meets it. Left as they are: LIMIT
+/// and OFFSET (which DataFusion reads as bigints), VALUES lists (whose
+/// column types are settled from all their rows) and aggregates' arguments
+/// (`count(*)` is DataFusion's `count(1)` of a bigint 1, which its rules
+/// recognize). Result columns keep their names, and every node its
+/// schema's new types.
+pub fn integer_literals(plan: LogicalPlan) -> Result<LogicalPlan> {
+    let mut found = false;
+    plan.apply_with_subqueries(|node| {
+        if narrows_literals(node) {
+            node.apply_expressions(|e| {
+                found |= e.exists(|e| Ok(narrowed(e).is_some()))?;
+                Ok(TreeNodeRecursion::Continue)
+            })?;
+        }
+        Ok(TreeNodeRecursion::Continue)
+    })?;
+    if !found {
+        return Ok(plan);
+    }
+    let plan = plan.transform_up_with_subqueries(|node| {
+        let node = match narrows_literals(&node) {
+            true => rewrite_expressions(node, |e, _| narrow_literals(e))?.data,
+            false => node,
+        };
+        // A node above a narrowed literal changes type with it.
+        Ok(Transformed::yes(node.recompute_schema()?))
+    })?;
+    Ok(plan.data)
+}
+
+fn narrows_literals(node: &LogicalPlan) -> bool {
+    !matches!(node, LogicalPlan::Limit(_) | LogicalPlan::Values(_))
+}
+
+/// The `integer` literal of a `bigint` literal `integer` holds.
+fn narrowed(expr: &Expr) -> Option<Expr> {
+    match expr {
+        Expr::Literal(ScalarValue::Int64(Some(v)), meta) => Some(Expr::Literal(
+            ScalarValue::Int32(Some(i32::try_from(*v).ok()?)),
+            meta.clone(),
+        )),
+        _ => None,
+    }
+}
+
+fn narrow_literals(expr: Expr) -> Result<Transformed<Expr>> {
+    expr.transform_down(|e| {
+        if matches!(e, Expr::AggregateFunction(_)) {
+            return Ok(Transformed::new(e, false, TreeNodeRecursion::Jump));
+        }
+        Ok(match narrowed(&e) {
+            Some(narrow) => Transformed::yes(narrow),
+            None => Transformed::no(e),
+        })
+    })
+}
+
+/// Puts a [`CheckedOperation`] in place of each `+`, `-` and `*` of two
+/// integers, after DataFusion's type coercion (which gives both sides one
+/// type). Result columns keep their names.
+#[derive(Debug)]
+pub struct CheckedArithmetic;
+
+impl AnalyzerRule for CheckedArithmetic {
+    fn name(&self) -> &str {
+        "postgres_checked_arithmetic"
+    }
+
+    fn analyze(&self, plan: LogicalPlan, _: &ConfigOptions) -> Result<LogicalPlan> {
+        rewrite_nodes_holding(plan, |e| checked(e).is_some(), checked_operations)
+    }
+}
+
+/// The three operations checked, in the order of [`OPERATIONS`].
+const OPERATORS: [Operator; 3] = [Operator::Plus, Operator::Minus, Operator::Multiply];
+
+/// The checked function of `expr`'s operator, if it is one of [`OPERATORS`].
+fn checked(expr: &Expr) -> Option<&'static Arc<ScalarUDF>> {
+    static OPERATIONS: OnceLock<[Arc<ScalarUDF>; 3]> = OnceLock::new();
+    let Expr::BinaryExpr(BinaryExpr { op, .. }) = expr else {
+        return None;
+    };
+    let at = OPERATORS.iter().position(|o| o == op)?;
+    let operations = OPERATIONS.get_or_init(|| {
+        OPERATORS.map(|op| Arc::new(ScalarUDF::from(CheckedOperation::new(op))))
+    });
+    Some(&operations[at])
+}
+
+/// The operator and operands of a `+`, `-` or `*`, checked or not.
+pub fn operation(expr: &Expr) -> Option<(Operator, &Expr, &Expr)> {
+    match expr {
+        Expr::BinaryExpr(BinaryExpr { left, op, right }) if OPERATORS.contains(op) => {
+            Some((*op, left, right))
+        }
+        Expr::ScalarFunction(ScalarFunction { func, args }) => {
+            let op = func.inner().downcast_ref::<CheckedOperation>()?.op;
+            match args.as_slice() {
+                [left, right] => Some((op, left, right)),
+                _ => None,
+            }
+        }
+        _ => None,
+    }
+}
+
+/// `expr`, over columns of `inputs`, with each integer `+`, `-` and `*`
+/// checked.
+fn checked_operations(expr: Expr, inputs: &DFSchema) -> Result<Transformed<Expr>> {
+    expr.transform_up(|e| {
+        let Some(function) = checked(&e) else {
+            return Ok(Transformed::no(e));
+        };
+        if !e.get_type(inputs).is_ok_and(|t| t.is_integer()) {
+            return Ok(Transformed::no(e));
+        }
+        let Expr::BinaryExpr(BinaryExpr { left, right, .. }) = e else {
+            unreachable!("checked() matched a binary expression");
+        };
+        Ok(Transformed::yes(Expr::ScalarFunction(ScalarFunction::new_udf(
+            function.clone(),
+            vec![*left, *right],
+        ))))
+    })
+}
+
+/// An integer `+`, `-` or `*` that refuses a result its type cannot hold.
+#[derive(Debug, PartialEq, Eq, Hash)]
+struct CheckedOperation {
+    op: Operator,
+    signature: Signature,
+}
+
+impl CheckedOperation {
+    fn new(op: Operator) -> Self {
+        CheckedOperation {
+            op,
+            signature: Signature::any(2, Volatility::Immutable),
+        }
+    }
+}
+
+impl ScalarUDFImpl for CheckedOperation {
+    fn name(&self) -> &str {
+        match self.op {
+            Operator::Plus => "checked_add",
+            Operator::Minus => "checked_subtract",
+            _ => "checked_multiply",
+        }
+    }
+
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+
+    fn return_type(&self, types: &[DataType]) -> Result<DataType> {
+        match types {
+            [left, right] if left == right => Ok(left.clone()),
+            _ => exec_err!("{} of {types:?}: both sides need one type", self.name()),
+        }
+    }
+
+    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
+        let [left, right] = args.args.as_slice() else {
+            return exec_err!("{} takes two values", self.name());
+        };
+        let ty = left.data_type();
+        let operation = match self.op {
+            Operator::Plus => numeric::add,
+            Operator::Minus => numeric::sub,
+            _ => numeric::mul,
+        };
+        datum::apply(left, right, operation).map_err(|e| match e {
+            DataFusionError::ArrowError(error, _)
+                if matches!(*error, ArrowError::ArithmeticOverflow(_)) =>
+            {
+                out_of_range(&ty)
+            }
+            e => e,
+        })
+    }
+}
+
+/// PostgreSQL's error for a result past an integer type's range.
+fn out_of_range(ty: &DataType) -> DataFusionError {
+    let name = match ty {
+        DataType::Int8 | DataType::Int16 => "smallint",
+        DataType::Int32 => "integer",
+        _ => "bigint",
+    };
+    let error = crate::sql::SqlError::value("22003", format!("{name} out of range"));
+    DataFusionError::External(Box::new(error))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use datafusion::arrow::array::{Array, Int32Array, Int64Array};
+    use datafusion::arrow::datatypes::Field;
+
+    fn run(op: Operator, left: ColumnarValue, right: ColumnarValue) -> Result<ColumnarValue> {
+        let ty = left.data_type();
+        let function = CheckedOperation::new(op);
+        function.invoke_with_args(ScalarFunctionArgs {
+            args: vec![left, right],
+            arg_fields: vec![Arc::new(Field::new("a", ty.clone(), true)); 2],
+            number_rows: 2,
+            return_field: Arc::new(Field::new("r", ty, true)),
+            config_options: Arc::new(ConfigOptions::default()),
+        })
+    }
+
+    #[test]
+    fn in_range_results_are_computed() {
+        let left = ColumnarValue::Array(Arc::new(Int32Array::from(vec![Some(2), None])));
+        let right = ColumnarValue::Scalar(ScalarValue::Int32(Some(3)));
+        let ColumnarValue::Array(product) = run(Operator::Multiply, left, right).unwrap() else {
+            panic!("an array times a scalar is an array");
+        };
+        let product = product.as_any().downcast_ref::<Int32Array>().unwrap();
+        assert_eq!(product.value(0), 6);
+        assert!(product.is_null(1));
+    }
+
+    #[test]
+    fn overflow_is_out_of_range_for_the_type() {
+        let big = || ColumnarValue::Scalar(ScalarValue::Int32(Some(2_000_000_000)));
+        let error = run(Operator::Plus, big(), big()).unwrap_err();
+        assert!(error.to_string().contains("integer out of range"), "{error}");
+        let least = ColumnarValue::Array(Arc::new(Int64Array::from(vec![i64::MIN, 0])));
+        let one = ColumnarValue::Scalar(ScalarValue::Int64(Some(1)));
+        let error = run(Operator::Minus, least, one).unwrap_err();
+        assert!(error.to_string().contains("bigint out of range"), "{error}");
+    }
+}

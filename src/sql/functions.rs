@@ -194,6 +194,9 @@ pub fn register_all(
     use Volatility::{Immutable, Stable, Volatile};
 
     ctx.register_udaf(SingleValue::udaf());
+    // PostgreSQL's `variance` is the sample variance, DataFusion's `var`.
+    let variance = datafusion::functions_aggregate::variance::var_samp_udaf();
+    ctx.register_udaf(variance.as_ref().clone().with_aliases(["variance"]));
     register(ctx, "version", &[0], Utf8, Immutable, |_| {
         Ok(utf8(Some(version_string())))
     });

@@ -10,10 +10,10 @@ use std::sync::Arc;
 
 use bytes::{BufMut, BytesMut};
 use datafusion::arrow::array::{
-    Array, Float32Array, Float64Array, Int16Array, Int32Array, Int64Array, RecordBatch,
-    StringArray, TimestampMicrosecondArray,
+    Array, AsArray, Float32Array, Float64Array, Int16Array, Int32Array, Int64Array, RecordBatch,
+    StringArray,
 };
-use datafusion::arrow::datatypes::{Field, Schema};
+use datafusion::arrow::datatypes::{DataType, Field, Schema, TimeUnit};
 use futures::{Stream, StreamExt};
 use pgwire::api::portal::Format;
 use pgwire::api::results::{CopyCsvOptions, CopyEncoder, CopyTextOptions, FieldFormat, FieldInfo};
@@ -244,6 +244,38 @@ impl ToSqlText for Timestamp {
     }
 }
 
+/// A timestamp column's value at `row`, if the column is one, in
+/// PostgreSQL's microseconds (a computed timestamp, such as a cast
+/// literal's, is in nanoseconds; rounded to the nearest microsecond).
+fn timestamp_at(array: &dyn Array, row: usize) -> Option<Option<Timestamp>> {
+    use datafusion::arrow::datatypes::{
+        TimestampMicrosecondType, TimestampMillisecondType, TimestampNanosecondType,
+        TimestampSecondType,
+    };
+    let DataType::Timestamp(unit, zone) = array.data_type() else {
+        return None;
+    };
+    let micros = match unit {
+        TimeUnit::Second => {
+            let times = array.as_primitive::<TimestampSecondType>();
+            times.value(row).saturating_mul(1_000_000)
+        }
+        TimeUnit::Millisecond => {
+            let times = array.as_primitive::<TimestampMillisecondType>();
+            times.value(row).saturating_mul(1_000)
+        }
+        TimeUnit::Microsecond => array.as_primitive::<TimestampMicrosecondType>().value(row),
+        TimeUnit::Nanosecond => {
+            let nanos = array.as_primitive::<TimestampNanosecondType>().value(row);
+            nanos.div_euclid(1_000) + i64::from(nanos.rem_euclid(1_000) >= 500)
+        }
+    };
+    Some(array.is_valid(row).then_some(Timestamp {
+        micros,
+        zoned: zone.is_some(),
+    }))
+}
+
 /// The length of a `character(n)` column, whose values are sent padded
 /// with spaces to it (they are stored without).
 fn char_width(field: &Field) -> Option<usize> {
@@ -284,12 +316,7 @@ fn encode_row<E: arrow_pg::encoder::Encoder>(
                 format!("{text}{}", " ".repeat(pad))
             });
             encoder.encode_field(&value, pg_field)?;
-        } else if let Some(times) = array.as_any().downcast_ref::<TimestampMicrosecondArray>() {
-            let zoned = times.timezone().is_some();
-            let value = times.is_valid(row).then(|| Timestamp {
-                micros: times.value(row),
-                zoned,
-            });
+        } else if let Some(value) = timestamp_at(array.as_ref(), row) {
             encoder.encode_field(&value, pg_field)?;
         } else if let Some(floats) = array.as_any().downcast_ref::<Float64Array>() {
             let value = floats.is_valid(row).then(|| Number::F64(floats.value(row)));

@@ -31,6 +31,9 @@
 //! - `generate_subscripts(a, 1)` becomes `unnest(range(1, cardinality(a) +
 //!   1))` (the length cast to bigint), which a select list unnests in step with `unnest(a)`, as
 //!   PostgreSQL does;
+//! - `generate_series(...)` in an expression (a select list's) becomes
+//!   `unnest(generate_series(...))`: a row per value, as PostgreSQL's
+//!   set-returning function gives, where DataFusion's returns one array;
 //! - `information_schema._pg_expandarray(a)` becomes
 //!   `unnest(_pg_expandarray(a))`, one `(x, n)` row per element, and
 //!   `array_upper(a, 1)` becomes `array_length(a)` (arrays start at 1),
@@ -561,6 +564,30 @@ fn integer_array(expr: &Expr) -> Option<Expr> {
     Some(call("make_array", items))
 }
 
+/// The one argument of a function call.
+fn only_argument(f: &Function) -> Option<&Expr> {
+    let FunctionArguments::List(list) = &f.args else {
+        return None;
+    };
+    match list.args.as_slice() {
+        [FunctionArg::Unnamed(FunctionArgExpr::Expr(arg))] => Some(arg),
+        _ => None,
+    }
+}
+
+/// The one argument of `expr`, a function call.
+fn only_argument_of(expr: &Expr) -> Option<&Expr> {
+    match expr {
+        Expr::Function(f) => only_argument(f),
+        _ => None,
+    }
+}
+
+/// Whether `expr` calls the function `name` (without a schema).
+fn is_call(expr: &Expr, name: &str) -> bool {
+    matches!(expr, Expr::Function(f) if f.name.to_string().eq_ignore_ascii_case(name))
+}
+
 /// `v` of `regclass(v)`, the rewrite of `v::regclass` for a value `v`.
 fn regclass_of_value(expr: &Expr) -> Option<Expr> {
     let Expr::Function(f) = expr else {
@@ -750,10 +777,20 @@ fn rewrite_expr(expr: &mut Expr) {
                 );
                 return;
             }
-            if name == "_pg_expandarray" {
+            if name == "_pg_expandarray" || name == "generate_series" {
                 let expanded = expr.clone();
                 *expr = call("unnest", vec![expanded]);
                 return;
+            }
+            // `unnest(generate_series(...))` as written: its inner call was
+            // unnested already.
+            if name == "unnest" {
+                if let Some(inner) = only_argument(f).filter(|a| is_call(a, "unnest")) {
+                    if only_argument_of(inner).is_some_and(|a| is_call(a, "generate_series")) {
+                        *expr = inner.clone();
+                        return;
+                    }
+                }
             }
             if name == "generate_subscripts" {
                 if let FunctionArguments::List(list) = &f.args {

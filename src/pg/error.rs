@@ -37,7 +37,10 @@ fn message(e: &SqlError) -> String {
 /// The SQL name of the type of a cast that failed because the type cannot
 /// hold the number ("Can't cast value 4000000000 to type Int32").
 fn narrowing_cast(message: &str) -> Option<&'static str> {
-    let ty = message.strip_prefix("Can't cast value ")?.rsplit(" to type ").next()?;
+    let ty = message
+        .strip_prefix("Can't cast value ")?
+        .rsplit(" to type ")
+        .next()?;
     Some(match ty {
         "Int16" => "smallint",
         "Int32" => "integer",

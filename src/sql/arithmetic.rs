@@ -115,9 +115,8 @@ fn checked(expr: &Expr) -> Option<&'static Arc<ScalarUDF>> {
         return None;
     };
     let at = OPERATORS.iter().position(|o| o == op)?;
-    let operations = OPERATIONS.get_or_init(|| {
-        OPERATORS.map(|op| Arc::new(ScalarUDF::from(CheckedOperation::new(op))))
-    });
+    let operations = OPERATIONS
+        .get_or_init(|| OPERATORS.map(|op| Arc::new(ScalarUDF::from(CheckedOperation::new(op)))));
     Some(&operations[at])
 }
 
@@ -151,10 +150,9 @@ fn checked_operations(expr: Expr, inputs: &DFSchema) -> Result<Transformed<Expr>
         let Expr::BinaryExpr(BinaryExpr { left, right, .. }) = e else {
             unreachable!("checked() matched a binary expression");
         };
-        Ok(Transformed::yes(Expr::ScalarFunction(ScalarFunction::new_udf(
-            function.clone(),
-            vec![*left, *right],
-        ))))
+        Ok(Transformed::yes(Expr::ScalarFunction(
+            ScalarFunction::new_udf(function.clone(), vec![*left, *right]),
+        )))
     })
 }
 
@@ -260,7 +258,10 @@ mod tests {
     fn overflow_is_out_of_range_for_the_type() {
         let big = || ColumnarValue::Scalar(ScalarValue::Int32(Some(2_000_000_000)));
         let error = run(Operator::Plus, big(), big()).unwrap_err();
-        assert!(error.to_string().contains("integer out of range"), "{error}");
+        assert!(
+            error.to_string().contains("integer out of range"),
+            "{error}"
+        );
         let least = ColumnarValue::Array(Arc::new(Int64Array::from(vec![i64::MIN, 0])));
         let one = ColumnarValue::Scalar(ScalarValue::Int64(Some(1)));
         let error = run(Operator::Minus, least, one).unwrap_err();

@@ -20,7 +20,7 @@ use super::diagnostics::monitor::NearLimits;
 use super::dml::bytea_input;
 use super::error::{Result, SqlError};
 use super::floats::check_real_range;
-use super::types::arrow_type;
+use super::types::{arrow_type, timestamp_inputs};
 use crate::catalog::{SqlType, TableDef};
 use crate::model::check_entity_parts;
 use crate::store::{EncodedRows, LoadRows, SortedRuns, StoreError};
@@ -574,17 +574,19 @@ impl LineParser {
                 Arc::new(texts.map(|t| t.map(bytea_input)).collect::<BinaryArray>())
             } else {
                 let strings: ArrayRef = Arc::new(texts.collect::<StringArray>());
+                let target = arrow_type(column.ty);
                 let array =
-                    cast_with_options(&strings, &arrow_type(column.ty), &strict).map_err(|e| {
-                        SqlError::value(
-                            "22P02",
-                            format!(
-                                "invalid input for column {:?} of type {}: {e}",
-                                column.name,
-                                column.ty.pg_name()
-                            ),
-                        )
-                    })?;
+                    cast_with_options(&timestamp_inputs(&strings, &target), &target, &strict)
+                        .map_err(|e| {
+                            SqlError::value(
+                                "22P02",
+                                format!(
+                                    "invalid input for column {:?} of type {}: {e}",
+                                    column.name,
+                                    column.ty.pg_name()
+                                ),
+                            )
+                        })?;
                 if column.ty == SqlType::Float4 {
                     check_real_range(&strings, &array)?;
                 }

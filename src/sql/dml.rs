@@ -42,7 +42,7 @@ use super::floats::check_real_range;
 use super::provider::{dml_table_name, parse_row_identity, ROW_COLUMN};
 use super::session::{normalize, table_name, Output, Session};
 use super::txn::Change;
-use super::types::{arrow_type, cast_name};
+use super::types::{arrow_type, cast_name, timestamp_inputs};
 use crate::catalog::{Row, TableDef};
 use crate::model::ETag;
 
@@ -695,7 +695,7 @@ fn cast_to_column(array: &ArrayRef, target: &DataType, options: &CastOptions) ->
     if array.data_type() == target {
         return Ok(array.clone());
     }
-    let cast = cast_with_options(array, target, options)?;
+    let cast = cast_with_options(&timestamp_inputs(array, target), target, options)?;
     if target == &DataType::Float32 {
         check_real_range(array, &cast)?;
     }

@@ -169,6 +169,24 @@ pub fn postgres_casts(expr: Expr, inputs: &DFSchema) -> Result<Transformed<Expr>
                 _ => Expr::Cast(Cast::new_from_field(Box::new(text), field)),
             }))
         }
+        // A literal timestamp's text as Arrow reads it.
+        Expr::Cast(Cast { expr, field })
+            if matches!(field.data_type(), DataType::Timestamp(..)) =>
+        {
+            match *expr {
+                Expr::Literal(ScalarValue::Utf8(Some(text)), meta) => {
+                    let read = super::types::timestamp_input(&text).into_owned();
+                    let changed = read != text;
+                    let literal = Expr::Literal(ScalarValue::Utf8(Some(read)), meta);
+                    let cast = Expr::Cast(Cast::new_from_field(Box::new(literal), field));
+                    Ok(Transformed::new_transformed(cast, changed))
+                }
+                expr => Ok(Transformed::no(Expr::Cast(Cast::new_from_field(
+                    Box::new(expr),
+                    field,
+                )))),
+            }
+        }
         Expr::Cast(Cast { expr, field })
             if field.data_type() == &DataType::Float32
                 && expr.get_type(inputs).is_ok_and(|t| narrows_to_real(&t)) =>

@@ -1,8 +1,10 @@
 //! SQL column types to and from Arrow types and the parser's type names.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use datafusion::arrow::array::{ArrayRef, StringArray};
 use datafusion::arrow::datatypes::{DataType, Field, TimeUnit};
 use datafusion::sql::sqlparser::ast::{
     CharacterLength, DataType as AstType, ExactNumberInfo, TimezoneInfo,
@@ -10,6 +12,59 @@ use datafusion::sql::sqlparser::ast::{
 
 use super::error::SqlError;
 use crate::catalog::{Column, SqlType, DEFAULT_NUMERIC};
+
+/// A timestamp's text as Arrow's parser reads it: PostgreSQL also reads a
+/// one-digit hour and a time of day without seconds (`2024-01-01 9:00`,
+/// `2024-01-01T10:00+02`), which get a `0` and `:00`; any other text is
+/// left as it is.
+pub fn timestamp_input(text: &str) -> Cow<'_, str> {
+    let b = text.as_bytes();
+    let digit = |i: usize| b.get(i).is_some_and(u8::is_ascii_digit);
+    let date = b.len() > 11
+        && (0..4).all(digit)
+        && b[4] == b'-'
+        && (5..7).all(digit)
+        && b[7] == b'-'
+        && (8..10).all(digit)
+        && (b[10] == b' ' || b[10] == b'T');
+    if !date {
+        return Cow::Borrowed(text);
+    }
+    // The hour's digits, then `:` and two of minutes.
+    let hour = match (digit(11), digit(12)) {
+        (true, true) => 2,
+        (true, false) => 1,
+        _ => return Cow::Borrowed(text),
+    };
+    let minutes = 11 + hour + 1;
+    if b.get(11 + hour) != Some(&b':') || !digit(minutes) || !digit(minutes + 1) {
+        return Cow::Borrowed(text);
+    }
+    let end = minutes + 2;
+    let seconds = b.get(end) == Some(&b':');
+    if hour == 2 && seconds {
+        return Cow::Borrowed(text);
+    }
+    let pad = if hour == 1 { "0" } else { "" };
+    let add = if seconds { "" } else { ":00" };
+    Cow::Owned(format!("{}{pad}{}{add}{}", &text[..11], &text[11..end], &text[end..]))
+}
+
+/// `array` with [`timestamp_input`] applied to each text, when it holds
+/// texts to be cast to a timestamp type.
+pub fn timestamp_inputs(array: &ArrayRef, target: &DataType) -> ArrayRef {
+    let (DataType::Timestamp(..), Some(texts)) =
+        (target, array.as_any().downcast_ref::<StringArray>())
+    else {
+        return array.clone();
+    };
+    Arc::new(
+        texts
+            .iter()
+            .map(|t| t.map(timestamp_input))
+            .collect::<StringArray>(),
+    )
+}
 
 /// Arrow field metadata naming the PostgreSQL type of a column whose Arrow
 /// type does not say it (uuid, json, varchar(n), ...).
@@ -154,4 +209,26 @@ pub fn parse_uuid(s: &str) -> Option<crate::model::Guid> {
         out[i] = u8::from_str_radix(text, 16).ok()?;
     }
     Some(crate::model::Guid(out))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_time_without_seconds_gets_them() {
+        for (text, read) in [
+            ("2024-01-01 10:00", "2024-01-01 10:00:00"),
+            ("2024-01-01T10:00+02", "2024-01-01T10:00:00+02"),
+            ("2024-01-01 10:00:30", "2024-01-01 10:00:30"),
+            ("2024-01-01 10:00:30.5", "2024-01-01 10:00:30.5"),
+            ("2024-01-01 9:00", "2024-01-01 09:00:00"),
+            ("2024-01-01 9:00:05.25", "2024-01-01 09:00:05.25"),
+            ("2024-01-01 10:0", "2024-01-01 10:0"),
+            ("2024-01-01", "2024-01-01"),
+            ("now", "now"),
+        ] {
+            assert_eq!(timestamp_input(text), read, "{text}");
+        }
+    }
 }

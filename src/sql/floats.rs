@@ -125,8 +125,9 @@ fn exponent_value(text: &[u8]) -> i32 {
 
 /// Puts a [`PostgresCast`] in place of each cast of a float to text, and of
 /// each cast to `real` of a double, a number or a text, after DataFusion's
-/// type coercion (which adds the casts of `x || 'a'`). Result columns keep
-/// their names.
+/// type coercion (which adds the casts of `x || 'a'`); the text of a literal
+/// cast to a timestamp is made one Arrow reads (see
+/// [`super::types::timestamp_input`]). Result columns keep their names.
 #[derive(Debug)]
 pub struct FloatCasts;
 

@@ -369,7 +369,8 @@ impl Session {
             .with_create_default_catalog_and_schema(false)
             .with_information_schema(false)
             .with_target_partitions(2)
-            .set_str("datafusion.sql_parser.dialect", "postgres");
+            .set_str("datafusion.sql_parser.dialect", "postgres")
+            .set_str("datafusion.execution.time_zone", super::types::UTC);
         let state = SessionStateBuilder::new()
             .with_config(config)
             .with_runtime_env(engine.runtime.clone())

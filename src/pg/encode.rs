@@ -26,7 +26,7 @@ use pgwire::types::ToSqlText;
 use postgres_types::{IsNull, ToSql};
 
 use crate::sql::floats::put_float;
-use crate::sql::types::PG_TYPE_KEY;
+use crate::sql::types::{timestamp_micros, timestamp_text, PG_TYPE_KEY};
 
 /// The PostgreSQL type of a result column.
 pub fn pg_type(field: &Arc<Field>) -> PgWireResult<Type> {
@@ -230,15 +230,7 @@ impl ToSqlText for Timestamp {
         out: &mut BytesMut,
         _: &FormatOptions,
     ) -> Result<IsNull, Box<dyn Error + Sync + Send>> {
-        let t = self.utc().ok_or("timestamp out of range")?;
-        let mut text = t.format("%Y-%m-%d %H:%M:%S").to_string();
-        let micros = self.micros.rem_euclid(1_000_000);
-        if micros != 0 {
-            text.push_str(format!(".{micros:06}").trim_end_matches('0'));
-        }
-        if self.zoned {
-            text.push_str("+00");
-        }
+        let text = timestamp_text(self.micros, self.zoned).ok_or("timestamp out of range")?;
         out.put_slice(text.as_bytes());
         Ok(IsNull::No)
     }
@@ -255,23 +247,14 @@ fn timestamp_at(array: &dyn Array, row: usize) -> Option<Option<Timestamp>> {
     let DataType::Timestamp(unit, zone) = array.data_type() else {
         return None;
     };
-    let micros = match unit {
-        TimeUnit::Second => {
-            let times = array.as_primitive::<TimestampSecondType>();
-            times.value(row).saturating_mul(1_000_000)
-        }
-        TimeUnit::Millisecond => {
-            let times = array.as_primitive::<TimestampMillisecondType>();
-            times.value(row).saturating_mul(1_000)
-        }
+    let value = match unit {
+        TimeUnit::Second => array.as_primitive::<TimestampSecondType>().value(row),
+        TimeUnit::Millisecond => array.as_primitive::<TimestampMillisecondType>().value(row),
         TimeUnit::Microsecond => array.as_primitive::<TimestampMicrosecondType>().value(row),
-        TimeUnit::Nanosecond => {
-            let nanos = array.as_primitive::<TimestampNanosecondType>().value(row);
-            nanos.div_euclid(1_000) + i64::from(nanos.rem_euclid(1_000) >= 500)
-        }
+        TimeUnit::Nanosecond => array.as_primitive::<TimestampNanosecondType>().value(row),
     };
     Some(array.is_valid(row).then_some(Timestamp {
-        micros,
+        micros: timestamp_micros(value, *unit),
         zoned: zone.is_some(),
     }))
 }

@@ -573,7 +573,7 @@ enum Folded {
 
 fn fold(simplifier: &ExprSimplifier, expr: Expr) -> datafusion::error::Result<Folded> {
     let schema = DFSchema::empty();
-    let expr = super::floats::postgres_casts(simplifier.coerce(expr, &schema)?, &schema)?.data;
+    let expr = super::casts::postgres_casts(simplifier.coerce(expr, &schema)?, &schema)?.data;
     let expr = simplifier.simplify(expr)?;
     if let Expr::Literal(value, _) = expr {
         return Ok(Folded::Constant(value));

@@ -1,32 +1,16 @@
 //! Floats as PostgreSQL writes and narrows them.
 //!
 //! Written: the shortest digits that read back the same value (`0.1`,
-//! `1e+20`, `-571`). Result columns are written so, and a float cast to
-//! text is too: Arrow's cast writes `-571.0` and `1e20`, so an analyzer rule
-//! ([`FloatCasts`]) puts a function of its own in place of each such cast.
+//! `1e+20`, `-571`), where Arrow writes `-571.0` and `1e20`: result columns,
+//! and floats cast to text ([`super::casts`]).
 //!
 //! Narrowed: a value cast to `real` that f32 cannot hold is an error
-//! (22003), where Arrow's cast makes it infinite or zero; the same rule
-//! replaces those casts.
-
-use std::sync::{Arc, OnceLock};
+//! (22003), where Arrow's cast makes it infinite or zero.
 
 use bytes::BufMut;
-use datafusion::arrow::array::{
-    Array, ArrayRef, AsArray, Float32Array, Float64Array, StringArray, StringBuilder,
-};
-use datafusion::arrow::datatypes::{DataType, Float32Type, Float64Type};
-use datafusion::common::config::ConfigOptions;
-use datafusion::common::tree_node::{Transformed, TreeNode};
-use datafusion::common::{exec_err, DFSchema, Result, ScalarValue};
-use datafusion::logical_expr::expr::{Cast, ScalarFunction};
-use datafusion::logical_expr::{
-    ColumnarValue, Expr, ExprSchemable, LogicalPlan, ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl,
-    Signature, Volatility,
-};
-use datafusion::optimizer::AnalyzerRule;
-
-use super::plan_nodes::rewrite_nodes_holding;
+use datafusion::arrow::array::{Array, ArrayRef, Float32Array, Float64Array, StringArray};
+use datafusion::arrow::datatypes::DataType;
+use datafusion::common::Result;
 
 /// Writes a float in PostgreSQL's text form: the shortest digits that read
 /// back the same value, positional for exponents from -4 up to the type's
@@ -123,95 +107,6 @@ fn exponent_value(text: &[u8]) -> i32 {
         .fold(0i32, |n, &d| n * 10 + i32::from(d - b'0'))
 }
 
-/// Puts a [`PostgresCast`] in place of each cast of a float to text, and of
-/// each cast to `real` of a double, a number or a text, after DataFusion's
-/// type coercion (which adds the casts of `x || 'a'`); the text of a literal
-/// cast to a timestamp is made one Arrow reads (see
-/// [`super::types::timestamp_input`]). Result columns keep their names.
-#[derive(Debug)]
-pub struct FloatCasts;
-
-impl AnalyzerRule for FloatCasts {
-    fn name(&self) -> &str {
-        "postgres_float_casts"
-    }
-
-    fn analyze(&self, plan: LogicalPlan, _: &ConfigOptions) -> Result<LogicalPlan> {
-        rewrite_nodes_holding(plan, |e| matches!(e, Expr::Cast(_)), postgres_casts)
-    }
-}
-
-/// `expr`, over columns of `inputs`, with a [`PostgresCast`] in place of
-/// each cast PostgreSQL does otherwise (see [`FloatCasts`]).
-pub fn postgres_casts(expr: Expr, inputs: &DFSchema) -> Result<Transformed<Expr>> {
-    static CASTS: OnceLock<(Arc<ScalarUDF>, Arc<ScalarUDF>)> = OnceLock::new();
-    let (float_text, real) = CASTS.get_or_init(|| {
-        let float_text = PostgresCast {
-            name: "__tablegate_float_text",
-            returns: DataType::Utf8,
-            cast: float_texts,
-        };
-        let real = PostgresCast {
-            name: "__tablegate_real",
-            returns: DataType::Float32,
-            cast: to_real,
-        };
-        (Arc::new(float_text.into()), Arc::new(real.into()))
-    });
-    expr.transform_up(|e| match e {
-        Expr::Cast(Cast { expr, field })
-            if is_text(field.data_type())
-                && expr.get_type(inputs).is_ok_and(|t| t.is_floating()) =>
-        {
-            let text =
-                Expr::ScalarFunction(ScalarFunction::new_udf(float_text.clone(), vec![*expr]));
-            Ok(Transformed::yes(match field.data_type() {
-                DataType::Utf8 => text,
-                _ => Expr::Cast(Cast::new_from_field(Box::new(text), field)),
-            }))
-        }
-        // A literal timestamp's text as Arrow reads it.
-        Expr::Cast(Cast { expr, field })
-            if matches!(field.data_type(), DataType::Timestamp(..)) =>
-        {
-            match *expr {
-                Expr::Literal(ScalarValue::Utf8(Some(text)), meta) => {
-                    let read = super::types::timestamp_input(&text).into_owned();
-                    let changed = read != text;
-                    let literal = Expr::Literal(ScalarValue::Utf8(Some(read)), meta);
-                    let cast = Expr::Cast(Cast::new_from_field(Box::new(literal), field));
-                    Ok(Transformed::new_transformed(cast, changed))
-                }
-                expr => Ok(Transformed::no(Expr::Cast(Cast::new_from_field(
-                    Box::new(expr),
-                    field,
-                )))),
-            }
-        }
-        Expr::Cast(Cast { expr, field })
-            if field.data_type() == &DataType::Float32
-                && expr.get_type(inputs).is_ok_and(|t| narrows_to_real(&t)) =>
-        {
-            Ok(Transformed::yes(Expr::ScalarFunction(
-                ScalarFunction::new_udf(real.clone(), vec![*expr]),
-            )))
-        }
-        e => Ok(Transformed::no(e)),
-    })
-}
-
-fn is_text(ty: &DataType) -> bool {
-    matches!(
-        ty,
-        DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View
-    )
-}
-
-/// Whether a value of this type may be out of `real`'s range.
-fn narrows_to_real(ty: &DataType) -> bool {
-    is_text(ty) || matches!(ty, DataType::Float64 | DataType::Decimal128(..))
-}
-
 /// Refuses what a `real` cannot hold, as PostgreSQL does (22003): a finite
 /// value past f32's range, which the cast made infinite, or a nonzero one
 /// it made zero. `source` holds the values before the cast, `real` after.
@@ -247,93 +142,6 @@ pub fn check_real_range(source: &ArrayRef, real: &ArrayRef) -> Result<()> {
         )));
     }
     Ok(())
-}
-
-/// A cast done as PostgreSQL does it, of one value or a column of them.
-#[derive(Debug)]
-struct PostgresCast {
-    name: &'static str,
-    returns: DataType,
-    cast: fn(&ArrayRef) -> Result<ArrayRef>,
-}
-
-impl PartialEq for PostgresCast {
-    fn eq(&self, other: &Self) -> bool {
-        self.name == other.name
-    }
-}
-
-impl Eq for PostgresCast {}
-
-impl std::hash::Hash for PostgresCast {
-    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
-        self.name.hash(state);
-    }
-}
-
-impl ScalarUDFImpl for PostgresCast {
-    fn name(&self) -> &str {
-        self.name
-    }
-
-    fn signature(&self) -> &Signature {
-        static ANY_ONE: OnceLock<Signature> = OnceLock::new();
-        ANY_ONE.get_or_init(|| Signature::any(1, Volatility::Immutable))
-    }
-
-    fn return_type(&self, _: &[DataType]) -> Result<DataType> {
-        Ok(self.returns.clone())
-    }
-
-    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
-        let [value] = args.args.as_slice() else {
-            return exec_err!("{} takes one value", self.name);
-        };
-        let cast = (self.cast)(&value.to_array(args.number_rows)?)?;
-        Ok(match value {
-            ColumnarValue::Scalar(_) => {
-                ColumnarValue::Scalar(ScalarValue::try_from_array(&cast, 0)?)
-            }
-            ColumnarValue::Array(_) => ColumnarValue::Array(cast),
-        })
-    }
-}
-
-/// Floats' text.
-fn float_texts(floats: &ArrayRef) -> Result<ArrayRef> {
-    fn texts<F: ryu::Float + Into<f64>>(
-        floats: impl ExactSizeIterator<Item = Option<F>>,
-    ) -> ArrayRef {
-        let mut texts = StringBuilder::with_capacity(floats.len(), floats.len() * 8);
-        let mut text = Vec::with_capacity(32);
-        for float in floats {
-            match float {
-                Some(float) => {
-                    text.clear();
-                    put_float(float, &mut text);
-                    texts.append_value(String::from_utf8_lossy(&text));
-                }
-                None => texts.append_null(),
-            }
-        }
-        Arc::new(texts.finish())
-    }
-    Ok(match floats.data_type() {
-        DataType::Float64 => texts(floats.as_primitive::<Float64Type>().iter()),
-        DataType::Float32 => texts(floats.as_primitive::<Float32Type>().iter()),
-        other => return exec_err!("float text of a {other}"),
-    })
-}
-
-/// Values as `real`, refusing what it cannot hold.
-fn to_real(values: &ArrayRef) -> Result<ArrayRef> {
-    let options = datafusion::arrow::compute::CastOptions {
-        safe: false,
-        ..Default::default()
-    };
-    let real = datafusion::arrow::compute::cast_with_options(values, &DataType::Float32, &options)?;
-    check_real_range(values, &real)?;
-    Ok(real)
 }
 
 #[cfg(test)]

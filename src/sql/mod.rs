@@ -17,6 +17,7 @@
 
 mod access;
 mod arithmetic;
+mod casts;
 mod columnar;
 mod convert;
 pub mod copy;

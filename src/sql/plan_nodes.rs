@@ -1,6 +1,6 @@
 //! Rewriting the expressions of plan nodes, for the rules that make a
 //! DataFusion plan compute what PostgreSQL computes ([`super::arithmetic`],
-//! [`super::floats`], [`super::sums`]).
+//! [`super::casts`], [`super::sums`]).
 
 use datafusion::common::tree_node::{Transformed, TreeNode, TreeNodeRecursion};
 use datafusion::common::{DFSchema, Result};

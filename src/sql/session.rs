@@ -375,7 +375,7 @@ impl Session {
             .with_config(config)
             .with_runtime_env(engine.runtime.clone())
             .with_default_features()
-            .with_analyzer_rule(Arc::new(super::floats::FloatCasts))
+            .with_analyzer_rule(Arc::new(super::casts::PostgresCasts))
             .with_analyzer_rule(Arc::new(super::arithmetic::CheckedArithmetic))
             .build();
         let ctx = SessionContext::new_with_state(state);

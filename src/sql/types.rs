@@ -47,7 +47,39 @@ pub fn timestamp_input(text: &str) -> Cow<'_, str> {
     }
     let pad = if hour == 1 { "0" } else { "" };
     let add = if seconds { "" } else { ":00" };
-    Cow::Owned(format!("{}{pad}{}{add}{}", &text[..11], &text[11..end], &text[end..]))
+    Cow::Owned(format!(
+        "{}{pad}{}{add}{}",
+        &text[..11],
+        &text[11..end],
+        &text[end..]
+    ))
+}
+
+/// Microseconds since 1970 (PostgreSQL's unit) of a timestamp `value` in
+/// `unit`; nanoseconds are rounded to the nearest microsecond.
+pub fn timestamp_micros(value: i64, unit: TimeUnit) -> i64 {
+    match unit {
+        TimeUnit::Second => value.saturating_mul(1_000_000),
+        TimeUnit::Millisecond => value.saturating_mul(1_000),
+        TimeUnit::Microsecond => value,
+        TimeUnit::Nanosecond => value.div_euclid(1_000) + i64::from(value.rem_euclid(1_000) >= 500),
+    }
+}
+
+/// A timestamp as PostgreSQL prints one: `2026-11-21 10:11:12.5`, a
+/// fraction only when it is not zero, and `+00` after an instant (a
+/// `timestamptz`, shown in UTC). `None` past the range of dates it can show.
+pub fn timestamp_text(micros: i64, zoned: bool) -> Option<String> {
+    let t = chrono::DateTime::from_timestamp_micros(micros)?;
+    let mut text = t.format("%Y-%m-%d %H:%M:%S").to_string();
+    let fraction = micros.rem_euclid(1_000_000);
+    if fraction != 0 {
+        text.push_str(format!(".{fraction:06}").trim_end_matches('0'));
+    }
+    if zoned {
+        text.push_str("+00");
+    }
+    Some(text)
 }
 
 /// `array` with [`timestamp_input`] applied to each text, when it holds

@@ -1,0 +1,238 @@
+//! Casts as PostgreSQL does them, where Arrow's differ: an analyzer rule
+//! ([`PostgresCasts`]) puts a function of its own in place of each such
+//! cast, after DataFusion's type coercion.
+//!
+//! - A float cast to text is written with the shortest digits that read
+//!   back the same value (`-571`, `1e+20`; Arrow writes `-571.0`, `1e20`).
+//! - A timestamp cast to text is written as PostgreSQL prints it
+//!   (`2024-01-01 10:00:00.5`, `+00` after an instant; Arrow writes
+//!   `2024-01-01T10:00:00.500`).
+//! - A value cast to `real` that f32 cannot hold is an error (22003), where
+//!   Arrow's cast makes it infinite or zero.
+//! - A literal text cast to a timestamp may leave out the seconds.
+
+use std::sync::{Arc, OnceLock};
+
+use datafusion::arrow::array::{Array, ArrayRef, AsArray, StringBuilder};
+use datafusion::arrow::datatypes::{DataType, Float32Type, Float64Type, Int64Type};
+use datafusion::common::config::ConfigOptions;
+use datafusion::common::tree_node::{Transformed, TreeNode};
+use datafusion::common::{exec_err, DFSchema, Result, ScalarValue};
+use datafusion::logical_expr::expr::{Cast, ScalarFunction};
+use datafusion::logical_expr::{
+    ColumnarValue, Expr, ExprSchemable, LogicalPlan, ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl,
+    Signature, Volatility,
+};
+use datafusion::optimizer::AnalyzerRule;
+
+use super::floats::{check_real_range, put_float};
+use super::plan_nodes::rewrite_nodes_holding;
+use super::types::{timestamp_micros, timestamp_text};
+
+/// Puts a [`PostgresCast`] in place of each cast of a float or a timestamp
+/// to text, and of each cast to `real` of a double, a number or a text,
+/// after DataFusion's type coercion (which adds the casts of `x || 'a'`);
+/// the text of a literal cast to a timestamp is made one Arrow reads (see
+/// [`super::types::timestamp_input`]). Result columns keep their names.
+#[derive(Debug)]
+pub struct PostgresCasts;
+
+impl AnalyzerRule for PostgresCasts {
+    fn name(&self) -> &str {
+        "postgres_casts"
+    }
+
+    fn analyze(&self, plan: LogicalPlan, _: &ConfigOptions) -> Result<LogicalPlan> {
+        rewrite_nodes_holding(plan, |e| matches!(e, Expr::Cast(_)), postgres_casts)
+    }
+}
+
+/// `expr`, over columns of `inputs`, with a [`PostgresCast`] in place of
+/// each cast PostgreSQL does otherwise (see [`PostgresCasts`]).
+pub fn postgres_casts(expr: Expr, inputs: &DFSchema) -> Result<Transformed<Expr>> {
+    static CASTS: OnceLock<[Arc<ScalarUDF>; 3]> = OnceLock::new();
+    let [float_text, timestamp_text, real] = CASTS.get_or_init(|| {
+        let cast = |name, returns, cast| {
+            Arc::new(
+                PostgresCast {
+                    name,
+                    returns,
+                    cast,
+                }
+                .into(),
+            )
+        };
+        [
+            cast("__tablegate_float_text", DataType::Utf8, float_texts),
+            cast(
+                "__tablegate_timestamp_text",
+                DataType::Utf8,
+                timestamp_texts,
+            ),
+            cast("__tablegate_real", DataType::Float32, to_real),
+        ]
+    });
+    expr.transform_up(|e| match e {
+        Expr::Cast(Cast { expr, field }) if is_text(field.data_type()) => {
+            let text = match expr.get_type(inputs) {
+                Ok(t) if t.is_floating() => float_text,
+                Ok(DataType::Timestamp(..)) => timestamp_text,
+                _ => {
+                    return Ok(Transformed::no(Expr::Cast(Cast::new_from_field(
+                        expr, field,
+                    ))))
+                }
+            };
+            let text = Expr::ScalarFunction(ScalarFunction::new_udf(text.clone(), vec![*expr]));
+            Ok(Transformed::yes(match field.data_type() {
+                DataType::Utf8 => text,
+                _ => Expr::Cast(Cast::new_from_field(Box::new(text), field)),
+            }))
+        }
+        // A literal timestamp's text as Arrow reads it.
+        Expr::Cast(Cast { expr, field })
+            if matches!(field.data_type(), DataType::Timestamp(..)) =>
+        {
+            match *expr {
+                Expr::Literal(ScalarValue::Utf8(Some(text)), meta) => {
+                    let read = super::types::timestamp_input(&text).into_owned();
+                    let changed = read != text;
+                    let literal = Expr::Literal(ScalarValue::Utf8(Some(read)), meta);
+                    let cast = Expr::Cast(Cast::new_from_field(Box::new(literal), field));
+                    Ok(Transformed::new_transformed(cast, changed))
+                }
+                expr => Ok(Transformed::no(Expr::Cast(Cast::new_from_field(
+                    Box::new(expr),
+                    field,
+                )))),
+            }
+        }
+        Expr::Cast(Cast { expr, field })
+            if field.data_type() == &DataType::Float32
+                && expr.get_type(inputs).is_ok_and(|t| narrows_to_real(&t)) =>
+        {
+            Ok(Transformed::yes(Expr::ScalarFunction(
+                ScalarFunction::new_udf(real.clone(), vec![*expr]),
+            )))
+        }
+        e => Ok(Transformed::no(e)),
+    })
+}
+
+fn is_text(ty: &DataType) -> bool {
+    matches!(
+        ty,
+        DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View
+    )
+}
+
+/// Whether a value of this type may be out of `real`'s range.
+fn narrows_to_real(ty: &DataType) -> bool {
+    is_text(ty) || matches!(ty, DataType::Float64 | DataType::Decimal128(..))
+}
+
+/// A cast done as PostgreSQL does it, of one value or a column of them.
+#[derive(Debug)]
+struct PostgresCast {
+    name: &'static str,
+    returns: DataType,
+    cast: fn(&ArrayRef) -> Result<ArrayRef>,
+}
+
+impl PartialEq for PostgresCast {
+    fn eq(&self, other: &Self) -> bool {
+        self.name == other.name
+    }
+}
+
+impl Eq for PostgresCast {}
+
+impl std::hash::Hash for PostgresCast {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.name.hash(state);
+    }
+}
+
+impl ScalarUDFImpl for PostgresCast {
+    fn name(&self) -> &str {
+        self.name
+    }
+
+    fn signature(&self) -> &Signature {
+        static ANY_ONE: OnceLock<Signature> = OnceLock::new();
+        ANY_ONE.get_or_init(|| Signature::any(1, Volatility::Immutable))
+    }
+
+    fn return_type(&self, _: &[DataType]) -> Result<DataType> {
+        Ok(self.returns.clone())
+    }
+
+    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
+        let [value] = args.args.as_slice() else {
+            return exec_err!("{} takes one value", self.name);
+        };
+        let cast = (self.cast)(&value.to_array(args.number_rows)?)?;
+        Ok(match value {
+            ColumnarValue::Scalar(_) => {
+                ColumnarValue::Scalar(ScalarValue::try_from_array(&cast, 0)?)
+            }
+            ColumnarValue::Array(_) => ColumnarValue::Array(cast),
+        })
+    }
+}
+
+/// Floats' text.
+fn float_texts(floats: &ArrayRef) -> Result<ArrayRef> {
+    fn texts<F: ryu::Float + Into<f64>>(
+        floats: impl ExactSizeIterator<Item = Option<F>>,
+    ) -> ArrayRef {
+        let mut texts = StringBuilder::with_capacity(floats.len(), floats.len() * 8);
+        let mut text = Vec::with_capacity(32);
+        for float in floats {
+            match float {
+                Some(float) => {
+                    text.clear();
+                    put_float(float, &mut text);
+                    texts.append_value(String::from_utf8_lossy(&text));
+                }
+                None => texts.append_null(),
+            }
+        }
+        Arc::new(texts.finish())
+    }
+    Ok(match floats.data_type() {
+        DataType::Float64 => texts(floats.as_primitive::<Float64Type>().iter()),
+        DataType::Float32 => texts(floats.as_primitive::<Float32Type>().iter()),
+        other => return exec_err!("float text of a {other}"),
+    })
+}
+
+/// Values as `real`, refusing what it cannot hold.
+fn to_real(values: &ArrayRef) -> Result<ArrayRef> {
+    let options = datafusion::arrow::compute::CastOptions {
+        safe: false,
+        ..Default::default()
+    };
+    let real = datafusion::arrow::compute::cast_with_options(values, &DataType::Float32, &options)?;
+    check_real_range(values, &real)?;
+    Ok(real)
+}
+
+/// Timestamps' text, as PostgreSQL prints them.
+fn timestamp_texts(times: &ArrayRef) -> Result<ArrayRef> {
+    let DataType::Timestamp(unit, zone) = times.data_type() else {
+        return exec_err!("timestamp text of a {}", times.data_type());
+    };
+    let raw = datafusion::arrow::compute::cast(times, &DataType::Int64)?;
+    let raw = raw.as_primitive::<Int64Type>();
+    let mut texts = StringBuilder::with_capacity(raw.len(), raw.len() * 26);
+    for value in raw.iter() {
+        let text = value.map(|v| timestamp_text(timestamp_micros(v, *unit), zone.is_some()));
+        match text {
+            None => texts.append_null(),
+            Some(Some(text)) => texts.append_value(text),
+            Some(None) => return exec_err!("timestamp out of range"),
+        }
+    }
+    Ok(Arc::new(texts.finish()))
+}

@@ -3,7 +3,10 @@
 //!
 //! - `current_user`, `session_user`, `user`, `current_role`,
 //!   `current_catalog` and a bare `current_schema` (keywords that take no
-//!   parentheses) become function calls;
+//!   parentheses) become function calls, and `localtimestamp` `now()` as a
+//!   timestamp;
+//! - a `to_char` template of PostgreSQL's (`YYYY-MM-DD HH24:MI`) becomes
+//!   the chrono format DataFusion's `to_char` reads;
 //! - `OPERATOR(pg_catalog.~)` and the like become the plain operator;
 //! - `COLLATE pg_catalog.default` (or `"default"`, `"C"`) is dropped: text
 //!   compares by bytes, which is the C collation;
@@ -64,7 +67,7 @@ use std::ops::ControlFlow;
 use datafusion::sql::sqlparser::ast::{
     visit_expressions_mut, BinaryOperator, CastKind, DataType, Expr, Function, FunctionArg,
     FunctionArgExpr, FunctionArguments, GroupByExpr, Ident, ObjectName, ObjectNamePart, Query,
-    Select, SelectItem, SetExpr, Statement,
+    Select, SelectItem, SetExpr, Statement, TimezoneInfo,
 };
 
 use datafusion::sql::sqlparser::dialect::PostgreSqlDialect;
@@ -564,6 +567,94 @@ fn integer_array(expr: &Expr) -> Option<Expr> {
     Some(call("make_array", items))
 }
 
+/// A `to_char` template of PostgreSQL's (`YYYY-MM-DD HH24:MI:SS`) as the
+/// chrono format DataFusion's `to_char` reads (`%Y-%m-%d %H:%M:%S`). `FM`
+/// before a number drops its padding; month and day names are written as
+/// `Month`, `Mon`, `Day` and `Dy` spell them, without PostgreSQL's padding
+/// to nine characters. Other characters are kept, as PostgreSQL keeps what
+/// is not a pattern, and so is text in double quotes.
+fn chrono_format(template: &str) -> String {
+    // (pattern, format, format after FM); numbers' patterns in any case.
+    const NUMBERS: &[(&str, &str, &str)] = &[
+        ("HH24", "%H", "%-H"),
+        ("HH12", "%I", "%-I"),
+        ("YYYY", "%Y", "%Y"),
+        ("DDD", "%j", "%-j"),
+        ("HH", "%I", "%-I"),
+        ("YY", "%y", "%y"),
+        ("MM", "%m", "%-m"),
+        ("DD", "%d", "%-d"),
+        ("MI", "%M", "%-M"),
+        ("SS", "%S", "%-S"),
+        ("MS", "%3f", "%3f"),
+        ("US", "%6f", "%6f"),
+    ];
+    const NAMES: &[(&str, &str)] = &[
+        ("Month", "%B"),
+        ("Mon", "%b"),
+        ("Day", "%A"),
+        ("Dy", "%a"),
+        ("AM", "%p"),
+        ("PM", "%p"),
+        ("am", "%P"),
+        ("pm", "%P"),
+    ];
+    let mut out = String::with_capacity(template.len() * 2);
+    let mut rest = template;
+    let mut fill_mode = false;
+    'next: while let Some(c) = rest.chars().next() {
+        if c == '"' {
+            let text = &rest[1..];
+            let end = text.find('"').unwrap_or(text.len());
+            out.push_str(&text[..end].replace('%', "%%"));
+            rest = text.get(end + 1..).unwrap_or("");
+            continue;
+        }
+        if rest.get(..2).is_some_and(|p| p.eq_ignore_ascii_case("FM")) {
+            fill_mode = true;
+            rest = &rest[2..];
+            continue;
+        }
+        for (pattern, padded, unpadded) in NUMBERS {
+            if rest
+                .get(..pattern.len())
+                .is_some_and(|p| p.eq_ignore_ascii_case(pattern))
+            {
+                out.push_str(if fill_mode { unpadded } else { padded });
+                rest = &rest[pattern.len()..];
+                fill_mode = false;
+                continue 'next;
+            }
+        }
+        for (pattern, format) in NAMES {
+            if rest.starts_with(pattern) {
+                out.push_str(format);
+                rest = &rest[pattern.len()..];
+                fill_mode = false;
+                continue 'next;
+            }
+        }
+        match c {
+            '%' => out.push_str("%%"),
+            c => out.push(c),
+        }
+        rest = &rest[c.len_utf8()..];
+    }
+    out
+}
+
+/// `localtimestamp`: the statement's start as a timestamp without time
+/// zone (in UTC, the session's zone).
+fn local_timestamp() -> Expr {
+    Expr::Cast {
+        kind: CastKind::Cast,
+        expr: Box::new(call("now", vec![])),
+        data_type: DataType::Timestamp(None, TimezoneInfo::WithoutTimeZone),
+        array: false,
+        format: None,
+    }
+}
+
 /// The one argument of a function call.
 fn only_argument(f: &Function) -> Option<&Expr> {
     let FunctionArguments::List(list) = &f.args else {
@@ -674,6 +765,8 @@ fn rewrite_expr(expr: &mut Expr) {
             let name = ident.value.to_lowercase();
             if let Some((_, function)) = KEYWORD_FUNCTIONS.iter().find(|(k, _)| *k == name) {
                 *expr = call(function, vec![]);
+            } else if name == "localtimestamp" {
+                *expr = local_timestamp();
             }
         }
         Expr::BinaryOp { left, op, right } => {
@@ -720,6 +813,20 @@ fn rewrite_expr(expr: &mut Expr) {
                 f.name.0.remove(0);
             }
             let name = f.name.to_string().to_lowercase();
+            // A template of PostgreSQL's, written for DataFusion's `to_char`.
+            if name == "to_char" {
+                if let FunctionArguments::List(list) = &mut f.args {
+                    if let [_, FunctionArg::Unnamed(FunctionArgExpr::Expr(Expr::Value(v)))] =
+                        list.args.as_mut_slice()
+                    {
+                        if let datafusion::sql::sqlparser::ast::Value::SingleQuotedString(t) =
+                            &mut v.value
+                        {
+                            *t = chrono_format(t);
+                        }
+                    }
+                }
+            }
             if name == "array_upper" {
                 if let FunctionArguments::List(list) = &f.args {
                     if let [array, dimension] = list.args.as_slice() {
@@ -820,6 +927,10 @@ fn rewrite_expr(expr: &mut Expr) {
                         return;
                     }
                 }
+            }
+            if name == "localtimestamp" && matches!(f.args, FunctionArguments::None) {
+                *expr = local_timestamp();
+                return;
             }
             if matches!(f.args, FunctionArguments::None) {
                 if let Some((_, function)) = KEYWORD_FUNCTIONS.iter().find(|(k, _)| *k == name) {
@@ -1214,6 +1325,19 @@ mod tests {
         let mut s = *s;
         rewrite(&mut s);
         s.to_string()
+    }
+
+    #[test]
+    fn to_char_templates_become_chrono_formats() {
+        for (template, format) in [
+            ("YYYY-MM-DD HH24:MI:SS", "%Y-%m-%d %H:%M:%S"),
+            ("yyyy/mm/dd", "%Y/%m/%d"),
+            ("FMDD Mon YYYY, HH12:MI AM", "%-d %b %Y, %I:%M %p"),
+            ("Day \"at\" HH24\"h\" 100%", "%A at %Hh 100%%"),
+            ("HH24:MI:SS.MS", "%H:%M:%S.%3f"),
+        ] {
+            assert_eq!(chrono_format(template), format, "{template}");
+        }
     }
 
     #[test]

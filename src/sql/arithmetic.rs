@@ -144,12 +144,22 @@ fn checked_operations(expr: Expr, inputs: &DFSchema) -> Result<Transformed<Expr>
         let Some(function) = checked(&e) else {
             return Ok(Transformed::no(e));
         };
-        if !e.get_type(inputs).is_ok_and(|t| t.is_integer()) {
-            return Ok(Transformed::no(e));
-        }
-        let Expr::BinaryExpr(BinaryExpr { left, right, .. }) = e else {
+        let Expr::BinaryExpr(BinaryExpr { left, op, right }) = e else {
             unreachable!("checked() matched a binary expression");
         };
+        // Two integers of one type (`date - date` is an integer too, of
+        // two dates).
+        let ty = |side: &Expr| side.get_type(inputs).ok();
+        match (ty(&left), ty(&right)) {
+            (Some(l), Some(r)) if l == r && l.is_integer() => {}
+            _ => {
+                return Ok(Transformed::no(Expr::BinaryExpr(BinaryExpr {
+                    left,
+                    op,
+                    right,
+                })))
+            }
+        }
         Ok(Transformed::yes(Expr::ScalarFunction(
             ScalarFunction::new_udf(function.clone(), vec![*left, *right]),
         )))

@@ -5,8 +5,9 @@
 //!   `current_catalog` and a bare `current_schema` (keywords that take no
 //!   parentheses) become function calls, and `localtimestamp` `now()` as a
 //!   timestamp;
-//! - a `to_char` template of PostgreSQL's (`YYYY-MM-DD HH24:MI`) becomes
-//!   the chrono format DataFusion's `to_char` reads;
+//! - a template of PostgreSQL's (`YYYY-MM-DD HH24:MI`) given to `to_char`,
+//!   `to_date` or `to_timestamp` becomes the chrono format DataFusion's
+//!   functions read;
 //! - `OPERATOR(pg_catalog.~)` and the like become the plain operator;
 //! - `COLLATE pg_catalog.default` (or `"default"`, `"C"`) is dropped: text
 //!   compares by bytes, which is the C collation;
@@ -813,8 +814,8 @@ fn rewrite_expr(expr: &mut Expr) {
                 f.name.0.remove(0);
             }
             let name = f.name.to_string().to_lowercase();
-            // A template of PostgreSQL's, written for DataFusion's `to_char`.
-            if name == "to_char" {
+            // A template of PostgreSQL's, written for DataFusion's functions.
+            if matches!(name.as_str(), "to_char" | "to_date" | "to_timestamp") {
                 if let FunctionArguments::List(list) = &mut f.args {
                     if let [_, FunctionArg::Unnamed(FunctionArgExpr::Expr(Expr::Value(v)))] =
                         list.args.as_mut_slice()

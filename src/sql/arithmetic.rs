@@ -1,4 +1,4 @@
-//! Integer arithmetic as PostgreSQL does it.
+//! Arithmetic as PostgreSQL does it.
 //!
 //! - A literal integer in `integer`'s range is an `integer`, not a `bigint`
 //!   as DataFusion plans it ([`integer_literals`]): `SELECT 1` sends an
@@ -7,14 +7,22 @@
 //!   (22003, "integer out of range"), where DataFusion's planner makes the
 //!   wrapping kind (two integers of 2e9 added to -294967296). DataFusion's
 //!   physical `BinaryExpr` can check (`with_fail_on_overflow`), but its
-//!   planner never asks it to; so an analyzer rule ([`CheckedArithmetic`])
+//!   planner never asks it to; so an analyzer rule ([`PostgresArithmetic`])
 //!   puts a function of its own in place of each integer `+`, `-` and `*`,
 //!   computed with Arrow's checked kernels.
+//! - The difference of two timestamps is an `interval` of days and time
+//!   (`1 day 01:00:00`), where DataFusion's is a duration (`25:00:00`)
+//!   that compares wrongly with an interval (`now() - t > interval '1
+//!   day'` was false for a `t` years ago); the same rule puts
+//!   [`TimestampDifference`] in its place.
 
 use std::sync::{Arc, OnceLock};
 
+use datafusion::arrow::array::{AsArray, IntervalMonthDayNanoArray};
 use datafusion::arrow::compute::kernels::numeric;
-use datafusion::arrow::datatypes::DataType;
+use datafusion::arrow::datatypes::{
+    DataType, DurationMicrosecondType, IntervalMonthDayNano, IntervalUnit, TimeUnit,
+};
 use datafusion::arrow::error::ArrowError;
 use datafusion::common::config::ConfigOptions;
 use datafusion::common::tree_node::{Transformed, TreeNode, TreeNodeRecursion};
@@ -90,14 +98,15 @@ fn narrow_literals(expr: Expr) -> Result<Transformed<Expr>> {
 }
 
 /// Puts a [`CheckedOperation`] in place of each `+`, `-` and `*` of two
-/// integers, after DataFusion's type coercion (which gives both sides one
-/// type). Result columns keep their names.
+/// integers, and a [`TimestampDifference`] in place of each `-` of two
+/// timestamps, after DataFusion's type coercion (which gives both sides of
+/// an integer operation one type). Result columns keep their names.
 #[derive(Debug)]
-pub struct CheckedArithmetic;
+pub struct PostgresArithmetic;
 
-impl AnalyzerRule for CheckedArithmetic {
+impl AnalyzerRule for PostgresArithmetic {
     fn name(&self) -> &str {
-        "postgres_checked_arithmetic"
+        "postgres_arithmetic"
     }
 
     fn analyze(&self, plan: LogicalPlan, _: &ConfigOptions) -> Result<LogicalPlan> {
@@ -138,7 +147,7 @@ pub fn operation(expr: &Expr) -> Option<(Operator, &Expr, &Expr)> {
 }
 
 /// `expr`, over columns of `inputs`, with each integer `+`, `-` and `*`
-/// checked.
+/// checked, and each difference of timestamps an interval.
 fn checked_operations(expr: Expr, inputs: &DFSchema) -> Result<Transformed<Expr>> {
     expr.transform_up(|e| {
         let Some(function) = checked(&e) else {
@@ -148,18 +157,21 @@ fn checked_operations(expr: Expr, inputs: &DFSchema) -> Result<Transformed<Expr>
             unreachable!("checked() matched a binary expression");
         };
         // Two integers of one type (`date - date` is an integer too, of
-        // two dates).
+        // two dates), or two timestamps subtracted.
         let ty = |side: &Expr| side.get_type(inputs).ok();
-        match (ty(&left), ty(&right)) {
-            (Some(l), Some(r)) if l == r && l.is_integer() => {}
-            _ => {
-                return Ok(Transformed::no(Expr::BinaryExpr(BinaryExpr {
-                    left,
-                    op,
-                    right,
-                })))
+        let function = match (ty(&left), ty(&right)) {
+            (Some(l), Some(r)) if l == r && l.is_integer() => function,
+            (Some(DataType::Timestamp(..)), Some(DataType::Timestamp(..)))
+                if op == Operator::Minus =>
+            {
+                static DIFFERENCE: OnceLock<Arc<ScalarUDF>> = OnceLock::new();
+                DIFFERENCE.get_or_init(|| Arc::new(ScalarUDF::from(TimestampDifference::new())))
             }
-        }
+            _ => {
+                let expr = Expr::BinaryExpr(BinaryExpr { left, op, right });
+                return Ok(Transformed::no(expr));
+            }
+        };
         Ok(Transformed::yes(Expr::ScalarFunction(
             ScalarFunction::new_udf(function.clone(), vec![*left, *right]),
         )))
@@ -219,6 +231,64 @@ impl ScalarUDFImpl for CheckedOperation {
                 out_of_range(&ty)
             }
             e => e,
+        })
+    }
+}
+
+/// `a - b` of two timestamps as PostgreSQL computes it: an interval of
+/// whole days and the time left, both of the difference's sign (its
+/// `justify_hours`), to the microsecond.
+#[derive(Debug, PartialEq, Eq, Hash)]
+pub struct TimestampDifference {
+    signature: Signature,
+}
+
+impl TimestampDifference {
+    fn new() -> Self {
+        TimestampDifference {
+            signature: Signature::any(2, Volatility::Immutable),
+        }
+    }
+}
+
+impl ScalarUDFImpl for TimestampDifference {
+    fn name(&self) -> &str {
+        "timestamp_difference"
+    }
+
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+
+    fn return_type(&self, _: &[DataType]) -> Result<DataType> {
+        Ok(DataType::Interval(IntervalUnit::MonthDayNano))
+    }
+
+    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
+        const MICROS_A_DAY: i64 = 86_400_000_000;
+        let [left, right] = args.args.as_slice() else {
+            return exec_err!("{} takes two values", self.name());
+        };
+        // Both in microseconds since 1970, as PostgreSQL keeps them.
+        let micros = DataType::Timestamp(TimeUnit::Microsecond, None);
+        let (left, right) = (left.cast_to(&micros, None)?, right.cast_to(&micros, None)?);
+        let difference = datum::apply(&left, &right, numeric::sub)?;
+        let interval = |micros: i64| {
+            let days = micros / MICROS_A_DAY;
+            let time = micros % MICROS_A_DAY;
+            IntervalMonthDayNano::new(0, days as i32, time * 1_000)
+        };
+        Ok(match difference {
+            ColumnarValue::Scalar(ScalarValue::DurationMicrosecond(micros)) => {
+                ColumnarValue::Scalar(ScalarValue::IntervalMonthDayNano(micros.map(interval)))
+            }
+            ColumnarValue::Array(d) => {
+                let d = d.as_primitive::<DurationMicrosecondType>();
+                let intervals: IntervalMonthDayNanoArray =
+                    d.iter().map(|m| m.map(interval)).collect();
+                ColumnarValue::Array(Arc::new(intervals))
+            }
+            other => return exec_err!("a timestamp difference of {:?}", other.data_type()),
         })
     }
 }

@@ -376,7 +376,7 @@ impl Session {
             .with_runtime_env(engine.runtime.clone())
             .with_default_features()
             .with_analyzer_rule(Arc::new(super::casts::PostgresCasts))
-            .with_analyzer_rule(Arc::new(super::arithmetic::CheckedArithmetic))
+            .with_analyzer_rule(Arc::new(super::arithmetic::PostgresArithmetic))
             .build();
         let ctx = SessionContext::new_with_state(state);
         let view = Arc::new(ReadView::default());

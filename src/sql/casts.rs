@@ -10,11 +10,13 @@
 //! - A value cast to `real` that f32 cannot hold is an error (22003), where
 //!   Arrow's cast makes it infinite or zero.
 //! - A literal text cast to a timestamp may leave out the seconds.
+//! - A number cast to an integer is rounded (`3.7::int` is 4), where Arrow
+//!   truncates it.
 
 use std::sync::{Arc, OnceLock};
 
 use datafusion::arrow::array::{Array, ArrayRef, AsArray, StringBuilder};
-use datafusion::arrow::datatypes::{DataType, Float32Type, Float64Type, Int64Type};
+use datafusion::arrow::datatypes::{DataType, Decimal128Type, Float32Type, Float64Type, Int64Type};
 use datafusion::common::config::ConfigOptions;
 use datafusion::common::tree_node::{Transformed, TreeNode};
 use datafusion::common::{exec_err, DFSchema, Result, ScalarValue};
@@ -50,8 +52,8 @@ impl AnalyzerRule for PostgresCasts {
 /// `expr`, over columns of `inputs`, with a [`PostgresCast`] in place of
 /// each cast PostgreSQL does otherwise (see [`PostgresCasts`]).
 pub fn postgres_casts(expr: Expr, inputs: &DFSchema) -> Result<Transformed<Expr>> {
-    static CASTS: OnceLock<[Arc<ScalarUDF>; 3]> = OnceLock::new();
-    let [float_text, timestamp_text, real] = CASTS.get_or_init(|| {
+    static CASTS: OnceLock<[Arc<ScalarUDF>; 4]> = OnceLock::new();
+    let [float_text, timestamp_text, real, rounded] = CASTS.get_or_init(|| {
         let cast = |name, returns, cast| {
             Arc::new(
                 PostgresCast {
@@ -63,13 +65,14 @@ pub fn postgres_casts(expr: Expr, inputs: &DFSchema) -> Result<Transformed<Expr>
             )
         };
         [
-            cast("__tablegate_float_text", DataType::Utf8, float_texts),
+            cast("__tablegate_float_text", Some(DataType::Utf8), float_texts),
             cast(
                 "__tablegate_timestamp_text",
-                DataType::Utf8,
+                Some(DataType::Utf8),
                 timestamp_texts,
             ),
-            cast("__tablegate_real", DataType::Float32, to_real),
+            cast("__tablegate_real", Some(DataType::Float32), to_real),
+            cast("__tablegate_rounded", None, rounded_numbers),
         ]
     });
     expr.transform_up(|e| match e {
@@ -115,6 +118,20 @@ pub fn postgres_casts(expr: Expr, inputs: &DFSchema) -> Result<Transformed<Expr>
                 ScalarFunction::new_udf(real.clone(), vec![*expr]),
             )))
         }
+        // A number cast to an integer is rounded, not truncated.
+        Expr::Cast(Cast { expr, field })
+            if field.data_type().is_integer()
+                && expr.get_type(inputs).is_ok_and(|t| {
+                    matches!(
+                        t,
+                        DataType::Float32 | DataType::Float64 | DataType::Decimal128(..)
+                    )
+                }) =>
+        {
+            let rounded = ScalarFunction::new_udf(rounded.clone(), vec![*expr]);
+            let cast = Cast::new_from_field(Box::new(Expr::ScalarFunction(rounded)), field);
+            Ok(Transformed::yes(Expr::Cast(cast)))
+        }
         e => Ok(Transformed::no(e)),
     })
 }
@@ -135,7 +152,8 @@ fn narrows_to_real(ty: &DataType) -> bool {
 #[derive(Debug)]
 struct PostgresCast {
     name: &'static str,
-    returns: DataType,
+    /// `None`: the value's own type.
+    returns: Option<DataType>,
     cast: fn(&ArrayRef) -> Result<ArrayRef>,
 }
 
@@ -163,8 +181,12 @@ impl ScalarUDFImpl for PostgresCast {
         ANY_ONE.get_or_init(|| Signature::any(1, Volatility::Immutable))
     }
 
-    fn return_type(&self, _: &[DataType]) -> Result<DataType> {
-        Ok(self.returns.clone())
+    fn return_type(&self, types: &[DataType]) -> Result<DataType> {
+        match (&self.returns, types) {
+            (Some(returns), _) => Ok(returns.clone()),
+            (None, [own]) => Ok(own.clone()),
+            (None, _) => exec_err!("{} takes one value", self.name),
+        }
     }
 
     fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
@@ -235,4 +257,34 @@ fn timestamp_texts(times: &ArrayRef) -> Result<ArrayRef> {
         }
     }
     Ok(Arc::new(texts.finish()))
+}
+
+/// Numbers rounded to whole ones before they are made integers: at a half,
+/// away from zero, as PostgreSQL rounds a numeric. PostgreSQL rounds a
+/// float's half to even (C's `rint`), but a literal such as `2.5`, a
+/// numeric there, is a double here: rounded as a numeric, it gives what
+/// PostgreSQL gives; a double column's exact halves round away from zero.
+fn rounded_numbers(numbers: &ArrayRef) -> Result<ArrayRef> {
+    Ok(match numbers.data_type() {
+        DataType::Float64 => {
+            let floats = numbers.as_primitive::<Float64Type>();
+            Arc::new(floats.unary::<_, Float64Type>(f64::round))
+        }
+        DataType::Float32 => {
+            let floats = numbers.as_primitive::<Float32Type>();
+            Arc::new(floats.unary::<_, Float32Type>(f32::round))
+        }
+        &DataType::Decimal128(precision, scale) if scale > 0 => {
+            let unit = 10i128.pow(scale as u32);
+            let round = |v: i128| {
+                let whole = v / unit;
+                let away = (v % unit).abs() * 2 >= unit;
+                (whole + if away { v.signum() } else { 0 }) * unit
+            };
+            let decimals = numbers.as_primitive::<Decimal128Type>();
+            let rounded = decimals.unary::<_, Decimal128Type>(round);
+            Arc::new(rounded.with_precision_and_scale(precision, scale)?)
+        }
+        _ => numbers.clone(),
+    })
 }

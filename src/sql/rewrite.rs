@@ -682,21 +682,10 @@ fn is_call(expr: &Expr, name: &str) -> bool {
 
 /// `v` of `regclass(v)`, the rewrite of `v::regclass` for a value `v`.
 fn regclass_of_value(expr: &Expr) -> Option<Expr> {
-    let Expr::Function(f) = expr else {
-        return None;
-    };
-    if !f.name.to_string().eq_ignore_ascii_case("regclass") {
+    if !is_call(expr, "regclass") {
         return None;
     }
-    let FunctionArguments::List(list) = &f.args else {
-        return None;
-    };
-    match list.args.as_slice() {
-        [FunctionArg::Unnamed(FunctionArgExpr::Expr(value))] if is_value(value) => {
-            Some(value.clone())
-        }
-        _ => None,
-    }
+    only_argument_of(expr).filter(|v| is_value(v)).cloned()
 }
 
 fn rewrite_expr(expr: &mut Expr) {

@@ -259,6 +259,123 @@ fn timestamp_at(array: &dyn Array, row: usize) -> Option<Option<Timestamp>> {
     }))
 }
 
+/// An interval: binary as PostgreSQL's (microseconds, days, months), text
+/// as PostgreSQL prints it in its default style (`1 year 2 mons -3 days
+/// +04:05:06.5`).
+#[derive(Debug, PartialEq)]
+struct Interval {
+    months: i32,
+    days: i32,
+    micros: i64,
+}
+
+impl ToSql for Interval {
+    fn to_sql(&self, _: &Type, out: &mut BytesMut) -> Result<IsNull, Box<dyn Error + Sync + Send>> {
+        out.put_i64(self.micros);
+        out.put_i32(self.days);
+        out.put_i32(self.months);
+        Ok(IsNull::No)
+    }
+    fn accepts(ty: &Type) -> bool {
+        *ty == Type::INTERVAL
+    }
+    postgres_types::to_sql_checked!();
+}
+
+impl ToSqlText for Interval {
+    fn to_sql_text(
+        &self,
+        _ty: &Type,
+        out: &mut BytesMut,
+        _: &FormatOptions,
+    ) -> Result<IsNull, Box<dyn Error + Sync + Send>> {
+        out.put_slice(self.text().as_bytes());
+        Ok(IsNull::No)
+    }
+}
+
+impl Interval {
+    /// PostgreSQL's `EncodeInterval` in its `postgres` style: the nonzero
+    /// years, months and days, each signed, a positive one after a negative
+    /// one with `+`; then the time, when it is not zero or nothing came
+    /// before, with the seconds' fraction without trailing zeros.
+    fn text(&self) -> String {
+        use std::fmt::Write;
+        let mut text = String::new();
+        let mut before_negative = false;
+        let fields = [
+            (i64::from(self.months / 12), "year"),
+            (i64::from(self.months % 12), "mon"),
+            (i64::from(self.days), "day"),
+        ];
+        for (value, unit) in fields {
+            if value == 0 {
+                continue;
+            }
+            let space = if text.is_empty() { "" } else { " " };
+            let plus = if before_negative && value > 0 {
+                "+"
+            } else {
+                ""
+            };
+            let plural = if value == 1 { "" } else { "s" };
+            let _ = write!(text, "{space}{plus}{value} {unit}{plural}");
+            before_negative = value < 0;
+        }
+        if text.is_empty() || self.micros != 0 {
+            let sign = match (self.micros < 0, before_negative) {
+                (true, _) => "-",
+                (false, true) => "+",
+                (false, false) => "",
+            };
+            let space = if text.is_empty() { "" } else { " " };
+            let micros = self.micros.unsigned_abs();
+            let (hours, minutes) = (micros / 3_600_000_000, micros / 60_000_000 % 60);
+            let (seconds, fraction) = (micros / 1_000_000 % 60, micros % 1_000_000);
+            let _ = write!(text, "{space}{sign}{hours:02}:{minutes:02}:{seconds:02}");
+            if fraction != 0 {
+                text.push_str(format!(".{fraction:06}").trim_end_matches('0'));
+            }
+        }
+        text
+    }
+}
+
+/// An interval column's value at `row`, if the column is one (nanoseconds
+/// truncated to PostgreSQL's microseconds).
+fn interval_at(array: &dyn Array, row: usize) -> Option<Option<Interval>> {
+    use datafusion::arrow::datatypes::{
+        IntervalDayTimeType, IntervalMonthDayNanoType, IntervalUnit, IntervalYearMonthType,
+    };
+    let DataType::Interval(unit) = array.data_type() else {
+        return None;
+    };
+    let value = match unit {
+        IntervalUnit::YearMonth => Interval {
+            months: array.as_primitive::<IntervalYearMonthType>().value(row),
+            days: 0,
+            micros: 0,
+        },
+        IntervalUnit::DayTime => {
+            let v = array.as_primitive::<IntervalDayTimeType>().value(row);
+            Interval {
+                months: 0,
+                days: v.days,
+                micros: i64::from(v.milliseconds) * 1_000,
+            }
+        }
+        IntervalUnit::MonthDayNano => {
+            let v = array.as_primitive::<IntervalMonthDayNanoType>().value(row);
+            Interval {
+                months: v.months,
+                days: v.days,
+                micros: v.nanoseconds / 1_000,
+            }
+        }
+    };
+    Some(array.is_valid(row).then_some(value))
+}
+
 /// The length of a `character(n)` column, whose values are sent padded
 /// with spaces to it (they are stored without).
 fn char_width(field: &Field) -> Option<usize> {
@@ -300,6 +417,8 @@ fn encode_row<E: arrow_pg::encoder::Encoder>(
             });
             encoder.encode_field(&value, pg_field)?;
         } else if let Some(value) = timestamp_at(array.as_ref(), row) {
+            encoder.encode_field(&value, pg_field)?;
+        } else if let Some(value) = interval_at(array.as_ref(), row) {
             encoder.encode_field(&value, pg_field)?;
         } else if let Some(floats) = array.as_any().downcast_ref::<Float64Array>() {
             let value = floats.is_valid(row).then(|| Number::F64(floats.value(row)));
@@ -475,6 +594,29 @@ pub fn copy_rows(
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn intervals_print_like_postgres() {
+        let interval = |months, days, micros| {
+            super::Interval {
+                months,
+                days,
+                micros,
+            }
+            .text()
+        };
+        assert_eq!(
+            interval(14, 2, 3 * 3_600_000_000),
+            "1 year 2 mons 2 days 03:00:00"
+        );
+        assert_eq!(interval(-14, 0, 0), "-1 years -2 mons");
+        assert_eq!(interval(0, 0, 1_500_000), "00:00:01.5");
+        assert_eq!(interval(0, 0, 0), "00:00:00");
+        assert_eq!(interval(0, 0, 25 * 3_600_000_000), "25:00:00");
+        assert_eq!(interval(0, 1, -1_000_000), "1 day -00:00:01");
+        assert_eq!(interval(0, -1, 3_600_000_000), "-1 days +01:00:00");
+        assert_eq!(interval(1, 0, 0), "1 mon");
+    }
+
     #[test]
     fn integers_print_in_decimal_and_encode_in_their_width() {
         use super::{FormatOptions, Number, ToSql, ToSqlText, Type};

@@ -13,7 +13,7 @@ use datafusion::arrow::array::{
     Array, AsArray, Float32Array, Float64Array, Int16Array, Int32Array, Int64Array, RecordBatch,
     StringArray,
 };
-use datafusion::arrow::datatypes::{DataType, Field, Schema, TimeUnit};
+use datafusion::arrow::datatypes::{DataType, Field, Schema};
 use futures::{Stream, StreamExt};
 use pgwire::api::portal::Format;
 use pgwire::api::results::{CopyCsvOptions, CopyEncoder, CopyTextOptions, FieldFormat, FieldInfo};
@@ -26,7 +26,7 @@ use pgwire::types::ToSqlText;
 use postgres_types::{IsNull, ToSql};
 
 use crate::sql::floats::put_float;
-use crate::sql::types::{timestamp_micros, timestamp_text, PG_TYPE_KEY};
+use crate::sql::types::{timestamp_micros_at, timestamp_text, PG_TYPE_KEY};
 
 /// The PostgreSQL type of a result column.
 pub fn pg_type(field: &Arc<Field>) -> PgWireResult<Type> {
@@ -240,21 +240,12 @@ impl ToSqlText for Timestamp {
 /// PostgreSQL's microseconds (a computed timestamp, such as a cast
 /// literal's, is in nanoseconds; rounded to the nearest microsecond).
 fn timestamp_at(array: &dyn Array, row: usize) -> Option<Option<Timestamp>> {
-    use datafusion::arrow::datatypes::{
-        TimestampMicrosecondType, TimestampMillisecondType, TimestampNanosecondType,
-        TimestampSecondType,
-    };
-    let DataType::Timestamp(unit, zone) = array.data_type() else {
+    let DataType::Timestamp(_, zone) = array.data_type() else {
         return None;
     };
-    let value = match unit {
-        TimeUnit::Second => array.as_primitive::<TimestampSecondType>().value(row),
-        TimeUnit::Millisecond => array.as_primitive::<TimestampMillisecondType>().value(row),
-        TimeUnit::Microsecond => array.as_primitive::<TimestampMicrosecondType>().value(row),
-        TimeUnit::Nanosecond => array.as_primitive::<TimestampNanosecondType>().value(row),
-    };
+    let micros = timestamp_micros_at(array, row)?;
     Some(array.is_valid(row).then_some(Timestamp {
-        micros: timestamp_micros(value, *unit),
+        micros,
         zoned: zone.is_some(),
     }))
 }

@@ -35,7 +35,7 @@ use datafusion::logical_expr::{
 use datafusion::optimizer::AnalyzerRule;
 use datafusion::physical_expr_common::datum;
 
-use super::plan_nodes::{rewrite_expressions, rewrite_nodes_holding};
+use super::plan_nodes::rewrite_nodes_holding;
 
 /// `plan` with each literal `bigint` that an `integer` holds made an
 /// `integer`, as PostgreSQL types a literal, before DataFusion's type
@@ -43,31 +43,14 @@ use super::plan_nodes::{rewrite_expressions, rewrite_nodes_holding};
 /// and OFFSET (which DataFusion reads as bigints), VALUES lists (whose
 /// column types are settled from all their rows) and aggregates' arguments
 /// (`count(*)` is DataFusion's `count(1)` of a bigint 1, which its rules
-/// recognize). Result columns keep their names, and every node its
-/// schema's new types.
+/// recognize). Result columns keep their names, and every node above a
+/// narrowed literal its schema's new types.
 pub fn integer_literals(plan: LogicalPlan) -> Result<LogicalPlan> {
-    let mut found = false;
-    plan.apply_with_subqueries(|node| {
-        if narrows_literals(node) {
-            node.apply_expressions(|e| {
-                found |= e.exists(|e| Ok(narrowed(e).is_some()))?;
-                Ok(TreeNodeRecursion::Continue)
-            })?;
-        }
-        Ok(TreeNodeRecursion::Continue)
-    })?;
-    if !found {
-        return Ok(plan);
-    }
-    let plan = plan.transform_up_with_subqueries(|node| {
-        let node = match narrows_literals(&node) {
-            true => rewrite_expressions(node, |e, _| narrow_literals(e))?.data,
-            false => node,
-        };
-        // A node above a narrowed literal changes type with it.
-        Ok(Transformed::yes(node.recompute_schema()?))
-    })?;
-    Ok(plan.data)
+    rewrite_nodes_holding(
+        plan,
+        |node, e| narrows_literals(node) && narrowed(e).is_some(),
+        |e, _| narrow_literals(e),
+    )
 }
 
 fn narrows_literals(node: &LogicalPlan) -> bool {
@@ -110,7 +93,7 @@ impl AnalyzerRule for PostgresArithmetic {
     }
 
     fn analyze(&self, plan: LogicalPlan, _: &ConfigOptions) -> Result<LogicalPlan> {
-        rewrite_nodes_holding(plan, |e| checked(e).is_some(), checked_operations)
+        rewrite_nodes_holding(plan, |_, e| checked(e).is_some(), checked_operations)
     }
 }
 

@@ -16,7 +16,7 @@
 use std::sync::{Arc, OnceLock};
 
 use datafusion::arrow::array::{Array, ArrayRef, AsArray, StringBuilder};
-use datafusion::arrow::datatypes::{DataType, Decimal128Type, Float32Type, Float64Type, Int64Type};
+use datafusion::arrow::datatypes::{DataType, Decimal128Type, Float32Type, Float64Type};
 use datafusion::common::config::ConfigOptions;
 use datafusion::common::tree_node::{Transformed, TreeNode};
 use datafusion::common::{exec_err, DFSchema, Result, ScalarValue};
@@ -29,7 +29,7 @@ use datafusion::optimizer::AnalyzerRule;
 
 use super::floats::{check_real_range, put_float};
 use super::plan_nodes::rewrite_nodes_holding;
-use super::types::{timestamp_micros, timestamp_text};
+use super::types::{timestamp_micros_at, timestamp_text};
 
 /// Puts a [`PostgresCast`] in place of each cast of a float or a timestamp
 /// to text, and of each cast to `real` of a double, a number or a text,
@@ -45,7 +45,7 @@ impl AnalyzerRule for PostgresCasts {
     }
 
     fn analyze(&self, plan: LogicalPlan, _: &ConfigOptions) -> Result<LogicalPlan> {
-        rewrite_nodes_holding(plan, |e| matches!(e, Expr::Cast(_)), postgres_casts)
+        rewrite_nodes_holding(plan, |_, e| matches!(e, Expr::Cast(_)), postgres_casts)
     }
 }
 
@@ -242,18 +242,19 @@ fn to_real(values: &ArrayRef) -> Result<ArrayRef> {
 
 /// Timestamps' text, as PostgreSQL prints them.
 fn timestamp_texts(times: &ArrayRef) -> Result<ArrayRef> {
-    let DataType::Timestamp(unit, zone) = times.data_type() else {
+    let DataType::Timestamp(_, zone) = times.data_type() else {
         return exec_err!("timestamp text of a {}", times.data_type());
     };
-    let raw = datafusion::arrow::compute::cast(times, &DataType::Int64)?;
-    let raw = raw.as_primitive::<Int64Type>();
-    let mut texts = StringBuilder::with_capacity(raw.len(), raw.len() * 26);
-    for value in raw.iter() {
-        let text = value.map(|v| timestamp_text(timestamp_micros(v, *unit), zone.is_some()));
-        match text {
-            None => texts.append_null(),
-            Some(Some(text)) => texts.append_value(text),
-            Some(None) => return exec_err!("timestamp out of range"),
+    let mut texts = StringBuilder::with_capacity(times.len(), times.len() * 26);
+    for row in 0..times.len() {
+        if times.is_null(row) {
+            texts.append_null();
+            continue;
+        }
+        let micros = timestamp_micros_at(times.as_ref(), row);
+        match micros.and_then(|micros| timestamp_text(micros, zone.is_some())) {
+            Some(text) => texts.append_value(text),
+            None => return exec_err!("timestamp out of range"),
         }
     }
     Ok(Arc::new(texts.finish()))

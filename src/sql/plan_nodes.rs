@@ -19,9 +19,9 @@ pub fn inputs_schema(node: &LogicalPlan) -> DFSchema {
 /// `node` with `rewrite` applied to each of its expressions, given the
 /// columns they read; result columns keep their names. The node's schema is
 /// left as it was.
-pub fn rewrite_expressions(
+fn rewrite_expressions(
     node: LogicalPlan,
-    mut rewrite: impl FnMut(Expr, &DFSchema) -> Result<Transformed<Expr>>,
+    rewrite: impl Fn(Expr, &DFSchema) -> Result<Transformed<Expr>>,
 ) -> Result<Transformed<LogicalPlan>> {
     let inputs = inputs_schema(&node);
     let names = NamePreserver::new(&node);
@@ -31,27 +31,30 @@ pub fn rewrite_expressions(
     })
 }
 
-/// `plan`, its subqueries' included, with `rewrite` applied to each
-/// expression of each node that has one for which `holds` is true; result
-/// columns keep their names, and a rewritten node's schema gets its new
-/// types.
+/// `plan`, its subqueries' included, with `rewrite` applied to the
+/// expressions of each node for which `holds` is true of a part of one of
+/// them; result columns keep their names. A rewrite may change a column's
+/// type, so every node visited after the first rewrite (every node above
+/// it among them) gets its schema computed again.
 pub fn rewrite_nodes_holding(
     plan: LogicalPlan,
-    holds: impl Fn(&Expr) -> bool,
+    holds: impl Fn(&LogicalPlan, &Expr) -> bool,
     rewrite: impl Fn(Expr, &DFSchema) -> Result<Transformed<Expr>>,
 ) -> Result<LogicalPlan> {
+    let mut rewritten = false;
     let plan = plan.transform_up_with_subqueries(|node| {
         let mut found = false;
         node.apply_expressions(|e| {
-            found |= e.exists(|e| Ok(holds(e)))?;
+            found |= e.exists(|e| Ok(holds(&node, e)))?;
             Ok(TreeNodeRecursion::Continue)
         })?;
-        if !found {
-            return Ok(Transformed::no(node));
-        }
-        let node = rewrite_expressions(node, &rewrite)?;
-        match node.transformed {
-            true => node.map_data(|node| node.recompute_schema()),
+        let node = match found {
+            true => rewrite_expressions(node, &rewrite)?,
+            false => Transformed::no(node),
+        };
+        rewritten |= node.transformed;
+        match rewritten {
+            true => Ok(Transformed::yes(node.data.recompute_schema()?)),
             false => Ok(node),
         }
     })?;

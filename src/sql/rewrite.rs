@@ -755,8 +755,6 @@ fn rewrite_expr(expr: &mut Expr) {
             let name = ident.value.to_lowercase();
             if let Some((_, function)) = KEYWORD_FUNCTIONS.iter().find(|(k, _)| *k == name) {
                 *expr = call(function, vec![]);
-            } else if name == "localtimestamp" {
-                *expr = local_timestamp();
             }
         }
         Expr::BinaryOp { left, op, right } => {

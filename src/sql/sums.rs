@@ -4,41 +4,25 @@
 //! -446744073709551616).
 
 use datafusion::arrow::datatypes::DataType;
-use datafusion::common::tree_node::{Transformed, TreeNode, TreeNodeRecursion};
+use datafusion::common::tree_node::{Transformed, TreeNode};
 use datafusion::common::{DFSchema, Result};
 use datafusion::logical_expr::expr::{AggregateFunction, Cast};
 use datafusion::logical_expr::{Expr, ExprSchemable, LogicalPlan, WindowFunctionDefinition};
 
-use super::plan_nodes::{inputs_schema, rewrite_expressions};
+use super::plan_nodes::{inputs_schema, rewrite_nodes_holding};
 
 /// The type a bigint is summed in: `numeric` of 38 digits.
 const SUMMED: DataType = DataType::Decimal128(38, 0);
 
 /// `plan` with each `sum` of a bigint taken over the bigint cast to
 /// [`SUMMED`] (as an aggregate or a window function); result columns keep
-/// their names, and every plan node its schema's new types.
+/// their names, and every plan node above a sum its schema's new types.
 pub fn exact_bigint_sums(plan: LogicalPlan) -> Result<LogicalPlan> {
-    let mut found = false;
-    plan.apply_with_subqueries(|node| {
-        // The columns a node reads are gathered only once it holds a sum.
-        let mut inputs = None;
-        node.apply_expressions(|e| {
-            if e.exists(|e| Ok(sum_argument(e).is_some()))? {
-                let inputs = inputs.get_or_insert_with(|| inputs_schema(node));
-                found |= e.exists(|e| Ok(bigint_sum(e, inputs)))?;
-            }
-            Ok(TreeNodeRecursion::Continue)
-        })
-    })?;
-    if !found {
-        return Ok(plan);
-    }
-    let plan = plan.transform_up_with_subqueries(|node| {
-        let node = rewrite_expressions(node, widen_sums)?;
-        // A node above a widened sum changes type with it.
-        Ok(Transformed::yes(node.data.recompute_schema()?))
-    })?;
-    Ok(plan.data)
+    // The columns a node reads are gathered only for a sum.
+    let holds = |node: &LogicalPlan, e: &Expr| {
+        sum_argument(e).is_some() && bigint_sum(e, &inputs_schema(node))
+    };
+    rewrite_nodes_holding(plan, holds, widen_sums)
 }
 
 /// Whether `expr` is a `sum` of a bigint.

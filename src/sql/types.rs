@@ -4,7 +4,7 @@ use std::borrow::Cow;
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use datafusion::arrow::array::{ArrayRef, StringArray};
+use datafusion::arrow::array::{Array, ArrayRef, AsArray, StringArray};
 use datafusion::arrow::datatypes::{DataType, Field, TimeUnit};
 use datafusion::sql::sqlparser::ast::{
     CharacterLength, DataType as AstType, ExactNumberInfo, TimezoneInfo,
@@ -55,15 +55,32 @@ pub fn timestamp_input(text: &str) -> Cow<'_, str> {
     ))
 }
 
-/// Microseconds since 1970 (PostgreSQL's unit) of a timestamp `value` in
-/// `unit`; nanoseconds are rounded to the nearest microsecond.
-pub fn timestamp_micros(value: i64, unit: TimeUnit) -> i64 {
-    match unit {
-        TimeUnit::Second => value.saturating_mul(1_000_000),
-        TimeUnit::Millisecond => value.saturating_mul(1_000),
-        TimeUnit::Microsecond => value,
-        TimeUnit::Nanosecond => value.div_euclid(1_000) + i64::from(value.rem_euclid(1_000) >= 500),
-    }
+/// Microseconds since 1970 (PostgreSQL's unit) of row `row` of a timestamp
+/// column of any unit (nanoseconds are rounded to the nearest
+/// microsecond); `None` for a column of another type.
+pub fn timestamp_micros_at(array: &dyn Array, row: usize) -> Option<i64> {
+    use datafusion::arrow::datatypes::{
+        TimestampMicrosecondType, TimestampMillisecondType, TimestampNanosecondType,
+        TimestampSecondType,
+    };
+    let DataType::Timestamp(unit, _) = array.data_type() else {
+        return None;
+    };
+    Some(match unit {
+        TimeUnit::Second => {
+            let seconds = array.as_primitive::<TimestampSecondType>().value(row);
+            seconds.saturating_mul(1_000_000)
+        }
+        TimeUnit::Millisecond => {
+            let millis = array.as_primitive::<TimestampMillisecondType>().value(row);
+            millis.saturating_mul(1_000)
+        }
+        TimeUnit::Microsecond => array.as_primitive::<TimestampMicrosecondType>().value(row),
+        TimeUnit::Nanosecond => {
+            let nanos = array.as_primitive::<TimestampNanosecondType>().value(row);
+            nanos.div_euclid(1_000) + i64::from(nanos.rem_euclid(1_000) >= 500)
+        }
+    })
 }
 
 /// A timestamp as PostgreSQL prints one: `2026-11-21 10:11:12.5`, a

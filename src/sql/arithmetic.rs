@@ -222,7 +222,7 @@ impl ScalarUDFImpl for CheckedOperation {
 /// whole days and the time left, both of the difference's sign (its
 /// `justify_hours`), to the microsecond.
 #[derive(Debug, PartialEq, Eq, Hash)]
-pub struct TimestampDifference {
+struct TimestampDifference {
     signature: Signature,
 }
 

@@ -15,11 +15,16 @@
 //!   that compares wrongly with an interval (`now() - t > interval '1
 //!   day'` was false for a `t` years ago); the same rule puts
 //!   [`TimestampDifference`] in its place.
+//! - The quotient of two numerics has about 16 significant digits, as
+//!   PostgreSQL's (`1 / 3.0` is `0.33333333333333333333`), where
+//!   DataFusion's has four decimals more than the dividend (`0.3333`); a
+//!   numeric divided by zero is 22012. [`NumericDivision`] computes it.
 
 use std::sync::{Arc, OnceLock};
 
-use datafusion::arrow::array::{AsArray, IntervalMonthDayNanoArray};
+use datafusion::arrow::array::{AsArray, Decimal128Array, IntervalMonthDayNanoArray};
 use datafusion::arrow::compute::kernels::numeric;
+use datafusion::arrow::datatypes::{i256, Decimal128Type};
 use datafusion::arrow::datatypes::{
     DataType, DurationMicrosecondType, IntervalMonthDayNano, IntervalUnit, TimeUnit,
 };
@@ -93,20 +98,21 @@ impl AnalyzerRule for PostgresArithmetic {
     }
 
     fn analyze(&self, plan: LogicalPlan, _: &ConfigOptions) -> Result<LogicalPlan> {
-        rewrite_nodes_holding(plan, |_, e| checked(e).is_some(), checked_operations)
+        let replaced = |e: &Expr| {
+            matches!(e, Expr::BinaryExpr(BinaryExpr { op, .. })
+                if checked(*op).is_some() || *op == Operator::Divide)
+        };
+        rewrite_nodes_holding(plan, |_, e| replaced(e), checked_operations)
     }
 }
 
 /// The three operations checked, in the order of [`OPERATIONS`].
 const OPERATORS: [Operator; 3] = [Operator::Plus, Operator::Minus, Operator::Multiply];
 
-/// The checked function of `expr`'s operator, if it is one of [`OPERATORS`].
-fn checked(expr: &Expr) -> Option<&'static Arc<ScalarUDF>> {
+/// The checked function of an operator, if it is one of [`OPERATORS`].
+fn checked(op: Operator) -> Option<&'static Arc<ScalarUDF>> {
     static OPERATIONS: OnceLock<[Arc<ScalarUDF>; 3]> = OnceLock::new();
-    let Expr::BinaryExpr(BinaryExpr { op, .. }) = expr else {
-        return None;
-    };
-    let at = OPERATORS.iter().position(|o| o == op)?;
+    let at = OPERATORS.iter().position(|o| *o == op)?;
     let operations = OPERATIONS
         .get_or_init(|| OPERATORS.map(|op| Arc::new(ScalarUDF::from(CheckedOperation::new(op)))));
     Some(&operations[at])
@@ -130,25 +136,31 @@ pub fn operation(expr: &Expr) -> Option<(Operator, &Expr, &Expr)> {
 }
 
 /// `expr`, over columns of `inputs`, with each integer `+`, `-` and `*`
-/// checked, and each difference of timestamps an interval.
+/// checked, each difference of timestamps an interval, and each quotient
+/// of numerics PostgreSQL's.
 fn checked_operations(expr: Expr, inputs: &DFSchema) -> Result<Transformed<Expr>> {
     expr.transform_up(|e| {
-        let Some(function) = checked(&e) else {
+        let Expr::BinaryExpr(BinaryExpr { left, op, right }) = e else {
             return Ok(Transformed::no(e));
         };
-        let Expr::BinaryExpr(BinaryExpr { left, op, right }) = e else {
-            unreachable!("checked() matched a binary expression");
-        };
         // Two integers of one type (`date - date` is an integer too, of
-        // two dates), or two timestamps subtracted.
+        // two dates), two timestamps subtracted, or two numerics divided
+        // (DataFusion's coercion makes a numeric of an integer divided
+        // with one).
         let ty = |side: &Expr| side.get_type(inputs).ok();
-        let function = match (ty(&left), ty(&right)) {
-            (Some(l), Some(r)) if l == r && l.is_integer() => function,
-            (Some(DataType::Timestamp(..)), Some(DataType::Timestamp(..)))
+        let function = match (ty(&left), ty(&right), checked(op)) {
+            (Some(l), Some(r), Some(function)) if l == r && l.is_integer() => function,
+            (Some(DataType::Timestamp(..)), Some(DataType::Timestamp(..)), _)
                 if op == Operator::Minus =>
             {
                 static DIFFERENCE: OnceLock<Arc<ScalarUDF>> = OnceLock::new();
                 DIFFERENCE.get_or_init(|| Arc::new(ScalarUDF::from(TimestampDifference::new())))
+            }
+            (Some(DataType::Decimal128(..)), Some(DataType::Decimal128(..)), _)
+                if op == Operator::Divide =>
+            {
+                static DIVISION: OnceLock<Arc<ScalarUDF>> = OnceLock::new();
+                DIVISION.get_or_init(|| Arc::new(ScalarUDF::from(NumericDivision::new())))
             }
             _ => {
                 let expr = Expr::BinaryExpr(BinaryExpr { left, op, right });
@@ -276,6 +288,128 @@ impl ScalarUDFImpl for TimestampDifference {
     }
 }
 
+/// `a / b` of two numerics as PostgreSQL computes it, to within the
+/// fixed scale of an Arrow decimal: PostgreSQL gives each quotient at
+/// least 16 significant digits (20 decimals for a quotient below 1, 16
+/// from 1 to 9999), a scale of its own; here one scale serves the whole
+/// column: 20 decimals, or the operands' if either has more, or fewer when
+/// a quotient as large as the operands' types allow would not fit 38
+/// digits (never fewer than 6). Rounded at its last digit, half away from
+/// zero, as PostgreSQL rounds a numeric.
+#[derive(Debug, PartialEq, Eq, Hash)]
+struct NumericDivision {
+    signature: Signature,
+}
+
+/// A decimal's digits, as Arrow's `Decimal128` holds them.
+const NUMERIC_DIGITS: u8 = 38;
+
+impl NumericDivision {
+    fn new() -> Self {
+        NumericDivision {
+            signature: Signature::any(2, Volatility::Immutable),
+        }
+    }
+
+    /// The quotient's scale, for a dividend of `(precision, scale)` and a
+    /// divisor of `scale` `divisor`.
+    fn scale((precision, scale): (u8, i8), divisor: i8) -> i8 {
+        let (scale, divisor) = (scale.max(0), divisor.max(0));
+        // The most digits before the point a quotient may have.
+        let whole = (precision as i8 - scale + divisor).max(0);
+        let fits = (NUMERIC_DIGITS as i8 - whole).clamp(6, 20);
+        fits.max(scale).max(divisor).min(NUMERIC_DIGITS as i8)
+    }
+}
+
+impl ScalarUDFImpl for NumericDivision {
+    fn name(&self) -> &str {
+        "numeric_divide"
+    }
+
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+
+    fn return_type(&self, types: &[DataType]) -> Result<DataType> {
+        match types {
+            [DataType::Decimal128(p, s), DataType::Decimal128(_, divisor)] => Ok(
+                DataType::Decimal128(NUMERIC_DIGITS, Self::scale((*p, *s), *divisor)),
+            ),
+            _ => exec_err!("numeric_divide of {types:?}: it divides two numerics"),
+        }
+    }
+
+    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
+        let [left, right] = args.args.as_slice() else {
+            return exec_err!("{} takes two values", self.name());
+        };
+        let scalars = matches!(
+            (left, right),
+            (ColumnarValue::Scalar(_), ColumnarValue::Scalar(_))
+        );
+        let (dividends, divisors) = (
+            left.to_array(args.number_rows)?,
+            right.to_array(args.number_rows)?,
+        );
+        let (dividends, divisors) = (
+            dividends.as_primitive::<Decimal128Type>(),
+            divisors.as_primitive::<Decimal128Type>(),
+        );
+        let DataType::Decimal128(_, scale) = args.return_field.data_type() else {
+            return exec_err!("numeric_divide returns a numeric");
+        };
+        // The dividend's digits are shifted so that the integer quotient
+        // has the result's scale.
+        let shift = *scale as i32 - dividends.scale() as i32 + divisors.scale() as i32;
+        let factor = i256::from_i128(10)
+            .checked_pow(shift.max(0) as u32)
+            .ok_or_else(numeric_overflow)?;
+        let limit = i256::from_i128(10).wrapping_pow(NUMERIC_DIGITS as u32);
+        let divide = |dividend: i128, divisor: i128| -> Result<i128> {
+            if divisor == 0 {
+                let error = crate::sql::SqlError::value("22012", "division by zero");
+                return Err(DataFusionError::External(Box::new(error)));
+            }
+            let (dividend, divisor) = (i256::from_i128(dividend), i256::from_i128(divisor));
+            let shifted = dividend.checked_mul(factor).ok_or_else(numeric_overflow)?;
+            let (mut quotient, rest) =
+                (shifted.wrapping_div(divisor), shifted.wrapping_rem(divisor));
+            if rest.wrapping_abs().wrapping_mul(i256::from_i128(2)) >= divisor.wrapping_abs() {
+                let away = if (shifted < i256::ZERO) == (divisor < i256::ZERO) {
+                    1
+                } else {
+                    -1
+                };
+                quotient = quotient.wrapping_add(i256::from_i128(away));
+            }
+            match quotient.wrapping_abs() < limit {
+                true => Ok(quotient.as_i128()),
+                false => Err(numeric_overflow()),
+            }
+        };
+        let quotients: Decimal128Array = dividends
+            .iter()
+            .zip(divisors.iter())
+            .map(|pair| match pair {
+                (Some(dividend), Some(divisor)) => divide(dividend, divisor).map(Some),
+                _ => Ok(None),
+            })
+            .collect::<Result<_>>()?;
+        let quotients = quotients.with_precision_and_scale(NUMERIC_DIGITS, *scale)?;
+        Ok(match scalars {
+            true => ColumnarValue::Scalar(ScalarValue::try_from_array(&quotients, 0)?),
+            false => ColumnarValue::Array(Arc::new(quotients)),
+        })
+    }
+}
+
+/// PostgreSQL's error for a numeric too large for its type.
+fn numeric_overflow() -> DataFusionError {
+    let error = crate::sql::SqlError::value("22003", "numeric field overflow");
+    DataFusionError::External(Box::new(error))
+}
+
 /// PostgreSQL's error for a result past an integer type's range.
 fn out_of_range(ty: &DataType) -> DataFusionError {
     let name = match ty {
@@ -303,6 +437,63 @@ mod tests {
             return_field: Arc::new(Field::new("r", ty, true)),
             config_options: Arc::new(ConfigOptions::default()),
         })
+    }
+
+    fn divide(left: ScalarValue, right: ScalarValue) -> Result<ScalarValue> {
+        let function = NumericDivision::new();
+        let types = [left.data_type(), right.data_type()];
+        let ty = function.return_type(&types)?;
+        let result = function.invoke_with_args(ScalarFunctionArgs {
+            arg_fields: types
+                .iter()
+                .map(|t| Arc::new(Field::new("a", t.clone(), true)))
+                .collect(),
+            args: vec![ColumnarValue::Scalar(left), ColumnarValue::Scalar(right)],
+            number_rows: 1,
+            return_field: Arc::new(Field::new("r", ty, true)),
+            config_options: Arc::new(ConfigOptions::default()),
+        })?;
+        match result {
+            ColumnarValue::Scalar(v) => Ok(v),
+            ColumnarValue::Array(_) => panic!("two scalars make a scalar"),
+        }
+    }
+
+    fn numeric(digits: i128, precision: u8, scale: i8) -> ScalarValue {
+        ScalarValue::Decimal128(Some(digits), precision, scale)
+    }
+
+    #[test]
+    fn quotients_of_numerics_have_postgresql_s_digits() {
+        // 1 / 3.0 (an integer is made a numeric of 10 digits).
+        let third = divide(numeric(1, 10, 0), numeric(30, 2, 1)).unwrap();
+        assert_eq!(third.to_string(), "0.33333333333333333333");
+        // Rounded at the last digit, half away from zero, either sign.
+        let two_thirds = divide(numeric(-2, 10, 0), numeric(30, 2, 1)).unwrap();
+        assert_eq!(two_thirds.to_string(), "-0.66666666666666666667");
+        // The operands' scale when it is larger.
+        let fine = divide(numeric(10, 30, 25), numeric(3, 1, 0)).unwrap();
+        assert_eq!(fine.to_string(), "0.0000000000000000000000003");
+        // A dividend of 38 digits leaves room for 6 decimals.
+        let sum = divide(numeric(10, 38, 0), numeric(4, 20, 0)).unwrap();
+        assert_eq!(sum.to_string(), "2.500000");
+        assert!(
+            divide(numeric(1, 38, 0), ScalarValue::Decimal128(None, 2, 1))
+                .unwrap()
+                .is_null()
+        );
+    }
+
+    #[test]
+    fn numeric_division_refuses_zero_and_overflow() {
+        let error = divide(numeric(1, 2, 1), numeric(0, 2, 1)).unwrap_err();
+        assert!(error.to_string().contains("division by zero"), "{error}");
+        let most = 10i128.pow(38) - 1;
+        let error = divide(numeric(most, 38, 0), numeric(1, 38, 37)).unwrap_err();
+        assert!(
+            error.to_string().contains("numeric field overflow"),
+            "{error}"
+        );
     }
 
     #[test]

@@ -10,8 +10,8 @@
 //! - A value cast to `real` that f32 cannot hold is an error (22003), where
 //!   Arrow's cast makes it infinite or zero.
 //! - A literal text cast to a timestamp may leave out the seconds.
-//! - A number cast to an integer is rounded (`3.7::int` is 4), where Arrow
-//!   truncates it.
+//! - A number cast to an integer is rounded (`3.7::int` is 4), a numeric's
+//!   half away from zero and a double's to even, where Arrow truncates it.
 
 use std::sync::{Arc, OnceLock};
 
@@ -260,20 +260,18 @@ fn timestamp_texts(times: &ArrayRef) -> Result<ArrayRef> {
     Ok(Arc::new(texts.finish()))
 }
 
-/// Numbers rounded to whole ones before they are made integers: at a half,
-/// away from zero, as PostgreSQL rounds a numeric. PostgreSQL rounds a
-/// float's half to even (C's `rint`), but a literal such as `2.5`, a
-/// numeric there, is a double here: rounded as a numeric, it gives what
-/// PostgreSQL gives; a double column's exact halves round away from zero.
+/// Numbers rounded to whole ones before they are made integers, as
+/// PostgreSQL rounds them: a numeric's half away from zero, a float's half
+/// to even (C's `rint`).
 fn rounded_numbers(numbers: &ArrayRef) -> Result<ArrayRef> {
     Ok(match numbers.data_type() {
         DataType::Float64 => {
             let floats = numbers.as_primitive::<Float64Type>();
-            Arc::new(floats.unary::<_, Float64Type>(f64::round))
+            Arc::new(floats.unary::<_, Float64Type>(f64::round_ties_even))
         }
         DataType::Float32 => {
             let floats = numbers.as_primitive::<Float32Type>();
-            Arc::new(floats.unary::<_, Float32Type>(f32::round))
+            Arc::new(floats.unary::<_, Float32Type>(f32::round_ties_even))
         }
         &DataType::Decimal128(precision, scale) if scale > 0 => {
             let unit = 10i128.pow(scale as u32);

@@ -5,6 +5,9 @@
 //!   `current_catalog` and a bare `current_schema` (keywords that take no
 //!   parentheses) become function calls, and `localtimestamp` `now()` as a
 //!   timestamp;
+//! - a number with an exponent (`1.5e3`) is written in digits (`1500`),
+//!   which DataFusion reads as a numeric, or made a double when no numeric
+//!   of 38 digits holds it;
 //! - a template of PostgreSQL's (`YYYY-MM-DD HH24:MI`) given to `to_char`,
 //!   `to_date` or `to_timestamp` becomes the chrono format DataFusion's
 //!   functions read;
@@ -68,7 +71,7 @@ use std::ops::ControlFlow;
 use datafusion::sql::sqlparser::ast::{
     visit_expressions_mut, BinaryOperator, CastKind, DataType, Expr, Function, FunctionArg,
     FunctionArgExpr, FunctionArguments, GroupByExpr, Ident, ObjectName, ObjectNamePart, Query,
-    Select, SelectItem, SetExpr, Statement, TimezoneInfo,
+    Select, SelectItem, SetExpr, Statement, TimezoneInfo, Value,
 };
 
 use datafusion::sql::sqlparser::dialect::PostgreSqlDialect;
@@ -450,9 +453,7 @@ fn pull_out(value: &mut Expr, inner: &[String]) -> Option<Expr> {
     if !uses_outer || unqualified {
         return None;
     }
-    let text = |s: &str| {
-        Expr::Value(datafusion::sql::sqlparser::ast::Value::SingleQuotedString(s.into()).into())
-    };
+    let text = |s: &str| Expr::Value(Value::SingleQuotedString(s.into()).into());
     let mut outside = value.clone();
     let _ = visit_expressions_mut(&mut outside, |e| {
         let shown = e.to_string();
@@ -473,10 +474,7 @@ fn pull_out(value: &mut Expr, inner: &[String]) -> Option<Expr> {
         fields.push(column);
     }
     if fields.is_empty() {
-        fields = vec![
-            text("c0"),
-            Expr::Value(datafusion::sql::sqlparser::ast::Value::Boolean(true).into()),
-        ];
+        fields = vec![text("c0"), Expr::Value(Value::Boolean(true).into())];
     }
     *value = call("named_struct", fields);
     Some(outside)
@@ -557,11 +555,10 @@ fn integer_array(expr: &Expr) -> Option<Expr> {
         inner
             .split(',')
             .map(|n| {
-                n.trim().parse::<i64>().ok().map(|n| {
-                    Expr::Value(
-                        datafusion::sql::sqlparser::ast::Value::Number(n.to_string(), false).into(),
-                    )
-                })
+                n.trim()
+                    .parse::<i64>()
+                    .ok()
+                    .map(|n| Expr::Value(Value::Number(n.to_string(), false).into()))
             })
             .collect::<Option<_>>()?
     };
@@ -656,6 +653,55 @@ fn local_timestamp() -> Expr {
     }
 }
 
+/// The most digits a `numeric` holds here (a 128-bit decimal's).
+const NUMERIC_DIGITS: usize = 38;
+
+/// A number literal written with an exponent, written out in digits
+/// (`1.5e3` is `1500`, `1.50e1` is `15.0`: PostgreSQL's numeric of it),
+/// when a numeric holds it. DataFusion reads the exponent into a negative
+/// scale, which its arithmetic and the wire's numeric do not take. `None`
+/// for a literal without an exponent, and for one no numeric holds
+/// (`1e300`).
+fn number_in_digits(text: &str) -> Option<String> {
+    let (mantissa, exponent) = text.split_once(['e', 'E'])?;
+    let exponent: i64 = exponent.parse().ok()?;
+    let (whole, fraction) = mantissa.split_once('.').unwrap_or((mantissa, ""));
+    let digits = format!("{whole}{fraction}");
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    // Where the decimal point falls among `digits`.
+    let point = whole.len() as i64 + exponent;
+    if point.unsigned_abs() > (digits.len() + NUMERIC_DIGITS) as u64 {
+        return None;
+    }
+    let (whole, fraction) = if point <= 0 {
+        (
+            String::new(),
+            "0".repeat(point.unsigned_abs() as usize) + &digits,
+        )
+    } else if point as usize >= digits.len() {
+        (
+            digits.clone() + &"0".repeat(point as usize - digits.len()),
+            String::new(),
+        )
+    } else {
+        let (whole, fraction) = digits.split_at(point as usize);
+        (whole.to_owned(), fraction.to_owned())
+    };
+    let whole = match whole.trim_start_matches('0') {
+        "" => "0",
+        whole => whole,
+    };
+    if whole.trim_start_matches('0').len() + fraction.len() > NUMERIC_DIGITS {
+        return None;
+    }
+    Some(match fraction.as_str() {
+        "" => whole.to_owned(),
+        fraction => format!("{whole}.{fraction}"),
+    })
+}
+
 /// The one argument of a function call.
 fn only_argument(f: &Function) -> Option<&Expr> {
     let FunctionArguments::List(list) = &f.args else {
@@ -690,6 +736,25 @@ fn regclass_of_value(expr: &Expr) -> Option<Expr> {
 
 fn rewrite_expr(expr: &mut Expr) {
     match expr {
+        // A number with an exponent: in digits, or else a double.
+        Expr::Value(v) if matches!(&v.value, Value::Number(n, _) if n.contains(['e', 'E'])) => {
+            let Value::Number(text, _) = &mut v.value else {
+                unreachable!("matched a number");
+            };
+            match number_in_digits(text) {
+                Some(digits) => *text = digits,
+                None => {
+                    let text = Value::SingleQuotedString(std::mem::take(text));
+                    *expr = Expr::Cast {
+                        kind: CastKind::Cast,
+                        expr: Box::new(Expr::Value(text.into())),
+                        data_type: DataType::DoublePrecision,
+                        array: false,
+                        format: None,
+                    };
+                }
+            }
+        }
         Expr::Function(f)
             if f.name.to_string().eq_ignore_ascii_case("array")
                 && matches!(f.args, FunctionArguments::Subquery(_)) =>
@@ -721,12 +786,7 @@ fn rewrite_expr(expr: &mut Expr) {
                         "get_field",
                         vec![
                             value,
-                            Expr::Value(
-                                datafusion::sql::sqlparser::ast::Value::SingleQuotedString(
-                                    field.value.clone(),
-                                )
-                                .into(),
-                            ),
+                            Expr::Value(Value::SingleQuotedString(field.value.clone()).into()),
                         ],
                     );
                 }
@@ -807,9 +867,7 @@ fn rewrite_expr(expr: &mut Expr) {
                     if let [_, FunctionArg::Unnamed(FunctionArgExpr::Expr(Expr::Value(v)))] =
                         list.args.as_mut_slice()
                     {
-                        if let datafusion::sql::sqlparser::ast::Value::SingleQuotedString(t) =
-                            &mut v.value
-                        {
+                        if let Value::SingleQuotedString(t) = &mut v.value {
                             *t = chrono_format(t);
                         }
                     }
@@ -857,9 +915,7 @@ fn rewrite_expr(expr: &mut Expr) {
                     "unnest",
                     vec![Expr::Cast {
                         kind: CastKind::Cast,
-                        expr: Box::new(Expr::Value(
-                            datafusion::sql::sqlparser::ast::Value::Null.into(),
-                        )),
+                        expr: Box::new(Expr::Value(Value::Null.into())),
                         data_type: DataType::Array(
                             datafusion::sql::sqlparser::ast::ArrayElemTypeDef::SquareBracket(
                                 Box::new(DataType::Int(None)),
@@ -893,12 +949,7 @@ fn rewrite_expr(expr: &mut Expr) {
                         datafusion::sql::sqlparser::ast::FunctionArgExpr::Expr(array),
                     ), _] = list.args.as_slice()
                     {
-                        let one = || {
-                            Expr::Value(
-                                datafusion::sql::sqlparser::ast::Value::Number("1".into(), false)
-                                    .into(),
-                            )
-                        };
+                        let one = || Expr::Value(Value::Number("1".into(), false).into());
                         let length = Expr::Cast {
                             kind: CastKind::Cast,
                             expr: Box::new(call("cardinality", vec![array.clone()])),
@@ -944,7 +995,7 @@ fn rewrite_expr(expr: &mut Expr) {
                 };
                 *expr = match name {
                     Some(name) => Expr::Value(
-                        datafusion::sql::sqlparser::ast::Value::SingleQuotedString(
+                        Value::SingleQuotedString(
                             name.strip_prefix("pg_catalog.").unwrap_or(&name).to_owned(),
                         )
                         .into(),
@@ -958,10 +1009,7 @@ fn rewrite_expr(expr: &mut Expr) {
             Some("regtype") if !is_value(inner) => {
                 *expr = call(
                     "format_type",
-                    vec![
-                        (**inner).clone(),
-                        Expr::Value(datafusion::sql::sqlparser::ast::Value::Null.into()),
-                    ],
+                    vec![(**inner).clone(), Expr::Value(Value::Null.into())],
                 )
             }
             Some(name) => {
@@ -1109,9 +1157,7 @@ fn over_empty_catalog(select: &mut Select) -> bool {
             *e = without_subqueries(e);
         }
     }
-    select.selection = Some(Expr::Value(
-        datafusion::sql::sqlparser::ast::Value::Boolean(false).into(),
-    ));
+    select.selection = Some(Expr::Value(Value::Boolean(false).into()));
     true
 }
 
@@ -1129,7 +1175,7 @@ fn without_subqueries(expr: &Expr) -> Expr {
     let mut expr = expr.clone();
     let _ = visit_expressions_mut(&mut expr, |e| {
         if is_subquery(e) {
-            *e = Expr::Value(datafusion::sql::sqlparser::ast::Value::Null.into());
+            *e = Expr::Value(Value::Null.into());
         }
         ControlFlow::<()>::Continue(())
     });
@@ -1313,6 +1359,27 @@ mod tests {
         let mut s = *s;
         rewrite(&mut s);
         s.to_string()
+    }
+
+    #[test]
+    fn numbers_with_exponents_are_written_in_digits() {
+        let cases = [
+            ("1e3", Some("1000")),
+            ("1.5e3", Some("1500")),
+            ("1.50e1", Some("15.0")),
+            ("1.5E-3", Some("0.0015")),
+            ("0.5e0", Some("0.5")),
+            ("00012e-1", Some("1.2")),
+            ("1e37", Some("10000000000000000000000000000000000000")),
+            ("1e38", None),
+            ("1e-39", None),
+            ("1e300", None),
+            ("1e99999999999", None),
+            ("12", None),
+        ];
+        for (text, digits) in cases {
+            assert_eq!(number_in_digits(text).as_deref(), digits, "{text}");
+        }
     }
 
     #[test]

@@ -370,6 +370,8 @@ impl Session {
             .with_information_schema(false)
             .with_target_partitions(2)
             .set_str("datafusion.sql_parser.dialect", "postgres")
+            // `2.5` is a numeric, as in PostgreSQL.
+            .set_bool("datafusion.sql_parser.parse_float_as_decimal", true)
             .set_str("datafusion.execution.time_zone", super::types::UTC);
         let state = SessionStateBuilder::new()
             .with_config(config)

@@ -66,6 +66,7 @@
 //!
 //! Anything else is left for DataFusion, which reports what it cannot plan.
 
+use std::collections::HashSet;
 use std::ops::ControlFlow;
 
 use datafusion::sql::sqlparser::ast::{
@@ -1039,20 +1040,80 @@ struct Selects {
     joined: usize,
 }
 
-/// Gives each repeated unnamed item of a select list (`SELECT NULL, NULL`)
-/// an alias of its own: DataFusion needs distinct names, and the names the
-/// client sees are taken before rewriting.
+/// Gives an alias of its own to each unnamed item of a select list that
+/// DataFusion would name as an earlier one: the same expression twice
+/// (`SELECT NULL, NULL`), or a cast of a column beside it (`SELECT k,
+/// k::text`: DataFusion names a cast after what it casts). DataFusion
+/// needs distinct names; the names the client sees are taken before
+/// rewriting. Columns keep their names (`e.name, d.name` are distinct).
 fn name_repeated_items(projection: &mut [SelectItem]) {
-    let mut seen = std::collections::HashSet::new();
-    for (i, item) in projection.iter_mut().enumerate() {
-        if let SelectItem::UnnamedExpr(expr) = item {
-            if !seen.insert(expr.to_string()) {
-                *item = SelectItem::ExprWithAlias {
-                    expr: expr.clone(),
-                    alias: Ident::new(format!("__tablegate_column{i}")),
-                };
-            }
+    let unnamed: Vec<(usize, &Expr)> = projection
+        .iter()
+        .enumerate()
+        .filter_map(|(i, item)| match item {
+            SelectItem::UnnamedExpr(expr) => Some((i, expr)),
+            _ => None,
+        })
+        .collect();
+    let (columns, others): (Vec<_>, Vec<_>) = unnamed.into_iter().partition(|(_, e)| is_column(e));
+    let (mut columns_seen, mut names_seen) = (Vec::new(), HashSet::new());
+    let mut repeated = Vec::new();
+    for (i, column) in columns {
+        // A column written without its table may be any table's.
+        let (table, name) = qualified_name(column);
+        let same = |(t, n): &(Option<String>, String)| {
+            *n == name && (table.is_none() || t.is_none() || *t == table)
+        };
+        if columns_seen.iter().any(same) {
+            repeated.push(i);
         }
+        names_seen.insert(name.clone());
+        columns_seen.push((table, name));
+    }
+    for (i, other) in others {
+        if !names_seen.insert(name_in_plan(other)) {
+            repeated.push(i);
+        }
+    }
+    for i in repeated {
+        if let SelectItem::UnnamedExpr(expr) = &projection[i] {
+            projection[i] = SelectItem::ExprWithAlias {
+                expr: expr.clone(),
+                alias: Ident::new(format!("__tablegate_column{i}")),
+            };
+        }
+    }
+}
+
+fn is_column(expr: &Expr) -> bool {
+    matches!(expr, Expr::Identifier(_) | Expr::CompoundIdentifier(_))
+}
+
+/// About what DataFusion names a select item: casts and parentheses are
+/// not in the name, a column is named by its last part.
+fn name_in_plan(expr: &Expr) -> String {
+    match expr {
+        Expr::Cast { expr, .. } | Expr::Nested(expr) => name_in_plan(expr),
+        Expr::Identifier(_) | Expr::CompoundIdentifier(_) => qualified_name(expr).1,
+        expr => expr.to_string(),
+    }
+}
+
+/// A column's table, when written, and name, as DataFusion folds them.
+fn qualified_name(column: &Expr) -> (Option<String>, String) {
+    let fold = |ident: &Ident| match ident.quote_style {
+        Some(_) => ident.value.clone(),
+        None => ident.value.to_lowercase(),
+    };
+    match column {
+        Expr::CompoundIdentifier(parts) if parts.len() > 1 => {
+            let (name, table) = parts.split_last().expect("more than one part");
+            let table = table.iter().map(fold).collect::<Vec<_>>().join(".");
+            (Some(table), fold(name))
+        }
+        Expr::CompoundIdentifier(parts) => (None, parts.first().map(fold).unwrap_or_default()),
+        Expr::Identifier(ident) => (None, fold(ident)),
+        expr => (None, expr.to_string()),
     }
 }
 
@@ -1511,6 +1572,10 @@ mod tests {
         assert_eq!(
             rewritten("SELECT a, NULL, NULL FROM t UNION SELECT a, NULL, NULL FROM u"),
             "SELECT a, NULL, NULL AS __tablegate_column2 FROM t UNION SELECT a, NULL, NULL AS __tablegate_column2 FROM u"
+        );
+        assert_eq!(
+            rewritten("SELECT k::int, t.k, (k)::text, k::text AS x, e.name, d.name, k FROM t"),
+            "SELECT k::INT AS __tablegate_column0, t.k, (k)::TEXT AS __tablegate_column2, k::TEXT AS x, e.name, d.name, k AS __tablegate_column6 FROM t"
         );
     }
 

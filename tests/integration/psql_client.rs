@@ -160,6 +160,15 @@ async fn character_columns_are_sent_padded() {
         .await,
         "c|?column?|length\nab |f|2\nx  |t|1\n(2 rows)\n"
     );
+    // A column and a cast of it, both named by the column; a numeric sum.
+    assert_eq!(
+        psql(
+            server.port,
+            "SELECT c, c::text, 0.1 + 0.2 FROM codes WHERE c = 'x'"
+        )
+        .await,
+        "c|c|?column?\nx  |x|0.3\n(1 row)\n"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

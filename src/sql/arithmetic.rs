@@ -49,8 +49,21 @@ use super::plan_nodes::rewrite_nodes_holding;
 /// column types are settled from all their rows) and aggregates' arguments
 /// (`count(*)` is DataFusion's `count(1)` of a bigint 1, which its rules
 /// recognize). Result columns keep their names, and every node above a
-/// narrowed literal its schema's new types.
+/// narrowed literal its schema's new types. A plan with a recursive query
+/// is left as planned: the types of its work table, which its recursive
+/// term reads, were fixed from the first term's bigints.
 pub fn integer_literals(plan: LogicalPlan) -> Result<LogicalPlan> {
+    let mut recursive = false;
+    plan.apply_with_subqueries(|node| {
+        recursive |= matches!(node, LogicalPlan::RecursiveQuery(_));
+        Ok(match recursive {
+            true => TreeNodeRecursion::Stop,
+            false => TreeNodeRecursion::Continue,
+        })
+    })?;
+    if recursive {
+        return Ok(plan);
+    }
     rewrite_nodes_holding(
         plan,
         |node, e| narrows_literals(node) && narrowed(e).is_some(),

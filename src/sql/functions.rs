@@ -171,6 +171,83 @@ fn json_value(value: &ScalarValue) -> serde_json::Value {
     }
 }
 
+/// `age(later, earlier)` as PostgreSQL computes it: the difference of the
+/// two timestamps field by field (years, months, days, then time), each
+/// field below zero borrowing from the one above it, a day borrowing the
+/// length of the earlier timestamp's month (`age('2024-03-01',
+/// '2024-01-15')` is `1 mon 17 days`). NULL if either is.
+fn age(
+    later: &ScalarValue,
+    earlier: &ScalarValue,
+) -> DfResult<Option<datafusion::arrow::datatypes::IntervalMonthDayNano>> {
+    use chrono::{Datelike, Timelike};
+    let micros = DataType::Timestamp(datafusion::arrow::datatypes::TimeUnit::Microsecond, None);
+    let at = |value: &ScalarValue| -> DfResult<Option<chrono::NaiveDateTime>> {
+        Ok(match value.cast_to(&micros)? {
+            ScalarValue::TimestampMicrosecond(Some(m), _) => {
+                chrono::DateTime::from_timestamp_micros(m).map(|t| t.naive_utc())
+            }
+            _ => None,
+        })
+    };
+    let (Some(t1), Some(t2)) = (at(later)?, at(earlier)?) else {
+        return Ok(None);
+    };
+    let fields = |t: chrono::NaiveDateTime| {
+        [
+            t.year() as i64,
+            t.month() as i64,
+            t.day() as i64,
+            t.hour() as i64,
+            t.minute() as i64,
+            t.second() as i64,
+            (t.nanosecond() / 1_000) as i64,
+        ]
+    };
+    let (f1, f2) = (fields(t1), fields(t2));
+    // PostgreSQL works on the positive difference and gives the sign back.
+    let sign = if t1 < t2 { -1 } else { 1 };
+    let [mut year, mut month, mut day, mut hour, mut minute, mut second, mut micro] =
+        std::array::from_fn(|i| sign * (f1[i] - f2[i]));
+    let days_in_month = |t: chrono::NaiveDateTime| {
+        let first = t.date().with_day(1).expect("a month has a first day");
+        let next = first + chrono::Months::new(1);
+        (next - first).num_days()
+    };
+    while micro < 0 {
+        micro += 1_000_000;
+        second -= 1;
+    }
+    while second < 0 {
+        second += 60;
+        minute -= 1;
+    }
+    while minute < 0 {
+        minute += 60;
+        hour -= 1;
+    }
+    while hour < 0 {
+        hour += 24;
+        day -= 1;
+    }
+    while day < 0 {
+        day += days_in_month(if sign < 0 { t1 } else { t2 });
+        month -= 1;
+    }
+    while month < 0 {
+        month += 12;
+        year -= 1;
+    }
+    let nanos = (((hour * 60 + minute) * 60 + second) * 1_000_000 + micro) * 1_000;
+    Ok(Some(
+        datafusion::arrow::datatypes::IntervalMonthDayNano::new(
+            (sign * (year * 12 + month)) as i32,
+            (sign * day) as i32,
+            sign * nanos,
+        ),
+    ))
+}
+
 /// What `version()` answers; clients parse the leading "PostgreSQL 15.0".
 pub fn version_string() -> String {
     format!(
@@ -197,6 +274,17 @@ pub fn register_all(
     // PostgreSQL's `variance` is the sample variance, DataFusion's `var`.
     let variance = datafusion::functions_aggregate::variance::var_samp_udaf();
     ctx.register_udaf(variance.as_ref().clone().with_aliases(["variance"]));
+    // PostgreSQL's `sign` is DataFusion's `signum`.
+    let signum = datafusion::functions::math::signum();
+    ctx.register_udf(signum.as_ref().clone().with_aliases(["sign"]));
+    register(
+        ctx,
+        "age",
+        &[2],
+        DataType::Interval(datafusion::arrow::datatypes::IntervalUnit::MonthDayNano),
+        Immutable,
+        |args| Ok(ScalarValue::IntervalMonthDayNano(age(&args[0], &args[1])?)),
+    );
     register(ctx, "version", &[0], Utf8, Immutable, |_| {
         Ok(utf8(Some(version_string())))
     });

@@ -88,6 +88,11 @@ fn figure(expr: &Expr) -> (String, Strength) {
         Expr::Ceil { .. } => ("ceil".into(), Strength::Name),
         Expr::Floor { .. } => ("floor".into(), Strength::Name),
         Expr::Overlay { .. } => ("overlay".into(), Strength::Name),
+        // `t AT TIME ZONE z` is PostgreSQL's `timezone(z, t)`.
+        Expr::AtTimeZone { .. } => ("timezone".into(), Strength::Name),
+        // `date '2024-01-01'` is a cast of a literal.
+        Expr::TypedString(typed) => (type_name(&typed.data_type), Strength::TypeName),
+        Expr::Interval(_) => ("interval".into(), Strength::TypeName),
         _ => (UNNAMED.into(), Strength::None),
     }
 }
@@ -253,5 +258,12 @@ mod tests {
             ["<kept>", "<kept>", "count"]
         );
         assert_eq!(names("SELECT 1 UNION SELECT 2", 1), ["?column?"]);
+        assert_eq!(
+            names(
+                "SELECT t AT TIME ZONE 'UTC', date '2024-01-01', interval '1 day' FROM t",
+                3
+            ),
+            ["timezone", "date", "interval"]
+        );
     }
 }

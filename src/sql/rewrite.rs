@@ -703,6 +703,21 @@ fn number_in_digits(text: &str) -> Option<String> {
     })
 }
 
+/// The arguments of a function call, when all are plain expressions.
+fn arguments(f: &Function) -> Vec<&Expr> {
+    let FunctionArguments::List(list) = &f.args else {
+        return Vec::new();
+    };
+    list.args
+        .iter()
+        .map(|arg| match arg {
+            FunctionArg::Unnamed(FunctionArgExpr::Expr(arg)) => Some(arg),
+            _ => None,
+        })
+        .collect::<Option<_>>()
+        .unwrap_or_default()
+}
+
 /// The one argument of a function call.
 fn only_argument(f: &Function) -> Option<&Expr> {
     let FunctionArguments::List(list) = &f.args else {
@@ -970,6 +985,27 @@ fn rewrite_expr(expr: &mut Expr) {
             }
             if name == "localtimestamp" && matches!(f.args, FunctionArguments::None) {
                 *expr = local_timestamp();
+                return;
+            }
+            // `mod(a, b)` is DataFusion's `a % b`.
+            if let ("mod", [a, b]) = (name.as_str(), arguments(f).as_slice()) {
+                *expr = Expr::BinaryOp {
+                    left: Box::new(Expr::Nested(Box::new((*a).clone()))),
+                    op: BinaryOperator::Modulo,
+                    right: Box::new(Expr::Nested(Box::new((*b).clone()))),
+                };
+                return;
+            }
+            // `age(t)` is the age at today's midnight.
+            if let ("age", Some(t)) = (name.as_str(), only_argument(f)) {
+                let midnight = Expr::Cast {
+                    kind: CastKind::Cast,
+                    expr: Box::new(call("current_date", vec![])),
+                    data_type: DataType::Timestamp(None, TimezoneInfo::WithoutTimeZone),
+                    array: false,
+                    format: None,
+                };
+                *expr = call("age", vec![midnight, t.clone()]);
                 return;
             }
             if matches!(f.args, FunctionArguments::None) {

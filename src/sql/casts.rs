@@ -9,7 +9,8 @@
 //!   `2024-01-01T10:00:00.500`).
 //! - A value cast to `real` that f32 cannot hold is an error (22003), where
 //!   Arrow's cast makes it infinite or zero.
-//! - A literal text cast to a timestamp may leave out the seconds.
+//! - A literal text cast to a timestamp may leave out the seconds, one cast
+//!   to an interval may be written as PostgreSQL prints it (`1 day 01:30:00`).
 //! - A number cast to an integer is rounded (`3.7::int` is 4), a numeric's
 //!   half away from zero and a double's to even, where Arrow truncates it.
 
@@ -34,8 +35,9 @@ use super::types::{timestamp_micros_at, timestamp_text};
 /// Puts a [`PostgresCast`] in place of each cast of a float or a timestamp
 /// to text, and of each cast to `real` of a double, a number or a text,
 /// after DataFusion's type coercion (which adds the casts of `x || 'a'`);
-/// the text of a literal cast to a timestamp is made one Arrow reads (see
-/// [`super::types::timestamp_input`]). Result columns keep their names.
+/// the text of a literal cast to a timestamp or an interval is made one
+/// Arrow reads (see [`super::types::timestamp_input`] and
+/// [`super::types::interval_input`]). Result columns keep their names.
 #[derive(Debug)]
 pub struct PostgresCasts;
 
@@ -92,13 +94,20 @@ pub fn postgres_casts(expr: Expr, inputs: &DFSchema) -> Result<Transformed<Expr>
                 _ => Expr::Cast(Cast::new_from_field(Box::new(text), field)),
             }))
         }
-        // A literal timestamp's text as Arrow reads it.
+        // A literal timestamp's or interval's text as Arrow reads it.
         Expr::Cast(Cast { expr, field })
-            if matches!(field.data_type(), DataType::Timestamp(..)) =>
+            if matches!(
+                field.data_type(),
+                DataType::Timestamp(..) | DataType::Interval(_)
+            ) =>
         {
+            let input = match field.data_type() {
+                DataType::Interval(_) => super::types::interval_input,
+                _ => super::types::timestamp_input,
+            };
             match *expr {
                 Expr::Literal(ScalarValue::Utf8(Some(text)), meta) => {
-                    let read = super::types::timestamp_input(&text).into_owned();
+                    let read = input(&text).into_owned();
                     let changed = read != text;
                     let literal = Expr::Literal(ScalarValue::Utf8(Some(read)), meta);
                     let cast = Expr::Cast(Cast::new_from_field(Box::new(literal), field));

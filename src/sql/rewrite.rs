@@ -5,6 +5,8 @@
 //!   `current_catalog` and a bare `current_schema` (keywords that take no
 //!   parentheses) become function calls, and `localtimestamp` `now()` as a
 //!   timestamp;
+//! - an interval's text written as PostgreSQL prints one (`interval '1 day
+//!   01:30:00'`) is put in the words Arrow reads;
 //! - a number with an exponent (`1.5e3`) is written in digits (`1500`),
 //!   which DataFusion reads as a numeric, or made a double when no numeric
 //!   of 38 digits holds it;
@@ -752,6 +754,16 @@ fn regclass_of_value(expr: &Expr) -> Option<Expr> {
 
 fn rewrite_expr(expr: &mut Expr) {
     match expr {
+        // `interval '1 day 01:30:00'`, in the words Arrow reads.
+        Expr::Interval(interval)
+            if interval.leading_field.is_none() && interval.last_field.is_none() =>
+        {
+            if let Expr::Value(v) = interval.value.as_mut() {
+                if let Value::SingleQuotedString(text) = &mut v.value {
+                    *text = super::types::interval_input(text).into_owned();
+                }
+            }
+        }
         // A number with an exponent: in digits, or else a double.
         Expr::Value(v) if matches!(&v.value, Value::Number(n, _) if n.contains(['e', 'E'])) => {
             let Value::Number(text, _) = &mut v.value else {

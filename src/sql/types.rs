@@ -55,6 +55,114 @@ pub fn timestamp_input(text: &str) -> Cow<'_, str> {
     ))
 }
 
+/// An interval's text as Arrow's parser reads it. PostgreSQL also reads a
+/// time of day (`1 day 01:30:00`, `-1 days +02:00:00`, as it prints
+/// intervals), signs before numbers (`+2 hours`), a number without a unit
+/// (seconds), units glued to numbers (`10min`), short units (`1 d`, `2 hr`,
+/// `5 mins`), a leading `@` and a trailing `ago`; these become Arrow's
+/// words (`1 days 1 hours 30 minutes`). Any other text (ISO 8601's
+/// `P1D`) is left as it is.
+pub fn interval_input(text: &str) -> Cow<'_, str> {
+    let mut parts: Vec<(String, &str)> = Vec::new();
+    let mut ago = false;
+    let mut tokens = text.split_whitespace().peekable();
+    while let Some(token) = tokens.next() {
+        if token == "@" {
+            continue;
+        }
+        if token.eq_ignore_ascii_case("ago") && tokens.peek().is_none() {
+            ago = true;
+            continue;
+        }
+        if let Some(time) = time_of_day(token) {
+            parts.extend(time);
+            continue;
+        }
+        let glued = token
+            .find(|c: char| c.is_ascii_alphabetic())
+            .unwrap_or(token.len());
+        let (number, unit) = token.split_at(glued);
+        let number = number.strip_prefix('+').unwrap_or(number);
+        if number.parse::<f64>().is_err() || number.contains(['e', 'E']) {
+            return Cow::Borrowed(text);
+        }
+        let unit = match unit {
+            "" => match tokens.peek().and_then(|next| interval_unit(next)) {
+                Some(unit) => {
+                    tokens.next();
+                    unit
+                }
+                None => "seconds",
+            },
+            unit => match interval_unit(unit) {
+                Some(unit) => unit,
+                None => return Cow::Borrowed(text),
+            },
+        };
+        parts.push((number.to_owned(), unit));
+    }
+    if parts.is_empty() {
+        return Cow::Borrowed(text);
+    }
+    let negated = |number: String| match number.strip_prefix('-') {
+        Some(positive) => positive.to_owned(),
+        None => format!("-{number}"),
+    };
+    let words: Vec<String> = parts
+        .into_iter()
+        .map(|(number, unit)| {
+            let number = if ago { negated(number) } else { number };
+            format!("{number} {unit}")
+        })
+        .collect();
+    Cow::Owned(words.join(" "))
+}
+
+/// `[+-]h:mm[:ss[.f]]` as signed hours, minutes and seconds.
+fn time_of_day<'a>(token: &'a str) -> Option<[(String, &'static str); 3]> {
+    let (sign, unsigned) = match token.as_bytes().first()? {
+        b'-' => ("-", &token[1..]),
+        b'+' => ("", &token[1..]),
+        _ => ("", token),
+    };
+    let mut fields = unsigned.split(':');
+    let (hours, minutes, seconds) = (fields.next()?, fields.next()?, fields.next().unwrap_or("0"));
+    let digits = |f: &str| !f.is_empty() && f.bytes().all(|b| b.is_ascii_digit());
+    let (whole, fraction) = seconds.split_once('.').unwrap_or((seconds, "0"));
+    if fields.next().is_some() || ![hours, minutes, whole, fraction].into_iter().all(digits) {
+        return None;
+    }
+    let significant = |n: &'a str| match n.trim_start_matches('0') {
+        "" => "0",
+        n => n,
+    };
+    let number = |n: &'a str| format!("{sign}{}", significant(n));
+    let seconds = format!("{sign}{}.{fraction}", significant(whole));
+    Some([
+        (number(hours), "hours"),
+        (number(minutes), "minutes"),
+        (seconds, "seconds"),
+    ])
+}
+
+/// Arrow's name of a unit PostgreSQL reads in an interval.
+fn interval_unit(word: &str) -> Option<&'static str> {
+    Some(match word.to_ascii_lowercase().as_str() {
+        "us" | "usec" | "usecs" | "microsecond" | "microseconds" => "microseconds",
+        "ms" | "msec" | "msecs" | "millisecond" | "milliseconds" => "milliseconds",
+        "s" | "sec" | "secs" | "second" | "seconds" => "seconds",
+        "m" | "min" | "mins" | "minute" | "minutes" => "minutes",
+        "h" | "hr" | "hrs" | "hour" | "hours" => "hours",
+        "d" | "day" | "days" => "days",
+        "w" | "week" | "weeks" => "weeks",
+        "mon" | "mons" | "month" | "months" => "months",
+        "y" | "yr" | "yrs" | "year" | "years" => "years",
+        "decade" | "decades" => "decades",
+        "c" | "century" | "centuries" => "centuries",
+        _ => return None,
+    })
+}
+
 /// Microseconds since 1970 (PostgreSQL's unit) of row `row` of a timestamp
 /// column of any unit (nanoseconds are rounded to the nearest
 /// microsecond); `None` for a column of another type.
@@ -278,6 +386,24 @@ mod tests {
             ("now", "now"),
         ] {
             assert_eq!(timestamp_input(text), read, "{text}");
+        }
+    }
+
+    #[test]
+    fn postgres_interval_text_becomes_arrow_s_words() {
+        for (text, read) in [
+            ("1 day 01:30:00", "1 days 1 hours 30 minutes 0.0 seconds"),
+            ("-1 days +02:00:00", "-1 days 2 hours 0 minutes 0.0 seconds"),
+            ("-00:00:01.5", "-0 hours -0 minutes -1.5 seconds"),
+            ("@ 2 hr ago", "-2 hours"),
+            ("10min 5", "10 minutes 5 seconds"),
+            ("+3 mons -1 d", "3 months -1 days"),
+            ("P1DT2H", "P1DT2H"),
+            ("1 fortnight", "1 fortnight"),
+            ("1:2:3:4", "1:2:3:4"),
+            ("", ""),
+        ] {
+            assert_eq!(interval_input(text), read, "{text}");
         }
     }
 }

@@ -15,11 +15,15 @@
 //!   that compares wrongly with an interval (`now() - t > interval '1
 //!   day'` was false for a `t` years ago); the same rule puts
 //!   [`TimestampDifference`] in its place.
+//! - A date moved by an interval with a time of day is a timestamp
+//!   (`date '2024-01-05' - interval '1 hour'` is `2024-01-04 23:00:00`),
+//!   where DataFusion's date drops the time ([`date_moved_in_time`]).
 //! - The quotient of two numerics has about 16 significant digits, as
 //!   PostgreSQL's (`1 / 3.0` is `0.33333333333333333333`), where
 //!   DataFusion's has four decimals more than the dividend (`0.3333`); a
 //!   numeric divided by zero is 22012. [`NumericDivision`] computes it.
 
+use std::cell::Cell;
 use std::sync::{Arc, OnceLock};
 
 use datafusion::arrow::array::{AsArray, Decimal128Array, IntervalMonthDayNanoArray};
@@ -32,11 +36,12 @@ use datafusion::arrow::error::ArrowError;
 use datafusion::common::config::ConfigOptions;
 use datafusion::common::tree_node::{Transformed, TreeNode, TreeNodeRecursion};
 use datafusion::common::{exec_err, DFSchema, DataFusionError, Result, ScalarValue};
-use datafusion::logical_expr::expr::ScalarFunction;
+use datafusion::logical_expr::expr::{Cast, ScalarFunction};
 use datafusion::logical_expr::{
     BinaryExpr, ColumnarValue, Expr, ExprSchemable, LogicalPlan, Operator, ScalarFunctionArgs,
     ScalarUDF, ScalarUDFImpl, Signature, Volatility,
 };
+use datafusion::optimizer::analyzer::type_coercion::TypeCoercion;
 use datafusion::optimizer::AnalyzerRule;
 use datafusion::physical_expr_common::datum;
 
@@ -110,12 +115,22 @@ impl AnalyzerRule for PostgresArithmetic {
         "postgres_arithmetic"
     }
 
-    fn analyze(&self, plan: LogicalPlan, _: &ConfigOptions) -> Result<LogicalPlan> {
+    fn analyze(&self, plan: LogicalPlan, config: &ConfigOptions) -> Result<LogicalPlan> {
         let replaced = |e: &Expr| {
             matches!(e, Expr::BinaryExpr(BinaryExpr { op, .. })
                 if checked(*op).is_some() || *op == Operator::Divide)
         };
-        rewrite_nodes_holding(plan, |_, e| replaced(e), checked_operations)
+        let timestamps_made = Cell::new(false);
+        let plan = rewrite_nodes_holding(
+            plan,
+            |_, e| replaced(e),
+            |e, inputs| checked_operations(e, inputs, &timestamps_made),
+        )?;
+        // A date made a timestamp may now meet a date in a comparison.
+        match timestamps_made.get() {
+            true => TypeCoercion::new().analyze(plan, config),
+            false => Ok(plan),
+        }
     }
 }
 
@@ -149,13 +164,22 @@ pub fn operation(expr: &Expr) -> Option<(Operator, &Expr, &Expr)> {
 }
 
 /// `expr`, over columns of `inputs`, with each integer `+`, `-` and `*`
-/// checked, each difference of timestamps an interval, and each quotient
-/// of numerics PostgreSQL's.
-fn checked_operations(expr: Expr, inputs: &DFSchema) -> Result<Transformed<Expr>> {
+/// checked, each difference of timestamps an interval, each quotient of
+/// numerics PostgreSQL's, and each date moved by a time of day a
+/// timestamp (`timestamps_made` is set then).
+fn checked_operations(
+    expr: Expr,
+    inputs: &DFSchema,
+    timestamps_made: &Cell<bool>,
+) -> Result<Transformed<Expr>> {
     expr.transform_up(|e| {
         let Expr::BinaryExpr(BinaryExpr { left, op, right }) = e else {
             return Ok(Transformed::no(e));
         };
+        if let Some(moved) = date_moved_in_time(&left, op, &right, inputs) {
+            timestamps_made.set(true);
+            return Ok(Transformed::yes(moved));
+        }
         // Two integers of one type (`date - date` is an integer too, of
         // two dates), two timestamps subtracted, or two numerics divided
         // (DataFusion's coercion makes a numeric of an integer divided
@@ -184,6 +208,63 @@ fn checked_operations(expr: Expr, inputs: &DFSchema) -> Result<Transformed<Expr>
             ScalarFunction::new_udf(function.clone(), vec![*left, *right]),
         )))
     })
+}
+
+/// `date ± interval` as a timestamp, as PostgreSQL computes it, when the
+/// interval may hold a time of day (DataFusion's date drops it: a date
+/// minus an hour was the day before). Moved by whole days or months, the
+/// date stays DataFusion's date (PostgreSQL's is that date at midnight),
+/// which keeps comparisons of date columns with it pushed into scans.
+fn date_moved_in_time(left: &Expr, op: Operator, right: &Expr, inputs: &DFSchema) -> Option<Expr> {
+    let ty = |side: &Expr| side.get_type(inputs).ok();
+    let (date, interval) = match (ty(left)?, ty(right)?) {
+        (DataType::Date32, DataType::Interval(_))
+            if matches!(op, Operator::Plus | Operator::Minus) =>
+        {
+            (left, right)
+        }
+        (DataType::Interval(_), DataType::Date32) if op == Operator::Plus => (right, left),
+        _ => return None,
+    };
+    let whole_days = matches!(
+        interval,
+        Expr::Literal(ScalarValue::IntervalMonthDayNano(Some(v)), _) if v.nanoseconds == 0
+    ) || matches!(
+        interval,
+        Expr::Literal(ScalarValue::IntervalDayTime(Some(v)), _) if v.milliseconds == 0
+    ) || matches!(
+        interval,
+        Expr::Literal(ScalarValue::IntervalYearMonth(_), _)
+    ) || counts_days(interval);
+    if whole_days {
+        return None;
+    }
+    let midnight = Expr::Cast(Cast::new(
+        Box::new(date.clone()),
+        DataType::Timestamp(TimeUnit::Microsecond, None),
+    ));
+    let (left, right) = match std::ptr::eq(date, left) {
+        true => (midnight, right.clone()),
+        false => (left.clone(), midnight),
+    };
+    Some(Expr::BinaryExpr(BinaryExpr::new(
+        Box::new(left),
+        op,
+        Box::new(right),
+    )))
+}
+
+/// Whether an interval is DataFusion's of a number of days: `date - 1`
+/// subtracts `CAST(CAST(1 * 86400 AS Duration(s)) AS Interval)`.
+fn counts_days(interval: &Expr) -> bool {
+    match interval {
+        Expr::Cast(Cast { expr, .. }) => counts_days(expr),
+        // Checked already (the rule rewrites inner expressions first).
+        e => operation(e).is_some_and(|(op, _, right)| {
+            op == Operator::Multiply
+                && matches!(right, Expr::Literal(ScalarValue::Int64(Some(86_400)), _))
+        }),
+    }
 }
 
 /// An integer `+`, `-` or `*` that refuses a result its type cannot hold.

@@ -274,6 +274,9 @@ pub fn register_all(
     // PostgreSQL's `variance` is the sample variance, DataFusion's `var`.
     let variance = datafusion::functions_aggregate::variance::var_samp_udaf();
     ctx.register_udaf(variance.as_ref().clone().with_aliases(["variance"]));
+    // PostgreSQL's `every` is `bool_and`.
+    let bool_and = datafusion::functions_aggregate::bool_and_or::bool_and_udaf();
+    ctx.register_udaf(bool_and.as_ref().clone().with_aliases(["every"]));
     // PostgreSQL's `sign` is DataFusion's `signum`.
     let signum = datafusion::functions::math::signum();
     ctx.register_udf(signum.as_ref().clone().with_aliases(["sign"]));

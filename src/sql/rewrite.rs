@@ -61,6 +61,7 @@
 //!   returns no rows: its WHERE becomes `false` and its select items that
 //!   hold subqueries NULL, so that a subquery DataFusion cannot plan does
 //!   not fail a query whose answer is known to be empty;
+//! - `FETCH FIRST n ROWS ONLY` becomes `LIMIT n`;
 //! - `FROM pg_catalog.generate_series(...)` loses the schema, its column is
 //!   named by the table alias or else `generate_series`, and repeated
 //!   unnamed select items (`SELECT NULL, NULL`) get distinct aliases (the
@@ -1068,7 +1069,15 @@ fn rewrite_expr(expr: &mut Expr) {
             }
             None => {
                 // `x::pg_catalog.int2[]`: an array of a catalog type.
-                use datafusion::sql::sqlparser::ast::ArrayElemTypeDef;
+                use datafusion::sql::sqlparser::ast::{ArrayElemTypeDef, ExactNumberInfo};
+                // PostgreSQL's `float` is a double, `float(p)` a real up to
+                // 24 bits of precision (DataFusion's `float` is a real).
+                if let DataType::Float(precision) = data_type {
+                    *data_type = match precision {
+                        ExactNumberInfo::Precision(p) if *p <= 24 => DataType::Real,
+                        _ => DataType::DoublePrecision,
+                    };
+                }
                 if let DataType::Array(ArrayElemTypeDef::SquareBracket(element, _)) = data_type {
                     if let Some(ty) = custom_type(element).as_deref().and_then(builtin) {
                         **element = ty;
@@ -1086,6 +1095,34 @@ fn rewrite_expr(expr: &mut Expr) {
 #[derive(Default)]
 struct Selects {
     joined: usize,
+}
+
+/// `FETCH FIRST n ROWS ONLY` (SQL's spelling, which DataFusion does not
+/// plan) as `LIMIT n`; `WITH TIES` and `PERCENT` are left to fail.
+fn fetch_as_limit(query: &mut Query) {
+    use datafusion::sql::sqlparser::ast::LimitClause;
+    let Some(fetch) = query.fetch.as_ref().filter(|f| !f.with_ties && !f.percent) else {
+        return;
+    };
+    let quantity = fetch
+        .quantity
+        .clone()
+        .unwrap_or_else(|| Expr::Value(Value::Number("1".into(), false).into()));
+    match &mut query.limit_clause {
+        None => {
+            query.limit_clause = Some(LimitClause::LimitOffset {
+                limit: Some(quantity),
+                offset: None,
+                limit_by: vec![],
+            })
+        }
+        Some(LimitClause::LimitOffset {
+            limit: limit @ None,
+            ..
+        }) => *limit = Some(quantity),
+        Some(_) => return,
+    }
+    query.fetch = None;
 }
 
 /// Gives an alias of its own to each unnamed item of a select list that
@@ -1138,12 +1175,22 @@ fn is_column(expr: &Expr) -> bool {
 }
 
 /// About what DataFusion names a select item: casts and parentheses are
-/// not in the name, a column is named by its last part.
+/// not in the name (`1::float / 3` and `1::float8 / 3` are named alike), a
+/// column is named by its last part.
 fn name_in_plan(expr: &Expr) -> String {
-    match expr {
-        Expr::Cast { expr, .. } | Expr::Nested(expr) => name_in_plan(expr),
-        Expr::Identifier(_) | Expr::CompoundIdentifier(_) => qualified_name(expr).1,
-        expr => expr.to_string(),
+    if is_column(expr) {
+        return qualified_name(expr).1;
+    }
+    let mut named = expr.clone();
+    let _ = visit_expressions_mut(&mut named, |e| {
+        while let Expr::Cast { expr: inner, .. } | Expr::Nested(inner) = e {
+            *e = std::mem::replace(inner.as_mut(), Expr::Value(Value::Null.into()));
+        }
+        ControlFlow::<()>::Continue(())
+    });
+    match &named {
+        column if is_column(column) => qualified_name(column).1,
+        named => named.to_string(),
     }
 }
 
@@ -1169,6 +1216,7 @@ impl datafusion::sql::sqlparser::ast::VisitorMut for Selects {
     type Break = ();
 
     fn pre_visit_query(&mut self, query: &mut Query) -> ControlFlow<()> {
+        fetch_as_limit(query);
         for_each_select(query.body.as_mut(), &mut |select| {
             name_repeated_items(&mut select.projection);
             name_table_functions(select);
@@ -1622,8 +1670,8 @@ mod tests {
             "SELECT a, NULL, NULL AS __tablegate_column2 FROM t UNION SELECT a, NULL, NULL AS __tablegate_column2 FROM u"
         );
         assert_eq!(
-            rewritten("SELECT k::int, t.k, (k)::text, k::text AS x, e.name, d.name, k FROM t"),
-            "SELECT k::INT AS __tablegate_column0, t.k, (k)::TEXT AS __tablegate_column2, k::TEXT AS x, e.name, d.name, k AS __tablegate_column6 FROM t"
+            rewritten("SELECT k::int, t.k, (k)::text, k::text AS x, e.name, d.name, k, 1::float / 3, 1::real / 3 FROM t"),
+            "SELECT k::INT AS __tablegate_column0, t.k, (k)::TEXT AS __tablegate_column2, k::TEXT AS x, e.name, d.name, k AS __tablegate_column6, 1::DOUBLE PRECISION / 3, 1::REAL / 3 AS __tablegate_column8 FROM t"
         );
     }
 

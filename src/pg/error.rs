@@ -21,13 +21,19 @@ fn message(e: &SqlError) -> String {
     if let SqlError::DataFusion(d) = e {
         match d.find_root() {
             DataFusionError::External(inner) => return inner.to_string(),
-            DataFusionError::ArrowError(a, _) => {
-                if let ArrowError::CastError(m) = a.as_ref() {
+            DataFusionError::ArrowError(a, _) => match a.as_ref() {
+                ArrowError::CastError(m) => {
                     if let Some(ty) = narrowing_cast(m) {
                         return format!("{ty} out of range");
                     }
                 }
-            }
+                ArrowError::InvalidArgumentError(m) => {
+                    if let Some(overflow) = numeric_overflow(m) {
+                        return overflow;
+                    }
+                }
+                _ => {}
+            },
             _ => {}
         }
     }
@@ -47,6 +53,23 @@ fn narrowing_cast(message: &str) -> Option<&'static str> {
         "Int64" => "bigint",
         _ => "value",
     })
+}
+
+/// PostgreSQL's words for a number too large for a `numeric(p, s)` column
+/// ("123456789.12 is too large to store in a Decimal128 of precision 10.
+/// Max is 99999999.99").
+fn numeric_overflow(message: &str) -> Option<String> {
+    let (_, rest) = message.split_once(" is too large to store in a Decimal128 of precision ")?;
+    let (precision, max) = rest.split_once(". Max is ")?;
+    let precision: u32 = precision.parse().ok()?;
+    let scale = max
+        .split_once('.')
+        .map_or(0, |(_, fraction)| fraction.len()) as u32;
+    Some(format!(
+        "numeric field overflow: a field with precision {precision}, scale {scale} must round \
+         to an absolute value less than 10^{}",
+        precision.saturating_sub(scale)
+    ))
 }
 
 pub fn to_pgwire(e: SqlError) -> PgWireError {
@@ -145,6 +168,7 @@ fn row_state(e: &RowError) -> &'static str {
 fn arrow_state(e: &ArrowError) -> &'static str {
     match e {
         ArrowError::CastError(m) if narrowing_cast(m).is_some() => "22003",
+        ArrowError::InvalidArgumentError(m) if numeric_overflow(m).is_some() => "22003",
         ArrowError::CastError(_) | ArrowError::ParseError(_) => "22P02",
         ArrowError::DivideByZero => "22012",
         ArrowError::ArithmeticOverflow(_) => "22003",
@@ -250,6 +274,21 @@ mod tests {
                 column: "c".into(),
             }),
             "23502",
+        );
+    }
+
+    #[test]
+    fn a_number_too_large_for_its_numeric_is_an_overflow() {
+        let arrow = ArrowError::InvalidArgumentError(
+            "123456789.12 is too large to store in a Decimal128 of precision 10. Max is 99999999.99"
+                .into(),
+        );
+        let e = SqlError::DataFusion(DataFusionError::ArrowError(Box::new(arrow), None));
+        assert_eq!(sqlstate(&e), "22003");
+        assert_eq!(
+            message(&e),
+            "numeric field overflow: a field with precision 10, scale 2 must round to an \
+             absolute value less than 10^8"
         );
     }
 }

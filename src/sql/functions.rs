@@ -274,6 +274,9 @@ pub fn register_all(
     // PostgreSQL's `variance` is the sample variance, DataFusion's `var`.
     let variance = datafusion::functions_aggregate::variance::var_samp_udaf();
     ctx.register_udaf(variance.as_ref().clone().with_aliases(["variance"]));
+    ctx.register_udf(ScalarUDF::new_from_impl(
+        super::templates::ToCharNumber::new(),
+    ));
     // PostgreSQL's `every` is `bool_and`.
     let bool_and = datafusion::functions_aggregate::bool_and_or::bool_and_udaf();
     ctx.register_udaf(bool_and.as_ref().clone().with_aliases(["every"]));

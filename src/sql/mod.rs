@@ -41,6 +41,7 @@ mod scan;
 pub mod session;
 mod settings;
 mod sums;
+mod templates;
 mod txn;
 pub mod types;
 

@@ -12,7 +12,8 @@
 //!   of 38 digits holds it;
 //! - a template of PostgreSQL's (`YYYY-MM-DD HH24:MI`) given to `to_char`,
 //!   `to_date` or `to_timestamp` becomes the chrono format DataFusion's
-//!   functions read;
+//!   functions read, and `to_char` with a number's template
+//!   (`FM999.00`) calls tablegate's `to_char_number`;
 //! - `OPERATOR(pg_catalog.~)` and the like become the plain operator;
 //! - `COLLATE pg_catalog.default` (or `"default"`, `"C"`) is dropped: text
 //!   compares by bytes, which is the C collation;
@@ -81,6 +82,7 @@ use datafusion::sql::sqlparser::ast::{
 use datafusion::sql::sqlparser::dialect::PostgreSqlDialect;
 
 use super::functions::SINGLE_VALUE;
+use super::templates::{chrono_format, is_number_template, ToCharNumber};
 
 /// Functions that PostgreSQL calls without parentheses.
 const KEYWORD_FUNCTIONS: &[(&str, &str)] = &[
@@ -569,82 +571,6 @@ fn integer_array(expr: &Expr) -> Option<Expr> {
     Some(call("make_array", items))
 }
 
-/// A `to_char` template of PostgreSQL's (`YYYY-MM-DD HH24:MI:SS`) as the
-/// chrono format DataFusion's `to_char` reads (`%Y-%m-%d %H:%M:%S`). `FM`
-/// before a number drops its padding; month and day names are written as
-/// `Month`, `Mon`, `Day` and `Dy` spell them, without PostgreSQL's padding
-/// to nine characters. Other characters are kept, as PostgreSQL keeps what
-/// is not a pattern, and so is text in double quotes.
-fn chrono_format(template: &str) -> String {
-    // (pattern, format, format after FM); numbers' patterns in any case.
-    const NUMBERS: &[(&str, &str, &str)] = &[
-        ("HH24", "%H", "%-H"),
-        ("HH12", "%I", "%-I"),
-        ("YYYY", "%Y", "%Y"),
-        ("DDD", "%j", "%-j"),
-        ("HH", "%I", "%-I"),
-        ("YY", "%y", "%y"),
-        ("MM", "%m", "%-m"),
-        ("DD", "%d", "%-d"),
-        ("MI", "%M", "%-M"),
-        ("SS", "%S", "%-S"),
-        ("MS", "%3f", "%3f"),
-        ("US", "%6f", "%6f"),
-    ];
-    const NAMES: &[(&str, &str)] = &[
-        ("Month", "%B"),
-        ("Mon", "%b"),
-        ("Day", "%A"),
-        ("Dy", "%a"),
-        ("AM", "%p"),
-        ("PM", "%p"),
-        ("am", "%P"),
-        ("pm", "%P"),
-    ];
-    let mut out = String::with_capacity(template.len() * 2);
-    let mut rest = template;
-    let mut fill_mode = false;
-    'next: while let Some(c) = rest.chars().next() {
-        if c == '"' {
-            let text = &rest[1..];
-            let end = text.find('"').unwrap_or(text.len());
-            out.push_str(&text[..end].replace('%', "%%"));
-            rest = text.get(end + 1..).unwrap_or("");
-            continue;
-        }
-        if rest.get(..2).is_some_and(|p| p.eq_ignore_ascii_case("FM")) {
-            fill_mode = true;
-            rest = &rest[2..];
-            continue;
-        }
-        for (pattern, padded, unpadded) in NUMBERS {
-            if rest
-                .get(..pattern.len())
-                .is_some_and(|p| p.eq_ignore_ascii_case(pattern))
-            {
-                out.push_str(if fill_mode { unpadded } else { padded });
-                rest = &rest[pattern.len()..];
-                fill_mode = false;
-                continue 'next;
-            }
-        }
-        for (pattern, format) in NAMES {
-            if rest.starts_with(pattern) {
-                out.push_str(format);
-                rest = &rest[pattern.len()..];
-                fill_mode = false;
-                continue 'next;
-            }
-        }
-        match c {
-            '%' => out.push_str("%%"),
-            c => out.push(c),
-        }
-        rest = &rest[c.len_utf8()..];
-    }
-    out
-}
-
 /// `localtimestamp`: the statement's start as a timestamp without time
 /// zone (in UTC, the session's zone).
 fn local_timestamp() -> Expr {
@@ -890,14 +816,21 @@ fn rewrite_expr(expr: &mut Expr) {
                 f.name.0.remove(0);
             }
             let name = f.name.to_string().to_lowercase();
-            // A template of PostgreSQL's, written for DataFusion's functions.
+            // A template of PostgreSQL's, written for DataFusion's functions,
+            // or a number's, for tablegate's.
             if matches!(name.as_str(), "to_char" | "to_date" | "to_timestamp") {
                 if let FunctionArguments::List(list) = &mut f.args {
                     if let [_, FunctionArg::Unnamed(FunctionArgExpr::Expr(Expr::Value(v)))] =
                         list.args.as_mut_slice()
                     {
                         if let Value::SingleQuotedString(t) = &mut v.value {
-                            *t = chrono_format(t);
+                            if name == "to_char" && is_number_template(t) {
+                                f.name = ObjectName(vec![ObjectNamePart::Identifier(Ident::new(
+                                    ToCharNumber::NAME,
+                                ))]);
+                            } else {
+                                *t = chrono_format(t);
+                            }
                         }
                     }
                 }
@@ -1536,19 +1469,6 @@ mod tests {
         ];
         for (text, digits) in cases {
             assert_eq!(number_in_digits(text).as_deref(), digits, "{text}");
-        }
-    }
-
-    #[test]
-    fn to_char_templates_become_chrono_formats() {
-        for (template, format) in [
-            ("YYYY-MM-DD HH24:MI:SS", "%Y-%m-%d %H:%M:%S"),
-            ("yyyy/mm/dd", "%Y/%m/%d"),
-            ("FMDD Mon YYYY, HH12:MI AM", "%-d %b %Y, %I:%M %p"),
-            ("Day \"at\" HH24\"h\" 100%", "%A at %Hh 100%%"),
-            ("HH24:MI:SS.MS", "%H:%M:%S.%3f"),
-        ] {
-            assert_eq!(chrono_format(template), format, "{template}");
         }
     }
 

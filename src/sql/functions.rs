@@ -248,6 +248,50 @@ fn age(
     ))
 }
 
+/// JSON's operators' functions, and PostgreSQL's functions over JSON text
+/// (see [`super::json`]).
+fn register_json_functions(ctx: &SessionContext) {
+    use super::json;
+    use DataType::{Int32, Utf8};
+    use Volatility::Immutable;
+    register(ctx, json::GET, &[2], Utf8, Immutable, |a| {
+        json::get(a, false)
+    });
+    register(ctx, json::GET_TEXT, &[2], Utf8, Immutable, |a| {
+        json::get(a, true)
+    });
+    register(ctx, json::GET_PATH, &[2], Utf8, Immutable, |a| {
+        json::get_path(a, false)
+    });
+    register(ctx, json::GET_PATH_TEXT, &[2], Utf8, Immutable, |a| {
+        json::get_path(a, true)
+    });
+    let steps = &[2, 3, 4, 5, 6, 7, 8];
+    for [extract, extract_text, length, type_of] in [
+        [
+            "json_extract_path",
+            "json_extract_path_text",
+            "json_array_length",
+            "json_typeof",
+        ],
+        [
+            "jsonb_extract_path",
+            "jsonb_extract_path_text",
+            "jsonb_array_length",
+            "jsonb_typeof",
+        ],
+    ] {
+        register(ctx, extract, steps, Utf8, Immutable, |a| {
+            json::extract_path(a, false)
+        });
+        register(ctx, extract_text, steps, Utf8, Immutable, |a| {
+            json::extract_path(a, true)
+        });
+        register(ctx, length, &[1], Int32, Immutable, json::array_length);
+        register(ctx, type_of, &[1], Utf8, Immutable, json::type_of);
+    }
+}
+
 /// What `version()` answers; clients parse the leading "PostgreSQL 15.0".
 pub fn version_string() -> String {
     format!(
@@ -474,6 +518,7 @@ pub fn register_all(
         Stable,
         |args| Ok(ScalarValue::Boolean((!args[0].is_null()).then_some(true))),
     );
+    register_json_functions(ctx);
     register(
         ctx,
         "json_build_object",

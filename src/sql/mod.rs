@@ -30,6 +30,7 @@ mod fastpath;
 pub mod floats;
 mod functions;
 mod information_schema;
+mod json;
 mod matview;
 mod names;
 mod pg_catalog;

@@ -63,6 +63,8 @@
 //!   hold subqueries NULL, so that a subquery DataFusion cannot plan does
 //!   not fail a query whose answer is known to be empty;
 //! - `FETCH FIRST n ROWS ONLY` becomes `LIMIT n`;
+//! - JSON's `->`, `->>`, `#>` and `#>>` become calls of the functions in
+//!   `super::json`, and a cast to `json` or `jsonb` one to text;
 //! - `FROM pg_catalog.generate_series(...)` loses the schema, its column is
 //!   named by the table alias or else `generate_series`, and repeated
 //!   unnamed select items (`SELECT NULL, NULL`) get distinct aliases (the
@@ -681,6 +683,24 @@ fn regclass_of_value(expr: &Expr) -> Option<Expr> {
 
 fn rewrite_expr(expr: &mut Expr) {
     match expr {
+        // JSON's operators, as calls of tablegate's functions.
+        Expr::BinaryOp { left, op, right }
+            if matches!(
+                op,
+                BinaryOperator::Arrow
+                    | BinaryOperator::LongArrow
+                    | BinaryOperator::HashArrow
+                    | BinaryOperator::HashLongArrow
+            ) =>
+        {
+            let function = match op {
+                BinaryOperator::Arrow => super::json::GET,
+                BinaryOperator::LongArrow => super::json::GET_TEXT,
+                BinaryOperator::HashArrow => super::json::GET_PATH,
+                _ => super::json::GET_PATH_TEXT,
+            };
+            *expr = call(function, vec![(**left).clone(), (**right).clone()]);
+        }
         // `interval '1 day 01:30:00'`, in the words Arrow reads.
         Expr::Interval(interval)
             if interval.leading_field.is_none() && interval.last_field.is_none() =>
@@ -1010,6 +1030,10 @@ fn rewrite_expr(expr: &mut Expr) {
                         ExactNumberInfo::Precision(p) if *p <= 24 => DataType::Real,
                         _ => DataType::DoublePrecision,
                     };
+                }
+                // JSON is held as its text.
+                if matches!(data_type, DataType::JSON | DataType::JSONB) {
+                    *data_type = DataType::Text;
                 }
                 if let DataType::Array(ArrayElemTypeDef::SquareBracket(element, _)) = data_type {
                     if let Some(ty) = custom_type(element).as_deref().and_then(builtin) {

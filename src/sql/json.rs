@@ -1,0 +1,308 @@
+//! PostgreSQL's JSON operators and functions over JSON held as text (how
+//! `json` and `jsonb` columns read): `doc -> 'key'`, `doc ->> 'key'`,
+//! `doc -> 0` (an array's element, from the end when negative), `doc #>
+//! '{a,0}'` and `doc #>> '{a,0}'` (by path); `json_extract_path[_text]`,
+//! `json_array_length` and `json_typeof`, each also as `jsonb_...`. The
+//! rewrite (`super::rewrite`) makes the operators calls of these functions.
+//! A JSON value is written as `jsonb` prints it: `{"a": 1, "b": [1, 2]}`,
+//! an object's keys shorter first, then in byte order.
+
+use datafusion::common::{Result, ScalarValue};
+use serde_json::Value;
+
+/// The function each operator becomes.
+pub const GET: &str = "json_get";
+pub const GET_TEXT: &str = "json_get_text";
+pub const GET_PATH: &str = "json_get_path";
+pub const GET_PATH_TEXT: &str = "json_get_path_text";
+
+/// One step into a JSON value: an object's key or an array's position.
+enum Step {
+    Key(String),
+    Position(i64),
+}
+
+impl Step {
+    fn of(value: &ScalarValue) -> Option<Step> {
+        match value {
+            ScalarValue::Utf8(Some(s))
+            | ScalarValue::Utf8View(Some(s))
+            | ScalarValue::LargeUtf8(Some(s)) => Some(Step::Key(s.clone())),
+            ScalarValue::Int8(Some(n)) => Some(Step::Position(i64::from(*n))),
+            ScalarValue::Int16(Some(n)) => Some(Step::Position(i64::from(*n))),
+            ScalarValue::Int32(Some(n)) => Some(Step::Position(i64::from(*n))),
+            ScalarValue::Int64(Some(n)) => Some(Step::Position(*n)),
+            _ => None,
+        }
+    }
+
+    /// A path's step, written as text: a position within an array.
+    fn of_text(text: &str, within: &Value) -> Option<Step> {
+        match within {
+            Value::Array(_) => text.trim().parse().ok().map(Step::Position),
+            _ => Some(Step::Key(text.to_owned())),
+        }
+    }
+
+    fn within<'a>(&self, value: &'a Value) -> Option<&'a Value> {
+        match (self, value) {
+            (Step::Key(key), Value::Object(object)) => object.get(key),
+            (Step::Position(at), Value::Array(items)) => {
+                let at = if *at < 0 {
+                    items.len() as i64 + at
+                } else {
+                    *at
+                };
+                usize::try_from(at).ok().and_then(|at| items.get(at))
+            }
+            _ => None,
+        }
+    }
+}
+
+/// The JSON text of a value, parsed; `Err` for text that is not JSON.
+fn document(value: &ScalarValue) -> Result<Option<Value>> {
+    let text = match value {
+        ScalarValue::Utf8(s) | ScalarValue::Utf8View(s) | ScalarValue::LargeUtf8(s) => s.as_deref(),
+        v if v.is_null() => None,
+        v => return invalid_json(&v.to_string()),
+    };
+    match text {
+        None => Ok(None),
+        Some(text) => match serde_json::from_str(text) {
+            Ok(value) => Ok(Some(value)),
+            Err(e) => invalid_json(&format!("{text}: {e}")),
+        },
+    }
+}
+
+fn invalid_json<T>(detail: &str) -> Result<T> {
+    let message = format!("invalid input syntax for type json: {detail}");
+    let error = crate::sql::SqlError::value("22P02", message);
+    Err(datafusion::error::DataFusionError::External(Box::new(
+        error,
+    )))
+}
+
+/// A path written as PostgreSQL's text array literal (`{a,0,"b c"}`), or
+/// given as an array.
+fn path(value: &ScalarValue) -> Option<Vec<String>> {
+    match value {
+        ScalarValue::Utf8(Some(s))
+        | ScalarValue::Utf8View(Some(s))
+        | ScalarValue::LargeUtf8(Some(s)) => {
+            let inner = s.trim().strip_prefix('{')?.strip_suffix('}')?;
+            if inner.trim().is_empty() {
+                return Some(Vec::new());
+            }
+            Some(
+                inner
+                    .split(',')
+                    .map(|step| step.trim().trim_matches('"').to_owned())
+                    .collect(),
+            )
+        }
+        ScalarValue::List(list) => {
+            let values = list.value(0);
+            (0..values.len())
+                .map(|i| match ScalarValue::try_from_array(&values, i).ok()? {
+                    ScalarValue::Utf8(Some(s)) | ScalarValue::Utf8View(Some(s)) => Some(s),
+                    v if !v.is_null() => Some(v.to_string()),
+                    _ => None,
+                })
+                .collect()
+        }
+        _ => None,
+    }
+}
+
+/// A value as `jsonb` prints it.
+pub fn jsonb_text(value: &Value) -> String {
+    let mut out = String::new();
+    write_jsonb(value, &mut out);
+    out
+}
+
+fn write_jsonb(value: &Value, out: &mut String) {
+    match value {
+        Value::Array(items) => {
+            out.push('[');
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push_str(", ");
+                }
+                write_jsonb(item, out);
+            }
+            out.push(']');
+        }
+        Value::Object(object) => {
+            let mut keys: Vec<&String> = object.keys().collect();
+            keys.sort_by(|a, b| a.len().cmp(&b.len()).then_with(|| a.cmp(b)));
+            out.push('{');
+            for (i, key) in keys.into_iter().enumerate() {
+                if i > 0 {
+                    out.push_str(", ");
+                }
+                out.push_str(&Value::String(key.clone()).to_string());
+                out.push_str(": ");
+                write_jsonb(&object[key], out);
+            }
+            out.push('}');
+        }
+        scalar => out.push_str(&scalar.to_string()),
+    }
+}
+
+/// A value as `->>` gives it: a string's text, `null` as NULL, anything
+/// else its JSON.
+fn as_text(value: &Value) -> Option<String> {
+    match value {
+        Value::Null => None,
+        Value::String(s) => Some(s.clone()),
+        other => Some(jsonb_text(other)),
+    }
+}
+
+fn utf8(text: Option<String>) -> ScalarValue {
+    ScalarValue::Utf8(text)
+}
+
+/// `doc -> step` (`text`: `->>`).
+pub fn get(args: &[ScalarValue], text: bool) -> Result<ScalarValue> {
+    let (Some(doc), Some(step)) = (document(&args[0])?, Step::of(&args[1])) else {
+        return Ok(utf8(None));
+    };
+    let found = step.within(&doc);
+    Ok(utf8(match text {
+        true => found.and_then(as_text),
+        false => found.map(jsonb_text),
+    }))
+}
+
+/// `doc #> path` (`text`: `#>>`), the path a text array.
+pub fn get_path(args: &[ScalarValue], text: bool) -> Result<ScalarValue> {
+    match path(&args[1]) {
+        Some(steps) => walk(&args[0], &steps, text),
+        None => Ok(utf8(None)),
+    }
+}
+
+/// `json_extract_path(doc, 'a', 'b')` (`text`: `..._text`).
+pub fn extract_path(args: &[ScalarValue], text: bool) -> Result<ScalarValue> {
+    let steps: Option<Vec<String>> = args[1..]
+        .iter()
+        .map(|step| match step {
+            ScalarValue::Utf8(Some(s)) | ScalarValue::Utf8View(Some(s)) => Some(s.clone()),
+            v if !v.is_null() => Some(v.to_string()),
+            _ => None,
+        })
+        .collect();
+    match steps {
+        Some(steps) => walk(&args[0], &steps, text),
+        None => Ok(utf8(None)),
+    }
+}
+
+fn walk(doc: &ScalarValue, steps: &[String], text: bool) -> Result<ScalarValue> {
+    let Some(doc) = document(doc)? else {
+        return Ok(utf8(None));
+    };
+    let mut at = Some(&doc);
+    for step in steps {
+        at = at.and_then(|value| Step::of_text(step, value)?.within(value));
+    }
+    Ok(utf8(match text {
+        true => at.and_then(as_text),
+        false => at.map(jsonb_text),
+    }))
+}
+
+/// `json_array_length(doc)`: an error for anything but an array.
+pub fn array_length(args: &[ScalarValue]) -> Result<ScalarValue> {
+    Ok(ScalarValue::Int32(match document(&args[0])? {
+        None => None,
+        Some(Value::Array(items)) => Some(items.len() as i32),
+        Some(_) => {
+            let error =
+                crate::sql::SqlError::value("22023", "cannot get array length of a non-array");
+            return Err(datafusion::error::DataFusionError::External(Box::new(
+                error,
+            )));
+        }
+    }))
+}
+
+/// `json_typeof(doc)`: `object`, `array`, `string`, `number`, `boolean` or
+/// `null`.
+pub fn type_of(args: &[ScalarValue]) -> Result<ScalarValue> {
+    Ok(utf8(document(&args[0])?.map(|doc| {
+        match doc {
+            Value::Object(_) => "object",
+            Value::Array(_) => "array",
+            Value::String(_) => "string",
+            Value::Number(_) => "number",
+            Value::Bool(_) => "boolean",
+            Value::Null => "null",
+        }
+        .to_owned()
+    })))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn text(s: &str) -> ScalarValue {
+        ScalarValue::Utf8(Some(s.into()))
+    }
+
+    const DOC: &str = r#"{"b": {"c": [10, 20, {"d": "x"}]}, "a": 1, "s": "t", "n": null}"#;
+
+    #[test]
+    fn operators_step_into_objects_and_arrays() {
+        assert_eq!(get(&[text(DOC), text("a")], true).unwrap(), text("1"));
+        assert_eq!(get(&[text(DOC), text("s")], true).unwrap(), text("t"));
+        assert_eq!(get(&[text(DOC), text("s")], false).unwrap(), text("\"t\""));
+        assert_eq!(get(&[text(DOC), text("n")], true).unwrap(), utf8(None));
+        assert_eq!(get(&[text(DOC), text("n")], false).unwrap(), text("null"));
+        assert_eq!(get(&[text(DOC), text("zz")], false).unwrap(), utf8(None));
+        assert_eq!(
+            get(&[text(DOC), text("b")], false).unwrap(),
+            text(r#"{"c": [10, 20, {"d": "x"}]}"#)
+        );
+        let array = text("[1, 2, 3]");
+        assert_eq!(
+            get(&[array.clone(), ScalarValue::Int32(Some(-1))], true).unwrap(),
+            text("3")
+        );
+        assert_eq!(
+            get(&[array, ScalarValue::Int64(Some(5))], true).unwrap(),
+            utf8(None)
+        );
+        assert_eq!(
+            get_path(&[text(DOC), text("{b,c,2,d}")], true).unwrap(),
+            text("x")
+        );
+        assert_eq!(
+            extract_path(&[text(DOC), text("b"), text("c"), text("1")], false).unwrap(),
+            text("20")
+        );
+        assert!(get(&[text("{oops"), text("a")], true).is_err());
+    }
+
+    #[test]
+    fn values_print_as_jsonb_prints_them() {
+        let value: Value =
+            serde_json::from_str(r#"{"bb": [1,2.5,"x"], "a": {"z":true,"y":null}}"#).unwrap();
+        assert_eq!(
+            jsonb_text(&value),
+            r#"{"a": {"y": null, "z": true}, "bb": [1, 2.5, "x"]}"#
+        );
+        assert_eq!(type_of(&[text("[1]")]).unwrap(), text("array"));
+        assert_eq!(
+            array_length(&[text("[1, [2, 3]]")]).unwrap(),
+            ScalarValue::Int32(Some(2))
+        );
+        assert!(array_length(&[text("{}")]).is_err());
+    }
+}

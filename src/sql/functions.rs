@@ -292,6 +292,81 @@ fn register_json_functions(ctx: &SessionContext) {
     }
 }
 
+/// A text as an SQL string literal (`'it''s'`; with backslashes, `E'...'`).
+fn quote_literal(text: &str) -> String {
+    let quoted = text.replace('\'', "''");
+    match quoted.contains('\\') {
+        true => format!("E'{}'", quoted.replace('\\', "\\\\")),
+        false => format!("'{quoted}'"),
+    }
+}
+
+/// PostgreSQL's `format(template, args...)`: `%s` a value's text (nothing
+/// for NULL), `%I` an identifier, quoted as needed, `%L` a literal (`NULL`
+/// for NULL), `%%` a percent sign, each optionally `%n$s` for the n-th
+/// argument. NULL for a NULL template.
+fn format_text(args: &[ScalarValue]) -> DfResult<Option<String>> {
+    let Some(template) = text(&args[0]) else {
+        return Ok(None);
+    };
+    let invalid = |message: String| {
+        let error = super::SqlError::value("22023", message);
+        datafusion::error::DataFusionError::External(Box::new(error))
+    };
+    let mut out = String::new();
+    let mut next = 1;
+    let mut chars = template.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c != '%' {
+            out.push(c);
+            continue;
+        }
+        if chars.peek() == Some(&'%') {
+            chars.next();
+            out.push('%');
+            continue;
+        }
+        // `n$`: the argument's position.
+        let mut digits = String::new();
+        while let Some(d) = chars.peek().filter(|d| d.is_ascii_digit()) {
+            digits.push(*d);
+            chars.next();
+        }
+        let at = match digits.is_empty() {
+            true => next,
+            false if chars.next() == Some('$') => digits.parse().unwrap_or(0),
+            false => return Err(invalid("unterminated format() type specifier".into())),
+        };
+        let Some(value) = args.get(at).filter(|_| at > 0) else {
+            return Err(invalid("too few arguments for format()".into()));
+        };
+        next = at + 1;
+        let value = text(value);
+        match chars.next() {
+            Some('s') => out.push_str(value.as_deref().unwrap_or("")),
+            Some('I') => match value {
+                Some(name) => out.push_str(&quote_ident(&name)),
+                None => {
+                    return Err(invalid(
+                        "null values cannot be formatted as an SQL identifier".into(),
+                    ))
+                }
+            },
+            Some('L') => match value {
+                Some(value) => out.push_str(&quote_literal(&value)),
+                None => out.push_str("NULL"),
+            },
+            Some(other) => {
+                return Err(invalid(format!(
+                    "unrecognized format() type specifier \"{other}\""
+                )))
+            }
+            None => return Err(invalid("unterminated format() type specifier".into())),
+        }
+    }
+    Ok(Some(out))
+}
+
 /// What `version()` answers; clients parse the leading "PostgreSQL 15.0".
 pub fn version_string() -> String {
     format!(
@@ -321,6 +396,9 @@ pub fn register_all(
     ctx.register_udf(ScalarUDF::new_from_impl(
         super::templates::ToCharNumber::new(),
     ));
+    // PostgreSQL's `gen_random_uuid` is DataFusion's `uuid`.
+    let uuid = datafusion::functions::string::uuid();
+    ctx.register_udf(uuid.as_ref().clone().with_aliases(["gen_random_uuid"]));
     // PostgreSQL's `every` is `bool_and`.
     let bool_and = datafusion::functions_aggregate::bool_and_or::bool_and_udaf();
     ctx.register_udaf(bool_and.as_ref().clone().with_aliases(["every"]));
@@ -605,6 +683,17 @@ pub fn register_all(
     register(ctx, "quote_ident", &[1], Utf8, Immutable, |args| {
         Ok(utf8(text(&args[0]).map(|s| quote_ident(&s))))
     });
+    register(ctx, "quote_literal", &[1], Utf8, Immutable, |args| {
+        Ok(utf8(text(&args[0]).map(|s| quote_literal(&s))))
+    });
+    register(
+        ctx,
+        "format",
+        &(1..=10).collect::<Vec<_>>(),
+        Utf8,
+        Stable,
+        |args| format_text(args).map(utf8),
+    );
 
     let (c, v) = (catalog.clone(), view.clone());
     register(ctx, "pg_get_indexdef", &[1, 3], Utf8, Stable, move |args| {

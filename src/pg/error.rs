@@ -214,6 +214,11 @@ fn datafusion_state(e: &DataFusionError) -> &'static str {
             "22012"
         }
         DataFusionError::Execution(m) if m.contains("Cannot cast") || m.contains("cast") => "22P02",
+        DataFusionError::Execution(m)
+            if m.starts_with("Prepared statement") && m.ends_with("does not exist") =>
+        {
+            "26000"
+        }
         DataFusionError::External(inner) => match inner.downcast_ref::<StoreError>() {
             Some(s) => store_state(s),
             None => match inner.downcast_ref::<SqlError>() {

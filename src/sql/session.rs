@@ -203,6 +203,14 @@ pub enum Output {
     },
 }
 
+/// A name as PostgreSQL folds it: lower case unless quoted.
+fn folded(name: &datafusion::sql::sqlparser::ast::Ident) -> String {
+    match name.quote_style {
+        Some(_) => name.value.clone(),
+        None => name.value.to_lowercase(),
+    }
+}
+
 /// A statement parsed and planned once, executed many times (the extended
 /// protocol's prepared statement).
 #[derive(Clone)]
@@ -319,6 +327,9 @@ pub struct Session {
     /// Shapes of query texts (their literals taken out) that were reads by
     /// key, and the statements they run as.
     key_shapes: HashMap<String, Vec<ShapedRead>>,
+    /// INSERT, UPDATE and DELETE statements prepared with SQL's `PREPARE`,
+    /// by name (DataFusion keeps the queries).
+    prepared_writes: HashMap<String, Arc<Prepared>>,
 }
 
 /// The statement that query texts of one shape run as, when their literals
@@ -446,6 +457,7 @@ impl Session {
             role,
             key_reads: HashMap::new(),
             key_shapes: HashMap::new(),
+            prepared_writes: HashMap::new(),
         }
     }
 
@@ -1359,7 +1371,36 @@ impl Session {
                 Ok(Output::Command(format!("DISCARD {object_type}")))
             }
             Statement::Deallocate { name, .. } if name.value.eq_ignore_ascii_case("all") => {
+                self.prepared_writes.clear();
                 Ok(Output::Command("DEALLOCATE ALL".into()))
+            }
+            Statement::Deallocate { name, .. }
+                if self.prepared_writes.remove(&folded(&name)).is_some() =>
+            {
+                Ok(Output::Command("DEALLOCATE".into()))
+            }
+            Statement::Prepare {
+                name, statement, ..
+            } if dml::is_dml(&statement) => {
+                let prepared = self.prepare(&statement.to_string()).await?;
+                self.prepared_writes.insert(folded(&name), prepared);
+                Ok(Output::Command("PREPARE".into()))
+            }
+            Statement::Execute {
+                name: Some(name),
+                parameters,
+                ..
+            } if name
+                .0
+                .last()
+                .and_then(|part| part.as_ident())
+                .is_some_and(|name| self.prepared_writes.contains_key(&folded(name))) =>
+            {
+                let name = name.0.last().and_then(|part| part.as_ident()).map(folded);
+                let prepared = self.prepared_writes[&name.unwrap_or_default()].clone();
+                let values = self.parameter_values(&parameters).await?;
+                let values = values.into_iter().map(Into::into).collect();
+                Box::pin(self.execute_planned(&prepared, ParamValues::List(values))).await
             }
             Statement::Declare { mut stmts } if stmts.len() == 1 => {
                 self.declare(stmts.remove(0)).await
@@ -1399,6 +1440,34 @@ impl Session {
                     .await
             }
         }
+    }
+
+    /// The values of `EXECUTE name(...)`'s parameters, computed as a
+    /// SELECT of them would be.
+    async fn parameter_values(
+        &mut self,
+        parameters: &[datafusion::sql::sqlparser::ast::Expr],
+    ) -> Result<Vec<datafusion::common::ScalarValue>> {
+        if parameters.is_empty() {
+            return Ok(Vec::new());
+        }
+        let list: Vec<String> = parameters.iter().map(ToString::to_string).collect();
+        let mut statements = Self::parse(&format!("SELECT {}", list.join(", ")))?;
+        let Some(mut statement) = statements.pop() else {
+            return Ok(Vec::new());
+        };
+        if let DfStatement::Statement(s) = &mut statement {
+            rewrite::rewrite(s);
+        }
+        let plan = self.to_plan(statement).await?;
+        let batches = self.ctx.execute_logical_plan(plan).await?.collect().await?;
+        let Some(row) = batches.iter().find(|b| b.num_rows() > 0) else {
+            return Ok(Vec::new());
+        };
+        row.columns()
+            .iter()
+            .map(|column| Ok(datafusion::common::ScalarValue::try_from_array(column, 0)?))
+            .collect()
     }
 
     async fn run_query(

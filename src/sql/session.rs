@@ -330,6 +330,8 @@ pub struct Session {
     /// INSERT, UPDATE and DELETE statements prepared with SQL's `PREPARE`,
     /// by name (DataFusion keeps the queries).
     prepared_writes: HashMap<String, Arc<Prepared>>,
+    /// The result column names of queries prepared with SQL's `PREPARE`.
+    prepared_names: HashMap<String, ColumnNames>,
 }
 
 /// The statement that query texts of one shape run as, when their literals
@@ -458,6 +460,7 @@ impl Session {
             key_reads: HashMap::new(),
             key_shapes: HashMap::new(),
             prepared_writes: HashMap::new(),
+            prepared_names: HashMap::new(),
         }
     }
 
@@ -1228,7 +1231,26 @@ impl Session {
         let mut statement = statement;
         let mut names = None;
         if let DfStatement::Statement(s) = &mut statement {
-            names = ColumnNames::of(s);
+            names = match s.as_ref() {
+                // A query prepared with SQL's PREPARE names its columns
+                // when it is executed.
+                Statement::Prepare {
+                    name, statement, ..
+                } => {
+                    if let Some(names) = ColumnNames::of(statement) {
+                        self.prepared_names.insert(folded(name), names);
+                    }
+                    None
+                }
+                Statement::Execute {
+                    name: Some(name), ..
+                } => name
+                    .0
+                    .last()
+                    .and_then(|part| part.as_ident())
+                    .and_then(|name| self.prepared_names.get(&folded(name)).cloned()),
+                s => ColumnNames::of(s),
+            };
             rewrite::rewrite(s);
         }
         self.run_rewritten(statement, params, names).await
@@ -1480,8 +1502,13 @@ impl Session {
         if let Some(params) = params {
             plan = plan.with_param_values(params)?;
         }
-        let names = names.and_then(|n| n.resolve(plan.schema().fields().len()));
-        Ok(with_names(self.run_plan(plan).await?, names.as_deref()))
+        // Lined up with the rows' columns (an EXECUTE's plan has none).
+        let output = self.run_plan(plan).await?;
+        let names = match (&output, names) {
+            (Output::Rows { schema, .. }, Some(names)) => names.resolve(schema.fields().len()),
+            _ => None,
+        };
+        Ok(with_names(output, names.as_deref()))
     }
 
     async fn run_plan(&self, plan: LogicalPlan) -> Result<Output> {

@@ -169,6 +169,16 @@ async fn character_columns_are_sent_padded() {
         .await,
         "c|c|?column?\nx  |x|0.3\n(1 row)\n"
     );
+    // A query prepared with SQL's PREPARE names its columns as PostgreSQL does.
+    let prepared = psql(
+        server.port,
+        "PREPARE p(text) AS SELECT c, $1 || 'y', length(c)::text FROM codes WHERE c = $1; EXECUTE p('x')",
+    )
+    .await;
+    assert!(
+        prepared.ends_with("c|?column?|length\nx  |xy|1\n(1 row)\n"),
+        "{prepared}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -209,35 +209,24 @@ fn age(
     let sign = if t1 < t2 { -1 } else { 1 };
     let [mut year, mut month, mut day, mut hour, mut minute, mut second, mut micro] =
         std::array::from_fn(|i| sign * (f1[i] - f2[i]));
-    let days_in_month = |t: chrono::NaiveDateTime| {
-        let first = t.date().with_day(1).expect("a month has a first day");
-        let next = first + chrono::Months::new(1);
-        (next - first).num_days()
+    // A field below zero borrows units of it from the field above.
+    let borrow = |field: &mut i64, above: &mut i64, units: i64| {
+        while *field < 0 {
+            *field += units;
+            *above -= 1;
+        }
     };
-    while micro < 0 {
-        micro += 1_000_000;
-        second -= 1;
-    }
-    while second < 0 {
-        second += 60;
-        minute -= 1;
-    }
-    while minute < 0 {
-        minute += 60;
-        hour -= 1;
-    }
-    while hour < 0 {
-        hour += 24;
-        day -= 1;
-    }
-    while day < 0 {
-        day += days_in_month(if sign < 0 { t1 } else { t2 });
-        month -= 1;
-    }
-    while month < 0 {
-        month += 12;
-        year -= 1;
-    }
+    let month_days = {
+        let earlier = if sign < 0 { t1 } else { t2 };
+        let first = earlier.date().with_day(1).expect("a month has a first day");
+        (first + chrono::Months::new(1) - first).num_days()
+    };
+    borrow(&mut micro, &mut second, 1_000_000);
+    borrow(&mut second, &mut minute, 60);
+    borrow(&mut minute, &mut hour, 60);
+    borrow(&mut hour, &mut day, 24);
+    borrow(&mut day, &mut month, month_days);
+    borrow(&mut month, &mut year, 12);
     let nanos = (((hour * 60 + minute) * 60 + second) * 1_000_000 + micro) * 1_000;
     Ok(Some(
         datafusion::arrow::datatypes::IntervalMonthDayNano::new(

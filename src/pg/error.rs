@@ -16,7 +16,7 @@ pub fn error_info(e: &SqlError) -> ErrorInfo {
 
 /// The message of an error; one of tablegate's own raised inside DataFusion
 /// (by a function, say) without DataFusion's wrapping, and a number too
-/// large for the integer type it was cast to in PostgreSQL's words.
+/// large for its type, or a division by zero, in PostgreSQL's words.
 fn message(e: &SqlError) -> String {
     if let SqlError::DataFusion(d) = e {
         match d.find_root() {
@@ -32,6 +32,7 @@ fn message(e: &SqlError) -> String {
                         return overflow;
                     }
                 }
+                ArrowError::DivideByZero => return "division by zero".into(),
                 _ => {}
             },
             _ => {}

@@ -382,9 +382,7 @@ pub fn register_all(
     // PostgreSQL's `variance` is the sample variance, DataFusion's `var`.
     let variance = datafusion::functions_aggregate::variance::var_samp_udaf();
     ctx.register_udaf(variance.as_ref().clone().with_aliases(["variance"]));
-    ctx.register_udf(ScalarUDF::new_from_impl(
-        super::templates::ToCharNumber::new(),
-    ));
+    ctx.register_udf(ScalarUDF::new_from_impl(super::templates::ToChar::new()));
     // PostgreSQL's `gen_random_uuid` is DataFusion's `uuid`.
     let uuid = datafusion::functions::string::uuid();
     ctx.register_udf(uuid.as_ref().clone().with_aliases(["gen_random_uuid"]));

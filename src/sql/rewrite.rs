@@ -10,10 +10,10 @@
 //! - a number with an exponent (`1.5e3`) is written in digits (`1500`),
 //!   which DataFusion reads as a numeric, or made a double when no numeric
 //!   of 38 digits holds it;
-//! - a template of PostgreSQL's (`YYYY-MM-DD HH24:MI`) given to `to_char`,
-//!   `to_date` or `to_timestamp` becomes the chrono format DataFusion's
-//!   functions read, and `to_char` with a number's template
-//!   (`FM999.00`) calls tablegate's `to_char_number`;
+//! - a template of PostgreSQL's (`YYYY-MM-DD HH24:MI`) given to `to_date`
+//!   or `to_timestamp` becomes the chrono format DataFusion's functions
+//!   read, and `to_char` with a literal template calls tablegate's
+//!   `to_char_template`;
 //! - `OPERATOR(pg_catalog.~)` and the like become the plain operator;
 //! - `COLLATE pg_catalog.default` (or `"default"`, `"C"`) is dropped: text
 //!   compares by bytes, which is the C collation;
@@ -84,7 +84,7 @@ use datafusion::sql::sqlparser::ast::{
 use datafusion::sql::sqlparser::dialect::PostgreSqlDialect;
 
 use super::functions::SINGLE_VALUE;
-use super::templates::{chrono_format, is_number_template, ToCharNumber};
+use super::templates::{chrono_format, ToChar};
 
 /// Functions that PostgreSQL calls without parentheses.
 const KEYWORD_FUNCTIONS: &[(&str, &str)] = &[
@@ -836,17 +836,17 @@ fn rewrite_expr(expr: &mut Expr) {
                 f.name.0.remove(0);
             }
             let name = f.name.to_string().to_lowercase();
-            // A template of PostgreSQL's, written for DataFusion's functions,
-            // or a number's, for tablegate's.
+            // A template of PostgreSQL's: `to_char`'s for tablegate's function,
+            // the others' written for DataFusion's.
             if matches!(name.as_str(), "to_char" | "to_date" | "to_timestamp") {
                 if let FunctionArguments::List(list) = &mut f.args {
                     if let [_, FunctionArg::Unnamed(FunctionArgExpr::Expr(Expr::Value(v)))] =
                         list.args.as_mut_slice()
                     {
                         if let Value::SingleQuotedString(t) = &mut v.value {
-                            if name == "to_char" && is_number_template(t) {
+                            if name == "to_char" {
                                 f.name = ObjectName(vec![ObjectNamePart::Identifier(Ident::new(
-                                    ToCharNumber::NAME,
+                                    ToChar::NAME,
                                 ))]);
                             } else {
                                 *t = chrono_format(t);

@@ -1,7 +1,8 @@
-//! PostgreSQL's `to_char` templates: a date's or time's, made the chrono
-//! format DataFusion's `to_char` reads ([`chrono_format`]), and a number's
-//! (`FM999,990.00`), which DataFusion has no function for: the
-//! [`ToCharNumber`] function formats numbers with it.
+//! PostgreSQL's `to_char` templates: a date's or time's (`YYYY-"Q"Q`,
+//! `FMDay, DDth Month`; [`TimeTemplate`]) and a number's (`FM999,990.00`;
+//! [`NumberTemplate`]), which [`ToChar`] writes values with; and a
+//! template made the chrono format DataFusion's `to_date` and
+//! `to_timestamp` read ([`chrono_format`]).
 
 use std::sync::Arc;
 
@@ -12,12 +13,12 @@ use datafusion::logical_expr::{
     ColumnarValue, ScalarFunctionArgs, ScalarUDFImpl, Signature, Volatility,
 };
 
-/// A `to_char` template of PostgreSQL's (`YYYY-MM-DD HH24:MI:SS`) as the
-/// chrono format DataFusion's `to_char` reads (`%Y-%m-%d %H:%M:%S`). `FM`
-/// before a number drops its padding; month and day names are written as
-/// `Month`, `Mon`, `Day` and `Dy` spell them, without PostgreSQL's padding
-/// to nine characters. Other characters are kept, as PostgreSQL keeps what
-/// is not a pattern, and so is text in double quotes.
+/// A template of PostgreSQL's (`YYYY-MM-DD HH24:MI:SS`) as the chrono
+/// format DataFusion's `to_date` and `to_timestamp` read
+/// (`%Y-%m-%d %H:%M:%S`). `FM` before a number drops its padding; month and
+/// day names are read as `Month`, `Mon`, `Day` and `Dy` spell them. Other
+/// characters are kept, as PostgreSQL keeps what is not a pattern, and so
+/// is text in double quotes.
 pub fn chrono_format(template: &str) -> String {
     // (pattern, format, format after FM); numbers' patterns in any case.
     const NUMBERS: &[(&str, &str, &str)] = &[
@@ -88,14 +89,218 @@ pub fn chrono_format(template: &str) -> String {
     out
 }
 
-/// Whether a `to_char` template formats a number (`FM999,990.00`) rather
-/// than a date or time: it has a digit position (`9` or `0`) outside double
-/// quotes, which no date pattern has.
-pub fn is_number_template(template: &str) -> bool {
-    template
-        .split('"')
-        .step_by(2)
-        .any(|outside| outside.contains(['9', '0']))
+/// One part of a date or time template.
+#[derive(Debug, Clone, PartialEq)]
+enum TimePart {
+    /// A number pattern (`YYYY`, `HH24`, ...), with `FM` before it, and
+    /// `TH` or `th` after it (an ordinal suffix, in that case).
+    Number {
+        pattern: &'static str,
+        fill: bool,
+        ordinal: Option<bool>,
+    },
+    /// A month's or day's name (`Month`, `MON`, `dy`, ...): the pattern's
+    /// case, and padding to nine characters for full names unless `FM`.
+    Name {
+        pattern: &'static str,
+        fill: bool,
+    },
+    /// `AM`, `pm`, `A.M.`, ...: the meridiem in the pattern's style.
+    Meridiem(&'static str),
+    Text(String),
+}
+
+/// A `to_char` template for dates and times, read.
+#[derive(Debug, PartialEq)]
+pub struct TimeTemplate(Vec<TimePart>);
+
+/// Number patterns, longest first among those sharing a start; matched in
+/// any case.
+const TIME_NUMBERS: &[&str] = &[
+    "HH24", "HH12", "HH", "MI", "SSSSS", "SSSS", "SS", "MS", "US", "Y,YYY", "YYYY", "YYY", "YY",
+    "Y", "IYYY", "IYY", "IY", "IW", "ID", "I", "MM", "DDD", "DD", "D", "WW", "W", "Q", "J", "CC",
+];
+/// Name patterns, matched in their case.
+const TIME_NAMES: &[&str] = &[
+    "MONTH", "Month", "month", "MON", "Mon", "mon", "DAY", "Day", "day", "DY", "Dy", "dy",
+];
+const MERIDIEMS: &[&str] = &["A.M.", "P.M.", "a.m.", "p.m.", "AM", "PM", "am", "pm"];
+
+impl TimeTemplate {
+    pub fn parse(template: &str) -> TimeTemplate {
+        let mut parts = Vec::new();
+        let mut rest = template;
+        let mut fill = false;
+        'next: while let Some(c) = rest.chars().next() {
+            if c == '"' {
+                let text = &rest[1..];
+                let end = text.find('"').unwrap_or(text.len());
+                parts.push(TimePart::Text(text[..end].to_owned()));
+                rest = text.get(end + 1..).unwrap_or("");
+                continue;
+            }
+            if rest.get(..2).is_some_and(|p| p.eq_ignore_ascii_case("FM")) {
+                fill = true;
+                rest = &rest[2..];
+                continue;
+            }
+            for pattern in TIME_NAMES {
+                if rest.starts_with(pattern) {
+                    parts.push(TimePart::Name { pattern, fill });
+                    rest = &rest[pattern.len()..];
+                    fill = false;
+                    continue 'next;
+                }
+            }
+            for pattern in MERIDIEMS {
+                if rest.starts_with(pattern) {
+                    parts.push(TimePart::Meridiem(pattern));
+                    rest = &rest[pattern.len()..];
+                    continue 'next;
+                }
+            }
+            for pattern in TIME_NUMBERS {
+                if rest
+                    .get(..pattern.len())
+                    .is_some_and(|p| p.eq_ignore_ascii_case(pattern))
+                {
+                    rest = &rest[pattern.len()..];
+                    let ordinal = match rest.get(..2) {
+                        Some("TH") => Some(true),
+                        Some("th") => Some(false),
+                        _ => None,
+                    };
+                    if ordinal.is_some() {
+                        rest = &rest[2..];
+                    }
+                    parts.push(TimePart::Number {
+                        pattern,
+                        fill,
+                        ordinal,
+                    });
+                    fill = false;
+                    continue 'next;
+                }
+            }
+            parts.push(TimePart::Text(c.into()));
+            rest = &rest[c.len_utf8()..];
+        }
+        TimeTemplate(parts)
+    }
+
+    /// A moment as the template writes it.
+    pub fn format(&self, t: chrono::NaiveDateTime) -> String {
+        use chrono::{Datelike, Timelike};
+        let mut out = String::new();
+        for part in &self.0 {
+            match part {
+                TimePart::Text(text) => out.push_str(text),
+                TimePart::Meridiem(pattern) => {
+                    let pm = t.hour() >= 12;
+                    let text = match pattern.contains('.') {
+                        true => {
+                            if pm {
+                                "P.M."
+                            } else {
+                                "A.M."
+                            }
+                        }
+                        false => {
+                            if pm {
+                                "PM"
+                            } else {
+                                "AM"
+                            }
+                        }
+                    };
+                    match pattern.chars().next().is_some_and(char::is_lowercase) {
+                        true => out.push_str(&text.to_lowercase()),
+                        false => out.push_str(text),
+                    }
+                }
+                TimePart::Name { pattern, fill } => {
+                    let (full, format) = match pattern.to_ascii_uppercase().as_str() {
+                        "MONTH" => (true, "%B"),
+                        "MON" => (false, "%b"),
+                        "DAY" => (true, "%A"),
+                        _ => (false, "%a"),
+                    };
+                    let name = t.format(format).to_string();
+                    let name = match *pattern {
+                        p if p.chars().all(|c| c.is_ascii_uppercase()) => name.to_uppercase(),
+                        p if p.chars().all(|c| c.is_ascii_lowercase()) => name.to_lowercase(),
+                        _ => name,
+                    };
+                    match full && !fill {
+                        true => out.push_str(&format!("{name:<9}")),
+                        false => out.push_str(&name),
+                    }
+                }
+                TimePart::Number {
+                    pattern,
+                    fill,
+                    ordinal,
+                } => {
+                    let iso = t.iso_week();
+                    let (value, width): (i64, usize) = match *pattern {
+                        "HH24" => (t.hour().into(), 2),
+                        "HH12" | "HH" => (
+                            match t.hour() % 12 {
+                                0 => 12,
+                                h => h,
+                            }
+                            .into(),
+                            2,
+                        ),
+                        "MI" => (t.minute().into(), 2),
+                        "SS" => (t.second().into(), 2),
+                        "SSSS" | "SSSSS" => (t.num_seconds_from_midnight().into(), 0),
+                        "MS" => ((t.nanosecond() / 1_000_000).into(), 3),
+                        "US" => ((t.nanosecond() / 1_000).into(), 6),
+                        "YYYY" | "Y,YYY" => (t.year().into(), 4),
+                        "YYY" => (t.year().rem_euclid(1000).into(), 3),
+                        "YY" => (t.year().rem_euclid(100).into(), 2),
+                        "Y" => (t.year().rem_euclid(10).into(), 1),
+                        "IYYY" => (iso.year().into(), 4),
+                        "IYY" => (iso.year().rem_euclid(1000).into(), 3),
+                        "IY" => (iso.year().rem_euclid(100).into(), 2),
+                        "I" => (iso.year().rem_euclid(10).into(), 1),
+                        "IW" => (iso.week().into(), 2),
+                        "ID" => (t.weekday().number_from_monday().into(), 1),
+                        "MM" => (t.month().into(), 2),
+                        "DDD" => (t.ordinal().into(), 3),
+                        "DD" => (t.day().into(), 2),
+                        "D" => (t.weekday().number_from_sunday().into(), 1),
+                        "WW" => ((t.ordinal0() / 7 + 1).into(), 2),
+                        "W" => ((t.day0() / 7 + 1).into(), 1),
+                        "Q" => ((t.month0() / 3 + 1).into(), 1),
+                        "J" => (i64::from(t.num_days_from_ce()) + 1_721_425, 0),
+                        _ => ((t.year() - 1).div_euclid(100) as i64 + 1, 2),
+                    };
+                    let text = match (*pattern, fill) {
+                        ("Y,YYY", _) => format!("{},{:03}", value / 1000, value % 1000),
+                        (_, true) => value.to_string(),
+                        (_, false) => format!("{value:0width$}"),
+                    };
+                    out.push_str(&text);
+                    if let Some(upper) = ordinal {
+                        let suffix = match (value % 100, value % 10) {
+                            (11..=13, _) => "th",
+                            (_, 1) => "st",
+                            (_, 2) => "nd",
+                            (_, 3) => "rd",
+                            _ => "th",
+                        };
+                        match upper {
+                            true => out.push_str(&suffix.to_uppercase()),
+                            false => out.push_str(suffix),
+                        }
+                    }
+                }
+            }
+        }
+        out
+    }
 }
 
 /// One part of a number template.
@@ -358,24 +563,47 @@ fn rounded_digits(array: &ArrayRef, row: usize, decimals: usize) -> Option<(bool
     }
 }
 
-/// `to_char(number, template)` with a number template of PostgreSQL's
-/// (see [`NumberTemplate`]); the template a literal.
+/// `to_char(value, template)` with a literal template: a number with a
+/// number template, a date, timestamp or time of day with a date and time
+/// template.
 #[derive(Debug, PartialEq, Eq, Hash)]
-pub struct ToCharNumber {
+pub struct ToChar {
     signature: Signature,
 }
 
-impl ToCharNumber {
-    pub const NAME: &str = "to_char_number";
+impl ToChar {
+    pub const NAME: &str = "to_char_template";
 
     pub fn new() -> Self {
-        ToCharNumber {
+        ToChar {
             signature: Signature::any(2, Volatility::Immutable),
         }
     }
 }
 
-impl ScalarUDFImpl for ToCharNumber {
+/// Row `row` of a date, timestamp or time-of-day column as a moment (a
+/// time of day on 1970-01-01; a timestamp with a time zone in UTC, the
+/// session's zone).
+fn moment_at(array: &ArrayRef, row: usize) -> Option<chrono::NaiveDateTime> {
+    use datafusion::arrow::datatypes::{Date32Type, Time64MicrosecondType, TimeUnit};
+    let midnight = chrono::NaiveDate::from_ymd_opt(1970, 1, 1)?.and_hms_opt(0, 0, 0)?;
+    match array.data_type() {
+        DataType::Date32 => {
+            let days = array.as_primitive::<Date32Type>().value(row);
+            midnight.checked_add_signed(chrono::Duration::days(days.into()))
+        }
+        DataType::Time64(TimeUnit::Microsecond) => {
+            let micros = array.as_primitive::<Time64MicrosecondType>().value(row);
+            midnight.checked_add_signed(chrono::Duration::microseconds(micros))
+        }
+        _ => {
+            let micros = super::types::timestamp_micros_at(array.as_ref(), row)?;
+            chrono::DateTime::from_timestamp_micros(micros).map(|t| t.naive_utc())
+        }
+    }
+}
+
+impl ScalarUDFImpl for ToChar {
     fn name(&self) -> &str {
         Self::NAME
     }
@@ -389,37 +617,58 @@ impl ScalarUDFImpl for ToCharNumber {
     }
 
     fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
-        let [numbers, ColumnarValue::Scalar(template)] = args.args.as_slice() else {
-            return exec_err!("to_char of a number takes a literal template");
+        let [values, ColumnarValue::Scalar(template)] = args.args.as_slice() else {
+            return exec_err!("to_char takes a literal template");
         };
         let Some(template) = template.try_as_str().flatten() else {
             return Ok(ColumnarValue::Scalar(ScalarValue::Utf8(None)));
         };
-        let template = NumberTemplate::parse(template).map_err(|message| {
-            datafusion::error::DataFusionError::External(Box::new(crate::sql::SqlError::value(
-                "0A000", message,
-            )))
-        })?;
-        let scalar = matches!(numbers, ColumnarValue::Scalar(_));
-        let numbers = numbers.to_array(args.number_rows)?;
-        let numbers: ArrayRef = match numbers.data_type() {
-            DataType::Decimal128(..) | DataType::Float64 => numbers,
-            t if t.is_floating() => datafusion::arrow::compute::cast(&numbers, &DataType::Float64)?,
-            t if t.is_integer() => datafusion::arrow::compute::cast(&numbers, &DataType::Int64)?,
-            t => return exec_err!("to_char of {t} with a number template"),
-        };
-        let decimals = template.fraction_digits();
-        let mut texts = StringBuilder::new();
-        for row in 0..numbers.len() {
-            if numbers.is_null(row) {
-                texts.append_null();
-                continue;
+        let scalar = matches!(values, ColumnarValue::Scalar(_));
+        let values = values.to_array(args.number_rows)?;
+        let cast = |to: &DataType| datafusion::arrow::compute::cast(&values, to);
+        // Each row's text, by the value's kind.
+        let text: Box<dyn Fn(&ArrayRef, usize) -> Option<String>> = match values.data_type() {
+            t if t.is_numeric() => {
+                let template = NumberTemplate::parse(template).map_err(|message| {
+                    datafusion::error::DataFusionError::External(Box::new(
+                        crate::sql::SqlError::value("0A000", message),
+                    ))
+                })?;
+                let decimals = template.fraction_digits();
+                Box::new(move |numbers: &ArrayRef, row: usize| {
+                    let (negative, whole, fraction) = rounded_digits(numbers, row, decimals)?;
+                    Some(template.format(negative, &whole, &fraction))
+                })
             }
-            match rounded_digits(&numbers, row, decimals) {
-                Some((negative, whole, fraction)) => {
-                    texts.append_value(template.format(negative, &whole, &fraction))
-                }
-                None => texts.append_null(),
+            DataType::Date32
+            | DataType::Date64
+            | DataType::Timestamp(..)
+            | DataType::Time32(_)
+            | DataType::Time64(_) => {
+                let template = TimeTemplate::parse(template);
+                Box::new(move |moments: &ArrayRef, row: usize| {
+                    moment_at(moments, row).map(|t| template.format(t))
+                })
+            }
+            t => return exec_err!("to_char of {t} with a template is not supported"),
+        };
+        let values: ArrayRef = match values.data_type() {
+            DataType::Decimal128(..)
+            | DataType::Float64
+            | DataType::Date32
+            | DataType::Timestamp(..) => values.clone(),
+            t if t.is_floating() => cast(&DataType::Float64)?,
+            t if t.is_integer() => cast(&DataType::Int64)?,
+            DataType::Date64 => cast(&DataType::Date32)?,
+            _ => cast(&DataType::Time64(
+                datafusion::arrow::datatypes::TimeUnit::Microsecond,
+            ))?,
+        };
+        let mut texts = StringBuilder::new();
+        for row in 0..values.len() {
+            match values.is_null(row) {
+                true => texts.append_null(),
+                false => texts.append_option(text(&values, row)),
             }
         }
         let texts = Arc::new(texts.finish()) as ArrayRef;
@@ -486,6 +735,5 @@ mod tests {
             assert_eq!(read.format(negative, whole, fraction), text, "{template}");
         }
         assert!(NumberTemplate::parse("99th").is_err());
-        assert!(is_number_template("FM999.00") && !is_number_template("YYYY-MM \"09\""));
     }
 }

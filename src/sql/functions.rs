@@ -150,27 +150,6 @@ fn utf8(value: Option<String>) -> ScalarValue {
     ScalarValue::Utf8(value)
 }
 
-/// A value as JSON (numbers and booleans as such, the rest as text).
-fn json_value(value: &ScalarValue) -> serde_json::Value {
-    if value.is_null() {
-        return serde_json::Value::Null;
-    }
-    match value {
-        ScalarValue::Boolean(Some(b)) => serde_json::Value::Bool(*b),
-        v => match int(v) {
-            Some(n)
-                if !matches!(
-                    v,
-                    ScalarValue::Utf8(_) | ScalarValue::LargeUtf8(_) | ScalarValue::Utf8View(_)
-                ) =>
-            {
-                serde_json::Value::from(n)
-            }
-            _ => serde_json::Value::String(text(v).unwrap_or_default()),
-        },
-    }
-}
-
 /// `age(later, earlier)` as PostgreSQL computes it: the difference of the
 /// two timestamps field by field (years, months, days, then time), each
 /// field below zero borrowing from the one above it, a day borrowing the
@@ -243,6 +222,9 @@ fn register_json_functions(ctx: &SessionContext) {
     use super::json;
     use DataType::{Int32, Utf8};
     use Volatility::Immutable;
+    register(ctx, json::ARRAY_OF, &[1], Utf8, Immutable, |a| {
+        Ok(json::array_of(&a[0]))
+    });
     register(ctx, json::GET, &[2], Utf8, Immutable, |a| {
         json::get(a, false)
     });
@@ -590,14 +572,7 @@ pub fn register_all(
         &[0, 2, 4, 6, 8, 10, 12, 14, 16],
         Utf8,
         Stable,
-        |args| {
-            let mut object = serde_json::Map::new();
-            for pair in args.chunks(2) {
-                let key = text(&pair[0]).unwrap_or_default();
-                object.insert(key, json_value(&pair[1]));
-            }
-            Ok(utf8(Some(serde_json::Value::Object(object).to_string())))
-        },
+        |args| Ok(utf8(Some(super::json::build_object(args)))),
     );
     // `information_schema._pg_expandarray`: an array's elements with their
     // positions, as a list of `(x, n)` (the rewrite unnests it).

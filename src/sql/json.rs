@@ -15,6 +15,72 @@ pub const GET: &str = "json_get";
 pub const GET_TEXT: &str = "json_get_text";
 pub const GET_PATH: &str = "json_get_path";
 pub const GET_PATH_TEXT: &str = "json_get_path_text";
+/// What `json_agg(x ...)` becomes around `array_agg(x ...)`.
+pub const ARRAY_OF: &str = "json_array_of";
+
+/// A value as JSON: numbers, booleans and NULL as such, lists as arrays,
+/// structs as objects, anything else as its text.
+pub fn to_json(value: &ScalarValue) -> Value {
+    use datafusion::arrow::array::Array;
+    if value.is_null() {
+        return Value::Null;
+    }
+    let number = |n: f64| serde_json::Number::from_f64(n).map_or(Value::Null, Value::Number);
+    match value {
+        ScalarValue::Boolean(Some(b)) => Value::Bool(*b),
+        ScalarValue::Int8(Some(n)) => Value::from(*n),
+        ScalarValue::Int16(Some(n)) => Value::from(*n),
+        ScalarValue::Int32(Some(n)) => Value::from(*n),
+        ScalarValue::Int64(Some(n)) => Value::from(*n),
+        ScalarValue::UInt8(Some(n)) => Value::from(*n),
+        ScalarValue::UInt16(Some(n)) => Value::from(*n),
+        ScalarValue::UInt32(Some(n)) => Value::from(*n),
+        ScalarValue::UInt64(Some(n)) => Value::from(*n),
+        ScalarValue::Float32(Some(n)) => number(f64::from(*n)),
+        ScalarValue::Float64(Some(n)) => number(*n),
+        ScalarValue::Decimal128(Some(_), ..) => {
+            value.to_string().parse().map_or(Value::Null, number)
+        }
+        ScalarValue::Utf8(Some(s))
+        | ScalarValue::Utf8View(Some(s))
+        | ScalarValue::LargeUtf8(Some(s)) => Value::String(s.clone()),
+        ScalarValue::List(list) => {
+            let items = list.value(0);
+            let item =
+                |i| ScalarValue::try_from_array(&items, i).map_or(Value::Null, |v| to_json(&v));
+            Value::Array((0..items.len()).map(item).collect())
+        }
+        other => Value::String(other.to_string()),
+    }
+}
+
+/// `json_build_object(k1, v1, ...)` as PostgreSQL writes it:
+/// `{"a" : 1, "b" : "x"}`.
+pub fn build_object(args: &[ScalarValue]) -> String {
+    let pairs: Vec<String> = args
+        .chunks(2)
+        .map(|pair| {
+            let key = match &pair[0] {
+                ScalarValue::Utf8(Some(s)) | ScalarValue::Utf8View(Some(s)) => s.clone(),
+                other => other.to_string(),
+            };
+            format!("{} : {}", Value::String(key), to_json(&pair[1]))
+        })
+        .collect();
+    format!("{{{}}}", pairs.join(", "))
+}
+
+/// `json_agg`'s value from `array_agg`'s list: `[1, 2]`, elements
+/// separated as PostgreSQL separates them; NULL for no rows.
+pub fn array_of(list: &ScalarValue) -> ScalarValue {
+    match to_json(list) {
+        Value::Array(items) => {
+            let items: Vec<String> = items.iter().map(Value::to_string).collect();
+            ScalarValue::Utf8(Some(format!("[{}]", items.join(", "))))
+        }
+        _ => ScalarValue::Utf8(None),
+    }
+}
 
 /// One step into a JSON value: an object's key or an array's position.
 enum Step {

@@ -836,6 +836,15 @@ fn rewrite_expr(expr: &mut Expr) {
                 f.name.0.remove(0);
             }
             let name = f.name.to_string().to_lowercase();
+            // `json_agg(x ...)` is `array_agg(x ...)` (with its ORDER BY,
+            // DISTINCT and FILTER) written as JSON.
+            if matches!(name.as_str(), "json_agg" | "jsonb_agg") && f.over.is_none() {
+                let mut aggregate = f.clone();
+                aggregate.name =
+                    ObjectName(vec![ObjectNamePart::Identifier(Ident::new("array_agg"))]);
+                *expr = call(super::json::ARRAY_OF, vec![Expr::Function(aggregate)]);
+                return;
+            }
             // A template of PostgreSQL's: `to_char`'s for tablegate's function,
             // the others' written for DataFusion's.
             if matches!(name.as_str(), "to_char" | "to_date" | "to_timestamp") {

@@ -13,6 +13,27 @@ use datafusion::logical_expr::{
     ColumnarValue, ScalarFunctionArgs, ScalarUDFImpl, Signature, Volatility,
 };
 
+/// What every template reads alike at the start of `rest`.
+enum Common<'a> {
+    /// Text in double quotes, written as it is.
+    Quoted(&'a str),
+    /// `FM`: the next pattern without its padding.
+    FillMode,
+}
+
+/// The [`Common`] part `rest` starts with, if any, and the text after it.
+fn common_part(rest: &str) -> Option<(Common<'_>, &str)> {
+    if let Some(text) = rest.strip_prefix('"') {
+        let end = text.find('"').unwrap_or(text.len());
+        return Some((
+            Common::Quoted(&text[..end]),
+            text.get(end + 1..).unwrap_or(""),
+        ));
+    }
+    let fill_mode = rest.get(..2)?.eq_ignore_ascii_case("FM");
+    fill_mode.then(|| (Common::FillMode, &rest[2..]))
+}
+
 /// A template of PostgreSQL's (`YYYY-MM-DD HH24:MI:SS`) as the chrono
 /// format DataFusion's `to_date` and `to_timestamp` read
 /// (`%Y-%m-%d %H:%M:%S`). `FM` before a number drops its padding; month and
@@ -49,16 +70,12 @@ pub fn chrono_format(template: &str) -> String {
     let mut rest = template;
     let mut fill_mode = false;
     'next: while let Some(c) = rest.chars().next() {
-        if c == '"' {
-            let text = &rest[1..];
-            let end = text.find('"').unwrap_or(text.len());
-            out.push_str(&text[..end].replace('%', "%%"));
-            rest = text.get(end + 1..).unwrap_or("");
-            continue;
-        }
-        if rest.get(..2).is_some_and(|p| p.eq_ignore_ascii_case("FM")) {
-            fill_mode = true;
-            rest = &rest[2..];
+        if let Some((part, after)) = common_part(rest) {
+            match part {
+                Common::Quoted(text) => out.push_str(&text.replace('%', "%%")),
+                Common::FillMode => fill_mode = true,
+            }
+            rest = after;
             continue;
         }
         for (pattern, padded, unpadded) in NUMBERS {
@@ -132,16 +149,12 @@ impl TimeTemplate {
         let mut rest = template;
         let mut fill = false;
         'next: while let Some(c) = rest.chars().next() {
-            if c == '"' {
-                let text = &rest[1..];
-                let end = text.find('"').unwrap_or(text.len());
-                parts.push(TimePart::Text(text[..end].to_owned()));
-                rest = text.get(end + 1..).unwrap_or("");
-                continue;
-            }
-            if rest.get(..2).is_some_and(|p| p.eq_ignore_ascii_case("FM")) {
-                fill = true;
-                rest = &rest[2..];
+            if let Some((part, after)) = common_part(rest) {
+                match part {
+                    Common::Quoted(text) => parts.push(TimePart::Text(text.to_owned())),
+                    Common::FillMode => fill = true,
+                }
+                rest = after;
                 continue;
             }
             for pattern in TIME_NAMES {
@@ -341,20 +354,16 @@ impl NumberTemplate {
         let mut fill_mode = false;
         let mut rest = template;
         while let Some(c) = rest.chars().next() {
+            if let Some((part, after)) = common_part(rest) {
+                match part {
+                    Common::Quoted(text) => parts.push(Part::Text(text.to_owned())),
+                    Common::FillMode => fill_mode = true,
+                }
+                rest = after;
+                continue;
+            }
             let upper = rest.get(..2).map(str::to_ascii_uppercase);
             let (part, len) = match (c, upper.as_deref()) {
-                ('"', _) => {
-                    let text = &rest[1..];
-                    let end = text.find('"').unwrap_or(text.len());
-                    parts.push(Part::Text(text[..end].to_owned()));
-                    rest = text.get(end + 1..).unwrap_or("");
-                    continue;
-                }
-                (_, Some("FM")) => {
-                    fill_mode = true;
-                    rest = &rest[2..];
-                    continue;
-                }
                 (_, Some("SG")) => (Part::Sign, 2),
                 (_, Some("MI")) => (Part::Minus, 2),
                 (_, Some("PR")) => (Part::Brackets, 2),

@@ -63,6 +63,9 @@
 //!   hold subqueries NULL, so that a subquery DataFusion cannot plan does
 //!   not fail a query whose answer is known to be empty;
 //! - `FETCH FIRST n ROWS ONLY` becomes `LIMIT n`;
+//! - `percentile_disc(p) WITHIN GROUP (ORDER BY x)` becomes the element of
+//!   `array_agg(x ORDER BY x)` (NULLs left out) at `ceil(p * count(x))`,
+//!   and `json_agg(...)` `array_agg(...)` written as JSON;
 //! - JSON's `->`, `->>`, `#>` and `#>>` become calls of the functions in
 //!   `super::json`, and a cast to `json` or `jsonb` one to text;
 //! - `FROM pg_catalog.generate_series(...)` loses the schema, its column is
@@ -836,6 +839,47 @@ fn rewrite_expr(expr: &mut Expr) {
                 f.name.0.remove(0);
             }
             let name = f.name.to_string().to_lowercase();
+            // `percentile_disc(p) WITHIN GROUP (ORDER BY x)`: of the values
+            // in order (NULLs left out), the first at or past the fraction p.
+            if let ("percentile_disc", [fraction], [order], None, None) = (
+                name.as_str(),
+                arguments(f).as_slice(),
+                f.within_group.as_slice(),
+                &f.filter,
+                &f.over,
+            ) {
+                use datafusion::sql::sqlparser::ast::{
+                    FunctionArgumentClause, FunctionArgumentList,
+                };
+                let value = order.expr.clone();
+                let mut values = call("array_agg", vec![value.clone()]);
+                if let Expr::Function(values) = &mut values {
+                    values.args = FunctionArguments::List(FunctionArgumentList {
+                        duplicate_treatment: None,
+                        args: vec![FunctionArg::Unnamed(FunctionArgExpr::Expr(value.clone()))],
+                        clauses: vec![FunctionArgumentClause::OrderBy(vec![order.clone()])],
+                    });
+                    values.filter = Some(Box::new(Expr::IsNotNull(Box::new(value.clone()))));
+                }
+                let at = Expr::BinaryOp {
+                    left: Box::new(Expr::Nested(Box::new((*fraction).clone()))),
+                    op: BinaryOperator::Multiply,
+                    right: Box::new(call("count", vec![value])),
+                };
+                let position = Expr::Cast {
+                    kind: CastKind::Cast,
+                    expr: Box::new(call("ceil", vec![at])),
+                    data_type: DataType::BigInt(None),
+                    array: false,
+                    format: None,
+                };
+                let one = Expr::Value(Value::Number("1".into(), false).into());
+                *expr = call(
+                    "array_element",
+                    vec![values, call("greatest", vec![one, position])],
+                );
+                return;
+            }
             // `json_agg(x ...)` is `array_agg(x ...)` (with its ORDER BY,
             // DISTINCT and FILTER) written as JSON.
             if matches!(name.as_str(), "json_agg" | "jsonb_agg") && f.over.is_none() {

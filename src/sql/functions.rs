@@ -131,7 +131,8 @@ fn register(
     }));
 }
 
-fn text(value: &ScalarValue) -> Option<String> {
+/// A value's text: a string's own, another value's printed; `None` for NULL.
+pub(super) fn text(value: &ScalarValue) -> Option<String> {
     match value {
         ScalarValue::Utf8(s) | ScalarValue::LargeUtf8(s) | ScalarValue::Utf8View(s) => s.clone(),
         v if v.is_null() => None,

@@ -10,6 +10,8 @@
 use datafusion::common::{Result, ScalarValue};
 use serde_json::Value;
 
+use super::functions::text as text_of;
+
 /// The function each operator becomes.
 pub const GET: &str = "json_get";
 pub const GET_TEXT: &str = "json_get_text";
@@ -60,10 +62,7 @@ pub fn build_object(args: &[ScalarValue]) -> String {
     let pairs: Vec<String> = args
         .chunks(2)
         .map(|pair| {
-            let key = match &pair[0] {
-                ScalarValue::Utf8(Some(s)) | ScalarValue::Utf8View(Some(s)) => s.clone(),
-                other => other.to_string(),
-            };
+            let key = text_of(&pair[0]).unwrap_or_else(|| "NULL".into());
             format!("{} : {}", Value::String(key), to_json(&pair[1]))
         })
         .collect();
@@ -90,10 +89,10 @@ enum Step {
 
 impl Step {
     fn of(value: &ScalarValue) -> Option<Step> {
+        if let Some(key) = value.try_as_str().flatten() {
+            return Some(Step::Key(key.to_owned()));
+        }
         match value {
-            ScalarValue::Utf8(Some(s))
-            | ScalarValue::Utf8View(Some(s))
-            | ScalarValue::LargeUtf8(Some(s)) => Some(Step::Key(s.clone())),
             ScalarValue::Int8(Some(n)) => Some(Step::Position(i64::from(*n))),
             ScalarValue::Int16(Some(n)) => Some(Step::Position(i64::from(*n))),
             ScalarValue::Int32(Some(n)) => Some(Step::Position(i64::from(*n))),
@@ -128,10 +127,10 @@ impl Step {
 
 /// The JSON text of a value, parsed; `Err` for text that is not JSON.
 fn document(value: &ScalarValue) -> Result<Option<Value>> {
-    let text = match value {
-        ScalarValue::Utf8(s) | ScalarValue::Utf8View(s) | ScalarValue::LargeUtf8(s) => s.as_deref(),
-        v if v.is_null() => None,
-        v => return invalid_json(&v.to_string()),
+    let text = match value.try_as_str() {
+        Some(text) => text,
+        None if value.is_null() => None,
+        None => return invalid_json(&value.to_string()),
     };
     match text {
         None => Ok(None),
@@ -153,33 +152,25 @@ fn invalid_json<T>(detail: &str) -> Result<T> {
 /// A path written as PostgreSQL's text array literal (`{a,0,"b c"}`), or
 /// given as an array.
 fn path(value: &ScalarValue) -> Option<Vec<String>> {
-    match value {
-        ScalarValue::Utf8(Some(s))
-        | ScalarValue::Utf8View(Some(s))
-        | ScalarValue::LargeUtf8(Some(s)) => {
-            let inner = s.trim().strip_prefix('{')?.strip_suffix('}')?;
-            if inner.trim().is_empty() {
-                return Some(Vec::new());
-            }
-            Some(
-                inner
-                    .split(',')
-                    .map(|step| step.trim().trim_matches('"').to_owned())
-                    .collect(),
-            )
+    if let Some(s) = value.try_as_str().flatten() {
+        let inner = s.trim().strip_prefix('{')?.strip_suffix('}')?;
+        if inner.trim().is_empty() {
+            return Some(Vec::new());
         }
-        ScalarValue::List(list) => {
-            let values = list.value(0);
-            (0..values.len())
-                .map(|i| match ScalarValue::try_from_array(&values, i).ok()? {
-                    ScalarValue::Utf8(Some(s)) | ScalarValue::Utf8View(Some(s)) => Some(s),
-                    v if !v.is_null() => Some(v.to_string()),
-                    _ => None,
-                })
-                .collect()
-        }
-        _ => None,
+        let steps = inner.split(',');
+        return Some(
+            steps
+                .map(|step| step.trim().trim_matches('"').to_owned())
+                .collect(),
+        );
     }
+    let ScalarValue::List(list) = value else {
+        return None;
+    };
+    let values = list.value(0);
+    (0..values.len())
+        .map(|i| text_of(&ScalarValue::try_from_array(&values, i).ok()?))
+        .collect()
 }
 
 /// A value as `jsonb` prints it.
@@ -255,14 +246,7 @@ pub fn get_path(args: &[ScalarValue], text: bool) -> Result<ScalarValue> {
 
 /// `json_extract_path(doc, 'a', 'b')` (`text`: `..._text`).
 pub fn extract_path(args: &[ScalarValue], text: bool) -> Result<ScalarValue> {
-    let steps: Option<Vec<String>> = args[1..]
-        .iter()
-        .map(|step| match step {
-            ScalarValue::Utf8(Some(s)) | ScalarValue::Utf8View(Some(s)) => Some(s.clone()),
-            v if !v.is_null() => Some(v.to_string()),
-            _ => None,
-        })
-        .collect();
+    let steps: Option<Vec<String>> = args[1..].iter().map(text_of).collect();
     match steps {
         Some(steps) => walk(&args[0], &steps, text),
         None => Ok(utf8(None)),

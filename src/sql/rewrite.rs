@@ -654,11 +654,8 @@ fn arguments(f: &Function) -> Vec<&Expr> {
 
 /// The one argument of a function call.
 fn only_argument(f: &Function) -> Option<&Expr> {
-    let FunctionArguments::List(list) = &f.args else {
-        return None;
-    };
-    match list.args.as_slice() {
-        [FunctionArg::Unnamed(FunctionArgExpr::Expr(arg))] => Some(arg),
+    match arguments(f).as_slice() {
+        [arg] => Some(arg),
         _ => None,
     }
 }
@@ -979,27 +976,22 @@ fn rewrite_expr(expr: &mut Expr) {
                 }
             }
             if name == "generate_subscripts" {
-                if let FunctionArguments::List(list) = &f.args {
-                    if let [datafusion::sql::sqlparser::ast::FunctionArg::Unnamed(
-                        datafusion::sql::sqlparser::ast::FunctionArgExpr::Expr(array),
-                    ), _] = list.args.as_slice()
-                    {
-                        let one = || Expr::Value(Value::Number("1".into(), false).into());
-                        let length = Expr::Cast {
-                            kind: CastKind::Cast,
-                            expr: Box::new(call("cardinality", vec![array.clone()])),
-                            data_type: DataType::BigInt(None),
-                            array: false,
-                            format: None,
-                        };
-                        let end = Expr::BinaryOp {
-                            left: Box::new(length),
-                            op: BinaryOperator::Plus,
-                            right: Box::new(one()),
-                        };
-                        *expr = call("unnest", vec![call("range", vec![one(), end])]);
-                        return;
-                    }
+                if let [array, _] = arguments(f).as_slice() {
+                    let one = || Expr::Value(Value::Number("1".into(), false).into());
+                    let length = Expr::Cast {
+                        kind: CastKind::Cast,
+                        expr: Box::new(call("cardinality", vec![(*array).clone()])),
+                        data_type: DataType::BigInt(None),
+                        array: false,
+                        format: None,
+                    };
+                    let end = Expr::BinaryOp {
+                        left: Box::new(length),
+                        op: BinaryOperator::Plus,
+                        right: Box::new(one()),
+                    };
+                    *expr = call("unnest", vec![call("range", vec![one(), end])]);
+                    return;
                 }
             }
             if name == "localtimestamp" && matches!(f.args, FunctionArguments::None) {

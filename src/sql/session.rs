@@ -1251,7 +1251,12 @@ impl Session {
                     .and_then(|name| self.prepared_names.get(&folded(name)).cloned()),
                 s => ColumnNames::of(s),
             };
-            rewrite::rewrite(s);
+            // A write prepared with SQL's PREPARE is rewritten when
+            // `Session::prepare` plans it, once.
+            if !matches!(s.as_ref(), Statement::Prepare { statement, .. } if dml::is_dml(statement))
+            {
+                rewrite::rewrite(s);
+            }
         }
         self.run_rewritten(statement, params, names).await
     }

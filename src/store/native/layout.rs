@@ -38,6 +38,19 @@ pub const NEXT_TABLE_ID: &str = "next_table_id";
 pub const VERSION_FLOOR: &str = "version_floor";
 pub const LOAD_PREFIX: &[u8] = b"load/";
 
+/// How a table's keyspaces are stored (fjall keeps these with the
+/// keyspace when it is made; an existing keyspace keeps its own).
+///
+/// Every level's index and filter blocks stay in memory: a COPY ingests a
+/// table's rows straight into the last level, whose blocks fjall would
+/// otherwise fetch from its block cache on each read by key.
+pub fn table_keyspace_options() -> fjall::KeyspaceCreateOptions {
+    use fjall::config::PinningPolicy;
+    fjall::KeyspaceCreateOptions::default()
+        .index_block_pinning_policy(PinningPolicy::all(true))
+        .filter_block_pinning_policy(PinningPolicy::all(true))
+}
+
 pub fn entities_keyspace(id: u64) -> String {
     format!("t{id}")
 }

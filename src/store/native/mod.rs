@@ -189,7 +189,7 @@ impl NativeStore {
             .keyspace(CATALOG, KeyspaceCreateOptions::default)
             .map_err(storage)?;
         let open = |ks: String| {
-            db.keyspace(&ks, KeyspaceCreateOptions::default)
+            db.keyspace(&ks, layout::table_keyspace_options)
                 .map_err(storage)
         };
         let mut named = Vec::new();
@@ -284,7 +284,7 @@ impl NativeStore {
             if let Some(id) = layout::keyspace_table_id(name) {
                 if !live.contains(&id) {
                     let keyspace = db
-                        .keyspace(name, KeyspaceCreateOptions::default)
+                        .keyspace(name, layout::table_keyspace_options)
                         .map_err(storage)?;
                     db.delete_keyspace(keyspace).map_err(storage)?;
                 }

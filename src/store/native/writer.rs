@@ -1155,7 +1155,7 @@ impl Writer {
         let open = |ks: String| -> Result<Keyspace> {
             shared
                 .db
-                .keyspace(&ks, fjall::KeyspaceCreateOptions::default)
+                .keyspace(&ks, layout::table_keyspace_options)
                 .map_err(storage)
         };
         let entities = open(layout::entities_keyspace(id))?;

@@ -77,6 +77,34 @@ def typed_parameters():
         assert row == (None, None, None), row
 
 
+@check("psycopg: numerics come back with PostgreSQL's digits, in text and binary")
+def numerics():
+    # (plain numeric, numeric(30,2)) as PostgreSQL 15 prints them.
+    expected = [
+        ("2.5", "2.50"),
+        ("-0.001", "0.00"),
+        ("18000000000000000000", "18000000000000000000.00"),
+        ("0", "0.00"),
+        ("-12345678.9", "-12345678.90"),
+    ]
+    with connect(autocommit=True) as conn:
+        conn.execute("DROP TABLE IF EXISTS numerics")
+        conn.execute(
+            "CREATE TABLE numerics (id int PRIMARY KEY, plain numeric, fixed numeric(30,2))"
+        )
+        for i, (plain, _) in enumerate(expected):
+            number = decimal.Decimal(plain)
+            conn.execute("INSERT INTO numerics VALUES (%s, %s, %s)", (i, number, number))
+        for binary in (False, True):
+            rows = (
+                conn.cursor(binary=binary)
+                .execute("SELECT plain, fixed FROM numerics ORDER BY id", prepare=True)
+                .fetchall()
+            )
+            got = [(str(plain), str(fixed)) for plain, fixed in rows]
+            assert got == expected, (binary, got)
+
+
 @check("psycopg: errors carry their SQLSTATE and the connection goes on")
 def errors():
     with connect(autocommit=True) as conn:

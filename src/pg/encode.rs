@@ -3,15 +3,16 @@
 //! Most values are encoded by `arrow-pg`. Columns whose Arrow type does not
 //! tell their PostgreSQL type (uuid, json, jsonb, varchar, char are all Utf8)
 //! carry the type in their field metadata, and uuid and json values are
-//! encoded here so that binary-format clients get the right bytes.
+//! encoded here so that binary-format clients get the right bytes. Numbers
+//! are written here too, as PostgreSQL writes them.
 
 use std::error::Error;
 use std::sync::Arc;
 
 use bytes::{BufMut, BytesMut};
 use datafusion::arrow::array::{
-    Array, AsArray, Float32Array, Float64Array, Int16Array, Int32Array, Int64Array, RecordBatch,
-    StringArray,
+    Array, AsArray, Decimal128Array, Float32Array, Float64Array, Int16Array, Int32Array,
+    Int64Array, RecordBatch, StringArray,
 };
 use datafusion::arrow::datatypes::{DataType, Field, Schema};
 use futures::{Stream, StreamExt};
@@ -25,6 +26,7 @@ use pgwire::types::format::FormatOptions;
 use pgwire::types::ToSqlText;
 use postgres_types::{IsNull, ToSql};
 
+use crate::sql::decimals::{put_decimal, put_decimal_binary};
 use crate::sql::floats::put_float;
 use crate::sql::types::{timestamp_micros_at, timestamp_text, PG_TYPE_KEY};
 
@@ -171,6 +173,41 @@ impl ToSqlText for Number {
             Number::F32(v) => put_float(*v, out),
             Number::F64(v) => put_float(*v, out),
         }
+        Ok(IsNull::No)
+    }
+}
+
+/// A numeric: its digits and the precision and scale of its column.
+#[derive(Debug)]
+struct Decimal {
+    mantissa: i128,
+    precision: u8,
+    scale: i8,
+}
+
+impl ToSql for Decimal {
+    fn to_sql(
+        &self,
+        _ty: &Type,
+        out: &mut BytesMut,
+    ) -> Result<IsNull, Box<dyn Error + Sync + Send>> {
+        put_decimal_binary(self.mantissa, self.precision, self.scale, out);
+        Ok(IsNull::No)
+    }
+    fn accepts(ty: &Type) -> bool {
+        *ty == Type::NUMERIC
+    }
+    postgres_types::to_sql_checked!();
+}
+
+impl ToSqlText for Decimal {
+    fn to_sql_text(
+        &self,
+        _ty: &Type,
+        out: &mut BytesMut,
+        _: &FormatOptions,
+    ) -> Result<IsNull, Box<dyn Error + Sync + Send>> {
+        put_decimal(self.mantissa, self.precision, self.scale, out);
         Ok(IsNull::No)
     }
 }
@@ -416,6 +453,13 @@ fn encode_row<E: arrow_pg::encoder::Encoder>(
             encoder.encode_field(&value, pg_field)?;
         } else if let Some(floats) = array.as_any().downcast_ref::<Float32Array>() {
             let value = floats.is_valid(row).then(|| Number::F32(floats.value(row)));
+            encoder.encode_field(&value, pg_field)?;
+        } else if let Some(decimals) = array.as_any().downcast_ref::<Decimal128Array>() {
+            let value = decimals.is_valid(row).then(|| Decimal {
+                mantissa: decimals.value(row),
+                precision: decimals.precision(),
+                scale: decimals.scale(),
+            });
             encoder.encode_field(&value, pg_field)?;
         } else if *ty == Type::UUID || *ty == Type::JSON || *ty == Type::JSONB {
             let strings = array

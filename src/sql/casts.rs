@@ -28,6 +28,7 @@ use datafusion::logical_expr::{
 };
 use datafusion::optimizer::AnalyzerRule;
 
+use super::decimals::decimal_texts;
 use super::floats::{check_real_range, put_float};
 use super::plan_nodes::rewrite_nodes_holding;
 use super::types::{timestamp_micros_at, timestamp_text};
@@ -54,8 +55,8 @@ impl AnalyzerRule for PostgresCasts {
 /// `expr`, over columns of `inputs`, with a [`PostgresCast`] in place of
 /// each cast PostgreSQL does otherwise (see [`PostgresCasts`]).
 pub fn postgres_casts(expr: Expr, inputs: &DFSchema) -> Result<Transformed<Expr>> {
-    static CASTS: OnceLock<[Arc<ScalarUDF>; 4]> = OnceLock::new();
-    let [float_text, timestamp_text, real, rounded] = CASTS.get_or_init(|| {
+    static CASTS: OnceLock<[Arc<ScalarUDF>; 5]> = OnceLock::new();
+    let [float_text, decimal_text, timestamp_text, real, rounded] = CASTS.get_or_init(|| {
         let cast = |name, returns, cast| {
             Arc::new(
                 PostgresCast {
@@ -69,6 +70,11 @@ pub fn postgres_casts(expr: Expr, inputs: &DFSchema) -> Result<Transformed<Expr>
         [
             cast("__tablegate_float_text", Some(DataType::Utf8), float_texts),
             cast(
+                "__tablegate_decimal_text",
+                Some(DataType::Utf8),
+                decimal_texts,
+            ),
+            cast(
                 "__tablegate_timestamp_text",
                 Some(DataType::Utf8),
                 timestamp_texts,
@@ -81,6 +87,7 @@ pub fn postgres_casts(expr: Expr, inputs: &DFSchema) -> Result<Transformed<Expr>
         Expr::Cast(Cast { expr, field }) if is_text(field.data_type()) => {
             let text = match expr.get_type(inputs) {
                 Ok(t) if t.is_floating() => float_text,
+                Ok(DataType::Decimal128(..)) => decimal_text,
                 Ok(DataType::Timestamp(..)) => timestamp_text,
                 _ => {
                     return Ok(Transformed::no(Expr::Cast(Cast::new_from_field(

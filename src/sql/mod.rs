@@ -23,6 +23,7 @@ mod convert;
 pub mod copy;
 mod cursor;
 mod ddl;
+pub mod decimals;
 mod diagnostics;
 mod dml;
 mod error;

@@ -1,0 +1,161 @@
+//! Numerics as PostgreSQL writes them, in text and in binary.
+//!
+//! A numeric is an Arrow `Decimal128`: 38 digits with one scale for its
+//! whole column. A column declared `numeric(p, s)` has its scale, and its
+//! values are written with `s` decimals, as PostgreSQL writes them. Plain
+//! `numeric` has no scale in PostgreSQL (each value keeps its own); here it
+//! is held with [`DEFAULT_NUMERIC`]'s 10 decimals and written without the
+//! trailing zeros those add (`2.5`, not `2.5000000000`). Written straight
+//! from the digits: a value past the 28 digits that `rust_decimal` holds is
+//! written too.
+
+use bytes::BufMut;
+use datafusion::arrow::array::{Array, ArrayRef, AsArray, StringBuilder};
+use datafusion::arrow::datatypes::{DataType, Decimal128Type};
+use datafusion::common::{exec_err, Result};
+
+use crate::catalog::DEFAULT_NUMERIC;
+
+/// Whether a decimal of this precision and scale is plain `numeric`.
+fn is_plain(precision: u8, scale: i8) -> bool {
+    (precision, scale) == (DEFAULT_NUMERIC.0, DEFAULT_NUMERIC.1 as i8)
+}
+
+/// The sign, integer digits and decimals of `mantissa` × 10^-`scale`, the
+/// decimals without trailing zeros for plain `numeric`.
+fn parts(mantissa: i128, precision: u8, scale: i8) -> (bool, String, String) {
+    let mut digits = mantissa.unsigned_abs().to_string();
+    if scale < 0 {
+        digits.extend(std::iter::repeat_n('0', usize::from(scale.unsigned_abs())));
+        return (mantissa < 0, digits, String::new());
+    }
+    let scale = scale as usize;
+    if digits.len() <= scale {
+        digits.insert_str(0, &"0".repeat(scale + 1 - digits.len()));
+    }
+    let mut decimals = digits.split_off(digits.len() - scale);
+    if is_plain(precision, scale as i8) {
+        decimals.truncate(decimals.trim_end_matches('0').len());
+    }
+    (mantissa < 0, digits, decimals)
+}
+
+/// Writes a decimal in PostgreSQL's text form (`-12.50`).
+pub fn put_decimal(mantissa: i128, precision: u8, scale: i8, out: &mut impl BufMut) {
+    let (negative, whole, decimals) = parts(mantissa, precision, scale);
+    if negative {
+        out.put_u8(b'-');
+    }
+    out.put_slice(whole.as_bytes());
+    if !decimals.is_empty() {
+        out.put_u8(b'.');
+        out.put_slice(decimals.as_bytes());
+    }
+}
+
+/// Writes a decimal in PostgreSQL's binary `numeric` form: the number of
+/// base-10000 digits, the weight of the first, the sign, the display scale,
+/// then the digits, leading and trailing zero digits left out.
+pub fn put_decimal_binary(mantissa: i128, precision: u8, scale: i8, out: &mut impl BufMut) {
+    let (negative, whole, decimals) = parts(mantissa, precision, scale);
+    let whole = format!("{}{whole}", "0".repeat((4 - whole.len() % 4) % 4));
+    let fraction = format!("{decimals}{}", "0".repeat((4 - decimals.len() % 4) % 4));
+    let mut groups: Vec<i16> = whole
+        .as_bytes()
+        .chunks(4)
+        .chain(fraction.as_bytes().chunks(4))
+        .map(|group| group.iter().fold(0, |n, d| n * 10 + i16::from(d - b'0')))
+        .collect();
+    let mut weight = (whole.len() / 4) as i16 - 1;
+    let leading = groups.iter().take_while(|g| **g == 0).count();
+    groups.drain(..leading);
+    weight -= leading as i16;
+    groups.truncate(groups.len() - groups.iter().rev().take_while(|g| **g == 0).count());
+    if groups.is_empty() {
+        weight = 0;
+    }
+    out.put_i16(groups.len() as i16);
+    out.put_i16(weight);
+    out.put_u16(if negative && !groups.is_empty() {
+        0x4000
+    } else {
+        0
+    });
+    out.put_u16(decimals.len() as u16);
+    for group in groups {
+        out.put_i16(group);
+    }
+}
+
+/// Decimals' text, for a decimal cast to text.
+pub fn decimal_texts(decimals: &ArrayRef) -> Result<ArrayRef> {
+    let DataType::Decimal128(precision, scale) = decimals.data_type() else {
+        return exec_err!("not a decimal: {}", decimals.data_type());
+    };
+    let mut texts = StringBuilder::with_capacity(decimals.len(), decimals.len() * 8);
+    let mut text = Vec::new();
+    for value in decimals.as_primitive::<Decimal128Type>().iter() {
+        match value {
+            Some(mantissa) => {
+                text.clear();
+                put_decimal(mantissa, *precision, *scale, &mut text);
+                texts.append_value(String::from_utf8_lossy(&text));
+            }
+            None => texts.append_null(),
+        }
+    }
+    Ok(std::sync::Arc::new(texts.finish()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn text(mantissa: i128, precision: u8, scale: i8) -> String {
+        let mut out = Vec::new();
+        put_decimal(mantissa, precision, scale, &mut out);
+        String::from_utf8(out).unwrap()
+    }
+
+    fn binary(mantissa: i128, precision: u8, scale: i8) -> Vec<i16> {
+        let mut out = Vec::new();
+        put_decimal_binary(mantissa, precision, scale, &mut out);
+        out.chunks(2)
+            .map(|pair| i16::from_be_bytes([pair[0], pair[1]]))
+            .collect()
+    }
+
+    #[test]
+    fn a_declared_scale_is_written_in_full() {
+        assert_eq!(text(1250, 10, 2), "12.50");
+        assert_eq!(text(-5, 10, 2), "-0.05");
+        assert_eq!(text(0, 10, 2), "0.00");
+        assert_eq!(text(7, 5, 0), "7");
+        assert_eq!(text(-12, 5, -2), "-1200");
+    }
+
+    #[test]
+    fn plain_numeric_is_written_without_the_zeros_of_its_held_scale() {
+        assert_eq!(text(25_000_000_000, 38, 10), "2.5");
+        assert_eq!(text(100_000_000_000, 38, 10), "10");
+        assert_eq!(text(-1, 38, 10), "-0.0000000001");
+        assert_eq!(text(0, 38, 10), "0");
+        // Past rust_decimal's 28 digits.
+        let big = 18_000_000_000_000_000_000i128 * 10i128.pow(10);
+        assert_eq!(text(big, 38, 10), "18000000000000000000");
+    }
+
+    #[test]
+    fn binary_numerics_have_base_10000_digits_weight_sign_and_scale() {
+        // 12.50: digits 12 and 5000, weight 0, positive, scale 2.
+        assert_eq!(binary(1250, 10, 2), vec![2, 0, 0, 2, 12, 5000]);
+        // -0.05: digit 500 at weight -1.
+        assert_eq!(binary(-5, 10, 2), vec![1, -1, 0x4000, 2, 500]);
+        // 1000000: 100 at weight 1, trailing zero digit left out.
+        assert_eq!(binary(1_000_000, 10, 0), vec![1, 1, 0, 0, 100]);
+        // zero: no digits.
+        assert_eq!(binary(0, 10, 2), vec![0, 0, 0, 2]);
+        // plain 2.5: scale 1.
+        assert_eq!(binary(25_000_000_000, 38, 10), vec![2, 0, 0, 1, 2, 5000]);
+    }
+}

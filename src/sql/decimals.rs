@@ -21,35 +21,64 @@ fn is_plain(precision: u8, scale: i8) -> bool {
     (precision, scale) == (DEFAULT_NUMERIC.0, DEFAULT_NUMERIC.1 as i8)
 }
 
-/// The sign, integer digits and decimals of `mantissa` × 10^-`scale`, the
-/// decimals without trailing zeros for plain `numeric`.
-fn parts(mantissa: i128, precision: u8, scale: i8) -> (bool, String, String) {
-    let mut digits = mantissa.unsigned_abs().to_string();
-    if scale < 0 {
-        digits.extend(std::iter::repeat_n('0', usize::from(scale.unsigned_abs())));
-        return (mantissa < 0, digits, String::new());
+/// A decimal's digits: at least one before the point, the decimals
+/// without trailing zeros for plain `numeric`.
+struct Parts<'a> {
+    negative: bool,
+    whole: &'a [u8],
+    /// Zeros after `whole` (a negative scale).
+    zeros: usize,
+    decimals: &'a [u8],
+}
+
+/// Splits `mantissa` × 10^-`scale` into its [`Parts`], its digits written
+/// into `buffer` (39 digits of an i128, at most 38 decimals, one zero before
+/// the point).
+fn parts(mantissa: i128, precision: u8, scale: i8, buffer: &mut [u8; 40]) -> Parts<'_> {
+    let mut start = buffer.len();
+    let mut rest = mantissa.unsigned_abs();
+    loop {
+        start -= 1;
+        buffer[start] = b'0' + (rest % 10) as u8;
+        rest /= 10;
+        if rest == 0 {
+            break;
+        }
     }
-    let scale = scale as usize;
-    if digits.len() <= scale {
-        digits.insert_str(0, &"0".repeat(scale + 1 - digits.len()));
+    let decimals = usize::try_from(scale).unwrap_or(0).min(buffer.len() - 1);
+    while buffer.len() - start <= decimals {
+        start -= 1;
+        buffer[start] = b'0';
     }
-    let mut decimals = digits.split_off(digits.len() - scale);
-    if is_plain(precision, scale as i8) {
-        decimals.truncate(decimals.trim_end_matches('0').len());
+    let (whole, mut decimals) = buffer[start..].split_at(buffer.len() - start - decimals);
+    if is_plain(precision, scale) {
+        let kept = decimals.len() - decimals.iter().rev().take_while(|d| **d == b'0').count();
+        decimals = &decimals[..kept];
     }
-    (mantissa < 0, digits, decimals)
+    Parts {
+        negative: mantissa < 0,
+        whole,
+        zeros: if scale < 0 {
+            usize::from(scale.unsigned_abs())
+        } else {
+            0
+        },
+        decimals,
+    }
 }
 
 /// Writes a decimal in PostgreSQL's text form (`-12.50`).
 pub fn put_decimal(mantissa: i128, precision: u8, scale: i8, out: &mut impl BufMut) {
-    let (negative, whole, decimals) = parts(mantissa, precision, scale);
-    if negative {
+    let mut buffer = [0; 40];
+    let parts = parts(mantissa, precision, scale, &mut buffer);
+    if parts.negative {
         out.put_u8(b'-');
     }
-    out.put_slice(whole.as_bytes());
-    if !decimals.is_empty() {
+    out.put_slice(parts.whole);
+    out.put_bytes(b'0', parts.zeros);
+    if !parts.decimals.is_empty() {
         out.put_u8(b'.');
-        out.put_slice(decimals.as_bytes());
+        out.put_slice(parts.decimals);
     }
 }
 
@@ -57,16 +86,21 @@ pub fn put_decimal(mantissa: i128, precision: u8, scale: i8, out: &mut impl BufM
 /// base-10000 digits, the weight of the first, the sign, the display scale,
 /// then the digits, leading and trailing zero digits left out.
 pub fn put_decimal_binary(mantissa: i128, precision: u8, scale: i8, out: &mut impl BufMut) {
-    let (negative, whole, decimals) = parts(mantissa, precision, scale);
-    let whole = format!("{}{whole}", "0".repeat((4 - whole.len() % 4) % 4));
-    let fraction = format!("{decimals}{}", "0".repeat((4 - decimals.len() % 4) % 4));
-    let mut groups: Vec<i16> = whole
-        .as_bytes()
+    let mut buffer = [0; 40];
+    let parts = parts(mantissa, precision, scale, &mut buffer);
+    let whole_len = parts.whole.len() + parts.zeros;
+    // The digits in groups of four, the first group and the last padded.
+    let mut digits = vec![b'0'; (4 - whole_len % 4) % 4];
+    digits.extend_from_slice(parts.whole);
+    digits.resize(digits.len() + parts.zeros, b'0');
+    let first_decimal = digits.len();
+    digits.extend_from_slice(parts.decimals);
+    digits.resize(digits.len().next_multiple_of(4), b'0');
+    let mut groups: Vec<i16> = digits
         .chunks(4)
-        .chain(fraction.as_bytes().chunks(4))
         .map(|group| group.iter().fold(0, |n, d| n * 10 + i16::from(d - b'0')))
         .collect();
-    let mut weight = (whole.len() / 4) as i16 - 1;
+    let mut weight = (first_decimal / 4) as i16 - 1;
     let leading = groups.iter().take_while(|g| **g == 0).count();
     groups.drain(..leading);
     weight -= leading as i16;
@@ -76,12 +110,12 @@ pub fn put_decimal_binary(mantissa: i128, precision: u8, scale: i8, out: &mut im
     }
     out.put_i16(groups.len() as i16);
     out.put_i16(weight);
-    out.put_u16(if negative && !groups.is_empty() {
+    out.put_u16(if parts.negative && !groups.is_empty() {
         0x4000
     } else {
         0
     });
-    out.put_u16(decimals.len() as u16);
+    out.put_u16(parts.decimals.len() as u16);
     for group in groups {
         out.put_i16(group);
     }
@@ -132,6 +166,8 @@ mod tests {
         assert_eq!(text(0, 10, 2), "0.00");
         assert_eq!(text(7, 5, 0), "7");
         assert_eq!(text(-12, 5, -2), "-1200");
+        assert_eq!(text(i128::MIN + 1, 38, 0), (i128::MIN + 1).to_string());
+        assert_eq!(text(1, 38, 38), format!("0.{}1", "0".repeat(37)));
     }
 
     #[test]
@@ -155,6 +191,8 @@ mod tests {
         assert_eq!(binary(1_000_000, 10, 0), vec![1, 1, 0, 0, 100]);
         // zero: no digits.
         assert_eq!(binary(0, 10, 2), vec![0, 0, 0, 2]);
+        // 1200 held with scale -2.
+        assert_eq!(binary(12, 5, -2), vec![1, 0, 0, 0, 1200]);
         // plain 2.5: scale 1.
         assert_eq!(binary(25_000_000_000, 38, 10), vec![2, 0, 0, 1, 2, 5000]);
     }

@@ -8,7 +8,7 @@ use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 
 use datafusion::arrow::array::Array;
-use datafusion::arrow::datatypes::DataType;
+use datafusion::arrow::datatypes::{DataType, Field};
 use datafusion::common::{exec_err, Result as DfResult, ScalarValue};
 use datafusion::logical_expr::{
     ColumnarValue, ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl, Signature, TypeSignature,
@@ -16,12 +16,14 @@ use datafusion::logical_expr::{
 };
 use datafusion::prelude::SessionContext;
 
+use super::ddl::type_of_field;
 use super::pg_catalog::{
     catalog_oid, constraints_of, format_type, indexes_of, quote_ident, sequence_oid, table_oid,
     type_oid, DATABASE, NAMESPACES, OWNER,
 };
 use super::provider::ReadView;
 use super::settings::{Settings, SERVER_VERSION};
+use super::types::PG_TYPE_KEY;
 use crate::catalog::Catalog;
 
 type Body = Arc<dyn Fn(&[ScalarValue]) -> DfResult<ScalarValue> + Send + Sync>;
@@ -102,6 +104,66 @@ impl ScalarUDFImpl for RowFunction {
             ));
         }
         Ok(ColumnarValue::Array(ScalarValue::iter_to_array(out)?))
+    }
+}
+
+/// `pg_typeof(value)`: the name of the value's type, as PostgreSQL prints
+/// a `regtype` (`integer`, `numeric`, `character varying`).
+#[derive(Debug, PartialEq, Eq, Hash)]
+struct PgTypeOf {
+    signature: Signature,
+}
+
+impl Default for PgTypeOf {
+    fn default() -> Self {
+        PgTypeOf {
+            signature: Signature::any(1, Volatility::Immutable),
+        }
+    }
+}
+
+impl ScalarUDFImpl for PgTypeOf {
+    fn name(&self) -> &str {
+        "pg_typeof"
+    }
+
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+
+    fn return_type(&self, _: &[DataType]) -> DfResult<DataType> {
+        Ok(DataType::Utf8)
+    }
+
+    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> DfResult<ColumnarValue> {
+        let [field] = args.arg_fields.as_slice() else {
+            return exec_err!("pg_typeof takes one value");
+        };
+        Ok(ColumnarValue::Scalar(ScalarValue::Utf8(Some(type_name(
+            field,
+        )))))
+    }
+}
+
+/// The name of a value's type without its modifiers (`numeric`, not
+/// `numeric(10,2)`).
+fn type_name(field: &Field) -> String {
+    let name = match field.data_type() {
+        DataType::Null => "unknown".to_owned(),
+        DataType::Interval(_) => "interval".to_owned(),
+        DataType::Time32(_) | DataType::Time64(_) => "time without time zone".to_owned(),
+        DataType::List(item) | DataType::LargeList(item) => {
+            return format!("{}[]", type_name(item))
+        }
+        _ => match field.metadata().get(PG_TYPE_KEY) {
+            Some(name) => name.clone(),
+            None => type_of_field(field)
+                .map_or_else(|_| field.data_type().to_string(), |ty| ty.pg_name()),
+        },
+    };
+    match name.split_once('(') {
+        Some((base, _)) => base.to_owned(),
+        None => name,
     }
 }
 
@@ -366,6 +428,7 @@ pub fn register_all(
     let variance = datafusion::functions_aggregate::variance::var_samp_udaf();
     ctx.register_udaf(variance.as_ref().clone().with_aliases(["variance"]));
     ctx.register_udf(ScalarUDF::new_from_impl(super::templates::ToChar::new()));
+    ctx.register_udf(ScalarUDF::new_from_impl(PgTypeOf::default()));
     // PostgreSQL's `gen_random_uuid` is DataFusion's `uuid`.
     let uuid = datafusion::functions::string::uuid();
     ctx.register_udf(uuid.as_ref().clone().with_aliases(["gen_random_uuid"]));

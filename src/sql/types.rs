@@ -60,10 +60,33 @@ pub fn timestamp_input(text: &str) -> Cow<'_, str> {
 /// intervals), signs before numbers (`+2 hours`), a number without a unit
 /// (seconds), units glued to numbers (`10min`), short units (`1 d`, `2 hr`,
 /// `5 mins`), a leading `@` and a trailing `ago`; these become Arrow's
-/// words (`1 days 1 hours 30 minutes`). Any other text (ISO 8601's
-/// `P1D`) is left as it is.
+/// words (`1 days 1 hours 30 minutes`), and so does ISO 8601's
+/// `P1Y2M3DT4H5M6S`. Any other text is left as it is.
 pub fn interval_input(text: &str) -> Cow<'_, str> {
-    let mut parts: Vec<(String, &str)> = Vec::new();
+    let Some((parts, ago)) = iso_8601_interval(text.trim())
+        .map(|parts| (parts, false))
+        .or_else(|| postgres_interval(text))
+    else {
+        return Cow::Borrowed(text);
+    };
+    let negated = |number: String| match number.strip_prefix('-') {
+        Some(positive) => positive.to_owned(),
+        None => format!("-{number}"),
+    };
+    let words: Vec<String> = parts
+        .into_iter()
+        .map(|(number, unit)| {
+            let number = if ago { negated(number) } else { number };
+            format!("{number} {unit}")
+        })
+        .collect();
+    Cow::Owned(words.join(" "))
+}
+
+/// PostgreSQL's interval words as numbers and units, and whether they end
+/// in `ago`; `None` for text that is not.
+fn postgres_interval(text: &str) -> Option<(Vec<(String, &'static str)>, bool)> {
+    let mut parts = Vec::new();
     let mut ago = false;
     let mut tokens = text.split_whitespace().peekable();
     while let Some(token) = tokens.next() {
@@ -84,7 +107,7 @@ pub fn interval_input(text: &str) -> Cow<'_, str> {
         let (number, unit) = token.split_at(glued);
         let number = number.strip_prefix('+').unwrap_or(number);
         if number.parse::<f64>().is_err() || number.contains(['e', 'E']) {
-            return Cow::Borrowed(text);
+            return None;
         }
         let unit = match unit {
             "" => match tokens.peek().and_then(|next| interval_unit(next)) {
@@ -94,28 +117,41 @@ pub fn interval_input(text: &str) -> Cow<'_, str> {
                 }
                 None => "seconds",
             },
-            unit => match interval_unit(unit) {
-                Some(unit) => unit,
-                None => return Cow::Borrowed(text),
-            },
+            unit => interval_unit(unit)?,
         };
         parts.push((number.to_owned(), unit));
     }
-    if parts.is_empty() {
-        return Cow::Borrowed(text);
+    (!parts.is_empty()).then_some((parts, ago))
+}
+
+/// ISO 8601's interval with designators (`P1Y2M3DT4H5M6.5S`, `P2W`) as
+/// numbers and units; `None` for any other text.
+fn iso_8601_interval(text: &str) -> Option<Vec<(String, &'static str)>> {
+    let designators = text.strip_prefix(['P', 'p'])?;
+    let mut parts = Vec::new();
+    let mut number = String::new();
+    let mut in_time = false;
+    for c in designators.chars() {
+        match c {
+            'T' | 't' if number.is_empty() && !in_time => in_time = true,
+            '0'..='9' | '.' | '-' | '+' => number.push(c),
+            _ => {
+                let unit = match (c.to_ascii_uppercase(), in_time) {
+                    ('Y', false) => "years",
+                    ('M', false) => "months",
+                    ('W', false) => "weeks",
+                    ('D', false) => "days",
+                    ('H', true) => "hours",
+                    ('M', true) => "minutes",
+                    ('S', true) => "seconds",
+                    _ => return None,
+                };
+                number.parse::<f64>().ok()?;
+                parts.push((std::mem::take(&mut number), unit));
+            }
+        }
     }
-    let negated = |number: String| match number.strip_prefix('-') {
-        Some(positive) => positive.to_owned(),
-        None => format!("-{number}"),
-    };
-    let words: Vec<String> = parts
-        .into_iter()
-        .map(|(number, unit)| {
-            let number = if ago { negated(number) } else { number };
-            format!("{number} {unit}")
-        })
-        .collect();
-    Cow::Owned(words.join(" "))
+    (number.is_empty() && !parts.is_empty()).then_some(parts)
 }
 
 /// `[+-]h:mm[:ss[.f]]` as signed hours, minutes and seconds.
@@ -398,7 +434,16 @@ mod tests {
             ("@ 2 hr ago", "-2 hours"),
             ("10min 5", "10 minutes 5 seconds"),
             ("+3 mons -1 d", "3 months -1 days"),
-            ("P1DT2H", "P1DT2H"),
+            ("P1DT2H", "1 days 2 hours"),
+            (
+                "P1Y2M3DT4H5M6.5S",
+                "1 years 2 months 3 days 4 hours 5 minutes 6.5 seconds",
+            ),
+            ("PT-90M", "-90 minutes"),
+            ("P2W", "2 weeks"),
+            ("P1H", "P1H"),
+            ("P1D2", "P1D2"),
+            ("P", "P"),
             ("1 fortnight", "1 fortnight"),
             ("1:2:3:4", "1:2:3:4"),
             ("", ""),

@@ -167,6 +167,7 @@ fn type_name(field: &Field) -> String {
     }
 }
 
+/// Registers a [`RowFunction`], and returns it for planners that call it.
 fn register(
     ctx: &SessionContext,
     name: &'static str,
@@ -174,7 +175,7 @@ fn register(
     returns: DataType,
     volatility: Volatility,
     body: impl Fn(&[ScalarValue]) -> DfResult<ScalarValue> + Send + Sync + 'static,
-) {
+) -> Arc<ScalarUDF> {
     let signatures = arities
         .iter()
         .map(|&n| {
@@ -185,12 +186,14 @@ fn register(
             }
         })
         .collect();
-    ctx.register_udf(ScalarUDF::new_from_impl(RowFunction {
+    let function = Arc::new(ScalarUDF::new_from_impl(RowFunction {
         name,
         signature: Signature::one_of(signatures, volatility),
         returns,
         body: Arc::new(body),
     }));
+    ctx.register_udf(function.as_ref().clone());
+    function
 }
 
 /// A value's text: a string's own, another value's printed; `None` for NULL.
@@ -283,7 +286,8 @@ fn age(
 /// (see [`super::json`]).
 fn register_json_functions(ctx: &SessionContext) {
     use super::json;
-    use DataType::{Int32, Utf8};
+    use datafusion::execution::FunctionRegistry;
+    use DataType::{Boolean, Int32, Utf8};
     use Volatility::Immutable;
     register(ctx, json::ARRAY_OF, &[1], Utf8, Immutable, |a| {
         Ok(json::array_of(&a[0]))
@@ -300,6 +304,29 @@ fn register_json_functions(ctx: &SessionContext) {
     register(ctx, json::GET_PATH_TEXT, &[2], Utf8, Immutable, |a| {
         json::get_path(a, true)
     });
+    let contains = register(
+        ctx,
+        json::CONTAINS,
+        &[2],
+        Boolean,
+        Immutable,
+        json::contains,
+    );
+    let has_any_key = register(ctx, json::HAS_ANY_KEY, &[2], Boolean, Immutable, |a| {
+        json::has_keys(a, false)
+    });
+    let has_all_keys = register(ctx, json::HAS_ALL_KEYS, &[2], Boolean, Immutable, |a| {
+        json::has_keys(a, true)
+    });
+    let operators = json::JsonOperators {
+        contains,
+        has_any_key,
+        has_all_keys,
+    };
+    let _ = ctx
+        .state_ref()
+        .write()
+        .register_expr_planner(Arc::new(operators));
     let steps = &[2, 3, 4, 5, 6, 7, 8];
     for [extract, extract_text, length, type_of] in [
         [
@@ -429,6 +456,9 @@ pub fn register_all(
     ctx.register_udaf(variance.as_ref().clone().with_aliases(["variance"]));
     ctx.register_udf(ScalarUDF::new_from_impl(super::templates::ToChar::new()));
     ctx.register_udf(ScalarUDF::new_from_impl(PgTypeOf::default()));
+    ctx.register_udf(ScalarUDF::new_from_impl(
+        super::ordered_sets::MostFrequent::default(),
+    ));
     // PostgreSQL's `gen_random_uuid` is DataFusion's `uuid`.
     let uuid = datafusion::functions::string::uuid();
     ctx.register_udf(uuid.as_ref().clone().with_aliases(["gen_random_uuid"]));

@@ -4,10 +4,20 @@
 //! '{a,0}'` and `doc #>> '{a,0}'` (by path); `json_extract_path[_text]`,
 //! `json_array_length` and `json_typeof`, each also as `jsonb_...`. The
 //! rewrite (`super::rewrite`) makes the operators calls of these functions.
+//! `doc @> other`, `doc <@ other`, `doc ? 'key'`, `doc ?| array[...]` and
+//! `doc ?& array[...]` are planned by [`JsonOperators`] as calls of
+//! [`contains`] and [`has_keys`] when the JSON side is text.
 //! A JSON value is written as `jsonb` prints it: `{"a": 1, "b": [1, 2]}`,
 //! an object's keys shorter first, then in byte order.
 
-use datafusion::common::{Result, ScalarValue};
+use std::sync::Arc;
+
+use datafusion::arrow::datatypes::DataType;
+use datafusion::common::{DFSchema, Result, ScalarValue};
+use datafusion::logical_expr::expr::ScalarFunction;
+use datafusion::logical_expr::planner::{ExprPlanner, PlannerResult, RawBinaryExpr};
+use datafusion::logical_expr::{Expr, ExprSchemable, ScalarUDF};
+use datafusion::sql::sqlparser::ast::BinaryOperator;
 use serde_json::Value;
 
 use super::functions::text as text_of;
@@ -19,6 +29,11 @@ pub const GET_PATH: &str = "json_get_path";
 pub const GET_PATH_TEXT: &str = "json_get_path_text";
 /// What `json_agg(x ...)` becomes around `array_agg(x ...)`.
 pub const ARRAY_OF: &str = "json_array_of";
+/// What `@>` and `<@` become (the container first).
+pub const CONTAINS: &str = "json_contains";
+/// What `?` and `?|` become, and `?&`.
+pub const HAS_ANY_KEY: &str = "json_has_any_key";
+pub const HAS_ALL_KEYS: &str = "json_has_all_keys";
 
 /// A value as JSON: numbers, booleans and NULL as such, lists as arrays,
 /// structs as objects, anything else as its text.
@@ -298,6 +313,124 @@ pub fn type_of(args: &[ScalarValue]) -> Result<ScalarValue> {
     })))
 }
 
+/// `container @> contained`: every key and value of an object, every
+/// element of an array, is found in the container, as `jsonb`'s `@>`
+/// decides; at the top level an array also contains a scalar it holds.
+pub fn contains(args: &[ScalarValue]) -> Result<ScalarValue> {
+    let (Some(container), Some(contained)) = (document(&args[0])?, document(&args[1])?) else {
+        return Ok(ScalarValue::Boolean(None));
+    };
+    let scalar_in_array = match &container {
+        Value::Array(items) => items.iter().any(|item| same_scalar(item, &contained)),
+        _ => false,
+    };
+    Ok(ScalarValue::Boolean(Some(
+        scalar_in_array || within(&container, &contained),
+    )))
+}
+
+fn within(container: &Value, contained: &Value) -> bool {
+    match (container, contained) {
+        (Value::Object(outer), Value::Object(inner)) => inner
+            .iter()
+            .all(|(key, value)| outer.get(key).is_some_and(|held| within(held, value))),
+        (Value::Array(outer), Value::Array(inner)) => inner
+            .iter()
+            .all(|value| outer.iter().any(|held| within(held, value))),
+        (held, value) => same_scalar(held, value),
+    }
+}
+
+/// Scalars equal as `jsonb` compares them (`1` and `1.0` are equal); an
+/// array or object is no scalar.
+fn same_scalar(a: &Value, b: &Value) -> bool {
+    match (a, b) {
+        (Value::Number(a), Value::Number(b)) => match (a.as_i64(), b.as_i64()) {
+            (Some(a), Some(b)) => a == b,
+            _ => a.as_f64() == b.as_f64(),
+        },
+        (Value::Array(_) | Value::Object(_), _) | (_, Value::Array(_) | Value::Object(_)) => false,
+        (a, b) => a == b,
+    }
+}
+
+/// `doc ? 'key'` and `doc ?| keys` (`all`: false), `doc ?& keys` (`all`:
+/// true): whether an object has the keys, or an array holds them as
+/// strings, at the top level.
+pub fn has_keys(args: &[ScalarValue], all: bool) -> Result<ScalarValue> {
+    let Some(doc) = document(&args[0])? else {
+        return Ok(ScalarValue::Boolean(None));
+    };
+    let keys: Vec<String> = match &args[1] {
+        ScalarValue::List(list) if datafusion::arrow::array::Array::is_valid(list.as_ref(), 0) => {
+            let items = list.value(0);
+            (0..items.len())
+                .filter_map(|i| ScalarValue::try_from_array(&items, i).ok())
+                .filter_map(|key| text_of(&key))
+                .collect()
+        }
+        key => match text_of(key) {
+            Some(key) => vec![key],
+            None => return Ok(ScalarValue::Boolean(None)),
+        },
+    };
+    let has = |key: &String| match &doc {
+        Value::Object(fields) => fields.contains_key(key),
+        Value::Array(items) => items.iter().any(|item| item.as_str() == Some(key)),
+        Value::String(text) => text == key,
+        _ => false,
+    };
+    Ok(ScalarValue::Boolean(Some(match all {
+        true => keys.iter().all(has),
+        false => keys.iter().any(has),
+    })))
+}
+
+/// Plans JSON's `@>`, `<@`, `?`, `?|` and `?&` over text (how `json` and
+/// `jsonb` columns read) as calls of its functions; arrays' `@>` and `<@`
+/// stay DataFusion's.
+#[derive(Debug)]
+pub struct JsonOperators {
+    pub contains: Arc<ScalarUDF>,
+    pub has_any_key: Arc<ScalarUDF>,
+    pub has_all_keys: Arc<ScalarUDF>,
+}
+
+impl ExprPlanner for JsonOperators {
+    fn plan_binary_op(
+        &self,
+        expr: RawBinaryExpr,
+        schema: &DFSchema,
+    ) -> Result<PlannerResult<RawBinaryExpr>> {
+        let RawBinaryExpr { op, left, right } = expr;
+        let (function, args) = match op {
+            BinaryOperator::AtArrow => (&self.contains, [left, right]),
+            BinaryOperator::ArrowAt => (&self.contains, [right, left]),
+            BinaryOperator::Question | BinaryOperator::QuestionPipe => {
+                (&self.has_any_key, [left, right])
+            }
+            BinaryOperator::QuestionAnd => (&self.has_all_keys, [left, right]),
+            _ => return Ok(PlannerResult::Original(RawBinaryExpr { op, left, right })),
+        };
+        let is_text = args[0]
+            .get_type(schema)
+            .is_ok_and(|t| matches!(t, DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View));
+        if !is_text {
+            let [left, right] = match op {
+                BinaryOperator::ArrowAt => {
+                    let [right, left] = args;
+                    [left, right]
+                }
+                _ => args,
+            };
+            return Ok(PlannerResult::Original(RawBinaryExpr { op, left, right }));
+        }
+        Ok(PlannerResult::Planned(Expr::ScalarFunction(
+            ScalarFunction::new_udf(function.clone(), args.into()),
+        )))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -307,6 +440,36 @@ mod tests {
     }
 
     const DOC: &str = r#"{"b": {"c": [10, 20, {"d": "x"}]}, "a": 1, "s": "t", "n": null}"#;
+
+    #[test]
+    fn containment_is_jsonb_s() {
+        let holds = |a: &str, b: &str| contains(&[text(a), text(b)]).unwrap();
+        let yes = ScalarValue::Boolean(Some(true));
+        let no = ScalarValue::Boolean(Some(false));
+        assert_eq!(holds(DOC, r#"{"b": {"c": [{"d": "x"}]}}"#), yes);
+        assert_eq!(holds(DOC, r#"{"a": 1.0, "n": null}"#), yes);
+        assert_eq!(holds(DOC, r#"{"b": {"c": 10}}"#), no);
+        assert_eq!(holds("[1, [2, 3]]", "[[2], 1]"), yes);
+        // A scalar in an array only at the top level.
+        assert_eq!(holds("[1, 2]", "2"), yes);
+        assert_eq!(holds("[[1, 2]]", "[2]"), no);
+        assert_eq!(holds("\"a\"", "\"a\""), yes);
+        assert_eq!(holds("{}", "[]"), no);
+        assert_eq!(
+            contains(&[utf8(None), text("{}")]).unwrap(),
+            ScalarValue::Boolean(None)
+        );
+    }
+
+    #[test]
+    fn keys_are_found_at_the_top_level() {
+        let has = |doc: &str, key: &str| has_keys(&[text(doc), text(key)], false).unwrap();
+        assert_eq!(has(DOC, "a"), ScalarValue::Boolean(Some(true)));
+        assert_eq!(has(DOC, "c"), ScalarValue::Boolean(Some(false)));
+        assert_eq!(has(r#"["a", 1]"#, "a"), ScalarValue::Boolean(Some(true)));
+        assert_eq!(has(r#"["1"]"#, "1"), ScalarValue::Boolean(Some(true)));
+        assert_eq!(has("[1]", "1"), ScalarValue::Boolean(Some(false)));
+    }
 
     #[test]
     fn operators_step_into_objects_and_arrays() {

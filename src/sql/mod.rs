@@ -34,6 +34,7 @@ mod information_schema;
 mod json;
 mod matview;
 mod names;
+mod ordered_sets;
 mod pg_catalog;
 mod plan_nodes;
 mod provider;

@@ -65,7 +65,9 @@
 //! - `FETCH FIRST n ROWS ONLY` becomes `LIMIT n`;
 //! - `percentile_disc(p) WITHIN GROUP (ORDER BY x)` becomes the element of
 //!   `array_agg(x ORDER BY x)` (NULLs left out) at `ceil(p * count(x))`,
-//!   and `json_agg(...)` `array_agg(...)` written as JSON;
+//!   `mode() WITHIN GROUP (ORDER BY x)` the most frequent value of that
+//!   list (`super::ordered_sets`), and `json_agg(...)` `array_agg(...)`
+//!   written as JSON;
 //! - JSON's `->`, `->>`, `#>` and `#>>` become calls of the functions in
 //!   `super::json`, and a cast to `json` or `jsonb` one to text;
 //! - `FROM pg_catalog.generate_series(...)` loses the schema, its column is
@@ -98,6 +100,23 @@ const KEYWORD_FUNCTIONS: &[(&str, &str)] = &[
     ("current_catalog", "current_database"),
     ("current_schema", "current_schema"),
 ];
+
+/// `array_agg(x ORDER BY x) FILTER (WHERE x IS NOT NULL)`: the values an
+/// ordered-set aggregate reads, in its order.
+fn sorted_values(order: &datafusion::sql::sqlparser::ast::OrderByExpr) -> Expr {
+    use datafusion::sql::sqlparser::ast::{FunctionArgumentClause, FunctionArgumentList};
+    let value = order.expr.clone();
+    let mut values = call("array_agg", vec![value.clone()]);
+    if let Expr::Function(values) = &mut values {
+        values.args = FunctionArguments::List(FunctionArgumentList {
+            duplicate_treatment: None,
+            args: vec![FunctionArg::Unnamed(FunctionArgExpr::Expr(value.clone()))],
+            clauses: vec![FunctionArgumentClause::OrderBy(vec![order.clone()])],
+        });
+        values.filter = Some(Box::new(Expr::IsNotNull(Box::new(value))));
+    }
+    values
+}
 
 fn call(name: &str, args: Vec<Expr>) -> Expr {
     let args = args
@@ -836,46 +855,40 @@ fn rewrite_expr(expr: &mut Expr) {
                 f.name.0.remove(0);
             }
             let name = f.name.to_string().to_lowercase();
-            // `percentile_disc(p) WITHIN GROUP (ORDER BY x)`: of the values
-            // in order (NULLs left out), the first at or past the fraction p.
-            if let ("percentile_disc", [fraction], [order], None, None) = (
-                name.as_str(),
-                arguments(f).as_slice(),
-                f.within_group.as_slice(),
-                &f.filter,
-                &f.over,
-            ) {
-                use datafusion::sql::sqlparser::ast::{
-                    FunctionArgumentClause, FunctionArgumentList,
+            // Ordered-set aggregates over the values of `WITHIN GROUP (ORDER
+            // BY x)` in order, NULLs left out: `percentile_disc(p)` is the
+            // first at or past the fraction p, `mode()` the most frequent.
+            if let ([order], None, None) = (f.within_group.as_slice(), &f.filter, &f.over) {
+                let ordered = match (name.as_str(), arguments(f).as_slice()) {
+                    ("percentile_disc", [fraction]) => {
+                        let at = Expr::BinaryOp {
+                            left: Box::new(Expr::Nested(Box::new((*fraction).clone()))),
+                            op: BinaryOperator::Multiply,
+                            right: Box::new(call("count", vec![order.expr.clone()])),
+                        };
+                        let position = Expr::Cast {
+                            kind: CastKind::Cast,
+                            expr: Box::new(call("ceil", vec![at])),
+                            data_type: DataType::BigInt(None),
+                            array: false,
+                            format: None,
+                        };
+                        let one = Expr::Value(Value::Number("1".into(), false).into());
+                        Some(call(
+                            "array_element",
+                            vec![sorted_values(order), call("greatest", vec![one, position])],
+                        ))
+                    }
+                    ("mode", []) => Some(call(
+                        super::ordered_sets::MOST_FREQUENT,
+                        vec![sorted_values(order)],
+                    )),
+                    _ => None,
                 };
-                let value = order.expr.clone();
-                let mut values = call("array_agg", vec![value.clone()]);
-                if let Expr::Function(values) = &mut values {
-                    values.args = FunctionArguments::List(FunctionArgumentList {
-                        duplicate_treatment: None,
-                        args: vec![FunctionArg::Unnamed(FunctionArgExpr::Expr(value.clone()))],
-                        clauses: vec![FunctionArgumentClause::OrderBy(vec![order.clone()])],
-                    });
-                    values.filter = Some(Box::new(Expr::IsNotNull(Box::new(value.clone()))));
+                if let Some(ordered) = ordered {
+                    *expr = ordered;
+                    return;
                 }
-                let at = Expr::BinaryOp {
-                    left: Box::new(Expr::Nested(Box::new((*fraction).clone()))),
-                    op: BinaryOperator::Multiply,
-                    right: Box::new(call("count", vec![value])),
-                };
-                let position = Expr::Cast {
-                    kind: CastKind::Cast,
-                    expr: Box::new(call("ceil", vec![at])),
-                    data_type: DataType::BigInt(None),
-                    array: false,
-                    format: None,
-                };
-                let one = Expr::Value(Value::Number("1".into(), false).into());
-                *expr = call(
-                    "array_element",
-                    vec![values, call("greatest", vec![one, position])],
-                );
-                return;
             }
             // `json_agg(x ...)` is `array_agg(x ...)` (with its ORDER BY,
             // DISTINCT and FILTER) written as JSON.

@@ -22,6 +22,11 @@
 //!   PostgreSQL's (`1 / 3.0` is `0.33333333333333333333`), where
 //!   DataFusion's has four decimals more than the dividend (`0.3333`); a
 //!   numeric divided by zero is 22012. [`NumericDivision`] computes it.
+//! - An interval times or divided by a number (`interval '1 day' * 2`,
+//!   `(t2 - t1) / 3`) is PostgreSQL's scaled interval, a fraction of a
+//!   month carried into days and of a day into time, where DataFusion's
+//!   type coercion has no such operation. [`IntervalScaling`] plans it
+//!   before the coercion, as a call of [`ScaledInterval`].
 
 use std::cell::Cell;
 use std::sync::{Arc, OnceLock};
@@ -37,6 +42,7 @@ use datafusion::common::config::ConfigOptions;
 use datafusion::common::tree_node::{Transformed, TreeNode, TreeNodeRecursion};
 use datafusion::common::{exec_err, DFSchema, DataFusionError, Result, ScalarValue};
 use datafusion::logical_expr::expr::{Cast, ScalarFunction};
+use datafusion::logical_expr::planner::{ExprPlanner, PlannerResult, RawBinaryExpr};
 use datafusion::logical_expr::{
     BinaryExpr, ColumnarValue, Expr, ExprSchemable, LogicalPlan, Operator, ScalarFunctionArgs,
     ScalarUDF, ScalarUDFImpl, Signature, Volatility,
@@ -44,6 +50,7 @@ use datafusion::logical_expr::{
 use datafusion::optimizer::analyzer::type_coercion::TypeCoercion;
 use datafusion::optimizer::AnalyzerRule;
 use datafusion::physical_expr_common::datum;
+use datafusion::sql::sqlparser::ast::BinaryOperator;
 
 use super::plan_nodes::rewrite_nodes_holding;
 
@@ -513,6 +520,169 @@ fn out_of_range(ty: &DataType) -> DataFusionError {
     };
     let error = crate::sql::SqlError::value("22003", format!("{name} out of range"));
     DataFusionError::External(Box::new(error))
+}
+
+/// Plans `interval * number`, `number * interval` and `interval /
+/// number` as calls of [`ScaledInterval`] (an interval being an interval
+/// or the duration of two timestamps subtracted).
+#[derive(Debug)]
+pub struct IntervalScaling;
+
+impl ExprPlanner for IntervalScaling {
+    fn plan_binary_op(
+        &self,
+        expr: RawBinaryExpr,
+        schema: &DFSchema,
+    ) -> Result<PlannerResult<RawBinaryExpr>> {
+        let RawBinaryExpr { op, left, right } = expr;
+        let interval = |e: &Expr| {
+            e.get_type(schema)
+                .is_ok_and(|t| matches!(t, DataType::Interval(_) | DataType::Duration(_)))
+        };
+        let number = |e: &Expr| e.get_type(schema).is_ok_and(|t| t.is_numeric());
+        let (interval, factor) = match op {
+            BinaryOperator::Multiply if interval(&left) && number(&right) => (left, right),
+            BinaryOperator::Multiply if number(&left) && interval(&right) => (right, left),
+            BinaryOperator::Divide if interval(&left) && number(&right) => {
+                let one = Expr::Literal(ScalarValue::Float64(Some(1.0)), None);
+                let divisor = Expr::Cast(Cast::new(Box::new(right), DataType::Float64));
+                (
+                    left,
+                    Expr::BinaryExpr(BinaryExpr::new(
+                        Box::new(one),
+                        Operator::Divide,
+                        Box::new(divisor),
+                    )),
+                )
+            }
+            _ => return Ok(PlannerResult::Original(RawBinaryExpr { op, left, right })),
+        };
+        static SCALED: OnceLock<Arc<ScalarUDF>> = OnceLock::new();
+        let scaled = SCALED.get_or_init(|| Arc::new(ScalarUDF::from(ScaledInterval::new())));
+        let factor = Expr::Cast(Cast::new(Box::new(factor), DataType::Float64));
+        Ok(PlannerResult::Planned(Expr::ScalarFunction(
+            ScalarFunction::new_udf(scaled.clone(), vec![interval, factor]),
+        )))
+    }
+}
+
+/// An interval times a factor, as PostgreSQL's `interval_mul` computes
+/// it: months, days and time each scaled, the fraction of a month carried
+/// into days (30 a month) and the fraction of a day into time, rounded to
+/// the microsecond.
+#[derive(Debug, PartialEq, Eq, Hash)]
+struct ScaledInterval {
+    signature: Signature,
+}
+
+impl ScaledInterval {
+    fn new() -> Self {
+        ScaledInterval {
+            signature: Signature::any(2, Volatility::Immutable),
+        }
+    }
+}
+
+impl ScalarUDFImpl for ScaledInterval {
+    fn name(&self) -> &str {
+        "scaled_interval"
+    }
+
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+
+    fn return_type(&self, _: &[DataType]) -> Result<DataType> {
+        Ok(DataType::Interval(IntervalUnit::MonthDayNano))
+    }
+
+    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
+        let [interval, factor] = args.args.as_slice() else {
+            return exec_err!("{} takes two values", self.name());
+        };
+        let scalar = matches!(
+            (interval, factor),
+            (ColumnarValue::Scalar(_), ColumnarValue::Scalar(_))
+        );
+        let rows = args.number_rows;
+        let intervals = interval_values(&interval.to_array(rows)?)?;
+        let factors = factor.to_array(rows)?;
+        let factors = factors.as_primitive::<datafusion::arrow::datatypes::Float64Type>();
+        let scaled: IntervalMonthDayNanoArray = intervals
+            .iter()
+            .zip(factors.iter())
+            .map(|(interval, factor)| match (interval, factor) {
+                (Some(interval), Some(factor)) => scale_interval(*interval, factor).map(Some),
+                _ => Ok(None),
+            })
+            .collect::<Result<_>>()?;
+        Ok(if scalar {
+            ColumnarValue::Scalar(ScalarValue::try_from_array(&scaled, 0)?)
+        } else {
+            ColumnarValue::Array(Arc::new(scaled))
+        })
+    }
+}
+
+/// Intervals, or durations as intervals of days and time (as the
+/// difference of two timestamps is one).
+fn interval_values(
+    values: &datafusion::arrow::array::ArrayRef,
+) -> Result<Vec<Option<IntervalMonthDayNano>>> {
+    const MICROS_A_DAY: i64 = 86_400_000_000;
+    if let DataType::Duration(_) = values.data_type() {
+        let micros =
+            datafusion::arrow::compute::cast(values, &DataType::Duration(TimeUnit::Microsecond))?;
+        return Ok(micros
+            .as_primitive::<DurationMicrosecondType>()
+            .iter()
+            .map(|m| {
+                m.map(|m| {
+                    IntervalMonthDayNano::new(
+                        0,
+                        (m / MICROS_A_DAY) as i32,
+                        (m % MICROS_A_DAY) * 1_000,
+                    )
+                })
+            })
+            .collect());
+    }
+    let intervals =
+        datafusion::arrow::compute::cast(values, &DataType::Interval(IntervalUnit::MonthDayNano))?;
+    Ok(intervals
+        .as_primitive::<datafusion::arrow::datatypes::IntervalMonthDayNanoType>()
+        .iter()
+        .collect())
+}
+
+fn scale_interval(interval: IntervalMonthDayNano, factor: f64) -> Result<IntervalMonthDayNano> {
+    const SECONDS_A_DAY: f64 = 86_400.0;
+    let months = f64::from(interval.months) * factor;
+    let month_days = (months - months.trunc()) * 30.0;
+    let days = f64::from(interval.days) * factor;
+    let mut seconds = ((days - days.trunc()) + (month_days - month_days.trunc())) * SECONDS_A_DAY;
+    seconds = (seconds * 1e6).round() / 1e6;
+    let mut carried_days = month_days.trunc();
+    if seconds.abs() >= SECONDS_A_DAY {
+        carried_days += (seconds / SECONDS_A_DAY).trunc();
+        seconds -= (seconds / SECONDS_A_DAY).trunc() * SECONDS_A_DAY;
+    }
+    let micros = (interval.nanoseconds as f64 / 1_000.0 * factor + seconds * 1e6).round();
+    let whole_days = days.trunc() + carried_days;
+    let fits = |v: f64, min: f64, max: f64| v.is_finite() && v >= min && v <= max;
+    if !fits(months, i32::MIN.into(), i32::MAX.into())
+        || !fits(whole_days, i32::MIN.into(), i32::MAX.into())
+        || !fits(micros, -9.2e15, 9.2e15)
+    {
+        return Err(DataFusionError::External(Box::new(
+            crate::sql::SqlError::value("22008", "interval out of range"),
+        )));
+    }
+    Ok(IntervalMonthDayNano::new(
+        months.trunc() as i32,
+        whole_days as i32,
+        micros as i64 * 1_000,
+    ))
 }
 
 #[cfg(test)]

@@ -83,7 +83,7 @@ use std::ops::ControlFlow;
 use datafusion::sql::sqlparser::ast::{
     visit_expressions_mut, BinaryOperator, CastKind, DataType, Expr, Function, FunctionArg,
     FunctionArgExpr, FunctionArguments, GroupByExpr, Ident, ObjectName, ObjectNamePart, Query,
-    Select, SelectItem, SetExpr, Statement, TimezoneInfo, Value,
+    Select, SelectItem, SetExpr, Statement, TimezoneInfo, UnaryOperator, Value,
 };
 
 use datafusion::sql::sqlparser::dialect::PostgreSqlDialect;
@@ -116,6 +116,52 @@ fn sorted_values(order: &datafusion::sql::sqlparser::ast::OrderByExpr) -> Expr {
         values.filter = Some(Box::new(Expr::IsNotNull(Box::new(value))));
     }
     values
+}
+
+/// The regular expression of a `SIMILAR TO` pattern, as PostgreSQL's
+/// `similar_to_escape` makes it: `%` is `.*`, `_` is `.`, a `.`, `^` or `$`
+/// is itself, the escape character makes the next character itself, the
+/// rest (`|`, `*`, `+`, `?`, `{m,n}`, `( )`, `[...]`) is the regular
+/// expression's; the whole text must match.
+fn similar_to_regex(pattern: &str, escape: Option<char>) -> String {
+    let mut regex = String::from("^(?:");
+    let mut chars = pattern.chars();
+    let mut in_brackets = false;
+    while let Some(c) = chars.next() {
+        match c {
+            c if Some(c) == escape => {
+                if let Some(next) = chars.next() {
+                    regex.push_str(&regex_syntax_escape(next));
+                }
+            }
+            '[' => {
+                in_brackets = true;
+                regex.push(c);
+            }
+            ']' => {
+                in_brackets = false;
+                regex.push(c);
+            }
+            c if in_brackets => regex.push(c),
+            '%' => regex.push_str(".*"),
+            '_' => regex.push('.'),
+            '.' | '^' | '$' | '\\' => {
+                regex.push('\\');
+                regex.push(c);
+            }
+            c => regex.push(c),
+        }
+    }
+    regex.push_str(")$");
+    regex
+}
+
+/// A character as itself in a regular expression.
+fn regex_syntax_escape(c: char) -> String {
+    match c {
+        c if c.is_ascii_punctuation() => format!("\\{c}"),
+        c => c.to_string(),
+    }
 }
 
 fn call(name: &str, args: Vec<Expr>) -> Expr {
@@ -719,6 +765,47 @@ fn rewrite_expr(expr: &mut Expr) {
                 _ => super::json::GET_PATH_TEXT,
             };
             *expr = call(function, vec![(**left).clone(), (**right).clone()]);
+        }
+        // `x SIMILAR TO 'pattern'`, as the regular expression PostgreSQL
+        // makes of the pattern (DataFusion read it as one already).
+        Expr::SimilarTo {
+            negated,
+            expr: tested,
+            pattern,
+            escape_char,
+        } => {
+            let escape = match escape_char.as_ref().map(|v| &v.value) {
+                None => Some('\\'),
+                Some(Value::SingleQuotedString(e)) => e.chars().next(),
+                Some(_) => return,
+            };
+            if let Expr::Value(v) = pattern.as_ref() {
+                if let Value::SingleQuotedString(text) = &v.value {
+                    let regex = Value::SingleQuotedString(similar_to_regex(text, escape));
+                    *expr = Expr::BinaryOp {
+                        left: tested.clone(),
+                        op: match negated {
+                            true => BinaryOperator::PGRegexNotMatch,
+                            false => BinaryOperator::PGRegexMatch,
+                        },
+                        right: Box::new(Expr::Value(regex.into())),
+                    };
+                }
+            }
+        }
+        // PostgreSQL's `@ x`, `|/ x` and `||/ x`.
+        Expr::UnaryOp { op, expr: operand }
+            if matches!(
+                op,
+                UnaryOperator::PGAbs | UnaryOperator::PGSquareRoot | UnaryOperator::PGCubeRoot
+            ) =>
+        {
+            let function = match op {
+                UnaryOperator::PGAbs => "abs",
+                UnaryOperator::PGSquareRoot => "sqrt",
+                _ => "cbrt",
+            };
+            *expr = call(function, vec![(**operand).clone()]);
         }
         // `interval '1 day 01:30:00'`, in the words Arrow reads.
         Expr::Interval(interval)

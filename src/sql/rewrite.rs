@@ -164,6 +164,89 @@ fn regex_syntax_escape(c: char) -> String {
     }
 }
 
+/// `[NOT] EXISTS (subquery)` in a select list, which DataFusion plans only
+/// in a WHERE, as `(SELECT count(*) ...) > 0` (`= 0`): the subquery's own
+/// rows counted when it is a plain SELECT of columns or constants (its
+/// correlation with the outer row kept), else counted from it as a
+/// derived table. Found in the item itself and in the NOT, AND / OR,
+/// comparisons, parentheses, casts and CASE around it.
+fn exists_counted(expr: &mut Expr) {
+    match expr {
+        Expr::Exists { subquery, negated } => {
+            if let Some(counted) = rows_counted(subquery) {
+                *expr = Expr::BinaryOp {
+                    left: Box::new(counted),
+                    op: match negated {
+                        true => BinaryOperator::Eq,
+                        false => BinaryOperator::Gt,
+                    },
+                    right: Box::new(Expr::Value(Value::Number("0".into(), false).into())),
+                };
+            }
+        }
+        Expr::UnaryOp { expr: inner, .. }
+        | Expr::Nested(inner)
+        | Expr::Cast { expr: inner, .. }
+        | Expr::IsNull(inner)
+        | Expr::IsNotNull(inner)
+        | Expr::IsTrue(inner)
+        | Expr::IsFalse(inner) => exists_counted(inner),
+        Expr::BinaryOp { left, right, .. } => {
+            exists_counted(left);
+            exists_counted(right);
+        }
+        Expr::Case {
+            operand,
+            conditions,
+            else_result,
+            ..
+        } => {
+            for e in operand.iter_mut().chain(else_result.iter_mut()) {
+                exists_counted(e);
+            }
+            for when in conditions {
+                exists_counted(&mut when.condition);
+                exists_counted(&mut when.result);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// `(SELECT count(*) ...)` of a subquery's rows.
+fn rows_counted(subquery: &Query) -> Option<Expr> {
+    let parse = |sql: &str| {
+        datafusion::sql::sqlparser::parser::Parser::new(&PostgreSqlDialect {})
+            .try_with_sql(sql)
+            .ok()?
+            .parse_expr()
+            .ok()
+    };
+    let plain_item = |item: &SelectItem| match item {
+        SelectItem::UnnamedExpr(e) | SelectItem::ExprWithAlias { expr: e, .. } => {
+            is_column(e) || matches!(e, Expr::Value(_))
+        }
+        _ => true,
+    };
+    let plain = subquery.with.is_none()
+        && subquery.order_by.is_none()
+        && subquery.limit_clause.is_none()
+        && subquery.fetch.is_none()
+        && matches!(subquery.body.as_ref(), SetExpr::Select(select)
+            if select.distinct.is_none()
+                && select.having.is_none()
+                && matches!(&select.group_by, GroupByExpr::Expressions(e, _) if e.is_empty())
+                && select.projection.iter().all(plain_item));
+    if !plain {
+        return parse(&format!("(SELECT count(*) FROM ({subquery}) AS __exists)"));
+    }
+    let mut counted = subquery.clone();
+    if let SetExpr::Select(select) = counted.body.as_mut() {
+        select.projection = vec![SelectItem::UnnamedExpr(parse("count(*)")?)];
+    }
+    Some(Expr::Subquery(Box::new(counted)))
+}
+
 fn call(name: &str, args: Vec<Expr>) -> Expr {
     let args = args
         .into_iter()
@@ -1277,14 +1360,17 @@ fn is_column(expr: &Expr) -> bool {
 }
 
 /// About what DataFusion names a select item: casts and parentheses are
-/// not in the name (`1::float / 3` and `1::float8 / 3` are named alike), a
-/// column is named by its last part.
+/// not in the name (`1::float / 3` and `1::float8 / 3` are named alike),
+/// every subquery is `(<subquery>)`, a column is named by its last part.
 fn name_in_plan(expr: &Expr) -> String {
     if is_column(expr) {
         return qualified_name(expr).1;
     }
     let mut named = expr.clone();
     let _ = visit_expressions_mut(&mut named, |e| {
+        if let Expr::Subquery(_) = e {
+            *e = Expr::Identifier(Ident::new("(<subquery>)"));
+        }
         while let Expr::Cast { expr: inner, .. } | Expr::Nested(inner) = e {
             *e = std::mem::replace(inner.as_mut(), Expr::Value(Value::Null.into()));
         }
@@ -1320,6 +1406,12 @@ impl datafusion::sql::sqlparser::ast::VisitorMut for Selects {
     fn pre_visit_query(&mut self, query: &mut Query) -> ControlFlow<()> {
         fetch_as_limit(query);
         for_each_select(query.body.as_mut(), &mut |select| {
+            for item in &mut select.projection {
+                if let SelectItem::UnnamedExpr(e) | SelectItem::ExprWithAlias { expr: e, .. } = item
+                {
+                    exists_counted(e);
+                }
+            }
             name_repeated_items(&mut select.projection);
             name_table_functions(select);
             if !over_empty_catalog(select) {
@@ -1677,7 +1769,8 @@ mod tests {
         );
         assert_eq!(
             rewritten("SELECT (SELECT d.x FROM d WHERE d.k = t.k), (SELECT max(y) FROM d), (SELECT z FROM d LIMIT 1) FROM t"),
-            "SELECT (SELECT single_value(d.x) FROM d WHERE d.k = t.k), (SELECT max(y) FROM d), (SELECT z FROM d LIMIT 1) FROM t"
+            "SELECT (SELECT single_value(d.x) FROM d WHERE d.k = t.k), (SELECT max(y) FROM d) AS __tablegate_column1, \
+             (SELECT z FROM d LIMIT 1) AS __tablegate_column2 FROM t"
         );
         assert_eq!(
             rewritten("SELECT (SELECT d.x FROM d WHERE d.k = a.k AND a.flag AND d.y > 1) FROM t AS a"),
@@ -1726,13 +1819,13 @@ mod tests {
         );
         assert_eq!(
             rewritten("SELECT EXISTS (SELECT 1 FROM r WHERE r.oid = ANY(i.keys) AND r.k = i.k) FROM idx i"),
-            "SELECT EXISTS (SELECT 1 FROM r, (SELECT DISTINCT unnest(t.keys) AS v, t.keys AS a FROM idx AS t) AS __tablegate_any1 \
-             WHERE r.oid = __tablegate_any1.v AND __tablegate_any1.a = i.keys AND r.k = i.k) FROM idx i"
+            "SELECT (SELECT count(*) FROM r, (SELECT DISTINCT unnest(t.keys) AS v, t.keys AS a FROM idx AS t) AS __tablegate_any1 \
+             WHERE r.oid = __tablegate_any1.v AND __tablegate_any1.a = i.keys AND r.k = i.k) > 0 FROM idx i"
         );
         // An array of the subquery's own table is left alone.
         assert_eq!(
             rewritten("SELECT EXISTS (SELECT 1 FROM r WHERE 1 = ANY(r.keys)) FROM idx i"),
-            "SELECT EXISTS (SELECT 1 FROM r WHERE 1 = ANY(r.keys)) FROM idx i"
+            "SELECT (SELECT count(*) FROM r WHERE 1 = ANY(r.keys)) > 0 FROM idx i"
         );
     }
 

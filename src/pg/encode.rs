@@ -14,7 +14,7 @@ use datafusion::arrow::array::{
     Array, AsArray, Decimal128Array, Float32Array, Float64Array, Int16Array, Int32Array,
     Int64Array, RecordBatch, StringArray,
 };
-use datafusion::arrow::datatypes::{DataType, Field, Schema};
+use datafusion::arrow::datatypes::{DataType, Field, Schema, TimeUnit};
 use futures::{Stream, StreamExt};
 use pgwire::api::portal::Format;
 use pgwire::api::results::{CopyCsvOptions, CopyEncoder, CopyTextOptions, FieldFormat, FieldInfo};
@@ -287,6 +287,62 @@ fn timestamp_at(array: &dyn Array, row: usize) -> Option<Option<Timestamp>> {
     }))
 }
 
+/// A time of day in microseconds: binary as PostgreSQL's, text as it
+/// prints one (`10:00:00`, `10:00:00.5`).
+#[derive(Debug)]
+struct TimeOfDay(i64);
+
+impl ToSql for TimeOfDay {
+    fn to_sql(&self, _: &Type, out: &mut BytesMut) -> Result<IsNull, Box<dyn Error + Sync + Send>> {
+        out.put_i64(self.0);
+        Ok(IsNull::No)
+    }
+    fn accepts(ty: &Type) -> bool {
+        *ty == Type::TIME
+    }
+    postgres_types::to_sql_checked!();
+}
+
+impl ToSqlText for TimeOfDay {
+    fn to_sql_text(
+        &self,
+        _ty: &Type,
+        out: &mut BytesMut,
+        _: &FormatOptions,
+    ) -> Result<IsNull, Box<dyn Error + Sync + Send>> {
+        let micros = self.0;
+        let (hours, minutes) = (micros / 3_600_000_000, micros / 60_000_000 % 60);
+        let (seconds, fraction) = (micros / 1_000_000 % 60, micros % 1_000_000);
+        out.put_slice(format!("{hours:02}:{minutes:02}:{seconds:02}").as_bytes());
+        if fraction != 0 {
+            out.put_slice(format!(".{fraction:06}").trim_end_matches('0').as_bytes());
+        }
+        Ok(IsNull::No)
+    }
+}
+
+/// A time column's value at `row`, if the column is one (nanoseconds
+/// truncated to PostgreSQL's microseconds).
+fn time_at(array: &dyn Array, row: usize) -> Option<Option<TimeOfDay>> {
+    use datafusion::arrow::datatypes::{
+        Time32MillisecondType, Time32SecondType, Time64MicrosecondType, Time64NanosecondType,
+    };
+    let micros = match array.data_type() {
+        DataType::Time32(TimeUnit::Second) => {
+            i64::from(array.as_primitive::<Time32SecondType>().value(row)) * 1_000_000
+        }
+        DataType::Time32(_) => {
+            i64::from(array.as_primitive::<Time32MillisecondType>().value(row)) * 1_000
+        }
+        DataType::Time64(TimeUnit::Microsecond) => {
+            array.as_primitive::<Time64MicrosecondType>().value(row)
+        }
+        DataType::Time64(_) => array.as_primitive::<Time64NanosecondType>().value(row) / 1_000,
+        _ => return None,
+    };
+    Some(array.is_valid(row).then_some(TimeOfDay(micros)))
+}
+
 /// An interval: binary as PostgreSQL's (microseconds, days, months), text
 /// as PostgreSQL prints it in its default style (`1 year 2 mons -3 days
 /// +04:05:06.5`).
@@ -447,6 +503,8 @@ fn encode_row<E: arrow_pg::encoder::Encoder>(
         } else if let Some(value) = timestamp_at(array.as_ref(), row) {
             encoder.encode_field(&value, pg_field)?;
         } else if let Some(value) = interval_at(array.as_ref(), row) {
+            encoder.encode_field(&value, pg_field)?;
+        } else if let Some(value) = time_at(array.as_ref(), row) {
             encoder.encode_field(&value, pg_field)?;
         } else if let Some(floats) = array.as_any().downcast_ref::<Float64Array>() {
             let value = floats.is_valid(row).then(|| Number::F64(floats.value(row)));

@@ -134,6 +134,33 @@ pub fn postgres_casts(expr: Expr, inputs: &DFSchema) -> Result<Transformed<Expr>
                 ScalarFunction::new_udf(real.clone(), vec![*expr]),
             )))
         }
+        // `ceil`, `floor` and `trunc` of a numeric have PostgreSQL's
+        // scale: none, or `trunc(x, n)`'s n (DataFusion's keep the
+        // argument's: `ceil(10.50)` was `11.00`), and a digit more for a
+        // carry (`ceil(99.99)` of a numeric(4,2) overflowed).
+        Expr::ScalarFunction(mut f) if matches!(f.name(), "ceil" | "floor" | "trunc") => {
+            let digits = match f.args.as_slice() {
+                [_] => Some(0),
+                [_, digits] => literal_integer(digits),
+                _ => None,
+            };
+            let ty = f.args.first().and_then(|a| a.get_type(inputs).ok());
+            match (ty, digits) {
+                (Some(DataType::Decimal128(precision, scale)), Some(digits))
+                    if (0..i64::from(scale)).contains(&digits) =>
+                {
+                    let wider = DataType::Decimal128((precision + 1).min(38), scale);
+                    let value = f.args[0].clone();
+                    f.args[0] = Expr::Cast(Cast::new(Box::new(value), wider));
+                    let kept = digits as i8;
+                    let whole = precision as i8 - scale;
+                    let ty = DataType::Decimal128((whole + kept + 1).clamp(1, 38) as u8, kept);
+                    let cast = Cast::new(Box::new(Expr::ScalarFunction(f)), ty);
+                    Ok(Transformed::yes(Expr::Cast(cast)))
+                }
+                _ => Ok(Transformed::no(Expr::ScalarFunction(f))),
+            }
+        }
         // A number cast to an integer is rounded, not truncated.
         Expr::Cast(Cast { expr, field })
             if field.data_type().is_integer()
@@ -150,6 +177,18 @@ pub fn postgres_casts(expr: Expr, inputs: &DFSchema) -> Result<Transformed<Expr>
         }
         e => Ok(Transformed::no(e)),
     })
+}
+
+/// The value of an integer literal, also under a cast.
+fn literal_integer(expr: &Expr) -> Option<i64> {
+    match expr {
+        Expr::Literal(value, _) => match value.cast_to(&DataType::Int64).ok()? {
+            ScalarValue::Int64(n) => n,
+            _ => None,
+        },
+        Expr::Cast(Cast { expr, .. }) => literal_integer(expr),
+        _ => None,
+    }
 }
 
 fn is_text(ty: &DataType) -> bool {

@@ -82,7 +82,10 @@ fn figure(expr: &Expr) -> (String, Strength) {
             None => (UNNAMED.into(), Strength::None),
         },
         Expr::Position { .. } => ("position".into(), Strength::Name),
-        Expr::Substring { .. } => ("substring".into(), Strength::Name),
+        Expr::Substring { shorthand, .. } => match shorthand {
+            true => ("substr".into(), Strength::Name),
+            false => ("substring".into(), Strength::Name),
+        },
         Expr::Trim { .. } => ("btrim".into(), Strength::Name),
         Expr::Extract { .. } => ("extract".into(), Strength::Name),
         Expr::Ceil { .. } => ("ceil".into(), Strength::Name),
@@ -252,6 +255,10 @@ mod tests {
         assert_eq!(
             names("SELECT (SELECT max(x) FROM u), EXISTS (SELECT 1) FROM t", 2),
             ["max", "exists"]
+        );
+        assert_eq!(
+            names("SELECT substr(s, 2), substring(s from 2) FROM t", 2),
+            ["substr", "substring"]
         );
         assert_eq!(
             names("SELECT *, count(*) OVER () FROM t", 3),

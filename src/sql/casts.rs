@@ -134,6 +134,16 @@ pub fn postgres_casts(expr: Expr, inputs: &DFSchema) -> Result<Transformed<Expr>
                 ScalarFunction::new_udf(real.clone(), vec![*expr]),
             )))
         }
+        // `round(x)` of a double rounds a half to even, as C's `rint` in
+        // PostgreSQL (`round(2.5::float8)` is 2); DataFusion's away from zero.
+        Expr::ScalarFunction(f)
+            if f.name() == "round"
+                && f.args.len() == 1
+                && f.args[0].get_type(inputs).is_ok_and(|t| t.is_floating()) =>
+        {
+            let rounded = ScalarFunction::new_udf(rounded.clone(), f.args);
+            Ok(Transformed::yes(Expr::ScalarFunction(rounded)))
+        }
         // `ceil`, `floor` and `trunc` of a numeric have PostgreSQL's
         // scale: none, or `trunc(x, n)`'s n (DataFusion's keep the
         // argument's: `ceil(10.50)` was `11.00`), and a digit more for a

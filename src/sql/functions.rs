@@ -107,6 +107,103 @@ impl ScalarUDFImpl for RowFunction {
     }
 }
 
+/// What `x AT TIME ZONE zone` becomes.
+pub const AT_TIME_ZONE: &str = "__tablegate_at_time_zone";
+
+/// `x AT TIME ZONE zone` as PostgreSQL computes it: a `timestamptz` (or a
+/// date, at its midnight in UTC) is the wall time it shows in the zone, as
+/// a `timestamp`; a `timestamp` is that wall time in the zone, as a
+/// `timestamptz`. (DataFusion's
+/// kept the instant and only relabelled it: `2024-01-15 10:00:00+00 AT
+/// TIME ZONE 'America/New_York'` was `10:00:00+00`, PostgreSQL's
+/// `05:00:00`.)
+#[derive(Debug, PartialEq, Eq, Hash)]
+struct AtTimeZone {
+    signature: Signature,
+}
+
+impl Default for AtTimeZone {
+    fn default() -> Self {
+        AtTimeZone {
+            signature: Signature::any(2, Volatility::Immutable),
+        }
+    }
+}
+
+impl ScalarUDFImpl for AtTimeZone {
+    fn name(&self) -> &str {
+        AT_TIME_ZONE
+    }
+
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+
+    fn return_type(&self, types: &[DataType]) -> DfResult<DataType> {
+        use datafusion::arrow::datatypes::TimeUnit::Microsecond;
+        Ok(match types.first() {
+            Some(DataType::Timestamp(_, Some(_)) | DataType::Utf8 | DataType::Date32) => {
+                DataType::Timestamp(Microsecond, None)
+            }
+            _ => DataType::Timestamp(Microsecond, Some(super::types::UTC.into())),
+        })
+    }
+
+    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> DfResult<ColumnarValue> {
+        use chrono::{Offset, TimeZone};
+        use datafusion::arrow::array::AsArray;
+        use datafusion::arrow::compute::cast;
+        use datafusion::arrow::datatypes::{TimeUnit::Microsecond, TimestampMicrosecondType};
+        let [value, zone] = args.args.as_slice() else {
+            return exec_err!("AT TIME ZONE takes a value and a zone");
+        };
+        let ColumnarValue::Scalar(zone) = zone else {
+            return exec_err!("AT TIME ZONE takes a constant zone");
+        };
+        let Some(zone) = text(zone) else {
+            return Ok(ColumnarValue::Scalar(ScalarValue::try_from(
+                args.return_field.data_type(),
+            )?));
+        };
+        let scalar = matches!(value, ColumnarValue::Scalar(_));
+        let mut values = value.to_array(args.number_rows)?;
+        if matches!(values.data_type(), DataType::Utf8 | DataType::Date32) {
+            // A literal's text, or a date at its midnight, is a
+            // timestamptz, as PostgreSQL reads it (in UTC, the session's
+            // zone).
+            values = cast(
+                &values,
+                &DataType::Timestamp(Microsecond, Some(super::types::UTC.into())),
+            )?;
+        }
+        let shifted = match values.data_type() {
+            DataType::Timestamp(_, Some(_)) => {
+                let tz: datafusion::arrow::array::timezone::Tz = zone.parse()?;
+                let micros = cast(&values, &DataType::Timestamp(Microsecond, None))?;
+                let local = micros
+                    .as_primitive::<TimestampMicrosecondType>()
+                    .unary_opt::<_, TimestampMicrosecondType>(|m| {
+                    let utc = chrono::DateTime::from_timestamp_micros(m)?.naive_utc();
+                    let offset = tz.offset_from_utc_datetime(&utc).fix().local_minus_utc();
+                    m.checked_add(i64::from(offset) * 1_000_000)
+                });
+                std::sync::Arc::new(local) as datafusion::arrow::array::ArrayRef
+            }
+            _ => {
+                let instants = cast(
+                    &values,
+                    &DataType::Timestamp(Microsecond, Some(zone.into())),
+                )?;
+                cast(&instants, args.return_field.data_type())?
+            }
+        };
+        Ok(match scalar {
+            true => ColumnarValue::Scalar(ScalarValue::try_from_array(&shifted, 0)?),
+            false => ColumnarValue::Array(shifted),
+        })
+    }
+}
+
 /// `pg_typeof(value)`: the name of the value's type, as PostgreSQL prints
 /// a `regtype` (`integer`, `numeric`, `character varying`).
 #[derive(Debug, PartialEq, Eq, Hash)]
@@ -456,6 +553,7 @@ pub fn register_all(
     ctx.register_udaf(variance.as_ref().clone().with_aliases(["variance"]));
     ctx.register_udf(ScalarUDF::new_from_impl(super::templates::ToChar::new()));
     ctx.register_udf(ScalarUDF::new_from_impl(PgTypeOf::default()));
+    ctx.register_udf(ScalarUDF::new_from_impl(AtTimeZone::default()));
     ctx.register_udf(ScalarUDF::new_from_impl(
         super::ordered_sets::MostFrequent::default(),
     ));

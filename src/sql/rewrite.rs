@@ -118,6 +118,26 @@ fn sorted_values(order: &datafusion::sql::sqlparser::ast::OrderByExpr) -> Expr {
     values
 }
 
+/// A LIKE pattern with escape character `escape` (none: `ESCAPE ''`)
+/// written with the backslash as its escape character instead.
+fn backslash_escaped(pattern: &str, escape: Option<char>) -> String {
+    let mut escaped = String::with_capacity(pattern.len());
+    let mut chars = pattern.chars();
+    while let Some(c) = chars.next() {
+        if Some(c) == escape {
+            if let Some(next) = chars.next() {
+                escaped.push('\\');
+                escaped.push(next);
+            }
+        } else if c == '\\' {
+            escaped.push_str("\\\\");
+        } else {
+            escaped.push(c);
+        }
+    }
+    escaped
+}
+
 /// The regular expression of a `SIMILAR TO` pattern, as PostgreSQL's
 /// `similar_to_escape` makes it: `%` is `.*`, `_` is `.`, a `.`, `^` or `$`
 /// is itself, the escape character makes the next character itself, the
@@ -876,6 +896,39 @@ fn rewrite_expr(expr: &mut Expr) {
                 }
             }
         }
+        // `LIKE 'a#_%' ESCAPE '#'`: the pattern with the backslash that
+        // DataFusion's LIKE reads as its only escape character.
+        Expr::Like {
+            pattern,
+            escape_char,
+            ..
+        }
+        | Expr::ILike {
+            pattern,
+            escape_char,
+            ..
+        } => {
+            let escape = match escape_char.as_ref().map(|v| &v.value) {
+                Some(Value::SingleQuotedString(e)) if e != "\\" => e.chars().next(),
+                _ => return,
+            };
+            if let Expr::Value(v) = pattern.as_mut() {
+                if let Value::SingleQuotedString(text) = &mut v.value {
+                    *text = backslash_escaped(text, escape);
+                    *escape_char = None;
+                }
+            }
+        }
+        // `x AT TIME ZONE zone`, as PostgreSQL computes it.
+        Expr::AtTimeZone {
+            timestamp,
+            time_zone,
+        } => {
+            *expr = call(
+                super::functions::AT_TIME_ZONE,
+                vec![(**timestamp).clone(), (**time_zone).clone()],
+            );
+        }
         // PostgreSQL's `@ x`, `|/ x` and `||/ x`.
         Expr::UnaryOp { op, expr: operand }
             if matches!(
@@ -1359,8 +1412,9 @@ fn is_column(expr: &Expr) -> bool {
     matches!(expr, Expr::Identifier(_) | Expr::CompoundIdentifier(_))
 }
 
-/// About what DataFusion names a select item: casts and parentheses are
-/// not in the name (`1::float / 3` and `1::float8 / 3` are named alike),
+/// About what DataFusion names a select item: casts, `AT TIME ZONE` and
+/// parentheses are not in the name (`1::float / 3` and `1::float8 / 3` are
+/// named alike),
 /// every subquery is `(<subquery>)`, a column is named by its last part.
 fn name_in_plan(expr: &Expr) -> String {
     if is_column(expr) {
@@ -1371,7 +1425,12 @@ fn name_in_plan(expr: &Expr) -> String {
         if let Expr::Subquery(_) = e {
             *e = Expr::Identifier(Ident::new("(<subquery>)"));
         }
-        while let Expr::Cast { expr: inner, .. } | Expr::Nested(inner) = e {
+        while let Expr::Cast { expr: inner, .. }
+        | Expr::Nested(inner)
+        | Expr::AtTimeZone {
+            timestamp: inner, ..
+        } = e
+        {
             *e = std::mem::replace(inner.as_mut(), Expr::Value(Value::Null.into()));
         }
         ControlFlow::<()>::Continue(())

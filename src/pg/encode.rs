@@ -287,6 +287,19 @@ fn timestamp_at(array: &dyn Array, row: usize) -> Option<Option<Timestamp>> {
     }))
 }
 
+/// Microseconds as PostgreSQL prints a time: `hh:mm:ss`, then the
+/// fraction of a second without trailing zeros (`01:30:00.5`); hours past
+/// 24 for an interval's time.
+fn clock_text(micros: u64) -> String {
+    let (hours, minutes) = (micros / 3_600_000_000, micros / 60_000_000 % 60);
+    let (seconds, fraction) = (micros / 1_000_000 % 60, micros % 1_000_000);
+    let mut text = format!("{hours:02}:{minutes:02}:{seconds:02}");
+    if fraction != 0 {
+        text.push_str(format!(".{fraction:06}").trim_end_matches('0'));
+    }
+    text
+}
+
 /// A time of day in microseconds: binary as PostgreSQL's, text as it
 /// prints one (`10:00:00`, `10:00:00.5`).
 #[derive(Debug)]
@@ -310,13 +323,7 @@ impl ToSqlText for TimeOfDay {
         out: &mut BytesMut,
         _: &FormatOptions,
     ) -> Result<IsNull, Box<dyn Error + Sync + Send>> {
-        let micros = self.0;
-        let (hours, minutes) = (micros / 3_600_000_000, micros / 60_000_000 % 60);
-        let (seconds, fraction) = (micros / 1_000_000 % 60, micros % 1_000_000);
-        out.put_slice(format!("{hours:02}:{minutes:02}:{seconds:02}").as_bytes());
-        if fraction != 0 {
-            out.put_slice(format!(".{fraction:06}").trim_end_matches('0').as_bytes());
-        }
+        out.put_slice(clock_text(self.0.unsigned_abs()).as_bytes());
         Ok(IsNull::No)
     }
 }
@@ -413,13 +420,8 @@ impl Interval {
                 (false, false) => "",
             };
             let space = if text.is_empty() { "" } else { " " };
-            let micros = self.micros.unsigned_abs();
-            let (hours, minutes) = (micros / 3_600_000_000, micros / 60_000_000 % 60);
-            let (seconds, fraction) = (micros / 1_000_000 % 60, micros % 1_000_000);
-            let _ = write!(text, "{space}{sign}{hours:02}:{minutes:02}:{seconds:02}");
-            if fraction != 0 {
-                text.push_str(format!(".{fraction:06}").trim_end_matches('0'));
-            }
+            let clock = clock_text(self.micros.unsigned_abs());
+            let _ = write!(text, "{space}{sign}{clock}");
         }
         text
     }

@@ -381,6 +381,80 @@ fn age(
 
 /// JSON's operators' functions, and PostgreSQL's functions over JSON text
 /// (see [`super::json`]).
+/// `width_bucket(x, low, high, count)`: which of `count` equal buckets
+/// from `low` to `high` holds `x` (0 below them, `count + 1` above), as
+/// PostgreSQL numbers them; `low` above `high` counts downwards.
+fn width_bucket(args: &[ScalarValue]) -> DfResult<ScalarValue> {
+    let number = |v: &ScalarValue| match v.cast_to(&DataType::Float64) {
+        Ok(ScalarValue::Float64(n)) => Ok(n),
+        _ => exec_err!("width_bucket takes numbers"),
+    };
+    let (Some(x), Some(low), Some(high), Some(count)) = (
+        number(&args[0])?,
+        number(&args[1])?,
+        number(&args[2])?,
+        number(&args[3])?,
+    ) else {
+        return Ok(ScalarValue::Int32(None));
+    };
+    if count <= 0.0 || count.fract() != 0.0 || count > f64::from(i32::MAX) - 1.0 {
+        return Err(invalid_argument("count must be greater than zero"));
+    }
+    if low == high || !x.is_finite() || !low.is_finite() || !high.is_finite() {
+        return Err(invalid_argument("lower bound cannot equal upper bound"));
+    }
+    let bucket = if low < high {
+        match x {
+            x if x < low => 0.0,
+            x if x >= high => count + 1.0,
+            x => ((x - low) / (high - low) * count).floor() + 1.0,
+        }
+    } else {
+        match x {
+            x if x > low => 0.0,
+            x if x <= high => count + 1.0,
+            x => ((low - x) / (low - high) * count).floor() + 1.0,
+        }
+    };
+    Ok(ScalarValue::Int32(Some(bucket as i32)))
+}
+
+/// `regexp_split_to_array(text, pattern [, flags])`: the pieces of the
+/// text between the pattern's matches (flag `i`: ignoring case).
+fn regexp_split_to_array(args: &[ScalarValue]) -> DfResult<ScalarValue> {
+    let values: Vec<Option<String>> = args.iter().map(text).collect();
+    let (Some(Some(value)), Some(Some(pattern))) = (values.first(), values.get(1)) else {
+        return ScalarValue::try_from(DataType::new_list(DataType::Utf8, true));
+    };
+    let flags = values.get(2).cloned().flatten().unwrap_or_default();
+    let regex = regex::RegexBuilder::new(pattern)
+        .case_insensitive(flags.contains('i'))
+        .build()
+        .map_err(|e| invalid_regex(&e.to_string()))?;
+    let pieces: Vec<ScalarValue> = regex
+        .split(value)
+        .map(|piece| ScalarValue::Utf8(Some(piece.to_owned())))
+        .collect();
+    Ok(ScalarValue::List(ScalarValue::new_list_nullable(
+        &pieces,
+        &DataType::Utf8,
+    )))
+}
+
+fn invalid_argument(message: &str) -> datafusion::error::DataFusionError {
+    datafusion::error::DataFusionError::External(Box::new(super::SqlError::value(
+        "2201G",
+        message.to_owned(),
+    )))
+}
+
+fn invalid_regex(message: &str) -> datafusion::error::DataFusionError {
+    datafusion::error::DataFusionError::External(Box::new(super::SqlError::value(
+        "2201B",
+        format!("invalid regular expression: {message}"),
+    )))
+}
+
 fn register_json_functions(ctx: &SessionContext) {
     use super::json;
     use datafusion::execution::FunctionRegistry;
@@ -566,6 +640,15 @@ pub fn register_all(
     // PostgreSQL's `sign` is DataFusion's `signum`.
     let signum = datafusion::functions::math::signum();
     ctx.register_udf(signum.as_ref().clone().with_aliases(["sign"]));
+    register(ctx, "width_bucket", &[4], Int32, Immutable, width_bucket);
+    register(
+        ctx,
+        "regexp_split_to_array",
+        &[2, 3],
+        DataType::new_list(Utf8, true),
+        Immutable,
+        regexp_split_to_array,
+    );
     register(
         ctx,
         "age",

@@ -1141,6 +1141,14 @@ fn rewrite_expr(expr: &mut Expr) {
                     }
                 }
             }
+            // `timezone(zone, x)` is `x AT TIME ZONE zone`.
+            if let ("timezone", [zone, value]) = (name.as_str(), arguments(f).as_slice()) {
+                *expr = call(
+                    super::functions::AT_TIME_ZONE,
+                    vec![(*value).clone(), (*zone).clone()],
+                );
+                return;
+            }
             if name == "array_upper" {
                 if let FunctionArguments::List(list) = &f.args {
                     if let [array, dimension] = list.args.as_slice() {

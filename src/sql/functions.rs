@@ -475,6 +475,16 @@ fn register_json_functions(ctx: &SessionContext) {
     register(ctx, json::GET_PATH_TEXT, &[2], Utf8, Immutable, |a| {
         json::get_path(a, true)
     });
+    let list = DataType::new_list(Utf8, true);
+    for (name, of) in [
+        (json::ELEMENTS, json::Members::Elements),
+        (json::ELEMENTS_TEXT, json::Members::ElementsText),
+        (json::KEYS, json::Members::Keys),
+    ] {
+        register(ctx, name, &[1], list.clone(), Immutable, move |a| {
+            json::members(a, of)
+        });
+    }
     let contains = register(
         ctx,
         json::CONTAINS,

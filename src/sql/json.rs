@@ -297,6 +297,57 @@ pub fn array_length(args: &[ScalarValue]) -> Result<ScalarValue> {
     }))
 }
 
+/// What `json_array_elements(doc)` (`..._text`) and `json_object_keys(doc)`
+/// become inside `unnest(...)`: the set as a list.
+pub const ELEMENTS: &str = "json_elements_list";
+pub const ELEMENTS_TEXT: &str = "json_elements_text_list";
+pub const KEYS: &str = "json_keys_list";
+
+/// An array's elements (`text`: as `->>` gives them), or an object's keys
+/// in `jsonb`'s order, as a list of text; an error for any other value.
+pub fn members(args: &[ScalarValue], of: Members) -> Result<ScalarValue> {
+    let Some(doc) = document(&args[0])? else {
+        return ScalarValue::try_from(DataType::new_list(DataType::Utf8, true));
+    };
+    let texts: Vec<Option<String>> = match (&doc, of) {
+        (Value::Array(items), Members::Elements) => {
+            items.iter().map(|item| Some(jsonb_text(item))).collect()
+        }
+        (Value::Array(items), Members::ElementsText) => items.iter().map(as_text).collect(),
+        (Value::Object(object), Members::Keys) => {
+            let mut keys: Vec<&String> = object.keys().collect();
+            keys.sort_by(|a, b| a.len().cmp(&b.len()).then_with(|| a.cmp(b)));
+            keys.into_iter().map(|key| Some(key.clone())).collect()
+        }
+        (Value::Array(_), Members::Keys) => {
+            return invalid_value("cannot call json_object_keys on an array")
+        }
+        (_, Members::Keys) => return invalid_value("cannot call json_object_keys on a scalar"),
+        (Value::Object(_), _) => return invalid_value("cannot extract elements from an object"),
+        _ => return invalid_value("cannot extract elements from a scalar"),
+    };
+    let texts: Vec<ScalarValue> = texts.into_iter().map(utf8).collect();
+    Ok(ScalarValue::List(ScalarValue::new_list_nullable(
+        &texts,
+        &DataType::Utf8,
+    )))
+}
+
+/// What [`members`] lists.
+#[derive(Debug, Clone, Copy)]
+pub enum Members {
+    Elements,
+    ElementsText,
+    Keys,
+}
+
+fn invalid_value<T>(message: &str) -> Result<T> {
+    let error = crate::sql::SqlError::value("22023", message.to_owned());
+    Err(datafusion::error::DataFusionError::External(Box::new(
+        error,
+    )))
+}
+
 /// `json_typeof(doc)`: `object`, `array`, `string`, `number`, `boolean` or
 /// `null`.
 pub fn type_of(args: &[ScalarValue]) -> Result<ScalarValue> {

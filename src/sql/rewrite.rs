@@ -1141,6 +1141,20 @@ fn rewrite_expr(expr: &mut Expr) {
                     }
                 }
             }
+            // JSON's set-returning functions in a select list: the set as a
+            // list, unnested into rows.
+            let members = match name.as_str() {
+                "json_array_elements" | "jsonb_array_elements" => Some(super::json::ELEMENTS),
+                "json_array_elements_text" | "jsonb_array_elements_text" => {
+                    Some(super::json::ELEMENTS_TEXT)
+                }
+                "json_object_keys" | "jsonb_object_keys" => Some(super::json::KEYS),
+                _ => None,
+            };
+            if let (Some(members), [doc]) = (members, arguments(f).as_slice()) {
+                *expr = call("unnest", vec![call(members, vec![(*doc).clone()])]);
+                return;
+            }
             // `timezone(zone, x)` is `x AT TIME ZONE zone`.
             if let ("timezone", [zone, value]) = (name.as_str(), arguments(f).as_slice()) {
                 *expr = call(

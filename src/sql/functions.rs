@@ -419,25 +419,65 @@ fn width_bucket(args: &[ScalarValue]) -> DfResult<ScalarValue> {
     Ok(ScalarValue::Int32(Some(bucket as i32)))
 }
 
-/// `regexp_split_to_array(text, pattern [, flags])`: the pieces of the
-/// text between the pattern's matches (flag `i`: ignoring case).
-fn regexp_split_to_array(args: &[ScalarValue]) -> DfResult<ScalarValue> {
-    let values: Vec<Option<String>> = args.iter().map(text).collect();
-    let (Some(Some(value)), Some(Some(pattern))) = (values.first(), values.get(1)) else {
-        return ScalarValue::try_from(DataType::new_list(DataType::Utf8, true));
+/// The text, the compiled pattern and the flags of a regular expression
+/// function's arguments (`text, pattern [, flags]`; flag `i` ignores
+/// case); `None` when the text or the pattern is NULL.
+fn regex_arguments(args: &[ScalarValue]) -> DfResult<Option<(String, regex::Regex, String)>> {
+    let mut values = args.iter().map(text);
+    let (Some(Some(value)), Some(Some(pattern))) = (values.next(), values.next()) else {
+        return Ok(None);
     };
-    let flags = values.get(2).cloned().flatten().unwrap_or_default();
-    let regex = regex::RegexBuilder::new(pattern)
+    let flags = values.next().flatten().unwrap_or_default();
+    let regex = regex::RegexBuilder::new(&pattern)
         .case_insensitive(flags.contains('i'))
         .build()
         .map_err(|e| invalid_regex(&e.to_string()))?;
-    let pieces: Vec<ScalarValue> = regex
-        .split(value)
-        .map(|piece| ScalarValue::Utf8(Some(piece.to_owned())))
+    Ok(Some((value, regex, flags)))
+}
+
+fn text_list(texts: impl IntoIterator<Item = Option<String>>) -> ScalarValue {
+    let texts: Vec<ScalarValue> = texts.into_iter().map(ScalarValue::Utf8).collect();
+    ScalarValue::List(ScalarValue::new_list_nullable(&texts, &DataType::Utf8))
+}
+
+/// `regexp_split_to_array(text, pattern [, flags])`: the pieces of the
+/// text between the pattern's matches.
+fn regexp_split_to_array(args: &[ScalarValue]) -> DfResult<ScalarValue> {
+    let Some((value, regex, _)) = regex_arguments(args)? else {
+        return ScalarValue::try_from(DataType::new_list(DataType::Utf8, true));
+    };
+    Ok(text_list(
+        regex.split(&value).map(|piece| Some(piece.to_owned())),
+    ))
+}
+
+/// What `regexp_matches(text, pattern [, flags])` becomes inside
+/// `unnest(...)`: its set as a list.
+pub const REGEXP_MATCHES_LIST: &str = "__tablegate_regexp_matches";
+
+/// The matches of `regexp_matches`, each the array of its groups (or of
+/// the whole match when the pattern has none): the first only, or every
+/// one with flag `g`.
+fn regexp_matches_list(args: &[ScalarValue]) -> DfResult<ScalarValue> {
+    let list = DataType::new_list(DataType::Utf8, true);
+    let Some((value, regex, flags)) = regex_arguments(args)? else {
+        return ScalarValue::try_from(DataType::new_list(list, true));
+    };
+    let matches: Vec<ScalarValue> = regex
+        .captures_iter(&value)
+        .take(if flags.contains('g') { usize::MAX } else { 1 })
+        .map(|groups| match groups.len() {
+            1 => text_list([Some(groups[0].to_owned())]),
+            _ => text_list(
+                groups
+                    .iter()
+                    .skip(1)
+                    .map(|group| group.map(|g| g.as_str().to_owned())),
+            ),
+        })
         .collect();
     Ok(ScalarValue::List(ScalarValue::new_list_nullable(
-        &pieces,
-        &DataType::Utf8,
+        &matches, &list,
     )))
 }
 
@@ -658,6 +698,14 @@ pub fn register_all(
         DataType::new_list(Utf8, true),
         Immutable,
         regexp_split_to_array,
+    );
+    register(
+        ctx,
+        REGEXP_MATCHES_LIST,
+        &[2, 3],
+        DataType::new_list(DataType::new_list(Utf8, true), true),
+        Immutable,
+        regexp_matches_list,
     );
     register(
         ctx,

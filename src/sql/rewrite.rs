@@ -1155,6 +1155,17 @@ fn rewrite_expr(expr: &mut Expr) {
                 *expr = call("unnest", vec![call(members, vec![(*doc).clone()])]);
                 return;
             }
+            // `regexp_matches` and `regexp_split_to_table` likewise.
+            let listed = match name.as_str() {
+                "regexp_matches" => Some(super::functions::REGEXP_MATCHES_LIST),
+                "regexp_split_to_table" => Some("regexp_split_to_array"),
+                _ => None,
+            };
+            let args: Vec<Expr> = arguments(f).into_iter().cloned().collect();
+            if let (Some(listed), 2 | 3) = (listed, args.len()) {
+                *expr = call("unnest", vec![call(listed, args)]);
+                return;
+            }
             // `timezone(zone, x)` is `x AT TIME ZONE zone`.
             if let ("timezone", [zone, value]) = (name.as_str(), arguments(f).as_slice()) {
                 *expr = call(

@@ -361,7 +361,6 @@ impl ScalarUDFImpl for TimestampDifference {
     }
 
     fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
-        const MICROS_A_DAY: i64 = 86_400_000_000;
         let [left, right] = args.args.as_slice() else {
             return exec_err!("{} takes two values", self.name());
         };
@@ -369,24 +368,30 @@ impl ScalarUDFImpl for TimestampDifference {
         let micros = DataType::Timestamp(TimeUnit::Microsecond, None);
         let (left, right) = (left.cast_to(&micros, None)?, right.cast_to(&micros, None)?);
         let difference = datum::apply(&left, &right, numeric::sub)?;
-        let interval = |micros: i64| {
-            let days = micros / MICROS_A_DAY;
-            let time = micros % MICROS_A_DAY;
-            IntervalMonthDayNano::new(0, days as i32, time * 1_000)
-        };
         Ok(match difference {
             ColumnarValue::Scalar(ScalarValue::DurationMicrosecond(micros)) => {
-                ColumnarValue::Scalar(ScalarValue::IntervalMonthDayNano(micros.map(interval)))
+                ColumnarValue::Scalar(ScalarValue::IntervalMonthDayNano(micros.map(days_and_time)))
             }
             ColumnarValue::Array(d) => {
                 let d = d.as_primitive::<DurationMicrosecondType>();
                 let intervals: IntervalMonthDayNanoArray =
-                    d.iter().map(|m| m.map(interval)).collect();
+                    d.iter().map(|m| m.map(days_and_time)).collect();
                 ColumnarValue::Array(Arc::new(intervals))
             }
             other => return exec_err!("a timestamp difference of {:?}", other.data_type()),
         })
     }
+}
+
+/// A span of microseconds as an interval of whole days and the time left,
+/// as PostgreSQL makes the difference of two timestamps.
+fn days_and_time(micros: i64) -> IntervalMonthDayNano {
+    const MICROS_A_DAY: i64 = 86_400_000_000;
+    IntervalMonthDayNano::new(
+        0,
+        (micros / MICROS_A_DAY) as i32,
+        micros % MICROS_A_DAY * 1_000,
+    )
 }
 
 /// `a / b` of two numerics as PostgreSQL computes it, to within the
@@ -469,8 +474,7 @@ impl ScalarUDFImpl for NumericDivision {
         let limit = i256::from_i128(10).wrapping_pow(NUMERIC_DIGITS as u32);
         let divide = |dividend: i128, divisor: i128| -> Result<i128> {
             if divisor == 0 {
-                let error = crate::sql::SqlError::value("22012", "division by zero");
-                return Err(DataFusionError::External(Box::new(error)));
+                return Err(crate::sql::SqlError::value("22012", "division by zero").into());
             }
             let (dividend, divisor) = (i256::from_i128(dividend), i256::from_i128(divisor));
             let shifted = dividend.checked_mul(factor).ok_or_else(numeric_overflow)?;
@@ -507,8 +511,7 @@ impl ScalarUDFImpl for NumericDivision {
 
 /// PostgreSQL's error for a numeric too large for its type.
 fn numeric_overflow() -> DataFusionError {
-    let error = crate::sql::SqlError::value("22003", "numeric field overflow");
-    DataFusionError::External(Box::new(error))
+    crate::sql::SqlError::value("22003", "numeric field overflow").into()
 }
 
 /// PostgreSQL's error for a result past an integer type's range.
@@ -518,8 +521,7 @@ fn out_of_range(ty: &DataType) -> DataFusionError {
         DataType::Int32 => "integer",
         _ => "bigint",
     };
-    let error = crate::sql::SqlError::value("22003", format!("{name} out of range"));
-    DataFusionError::External(Box::new(error))
+    crate::sql::SqlError::value("22003", format!("{name} out of range")).into()
 }
 
 /// Plans `interval * number`, `number * interval` and `interval /
@@ -629,22 +631,13 @@ impl ScalarUDFImpl for ScaledInterval {
 fn interval_values(
     values: &datafusion::arrow::array::ArrayRef,
 ) -> Result<Vec<Option<IntervalMonthDayNano>>> {
-    const MICROS_A_DAY: i64 = 86_400_000_000;
     if let DataType::Duration(_) = values.data_type() {
         let micros =
             datafusion::arrow::compute::cast(values, &DataType::Duration(TimeUnit::Microsecond))?;
         return Ok(micros
             .as_primitive::<DurationMicrosecondType>()
             .iter()
-            .map(|m| {
-                m.map(|m| {
-                    IntervalMonthDayNano::new(
-                        0,
-                        (m / MICROS_A_DAY) as i32,
-                        (m % MICROS_A_DAY) * 1_000,
-                    )
-                })
-            })
+            .map(|m| m.map(days_and_time))
             .collect());
     }
     let intervals =
@@ -674,9 +667,7 @@ fn scale_interval(interval: IntervalMonthDayNano, factor: f64) -> Result<Interva
         || !fits(whole_days, i32::MIN.into(), i32::MAX.into())
         || !fits(micros, -9.2e15, 9.2e15)
     {
-        return Err(DataFusionError::External(Box::new(
-            crate::sql::SqlError::value("22008", "interval out of range"),
-        )));
+        return Err(crate::sql::SqlError::value("22008", "interval out of range").into());
     }
     Ok(IntervalMonthDayNano::new(
         months.trunc() as i32,

@@ -51,6 +51,14 @@ pub enum SqlError {
     Internal(String),
 }
 
+/// An error of a function or cast run by DataFusion, carried through its
+/// execution as an external error whose SQLSTATE the wire reads back.
+impl From<SqlError> for DataFusionError {
+    fn from(error: SqlError) -> Self {
+        DataFusionError::External(Box::new(error))
+    }
+}
+
 impl SqlError {
     pub fn value(sqlstate: &'static str, message: impl Into<String>) -> Self {
         SqlError::InvalidValue {

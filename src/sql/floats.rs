@@ -136,10 +136,7 @@ pub fn check_real_range(source: &ArrayRef, real: &ArrayRef) -> Result<()> {
             Some(texts) => format!("{:?} is out of range for type real", texts.value(row)),
             None => format!("value out of range: {problem}"),
         };
-        let error = crate::sql::SqlError::value("22003", message);
-        return Err(datafusion::error::DataFusionError::External(Box::new(
-            error,
-        )));
+        return Err(crate::sql::SqlError::value("22003", message).into());
     }
     Ok(())
 }

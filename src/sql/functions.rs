@@ -1,8 +1,9 @@
-//! PostgreSQL's session and catalog functions that clients call before
-//! their own queries: `version()`, `current_setting`, `set_config`,
-//! `current_database()`, `format_type`, `pg_get_indexdef`, ... Each is
-//! evaluated row by row on scalar values; they run over catalog rows, never
-//! over user data.
+//! PostgreSQL's functions that DataFusion lacks: the session and catalog
+//! functions that clients call before their own queries (`version()`,
+//! `current_setting`, `set_config`, `current_database()`, `format_type`,
+//! `pg_get_indexdef`, ...), evaluated row by row on scalar values, and a
+//! few over user data (`age`, `format`, `width_bucket`, the regular
+//! expression functions, `AT TIME ZONE`, `pg_typeof`).
 
 use std::hash::{Hash, Hasher};
 use std::sync::Arc;
@@ -398,10 +399,10 @@ fn width_bucket(args: &[ScalarValue]) -> DfResult<ScalarValue> {
         return Ok(ScalarValue::Int32(None));
     };
     if count <= 0.0 || count.fract() != 0.0 || count > f64::from(i32::MAX) - 1.0 {
-        return Err(invalid_argument("count must be greater than zero"));
+        return Err(sql_error("2201G", "count must be greater than zero"));
     }
     if low == high || !x.is_finite() || !low.is_finite() || !high.is_finite() {
-        return Err(invalid_argument("lower bound cannot equal upper bound"));
+        return Err(sql_error("2201G", "lower bound cannot equal upper bound"));
     }
     let bucket = if low < high {
         match x {
@@ -431,11 +432,12 @@ fn regex_arguments(args: &[ScalarValue]) -> DfResult<Option<(String, regex::Rege
     let regex = regex::RegexBuilder::new(&pattern)
         .case_insensitive(flags.contains('i'))
         .build()
-        .map_err(|e| invalid_regex(&e.to_string()))?;
+        .map_err(|e| sql_error("2201B", format!("invalid regular expression: {e}")))?;
     Ok(Some((value, regex, flags)))
 }
 
-fn text_list(texts: impl IntoIterator<Item = Option<String>>) -> ScalarValue {
+/// Texts as a list value (`text[]`).
+pub(super) fn text_list(texts: impl IntoIterator<Item = Option<String>>) -> ScalarValue {
     let texts: Vec<ScalarValue> = texts.into_iter().map(ScalarValue::Utf8).collect();
     ScalarValue::List(ScalarValue::new_list_nullable(&texts, &DataType::Utf8))
 }
@@ -478,20 +480,6 @@ fn regexp_matches_list(args: &[ScalarValue]) -> DfResult<ScalarValue> {
         .collect();
     Ok(ScalarValue::List(ScalarValue::new_list_nullable(
         &matches, &list,
-    )))
-}
-
-fn invalid_argument(message: &str) -> datafusion::error::DataFusionError {
-    datafusion::error::DataFusionError::External(Box::new(super::SqlError::value(
-        "2201G",
-        message.to_owned(),
-    )))
-}
-
-fn invalid_regex(message: &str) -> datafusion::error::DataFusionError {
-    datafusion::error::DataFusionError::External(Box::new(super::SqlError::value(
-        "2201B",
-        format!("invalid regular expression: {message}"),
     )))
 }
 
@@ -591,10 +579,7 @@ fn format_text(args: &[ScalarValue]) -> DfResult<Option<String>> {
     let Some(template) = text(&args[0]) else {
         return Ok(None);
     };
-    let invalid = |message: String| {
-        let error = super::SqlError::value("22023", message);
-        datafusion::error::DataFusionError::External(Box::new(error))
-    };
+    let invalid = |message: String| sql_error("22023", message);
     let mut out = String::new();
     let mut next = 1;
     let mut chars = template.chars().peekable();
@@ -1111,9 +1096,7 @@ fn sql_error(
     sqlstate: &'static str,
     message: impl Into<String>,
 ) -> datafusion::error::DataFusionError {
-    datafusion::error::DataFusionError::External(Box::new(crate::sql::SqlError::value(
-        sqlstate, message,
-    )))
+    crate::sql::SqlError::value(sqlstate, message).into()
 }
 
 /// The sequence a `nextval`/`currval`/`setval` argument names: a name, or

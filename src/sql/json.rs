@@ -20,7 +20,7 @@ use datafusion::logical_expr::{Expr, ExprSchemable, ScalarUDF};
 use datafusion::sql::sqlparser::ast::BinaryOperator;
 use serde_json::Value;
 
-use super::functions::text as text_of;
+use super::functions::{text as text_of, text_list};
 
 /// The function each operator becomes.
 pub const GET: &str = "json_get";
@@ -158,10 +158,7 @@ fn document(value: &ScalarValue) -> Result<Option<Value>> {
 
 fn invalid_json<T>(detail: &str) -> Result<T> {
     let message = format!("invalid input syntax for type json: {detail}");
-    let error = crate::sql::SqlError::value("22P02", message);
-    Err(datafusion::error::DataFusionError::External(Box::new(
-        error,
-    )))
+    Err(crate::sql::SqlError::value("22P02", message).into())
 }
 
 /// A path written as PostgreSQL's text array literal (`{a,0,"b c"}`), or
@@ -287,13 +284,7 @@ pub fn array_length(args: &[ScalarValue]) -> Result<ScalarValue> {
     Ok(ScalarValue::Int32(match document(&args[0])? {
         None => None,
         Some(Value::Array(items)) => Some(items.len() as i32),
-        Some(_) => {
-            let error =
-                crate::sql::SqlError::value("22023", "cannot get array length of a non-array");
-            return Err(datafusion::error::DataFusionError::External(Box::new(
-                error,
-            )));
-        }
+        Some(_) => return invalid_value("cannot get array length of a non-array"),
     }))
 }
 
@@ -326,11 +317,7 @@ pub fn members(args: &[ScalarValue], of: Members) -> Result<ScalarValue> {
         (Value::Object(_), _) => return invalid_value("cannot extract elements from an object"),
         _ => return invalid_value("cannot extract elements from a scalar"),
     };
-    let texts: Vec<ScalarValue> = texts.into_iter().map(utf8).collect();
-    Ok(ScalarValue::List(ScalarValue::new_list_nullable(
-        &texts,
-        &DataType::Utf8,
-    )))
+    Ok(text_list(texts))
 }
 
 /// What [`members`] lists.
@@ -342,10 +329,7 @@ pub enum Members {
 }
 
 fn invalid_value<T>(message: &str) -> Result<T> {
-    let error = crate::sql::SqlError::value("22023", message.to_owned());
-    Err(datafusion::error::DataFusionError::External(Box::new(
-        error,
-    )))
+    Err(crate::sql::SqlError::value("22023", message).into())
 }
 
 /// `json_typeof(doc)`: `object`, `array`, `string`, `number`, `boolean` or

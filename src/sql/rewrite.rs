@@ -1476,10 +1476,7 @@ fn name_in_plan(expr: &Expr) -> String {
 
 /// A column's table, when written, and name, as DataFusion folds them.
 fn qualified_name(column: &Expr) -> (Option<String>, String) {
-    let fold = |ident: &Ident| match ident.quote_style {
-        Some(_) => ident.value.clone(),
-        None => ident.value.to_lowercase(),
-    };
+    let fold = super::session::normalize;
     match column {
         Expr::CompoundIdentifier(parts) if parts.len() > 1 => {
             let (name, table) = parts.split_last().expect("more than one part");

@@ -203,12 +203,13 @@ pub enum Output {
     },
 }
 
-/// A name as PostgreSQL folds it: lower case unless quoted.
-fn folded(name: &datafusion::sql::sqlparser::ast::Ident) -> String {
-    match name.quote_style {
-        Some(_) => name.value.clone(),
-        None => name.value.to_lowercase(),
-    }
+/// The name of a statement that SQL's `EXECUTE` runs, as PostgreSQL
+/// folds it.
+fn executed_name(name: &datafusion::sql::sqlparser::ast::ObjectName) -> Option<String> {
+    name.0
+        .last()
+        .and_then(|part| part.as_ident())
+        .map(normalize)
 }
 
 /// A statement parsed and planned once, executed many times (the extended
@@ -1242,17 +1243,13 @@ impl Session {
                     name, statement, ..
                 } => {
                     if let Some(names) = ColumnNames::of(statement) {
-                        self.prepared_names.insert(folded(name), names);
+                        self.prepared_names.insert(normalize(name), names);
                     }
                     None
                 }
                 Statement::Execute {
                     name: Some(name), ..
-                } => name
-                    .0
-                    .last()
-                    .and_then(|part| part.as_ident())
-                    .and_then(|name| self.prepared_names.get(&folded(name)).cloned()),
+                } => executed_name(name).and_then(|name| self.prepared_names.get(&name).cloned()),
                 s => ColumnNames::of(s),
             };
             // A write prepared with SQL's PREPARE is rewritten when
@@ -1403,10 +1400,11 @@ impl Session {
             }
             Statement::Deallocate { name, .. } if name.value.eq_ignore_ascii_case("all") => {
                 self.prepared_writes.clear();
+                self.prepared_names.clear();
                 Ok(Output::Command("DEALLOCATE ALL".into()))
             }
             Statement::Deallocate { name, .. }
-                if self.prepared_writes.remove(&folded(&name)).is_some() =>
+                if self.prepared_writes.remove(&normalize(&name)).is_some() =>
             {
                 Ok(Output::Command("DEALLOCATE".into()))
             }
@@ -1414,21 +1412,18 @@ impl Session {
                 name, statement, ..
             } if dml::is_dml(&statement) => {
                 let prepared = self.prepare(&statement.to_string()).await?;
-                self.prepared_writes.insert(folded(&name), prepared);
+                self.prepared_writes.insert(normalize(&name), prepared);
                 Ok(Output::Command("PREPARE".into()))
             }
             Statement::Execute {
                 name: Some(name),
                 parameters,
                 ..
-            } if name
-                .0
-                .last()
-                .and_then(|part| part.as_ident())
-                .is_some_and(|name| self.prepared_writes.contains_key(&folded(name))) =>
+            } if executed_name(&name)
+                .is_some_and(|name| self.prepared_writes.contains_key(&name)) =>
             {
-                let name = name.0.last().and_then(|part| part.as_ident()).map(folded);
-                let prepared = self.prepared_writes[&name.unwrap_or_default()].clone();
+                let name = executed_name(&name).unwrap_or_default();
+                let prepared = self.prepared_writes[&name].clone();
                 let values = self.parameter_values(&parameters).await?;
                 let values = values.into_iter().map(Into::into).collect();
                 Box::pin(self.execute_planned(&prepared, ParamValues::List(values))).await

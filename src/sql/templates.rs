@@ -638,11 +638,8 @@ impl ScalarUDFImpl for ToChar {
         // Each row's text, by the value's kind.
         let text: Box<dyn Fn(&ArrayRef, usize) -> Option<String>> = match values.data_type() {
             t if t.is_numeric() => {
-                let template = NumberTemplate::parse(template).map_err(|message| {
-                    datafusion::error::DataFusionError::External(Box::new(
-                        crate::sql::SqlError::value("0A000", message),
-                    ))
-                })?;
+                let template = NumberTemplate::parse(template)
+                    .map_err(|message| crate::sql::SqlError::value("0A000", message))?;
                 let decimals = template.fraction_digits();
                 Box::new(move |numbers: &ArrayRef, row: usize| {
                     let (negative, whole, fraction) = rounded_digits(numbers, row, decimals)?;

@@ -79,8 +79,86 @@ impl SqlType {
         }
     }
 
+    /// The type [`SqlType::pg_name`] names.
+    pub fn from_pg_name(name: &str) -> Option<SqlType> {
+        let bounded = |prefix: &str| -> Option<u32> {
+            name.strip_prefix(prefix)?.strip_suffix(')')?.parse().ok()
+        };
+        if let Some(n) = bounded("character varying(") {
+            return Some(SqlType::Varchar(Some(n)));
+        }
+        if let Some(n) = bounded("character(") {
+            return Some(SqlType::Char(n));
+        }
+        if let Some(rest) = name
+            .strip_prefix("numeric(")
+            .and_then(|r| r.strip_suffix(')'))
+        {
+            let (precision, scale) = rest.split_once(',')?;
+            return Some(SqlType::Numeric {
+                precision: precision.trim().parse().ok()?,
+                scale: scale.trim().parse().ok()?,
+            });
+        }
+        Some(match name {
+            "text" => SqlType::Text,
+            "character varying" => SqlType::Varchar(None),
+            "smallint" => SqlType::Int2,
+            "integer" => SqlType::Int4,
+            "bigint" => SqlType::Int8,
+            "real" => SqlType::Float4,
+            "double precision" => SqlType::Float8,
+            "boolean" => SqlType::Bool,
+            "date" => SqlType::Date,
+            "timestamp without time zone" => SqlType::Timestamp,
+            "timestamp with time zone" => SqlType::Timestamptz,
+            "uuid" => SqlType::Uuid,
+            "bytea" => SqlType::Bytea,
+            "json" => SqlType::Json,
+            "jsonb" => SqlType::Jsonb,
+            _ => return None,
+        })
+    }
+
     /// Whether values of this type can be part of a key (every type but JSON).
     pub fn can_be_key(self) -> bool {
         !matches!(self, SqlType::Json | SqlType::Jsonb)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_type_is_read_back_from_its_name() {
+        let types = [
+            SqlType::Text,
+            SqlType::Varchar(None),
+            SqlType::Varchar(Some(5)),
+            SqlType::Char(3),
+            SqlType::Int2,
+            SqlType::Int4,
+            SqlType::Int8,
+            SqlType::Float4,
+            SqlType::Float8,
+            SqlType::Numeric {
+                precision: 10,
+                scale: 2,
+            },
+            SqlType::Bool,
+            SqlType::Date,
+            SqlType::Timestamp,
+            SqlType::Timestamptz,
+            SqlType::Uuid,
+            SqlType::Bytea,
+            SqlType::Json,
+            SqlType::Jsonb,
+        ];
+        for ty in types {
+            assert_eq!(SqlType::from_pg_name(&ty.pg_name()), Some(ty), "{ty:?}");
+        }
+        assert_eq!(SqlType::from_pg_name("numeric(10)"), None);
+        assert_eq!(SqlType::from_pg_name("money"), None);
     }
 }

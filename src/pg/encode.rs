@@ -26,26 +26,21 @@ use pgwire::types::format::FormatOptions;
 use pgwire::types::ToSqlText;
 use postgres_types::{IsNull, ToSql};
 
+use crate::catalog::SqlType;
 use crate::sql::decimals::{put_decimal, put_decimal_binary};
 use crate::sql::floats::put_float;
-use crate::sql::types::{timestamp_micros_at, timestamp_text, PG_TYPE_KEY};
+use crate::sql::types::{declared_type, timestamp_micros_at, timestamp_text};
 
 /// The PostgreSQL type of a result column.
 pub fn pg_type(field: &Arc<Field>) -> PgWireResult<Type> {
-    if let Some(name) = field.metadata().get(PG_TYPE_KEY) {
-        let ty = match name.as_str() {
-            "uuid" => Some(Type::UUID),
-            "json" => Some(Type::JSON),
-            "jsonb" => Some(Type::JSONB),
-            n if n.starts_with("character varying") => Some(Type::VARCHAR),
-            n if n.starts_with("character(") => Some(Type::BPCHAR),
-            _ => None,
-        };
-        if let Some(ty) = ty {
-            return Ok(ty);
-        }
-    }
-    arrow_pg::datatypes::field_into_pg_type(field)
+    Ok(match declared_type(field) {
+        Some(SqlType::Uuid) => Type::UUID,
+        Some(SqlType::Json) => Type::JSON,
+        Some(SqlType::Jsonb) => Type::JSONB,
+        Some(SqlType::Varchar(_)) => Type::VARCHAR,
+        Some(SqlType::Char(_)) => Type::BPCHAR,
+        _ => return arrow_pg::datatypes::field_into_pg_type(field),
+    })
 }
 
 pub fn fields(schema: &Schema, format: &Format) -> PgWireResult<Vec<FieldInfo>> {
@@ -465,13 +460,10 @@ fn interval_at(array: &dyn Array, row: usize) -> Option<Option<Interval>> {
 /// The length of a `character(n)` column, whose values are sent padded
 /// with spaces to it (they are stored without).
 fn char_width(field: &Field) -> Option<usize> {
-    field
-        .metadata()
-        .get(PG_TYPE_KEY)?
-        .strip_prefix("character(")?
-        .strip_suffix(')')?
-        .parse()
-        .ok()
+    match declared_type(field)? {
+        SqlType::Char(n) => Some(n as usize),
+        _ => None,
+    }
 }
 
 /// Appends row `row` of `batch` to the encoder; `widths` are the columns'

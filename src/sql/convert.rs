@@ -386,10 +386,14 @@ fn text_value(ty: SqlType, column: &str, s: &str) -> Result<Value> {
             )
         })?),
         SqlType::Json | SqlType::Jsonb => {
-            serde_json::from_str::<serde_json::Value>(s).map_err(|e| {
+            let doc = serde_json::from_str::<serde_json::Value>(s).map_err(|e| {
                 SqlError::value("22P02", format!("invalid input syntax for type json: {e}"))
             })?;
-            Value::Json(s.to_owned())
+            // jsonb holds the value, not its spelling.
+            Value::Json(match ty {
+                SqlType::Jsonb => super::json::jsonb_text(&doc),
+                _ => s.to_owned(),
+            })
         }
         _ => Value::String(s.to_owned()),
     })

@@ -27,7 +27,7 @@ use super::error::{Result, SqlError};
 use super::pg_catalog::indexes_of;
 use super::session::{normalize, table_name, Output, Session};
 use super::txn::Change;
-use super::types::{arrow_type, sql_type, PG_TYPE_KEY};
+use super::types::{arrow_type, declared_type, sql_type};
 use crate::catalog::{
     check_definition, CatalogError, Column, ForeignKey, IndexDef, Keys, SequenceDef, SqlType,
     SystemField, TableDef,
@@ -309,13 +309,8 @@ fn foreign_key(session: &Session, def: &TableDef, fk: &ForeignKeyConstraint) -> 
 
 /// The column type of a query result column.
 pub(super) fn type_of_field(field: &datafusion::arrow::datatypes::Field) -> Result<SqlType> {
-    if let Some(name) = field.metadata().get(PG_TYPE_KEY) {
-        match name.as_str() {
-            "uuid" => return Ok(SqlType::Uuid),
-            "json" => return Ok(SqlType::Json),
-            "jsonb" => return Ok(SqlType::Jsonb),
-            _ => {}
-        }
+    if let Some(ty) = declared_type(field) {
+        return Ok(ty);
     }
     Ok(match field.data_type() {
         DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View => SqlType::Text,

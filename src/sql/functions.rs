@@ -5,15 +5,16 @@
 //! few over user data (`age`, `format`, `width_bucket`, the regular
 //! expression functions, `AT TIME ZONE`, `pg_typeof`).
 
+use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 
 use datafusion::arrow::array::Array;
-use datafusion::arrow::datatypes::{DataType, Field};
+use datafusion::arrow::datatypes::{DataType, Field, FieldRef};
 use datafusion::common::{exec_err, Result as DfResult, ScalarValue};
 use datafusion::logical_expr::{
-    ColumnarValue, ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl, Signature, TypeSignature,
-    Volatility,
+    ColumnarValue, ReturnFieldArgs, ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl, Signature,
+    TypeSignature, Volatility,
 };
 use datafusion::prelude::SessionContext;
 
@@ -24,8 +25,9 @@ use super::pg_catalog::{
 };
 use super::provider::ReadView;
 use super::settings::{Settings, SERVER_VERSION};
-use super::types::PG_TYPE_KEY;
+use super::types::{declared_type, PG_TYPE_KEY};
 use crate::catalog::Catalog;
+use crate::catalog::SqlType;
 
 type Body = Arc<dyn Fn(&[ScalarValue]) -> DfResult<ScalarValue> + Send + Sync>;
 
@@ -34,6 +36,8 @@ struct RowFunction {
     name: &'static str,
     signature: Signature,
     returns: DataType,
+    /// The value is JSON: `jsonb` when the first argument is, else `json`.
+    json: bool,
     body: Body,
 }
 
@@ -68,6 +72,19 @@ impl ScalarUDFImpl for RowFunction {
 
     fn return_type(&self, _: &[DataType]) -> DfResult<DataType> {
         Ok(self.returns.clone())
+    }
+
+    fn return_field_from_args(&self, args: ReturnFieldArgs) -> DfResult<FieldRef> {
+        let field = Field::new(self.name, self.returns.clone(), true);
+        if !self.json {
+            return Ok(Arc::new(field));
+        }
+        let jsonb = args.arg_fields.first().and_then(|f| declared_type(f)) == Some(SqlType::Jsonb);
+        let ty = if jsonb { SqlType::Jsonb } else { SqlType::Json };
+        Ok(Arc::new(field.with_metadata(HashMap::from([(
+            PG_TYPE_KEY.to_owned(),
+            ty.pg_name(),
+        )]))))
     }
 
     fn invoke_with_args(&self, args: ScalarFunctionArgs) -> DfResult<ColumnarValue> {
@@ -253,11 +270,7 @@ fn type_name(field: &Field) -> String {
         DataType::List(item) | DataType::LargeList(item) => {
             return format!("{}[]", type_name(item))
         }
-        _ => match field.metadata().get(PG_TYPE_KEY) {
-            Some(name) => name.clone(),
-            None => type_of_field(field)
-                .map_or_else(|_| field.data_type().to_string(), |ty| ty.pg_name()),
-        },
+        _ => type_of_field(field).map_or_else(|_| field.data_type().to_string(), |ty| ty.pg_name()),
     };
     match name.split_once('(') {
         Some((base, _)) => base.to_owned(),
@@ -274,6 +287,45 @@ fn register(
     volatility: Volatility,
     body: impl Fn(&[ScalarValue]) -> DfResult<ScalarValue> + Send + Sync + 'static,
 ) -> Arc<ScalarUDF> {
+    register_row_function(
+        ctx,
+        name,
+        arities,
+        returns,
+        volatility,
+        false,
+        Arc::new(body),
+    )
+}
+
+/// Registers a [`RowFunction`] whose value is JSON.
+fn register_json(
+    ctx: &SessionContext,
+    name: &'static str,
+    arities: &[usize],
+    body: impl Fn(&[ScalarValue]) -> DfResult<ScalarValue> + Send + Sync + 'static,
+) {
+    let immutable = Volatility::Immutable;
+    register_row_function(
+        ctx,
+        name,
+        arities,
+        DataType::Utf8,
+        immutable,
+        true,
+        Arc::new(body),
+    );
+}
+
+fn register_row_function(
+    ctx: &SessionContext,
+    name: &'static str,
+    arities: &[usize],
+    returns: DataType,
+    volatility: Volatility,
+    json: bool,
+    body: Body,
+) -> Arc<ScalarUDF> {
     let signatures = arities
         .iter()
         .map(|&n| {
@@ -288,7 +340,8 @@ fn register(
         name,
         signature: Signature::one_of(signatures, volatility),
         returns,
-        body: Arc::new(body),
+        json,
+        body,
     }));
     ctx.register_udf(function.as_ref().clone());
     function
@@ -488,18 +541,18 @@ fn register_json_functions(ctx: &SessionContext) {
     use datafusion::execution::FunctionRegistry;
     use DataType::{Boolean, Int32, Utf8};
     use Volatility::Immutable;
-    register(ctx, json::ARRAY_OF, &[1], Utf8, Immutable, |a| {
-        Ok(json::array_of(&a[0]))
-    });
-    register(ctx, json::GET, &[2], Utf8, Immutable, |a| {
-        json::get(a, false)
-    });
+    for build in json::JsonBuild::all() {
+        ctx.register_udf(ScalarUDF::new_from_impl(build));
+    }
+    for input in json::JsonInput::both() {
+        ctx.register_udf(ScalarUDF::new_from_impl(input));
+    }
+    register_json(ctx, json::ARRAY_OF, &[1], |a| Ok(json::array_of(&a[0])));
+    register_json(ctx, json::GET, &[2], |a| json::get(a, false));
     register(ctx, json::GET_TEXT, &[2], Utf8, Immutable, |a| {
         json::get(a, true)
     });
-    register(ctx, json::GET_PATH, &[2], Utf8, Immutable, |a| {
-        json::get_path(a, false)
-    });
+    register_json(ctx, json::GET_PATH, &[2], |a| json::get_path(a, false));
     register(ctx, json::GET_PATH_TEXT, &[2], Utf8, Immutable, |a| {
         json::get_path(a, true)
     });
@@ -884,14 +937,6 @@ pub fn register_all(
         |args| Ok(ScalarValue::Boolean((!args[0].is_null()).then_some(true))),
     );
     register_json_functions(ctx);
-    register(
-        ctx,
-        "json_build_object",
-        &[0, 2, 4, 6, 8, 10, 12, 14, 16],
-        Utf8,
-        Stable,
-        |args| Ok(utf8(Some(super::json::build_object(args)))),
-    );
     // `information_schema._pg_expandarray`: an array's elements with their
     // positions, as a list of `(x, n)` (the rewrite unnests it).
     let pair = DataType::Struct(

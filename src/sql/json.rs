@@ -12,15 +12,23 @@
 
 use std::sync::Arc;
 
-use datafusion::arrow::datatypes::DataType;
+use datafusion::arrow::datatypes::{DataType, Field, FieldRef};
 use datafusion::common::{DFSchema, Result, ScalarValue};
 use datafusion::logical_expr::expr::ScalarFunction;
 use datafusion::logical_expr::planner::{ExprPlanner, PlannerResult, RawBinaryExpr};
-use datafusion::logical_expr::{Expr, ExprSchemable, ScalarUDF};
+use datafusion::logical_expr::{
+    ColumnarValue, Expr, ExprSchemable, ReturnFieldArgs, ScalarFunctionArgs, ScalarUDF,
+    ScalarUDFImpl, Signature, TypeSignature, Volatility,
+};
 use datafusion::sql::sqlparser::ast::BinaryOperator;
 use serde_json::Value;
 
+use super::decimals::put_decimal;
+use super::floats::put_float;
 use super::functions::{text as text_of, text_list};
+use super::types::{declared_type, PG_TYPE_KEY};
+use super::SqlError;
+use crate::catalog::SqlType;
 
 /// The function each operator becomes.
 pub const GET: &str = "json_get";
@@ -71,17 +79,234 @@ pub fn to_json(value: &ScalarValue) -> Value {
     }
 }
 
-/// `json_build_object(k1, v1, ...)` as PostgreSQL writes it:
-/// `{"a" : 1, "b" : "x"}`.
-pub fn build_object(args: &[ScalarValue]) -> String {
-    let pairs: Vec<String> = args
-        .chunks(2)
-        .map(|pair| {
-            let key = text_of(&pair[0]).unwrap_or_else(|| "NULL".into());
-            format!("{} : {}", Value::String(key), to_json(&pair[1]))
+/// `json_build_object`, `json_build_array` and their `jsonb_` twins: JSON
+/// made of any number of values, each as [`member_text`] writes it. An
+/// object is written `{"a" : 1, "b" : "x"}` as `json`, `{"a": 1, "b": "x"}`
+/// as `jsonb` (its keys in jsonb's order, a repeated key's last value).
+#[derive(Debug, PartialEq, Eq, Hash)]
+pub struct JsonBuild {
+    name: &'static str,
+    object: bool,
+    jsonb: bool,
+    signature: Signature,
+}
+
+impl JsonBuild {
+    pub fn all() -> [JsonBuild; 4] {
+        let build = |name, object, jsonb| JsonBuild {
+            name,
+            object,
+            jsonb,
+            signature: Signature::one_of(
+                vec![TypeSignature::Nullary, TypeSignature::VariadicAny],
+                Volatility::Stable,
+            ),
+        };
+        [
+            build("json_build_object", true, false),
+            build("jsonb_build_object", true, true),
+            build("json_build_array", false, false),
+            build("jsonb_build_array", false, true),
+        ]
+    }
+
+    fn build(&self, values: &[ScalarValue], kinds: &[Option<SqlType>]) -> Result<String> {
+        let members = values
+            .iter()
+            .zip(kinds)
+            .map(|(value, kind)| member_text(value, *kind, self.jsonb));
+        if !self.object {
+            let members = members.collect::<Result<Vec<_>>>()?;
+            return Ok(format!("[{}]", members.join(", ")));
+        }
+        if values.len() % 2 != 0 {
+            return Err(SqlError::value(
+                "22023",
+                "argument list must have even number of elements",
+            )
+            .into());
+        }
+        let mut pairs = Vec::with_capacity(values.len() / 2);
+        for (i, pair) in values.chunks(2).enumerate() {
+            let Some(key) = text_of(&pair[0]) else {
+                return Err(SqlError::value(
+                    "22004",
+                    format!("argument {} cannot be null", 2 * i + 1),
+                )
+                .into());
+            };
+            pairs.push((key, member_text(&pair[1], kinds[2 * i + 1], self.jsonb)?));
+        }
+        let separator = if self.jsonb {
+            // jsonb keeps a key's last value, and its keys shorter first.
+            pairs.reverse();
+            let mut seen = std::collections::HashSet::new();
+            pairs.retain(|(key, _)| seen.insert(key.clone()));
+            pairs.sort_by(|(a, _), (b, _)| a.len().cmp(&b.len()).then_with(|| a.cmp(b)));
+            ": "
+        } else {
+            " : "
+        };
+        let pairs: Vec<String> = pairs
+            .into_iter()
+            .map(|(key, value)| format!("{}{separator}{value}", Value::String(key)))
+            .collect();
+        Ok(format!("{{{}}}", pairs.join(", ")))
+    }
+}
+
+impl ScalarUDFImpl for JsonBuild {
+    fn name(&self) -> &str {
+        self.name
+    }
+
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+
+    fn return_type(&self, _: &[DataType]) -> Result<DataType> {
+        Ok(DataType::Utf8)
+    }
+
+    fn return_field_from_args(&self, _: ReturnFieldArgs) -> Result<FieldRef> {
+        Ok(json_field(self.name, self.jsonb))
+    }
+
+    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
+        let kinds: Vec<Option<SqlType>> =
+            args.arg_fields.iter().map(|f| declared_type(f)).collect();
+        each_row(&args, |values| {
+            self.build(values, &kinds)
+                .map(|text| ScalarValue::Utf8(Some(text)))
         })
-        .collect();
-    format!("{{{}}}", pairs.join(", "))
+    }
+}
+
+/// A cast to `json` or `jsonb`: the text checked to be JSON (22P02 if it
+/// is not), and as `jsonb` written as jsonb prints it.
+#[derive(Debug, PartialEq, Eq, Hash)]
+pub struct JsonInput {
+    jsonb: bool,
+    signature: Signature,
+}
+
+/// What a cast to `json` and to `jsonb` become.
+pub const TO_JSON: &str = "json_input";
+pub const TO_JSONB: &str = "jsonb_input";
+
+impl JsonInput {
+    pub fn both() -> [JsonInput; 2] {
+        [false, true].map(|jsonb| JsonInput {
+            jsonb,
+            signature: Signature::any(1, Volatility::Immutable),
+        })
+    }
+}
+
+impl ScalarUDFImpl for JsonInput {
+    fn name(&self) -> &str {
+        if self.jsonb {
+            TO_JSONB
+        } else {
+            TO_JSON
+        }
+    }
+
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+
+    fn return_type(&self, _: &[DataType]) -> Result<DataType> {
+        Ok(DataType::Utf8)
+    }
+
+    fn return_field_from_args(&self, _: ReturnFieldArgs) -> Result<FieldRef> {
+        Ok(json_field(self.name(), self.jsonb))
+    }
+
+    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
+        each_row(&args, |values| {
+            let text = match document(&values[0])? {
+                None => None,
+                Some(_) if !self.jsonb => text_of(&values[0]),
+                Some(doc) => Some(jsonb_text(&doc)),
+            };
+            Ok(ScalarValue::Utf8(text))
+        })
+    }
+}
+
+/// A result column holding `json` (or `jsonb`) as text.
+fn json_field(name: &str, jsonb: bool) -> FieldRef {
+    let ty = if jsonb { SqlType::Jsonb } else { SqlType::Json };
+    Arc::new(
+        Field::new(name, DataType::Utf8, true).with_metadata(std::collections::HashMap::from([(
+            PG_TYPE_KEY.to_owned(),
+            ty.pg_name(),
+        )])),
+    )
+}
+
+/// `body`'s value for the arguments of each row (once when all are constants).
+fn each_row(
+    args: &ScalarFunctionArgs,
+    body: impl Fn(&[ScalarValue]) -> Result<ScalarValue>,
+) -> Result<ColumnarValue> {
+    let constant = |a: &ColumnarValue| match a {
+        ColumnarValue::Scalar(s) => Some(s.clone()),
+        ColumnarValue::Array(_) => None,
+    };
+    if let Some(values) = args.args.iter().map(constant).collect::<Option<Vec<_>>>() {
+        return Ok(ColumnarValue::Scalar(body(&values)?));
+    }
+    let mut out = Vec::with_capacity(args.number_rows);
+    for row in 0..args.number_rows {
+        let values = args
+            .args
+            .iter()
+            .map(|a| match a {
+                ColumnarValue::Scalar(s) => Ok(s.clone()),
+                ColumnarValue::Array(array) => ScalarValue::try_from_array(array, row),
+            })
+            .collect::<Result<Vec<_>>>()?;
+        out.push(body(&values)?);
+    }
+    Ok(ColumnarValue::Array(ScalarValue::iter_to_array(out)?))
+}
+
+/// A value as it goes into JSON that a function builds: JSON (a value of
+/// a `json` or `jsonb` column or cast) as itself, a number as PostgreSQL
+/// prints it (a numeric with its scale), a list as an array, text as a
+/// string, NULL as `null`.
+fn member_text(value: &ScalarValue, declared: Option<SqlType>, jsonb: bool) -> Result<String> {
+    if value.is_null() {
+        return Ok("null".into());
+    }
+    if matches!(declared, Some(SqlType::Json | SqlType::Jsonb)) {
+        return Ok(match document(value)? {
+            Some(doc) if jsonb || declared == Some(SqlType::Jsonb) => jsonb_text(&doc),
+            _ => text_of(value).unwrap_or_default(),
+        });
+    }
+    let mut out = bytes::BytesMut::new();
+    match value {
+        ScalarValue::Decimal128(Some(mantissa), precision, scale) => {
+            put_decimal(*mantissa, *precision, *scale, &mut out)
+        }
+        ScalarValue::Float64(Some(v)) if v.is_finite() => put_float(*v, &mut out),
+        ScalarValue::Float32(Some(v)) if v.is_finite() => put_float(*v, &mut out),
+        ScalarValue::List(list) => {
+            let items = list.value(0);
+            let members = (0..items.len())
+                .map(|i| member_text(&ScalarValue::try_from_array(&items, i)?, None, jsonb))
+                .collect::<Result<Vec<_>>>()?;
+            // An array goes into json as `array_to_json` writes it.
+            let separator = if jsonb { ", " } else { "," };
+            return Ok(format!("[{}]", members.join(separator)));
+        }
+        other => return Ok(to_json(other).to_string()),
+    }
+    Ok(String::from_utf8_lossy(&out).into_owned())
 }
 
 /// `json_agg`'s value from `array_agg`'s list: `[1, 2]`, elements

@@ -1294,6 +1294,19 @@ fn rewrite_expr(expr: &mut Expr) {
                 }
             }
         }
+        // JSON is held as its text, checked (and as jsonb, normalized).
+        Expr::Cast {
+            kind: CastKind::DoubleColon | CastKind::Cast,
+            expr: inner,
+            data_type: data_type @ (DataType::JSON | DataType::JSONB),
+            ..
+        } => {
+            let input = match data_type {
+                DataType::JSON => super::json::TO_JSON,
+                _ => super::json::TO_JSONB,
+            };
+            *expr = call(input, vec![(**inner).clone()]);
+        }
         Expr::Cast {
             kind: CastKind::DoubleColon | CastKind::Cast,
             expr: inner,
@@ -1344,10 +1357,6 @@ fn rewrite_expr(expr: &mut Expr) {
                         ExactNumberInfo::Precision(p) if *p <= 24 => DataType::Real,
                         _ => DataType::DoublePrecision,
                     };
-                }
-                // JSON is held as its text.
-                if matches!(data_type, DataType::JSON | DataType::JSONB) {
-                    *data_type = DataType::Text;
                 }
                 if let DataType::Array(ArrayElemTypeDef::SquareBracket(element, _)) = data_type {
                     if let Some(ty) = custom_type(element).as_deref().and_then(builtin) {

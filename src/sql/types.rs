@@ -301,6 +301,15 @@ pub fn arrow_field(column: &Column) -> Field {
     )]))
 }
 
+/// The declared type a result column's metadata names, if its values are
+/// still held as that type holds them: a cast (`tags::text`, `amount::int`)
+/// passes its input's metadata on with another Arrow type, and then the
+/// Arrow type says what the values are.
+pub fn declared_type(field: &Field) -> Option<SqlType> {
+    let ty = SqlType::from_pg_name(field.metadata().get(PG_TYPE_KEY)?)?;
+    (arrow_type(ty) == *field.data_type()).then_some(ty)
+}
+
 fn length(len: &Option<CharacterLength>) -> Result<Option<u32>, SqlError> {
     match len {
         None => Ok(None),

@@ -383,6 +383,62 @@ impl ScalarUDFImpl for TimestampDifference {
     }
 }
 
+/// Which parts `justify_hours`, `justify_days` and `justify_interval` move
+/// into the next larger unit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Justify {
+    /// Each 24 hours into a day.
+    Hours,
+    /// Each 30 days into a month.
+    Days,
+    /// Both, and every part given one sign.
+    Interval,
+}
+
+/// An interval justified as PostgreSQL's `justify_*` functions do it
+/// (`interval_justify_hours` and its kin in PostgreSQL's timestamp.c).
+pub fn justify(interval: IntervalMonthDayNano, how: Justify) -> IntervalMonthDayNano {
+    const NANOS_A_DAY: i64 = 86_400_000_000_000;
+    const DAYS_A_MONTH: i32 = 30;
+    let (mut months, mut days, mut time) = (interval.months, interval.days, interval.nanoseconds);
+    let days_into_months = |months: &mut i32, days: &mut i32| {
+        *months = months.saturating_add(*days / DAYS_A_MONTH);
+        *days %= DAYS_A_MONTH;
+    };
+    if how == Justify::Interval && i64::from(days.signum()) * time.signum() > 0 {
+        days_into_months(&mut months, &mut days);
+    }
+    if how != Justify::Days {
+        days = days.saturating_add((time / NANOS_A_DAY) as i32);
+        time %= NANOS_A_DAY;
+    }
+    if how != Justify::Hours {
+        days_into_months(&mut months, &mut days);
+        let time_sign = if how == Justify::Interval {
+            time.signum()
+        } else {
+            0
+        };
+        if months > 0 && (days < 0 || (days == 0 && time_sign < 0)) {
+            days += DAYS_A_MONTH;
+            months -= 1;
+        } else if months < 0 && (days > 0 || (days == 0 && time_sign > 0)) {
+            days -= DAYS_A_MONTH;
+            months += 1;
+        }
+    }
+    if how != Justify::Days {
+        if days > 0 && time < 0 {
+            time += NANOS_A_DAY;
+            days -= 1;
+        } else if days < 0 && time > 0 {
+            time -= NANOS_A_DAY;
+            days += 1;
+        }
+    }
+    IntervalMonthDayNano::new(months, days, time)
+}
+
 /// A span of microseconds as an interval of whole days and the time left,
 /// as PostgreSQL makes the difference of two timestamps.
 fn days_and_time(micros: i64) -> IntervalMonthDayNano {
@@ -681,6 +737,28 @@ mod tests {
     use super::*;
     use datafusion::arrow::array::{Array, Int32Array, Int64Array};
     use datafusion::arrow::datatypes::Field;
+
+    #[test]
+    fn intervals_are_justified_as_postgresql_justifies_them() {
+        const HOUR: i64 = 3_600_000_000_000;
+        let interval = |months, days, hours| IntervalMonthDayNano::new(months, days, hours * HOUR);
+        let cases = [
+            (interval(0, 0, 30), Justify::Hours, interval(0, 1, 6)),
+            (interval(0, 1, -30), Justify::Hours, interval(0, 0, -6)),
+            (interval(0, 35, 0), Justify::Days, interval(1, 5, 0)),
+            (interval(1, -35, 0), Justify::Days, interval(0, -5, 0)),
+            (interval(1, 0, -1), Justify::Interval, interval(0, 29, 23)),
+            (
+                interval(0, -50, 30),
+                Justify::Interval,
+                interval(-1, -18, -18),
+            ),
+            (interval(0, 29, 49), Justify::Interval, interval(1, 1, 1)),
+        ];
+        for (given, how, justified) in cases {
+            assert_eq!(justify(given, how), justified, "{given:?} {how:?}");
+        }
+    }
 
     fn run(op: Operator, left: ColumnarValue, right: ColumnarValue) -> Result<ColumnarValue> {
         let ty = left.data_type();

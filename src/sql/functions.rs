@@ -10,7 +10,7 @@ use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 
 use datafusion::arrow::array::Array;
-use datafusion::arrow::datatypes::{DataType, Field, FieldRef};
+use datafusion::arrow::datatypes::{DataType, Field, FieldRef, IntervalUnit};
 use datafusion::common::{exec_err, Result as DfResult, ScalarValue};
 use datafusion::logical_expr::{
     ColumnarValue, ReturnFieldArgs, ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl, Signature,
@@ -18,6 +18,7 @@ use datafusion::logical_expr::{
 };
 use datafusion::prelude::SessionContext;
 
+use super::arithmetic::{justify, Justify};
 use super::ddl::type_of_field;
 use super::pg_catalog::{
     catalog_oid, constraints_of, format_type, indexes_of, quote_ident, sequence_oid, table_oid,
@@ -937,6 +938,29 @@ pub fn register_all(
         |args| Ok(ScalarValue::Boolean((!args[0].is_null()).then_some(true))),
     );
     register_json_functions(ctx);
+    for (name, how) in [
+        ("justify_hours", Justify::Hours),
+        ("justify_days", Justify::Days),
+        ("justify_interval", Justify::Interval),
+    ] {
+        let interval = DataType::Interval(IntervalUnit::MonthDayNano);
+        let returns = interval.clone();
+        register(
+            ctx,
+            name,
+            &[1],
+            returns,
+            Volatility::Immutable,
+            move |args| {
+                Ok(match args[0].cast_to(&interval)? {
+                    ScalarValue::IntervalMonthDayNano(v) => {
+                        ScalarValue::IntervalMonthDayNano(v.map(|v| justify(v, how)))
+                    }
+                    other => return exec_err!("{name} of {}", other.data_type()),
+                })
+            },
+        );
+    }
     // `information_schema._pg_expandarray`: an array's elements with their
     // positions, as a list of `(x, n)` (the rewrite unnests it).
     let pair = DataType::Struct(

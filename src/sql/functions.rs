@@ -5,7 +5,6 @@
 //! few over user data (`age`, `format`, `width_bucket`, the regular
 //! expression functions, `AT TIME ZONE`, `pg_typeof`).
 
-use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 
@@ -26,7 +25,7 @@ use super::pg_catalog::{
 };
 use super::provider::ReadView;
 use super::settings::{Settings, SERVER_VERSION};
-use super::types::{declared_type, PG_TYPE_KEY};
+use super::types::declared_type;
 use crate::catalog::Catalog;
 use crate::catalog::SqlType;
 
@@ -76,54 +75,55 @@ impl ScalarUDFImpl for RowFunction {
     }
 
     fn return_field_from_args(&self, args: ReturnFieldArgs) -> DfResult<FieldRef> {
-        let field = Field::new(self.name, self.returns.clone(), true);
         if !self.json {
-            return Ok(Arc::new(field));
+            return Ok(Arc::new(Field::new(self.name, self.returns.clone(), true)));
         }
         let jsonb = args.arg_fields.first().and_then(|f| declared_type(f)) == Some(SqlType::Jsonb);
-        let ty = if jsonb { SqlType::Jsonb } else { SqlType::Json };
-        Ok(Arc::new(field.with_metadata(HashMap::from([(
-            PG_TYPE_KEY.to_owned(),
-            ty.pg_name(),
-        )]))))
+        Ok(super::json::json_field(self.name, jsonb))
     }
 
     fn invoke_with_args(&self, args: ScalarFunctionArgs) -> DfResult<ColumnarValue> {
-        let all_scalar = args
+        let volatile = self.signature.volatility == Volatility::Volatile;
+        each_row(&args, &self.returns, volatile, |values| (self.body)(values))
+    }
+}
+
+/// `body`'s value for each row's argument values, or once for all rows
+/// when every argument is a constant (but for a volatile function, such
+/// as nextval, which gives each row a value of its own).
+pub(super) fn each_row(
+    args: &ScalarFunctionArgs,
+    returns: &DataType,
+    volatile: bool,
+    body: impl Fn(&[ScalarValue]) -> DfResult<ScalarValue>,
+) -> DfResult<ColumnarValue> {
+    let constant = |a: &ColumnarValue| match a {
+        ColumnarValue::Scalar(s) => Some(s.clone()),
+        ColumnarValue::Array(_) => None,
+    };
+    if !volatile {
+        if let Some(values) = args.args.iter().map(constant).collect::<Option<Vec<_>>>() {
+            return Ok(ColumnarValue::Scalar(body(&values)?));
+        }
+    }
+    let mut out = Vec::with_capacity(args.number_rows);
+    for row in 0..args.number_rows {
+        let values = args
             .args
             .iter()
-            .all(|a| matches!(a, ColumnarValue::Scalar(_)));
-        // A volatile function (nextval) gives each row a value of its own.
-        if all_scalar && self.signature.volatility != Volatility::Volatile {
-            let values: Vec<ScalarValue> = args
-                .args
-                .iter()
-                .map(|a| match a {
-                    ColumnarValue::Scalar(s) => s.clone(),
-                    ColumnarValue::Array(_) => ScalarValue::Null,
-                })
-                .collect();
-            return Ok(ColumnarValue::Scalar((self.body)(&values)?));
-        }
-        let mut out = Vec::with_capacity(args.number_rows);
-        for row in 0..args.number_rows {
-            let values = args
-                .args
-                .iter()
-                .map(|a| match a {
-                    ColumnarValue::Scalar(s) => Ok(s.clone()),
-                    ColumnarValue::Array(a) => ScalarValue::try_from_array(a, row),
-                })
-                .collect::<DfResult<Vec<_>>>()?;
-            out.push((self.body)(&values)?);
-        }
-        if out.is_empty() {
-            return Ok(ColumnarValue::Array(
-                datafusion::arrow::array::new_empty_array(&self.returns),
-            ));
-        }
-        Ok(ColumnarValue::Array(ScalarValue::iter_to_array(out)?))
+            .map(|a| match a {
+                ColumnarValue::Scalar(s) => Ok(s.clone()),
+                ColumnarValue::Array(a) => ScalarValue::try_from_array(a, row),
+            })
+            .collect::<DfResult<Vec<_>>>()?;
+        out.push(body(&values)?);
     }
+    if out.is_empty() {
+        return Ok(ColumnarValue::Array(
+            datafusion::arrow::array::new_empty_array(returns),
+        ));
+    }
+    Ok(ColumnarValue::Array(ScalarValue::iter_to_array(out)?))
 }
 
 /// What `x AT TIME ZONE zone` becomes.

@@ -25,7 +25,7 @@ use serde_json::Value;
 
 use super::decimals::put_decimal;
 use super::floats::put_float;
-use super::functions::{text as text_of, text_list};
+use super::functions::{each_row, text as text_of, text_list};
 use super::types::{declared_type, PG_TYPE_KEY};
 use super::SqlError;
 use crate::catalog::SqlType;
@@ -175,7 +175,7 @@ impl ScalarUDFImpl for JsonBuild {
     fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
         let kinds: Vec<Option<SqlType>> =
             args.arg_fields.iter().map(|f| declared_type(f)).collect();
-        each_row(&args, |values| {
+        each_row(&args, &DataType::Utf8, false, |values| {
             self.build(values, &kinds)
                 .map(|text| ScalarValue::Utf8(Some(text)))
         })
@@ -225,7 +225,7 @@ impl ScalarUDFImpl for JsonInput {
     }
 
     fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
-        each_row(&args, |values| {
+        each_row(&args, &DataType::Utf8, false, |values| {
             let text = match document(&values[0])? {
                 None => None,
                 Some(_) if !self.jsonb => text_of(&values[0]),
@@ -237,7 +237,7 @@ impl ScalarUDFImpl for JsonInput {
 }
 
 /// A result column holding `json` (or `jsonb`) as text.
-fn json_field(name: &str, jsonb: bool) -> FieldRef {
+pub fn json_field(name: &str, jsonb: bool) -> FieldRef {
     let ty = if jsonb { SqlType::Jsonb } else { SqlType::Json };
     Arc::new(
         Field::new(name, DataType::Utf8, true).with_metadata(std::collections::HashMap::from([(
@@ -245,33 +245,6 @@ fn json_field(name: &str, jsonb: bool) -> FieldRef {
             ty.pg_name(),
         )])),
     )
-}
-
-/// `body`'s value for the arguments of each row (once when all are constants).
-fn each_row(
-    args: &ScalarFunctionArgs,
-    body: impl Fn(&[ScalarValue]) -> Result<ScalarValue>,
-) -> Result<ColumnarValue> {
-    let constant = |a: &ColumnarValue| match a {
-        ColumnarValue::Scalar(s) => Some(s.clone()),
-        ColumnarValue::Array(_) => None,
-    };
-    if let Some(values) = args.args.iter().map(constant).collect::<Option<Vec<_>>>() {
-        return Ok(ColumnarValue::Scalar(body(&values)?));
-    }
-    let mut out = Vec::with_capacity(args.number_rows);
-    for row in 0..args.number_rows {
-        let values = args
-            .args
-            .iter()
-            .map(|a| match a {
-                ColumnarValue::Scalar(s) => Ok(s.clone()),
-                ColumnarValue::Array(array) => ScalarValue::try_from_array(array, row),
-            })
-            .collect::<Result<Vec<_>>>()?;
-        out.push(body(&values)?);
-    }
-    Ok(ColumnarValue::Array(ScalarValue::iter_to_array(out)?))
 }
 
 /// A value as it goes into JSON that a function builds: JSON (a value of

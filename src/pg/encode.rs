@@ -27,7 +27,7 @@ use pgwire::types::ToSqlText;
 use postgres_types::{IsNull, ToSql};
 
 use crate::catalog::SqlType;
-use crate::sql::decimals::{put_decimal, put_decimal_binary};
+use crate::sql::decimals::{put_decimal, put_decimal_binary, put_digits};
 use crate::sql::floats::put_float;
 use crate::sql::types::{declared_type, timestamp_micros_at, timestamp_text};
 
@@ -150,16 +150,7 @@ impl ToSqlText for Number {
         match self {
             Number::Integer(v) => {
                 let mut digits = [0u8; 20];
-                let mut start = digits.len();
-                let mut rest = v.unsigned_abs();
-                loop {
-                    start -= 1;
-                    digits[start] = b'0' + (rest % 10) as u8;
-                    rest /= 10;
-                    if rest == 0 {
-                        break;
-                    }
-                }
+                let start = put_digits(u128::from(v.unsigned_abs()), &mut digits);
                 if *v < 0 {
                     out.put_u8(b'-');
                 }

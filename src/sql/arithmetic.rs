@@ -383,6 +383,11 @@ impl ScalarUDFImpl for TimestampDifference {
     }
 }
 
+/// A day of an interval's time, and the days of an interval's month, as
+/// PostgreSQL counts them when it moves parts between units.
+const NANOS_A_DAY: i64 = 86_400_000_000_000;
+const DAYS_A_MONTH: i32 = 30;
+
 /// Which parts `justify_hours`, `justify_days` and `justify_interval` move
 /// into the next larger unit.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -398,8 +403,6 @@ pub enum Justify {
 /// An interval justified as PostgreSQL's `justify_*` functions do it
 /// (`interval_justify_hours` and its kin in PostgreSQL's timestamp.c).
 pub fn justify(interval: IntervalMonthDayNano, how: Justify) -> IntervalMonthDayNano {
-    const NANOS_A_DAY: i64 = 86_400_000_000_000;
-    const DAYS_A_MONTH: i32 = 30;
     let (mut months, mut days, mut time) = (interval.months, interval.days, interval.nanoseconds);
     let days_into_months = |months: &mut i32, days: &mut i32| {
         *months = months.saturating_add(*days / DAYS_A_MONTH);
@@ -442,11 +445,11 @@ pub fn justify(interval: IntervalMonthDayNano, how: Justify) -> IntervalMonthDay
 /// A span of microseconds as an interval of whole days and the time left,
 /// as PostgreSQL makes the difference of two timestamps.
 fn days_and_time(micros: i64) -> IntervalMonthDayNano {
-    const MICROS_A_DAY: i64 = 86_400_000_000;
+    let micros_a_day = NANOS_A_DAY / 1_000;
     IntervalMonthDayNano::new(
         0,
-        (micros / MICROS_A_DAY) as i32,
-        micros % MICROS_A_DAY * 1_000,
+        (micros / micros_a_day) as i32,
+        micros % micros_a_day * 1_000,
     )
 }
 
@@ -705,9 +708,9 @@ fn interval_values(
 }
 
 fn scale_interval(interval: IntervalMonthDayNano, factor: f64) -> Result<IntervalMonthDayNano> {
-    const SECONDS_A_DAY: f64 = 86_400.0;
+    const SECONDS_A_DAY: f64 = (NANOS_A_DAY / 1_000_000_000) as f64;
     let months = f64::from(interval.months) * factor;
-    let month_days = (months - months.trunc()) * 30.0;
+    let month_days = (months - months.trunc()) * f64::from(DAYS_A_MONTH);
     let days = f64::from(interval.days) * factor;
     let mut seconds = ((days - days.trunc()) + (month_days - month_days.trunc())) * SECONDS_A_DAY;
     seconds = (seconds * 1e6).round() / 1e6;

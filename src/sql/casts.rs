@@ -192,10 +192,7 @@ pub fn postgres_casts(expr: Expr, inputs: &DFSchema) -> Result<Transformed<Expr>
 /// The value of an integer literal, also under a cast.
 fn literal_integer(expr: &Expr) -> Option<i64> {
     match expr {
-        Expr::Literal(value, _) => match value.cast_to(&DataType::Int64).ok()? {
-            ScalarValue::Int64(n) => n,
-            _ => None,
-        },
+        Expr::Literal(value, _) => super::functions::int(value),
         Expr::Cast(Cast { expr, .. }) => literal_integer(expr),
         _ => None,
     }

@@ -35,16 +35,7 @@ struct Parts<'a> {
 /// into `buffer` (39 digits of an i128, at most 38 decimals, one zero before
 /// the point).
 fn parts(mantissa: i128, precision: u8, scale: i8, buffer: &mut [u8; 40]) -> Parts<'_> {
-    let mut start = buffer.len();
-    let mut rest = mantissa.unsigned_abs();
-    loop {
-        start -= 1;
-        buffer[start] = b'0' + (rest % 10) as u8;
-        rest /= 10;
-        if rest == 0 {
-            break;
-        }
-    }
+    let mut start = put_digits(mantissa.unsigned_abs(), buffer);
     let decimals = usize::try_from(scale).unwrap_or(0).min(buffer.len() - 1);
     while buffer.len() - start <= decimals {
         start -= 1;
@@ -64,6 +55,21 @@ fn parts(mantissa: i128, precision: u8, scale: i8, buffer: &mut [u8; 40]) -> Par
             0
         },
         decimals,
+    }
+}
+
+/// Writes `value`'s decimal digits at the end of `buffer` (which must hold
+/// them all) and returns where they start.
+pub fn put_digits(value: u128, buffer: &mut [u8]) -> usize {
+    let mut start = buffer.len();
+    let mut rest = value;
+    loop {
+        start -= 1;
+        buffer[start] = b'0' + (rest % 10) as u8;
+        rest /= 10;
+        if rest == 0 {
+            return start;
+        }
     }
 }
 

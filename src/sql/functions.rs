@@ -11,6 +11,7 @@ use std::sync::Arc;
 use datafusion::arrow::array::Array;
 use datafusion::arrow::datatypes::{DataType, Field, FieldRef, IntervalUnit};
 use datafusion::common::{exec_err, Result as DfResult, ScalarValue};
+use datafusion::execution::FunctionRegistry;
 use datafusion::logical_expr::{
     ColumnarValue, ReturnFieldArgs, ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl, Signature,
     TypeSignature, Volatility,
@@ -357,7 +358,8 @@ pub(super) fn text(value: &ScalarValue) -> Option<String> {
     }
 }
 
-fn int(value: &ScalarValue) -> Option<i64> {
+/// A value as an integer, when it is one or converts to one.
+pub(super) fn int(value: &ScalarValue) -> Option<i64> {
     match value.cast_to(&DataType::Int64).ok()? {
         ScalarValue::Int64(v) => v,
         _ => None,
@@ -434,8 +436,6 @@ fn age(
     ))
 }
 
-/// JSON's operators' functions, and PostgreSQL's functions over JSON text
-/// (see [`super::json`]).
 /// `width_bucket(x, low, high, count)`: which of `count` equal buckets
 /// from `low` to `high` holds `x` (0 below them, `count + 1` above), as
 /// PostgreSQL numbers them; `low` above `high` counts downwards.
@@ -537,9 +537,10 @@ fn regexp_matches_list(args: &[ScalarValue]) -> DfResult<ScalarValue> {
     )))
 }
 
+/// JSON's operators' functions, and PostgreSQL's functions over JSON text
+/// (see [`super::json`]).
 fn register_json_functions(ctx: &SessionContext) {
     use super::json;
-    use datafusion::execution::FunctionRegistry;
     use DataType::{Boolean, Int32, Utf8};
     use Volatility::Immutable;
     for build in json::JsonBuild::all() {
@@ -938,6 +939,11 @@ pub fn register_all(
         |args| Ok(ScalarValue::Boolean((!args[0].is_null()).then_some(true))),
     );
     register_json_functions(ctx);
+    // `interval * number`, `number * interval` and `interval / number`.
+    let _ = ctx
+        .state_ref()
+        .write()
+        .register_expr_planner(Arc::new(super::arithmetic::IntervalScaling));
     for (name, how) in [
         ("justify_hours", Justify::Hours),
         ("justify_days", Justify::Days),

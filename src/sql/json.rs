@@ -120,11 +120,7 @@ impl JsonBuild {
             return Ok(format!("[{}]", members.join(", ")));
         }
         if values.len() % 2 != 0 {
-            return Err(SqlError::value(
-                "22023",
-                "argument list must have even number of elements",
-            )
-            .into());
+            return invalid_value("argument list must have even number of elements");
         }
         let mut pairs = Vec::with_capacity(values.len() / 2);
         for (i, pair) in values.chunks(2).enumerate() {
@@ -142,7 +138,7 @@ impl JsonBuild {
             pairs.reverse();
             let mut seen = std::collections::HashSet::new();
             pairs.retain(|(key, _)| seen.insert(key.clone()));
-            pairs.sort_by(|(a, _), (b, _)| a.len().cmp(&b.len()).then_with(|| a.cmp(b)));
+            pairs.sort_by(|(a, _), (b, _)| jsonb_key_order(a, b));
             ": "
         } else {
             " : "
@@ -255,11 +251,16 @@ fn member_text(value: &ScalarValue, declared: Option<SqlType>, jsonb: bool) -> R
     if value.is_null() {
         return Ok("null".into());
     }
-    if matches!(declared, Some(SqlType::Json | SqlType::Jsonb)) {
-        return Ok(match document(value)? {
-            Some(doc) if jsonb || declared == Some(SqlType::Jsonb) => jsonb_text(&doc),
-            _ => text_of(value).unwrap_or_default(),
-        });
+    match declared {
+        // JSON built as jsonb is written as jsonb prints it (a jsonb value
+        // held before jsonb was normalized on writing too).
+        Some(SqlType::Json | SqlType::Jsonb) if jsonb || declared == Some(SqlType::Jsonb) => {
+            return Ok(document(value)?
+                .map(|doc| jsonb_text(&doc))
+                .unwrap_or_default())
+        }
+        Some(SqlType::Json) => return Ok(text_of(value).unwrap_or_default()),
+        _ => {}
     }
     let mut out = bytes::BytesMut::new();
     match value {
@@ -383,6 +384,11 @@ fn path(value: &ScalarValue) -> Option<Vec<String>> {
         .collect()
 }
 
+/// The order of an object's keys in `jsonb`: shorter first, then bytewise.
+fn jsonb_key_order(a: &str, b: &str) -> std::cmp::Ordering {
+    a.len().cmp(&b.len()).then_with(|| a.cmp(b))
+}
+
 /// A value as `jsonb` prints it.
 pub fn jsonb_text(value: &Value) -> String {
     let mut out = String::new();
@@ -404,7 +410,7 @@ fn write_jsonb(value: &Value, out: &mut String) {
         }
         Value::Object(object) => {
             let mut keys: Vec<&String> = object.keys().collect();
-            keys.sort_by(|a, b| a.len().cmp(&b.len()).then_with(|| a.cmp(b)));
+            keys.sort_by(|a, b| jsonb_key_order(a, b));
             out.push('{');
             for (i, key) in keys.into_iter().enumerate() {
                 if i > 0 {
@@ -505,7 +511,7 @@ pub fn members(args: &[ScalarValue], of: Members) -> Result<ScalarValue> {
         (Value::Array(items), Members::ElementsText) => items.iter().map(as_text).collect(),
         (Value::Object(object), Members::Keys) => {
             let mut keys: Vec<&String> = object.keys().collect();
-            keys.sort_by(|a, b| a.len().cmp(&b.len()).then_with(|| a.cmp(b)));
+            keys.sort_by(|a, b| jsonb_key_order(a, b));
             keys.into_iter().map(|key| Some(key.clone())).collect()
         }
         (Value::Array(_), Members::Keys) => {

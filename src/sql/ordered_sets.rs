@@ -5,7 +5,7 @@
 //! list the value of its longest run of equal values, the first such run
 //! in the order when runs tie, as PostgreSQL's `mode` does.
 
-use datafusion::arrow::array::{make_comparator, Array, ArrayRef, AsArray};
+use datafusion::arrow::array::{make_comparator, Array, ArrayRef};
 use datafusion::arrow::compute::SortOptions;
 use datafusion::arrow::datatypes::DataType;
 use datafusion::common::{exec_err, Result, ScalarValue};
@@ -47,27 +47,10 @@ impl ScalarUDFImpl for MostFrequent {
     }
 
     fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
-        let [lists] = args.args.as_slice() else {
-            return exec_err!("{MOST_FREQUENT} takes a list");
-        };
-        let scalar = matches!(lists, ColumnarValue::Scalar(_));
-        let lists = lists.to_array(args.number_rows)?;
-        let DataType::List(item) = lists.data_type() else {
-            return exec_err!("{MOST_FREQUENT} takes a list");
-        };
-        let modes = lists
-            .as_list::<i32>()
-            .iter()
-            .map(|list| match list {
-                Some(values) => most_frequent(&values),
-                None => ScalarValue::try_from(item.data_type()),
-            })
-            .collect::<Result<Vec<_>>>()?;
-        let modes = ScalarValue::iter_to_array(modes)?;
-        Ok(if scalar {
-            ColumnarValue::Scalar(ScalarValue::try_from_array(&modes, 0)?)
-        } else {
-            ColumnarValue::Array(modes)
+        let item = args.return_field.data_type().clone();
+        super::functions::each_row(&args, &item, false, |lists| match lists {
+            [ScalarValue::List(list)] if list.is_valid(0) => most_frequent(&list.value(0)),
+            _ => ScalarValue::try_from(&item),
         })
     }
 }

@@ -69,7 +69,8 @@
 //!   list (`super::ordered_sets`), and `json_agg(...)` `array_agg(...)`
 //!   written as JSON;
 //! - JSON's `->`, `->>`, `#>` and `#>>` become calls of the functions in
-//!   `super::json`, and a cast to `json` or `jsonb` one to text;
+//!   `super::json`, and a cast to `json` or `jsonb` a call of its input
+//!   function there (JSON is held as its text);
 //! - `FROM pg_catalog.generate_series(...)` loses the schema, its column is
 //!   named by the table alias or else `generate_series`, and repeated
 //!   unnamed select items (`SELECT NULL, NULL`) get distinct aliases (the
@@ -165,10 +166,7 @@ fn similar_to_regex(pattern: &str, escape: Option<char>) -> String {
             c if in_brackets => regex.push(c),
             '%' => regex.push_str(".*"),
             '_' => regex.push('.'),
-            '.' | '^' | '$' | '\\' => {
-                regex.push('\\');
-                regex.push(c);
-            }
+            '.' | '^' | '$' | '\\' => regex.push_str(&regex_syntax_escape(c)),
             c => regex.push(c),
         }
     }

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use datafusion::arrow::datatypes::{DataType, SchemaRef};
 use datafusion::catalog::{CatalogProvider, MemoryCatalogProvider};
 use datafusion::common::ParamValues;
-use datafusion::execution::{FunctionRegistry, SessionStateBuilder};
+use datafusion::execution::SessionStateBuilder;
 use datafusion::logical_expr::LogicalPlan;
 use datafusion::physical_plan::SendableRecordBatchStream;
 use datafusion::prelude::{SessionConfig, SessionContext};
@@ -395,10 +395,6 @@ impl Session {
             .with_analyzer_rule(Arc::new(super::arithmetic::PostgresArithmetic))
             .build();
         let ctx = SessionContext::new_with_state(state);
-        let _ = ctx
-            .state_ref()
-            .write()
-            .register_expr_planner(Arc::new(super::arithmetic::IntervalScaling));
         let view = Arc::new(ReadView::default());
         let catalog = MemoryCatalogProvider::new();
         let settings = Settings::for_user(user);

@@ -61,8 +61,21 @@ fn parts(mantissa: i128, precision: u8, scale: i8, buffer: &mut [u8; 40]) -> Par
 /// Writes `value`'s decimal digits at the end of `buffer` (which must hold
 /// them all) and returns where they start.
 pub fn put_digits(value: u128, buffer: &mut [u8]) -> usize {
+    // Dividing a u128 is a library call that showed in the profile of
+    // integer results: only digits past 64 bits are divided as u128.
+    const NINETEEN_DIGITS: u128 = 10u128.pow(19);
     let mut start = buffer.len();
-    let mut rest = value;
+    let mut wide = value;
+    while wide > u128::from(u64::MAX) {
+        let mut low = (wide % NINETEEN_DIGITS) as u64;
+        for _ in 0..19 {
+            start -= 1;
+            buffer[start] = b'0' + (low % 10) as u8;
+            low /= 10;
+        }
+        wide /= NINETEEN_DIGITS;
+    }
+    let mut rest = wide as u64;
     loop {
         start -= 1;
         buffer[start] = b'0' + (rest % 10) as u8;
@@ -174,6 +187,26 @@ mod tests {
         assert_eq!(text(-12, 5, -2), "-1200");
         assert_eq!(text(i128::MIN + 1, 38, 0), (i128::MIN + 1).to_string());
         assert_eq!(text(1, 38, 38), format!("0.{}1", "0".repeat(37)));
+    }
+
+    #[test]
+    fn digits_on_both_sides_of_64_bits() {
+        let digits = |value: u128| {
+            let mut buffer = [0u8; 39];
+            let start = put_digits(value, &mut buffer);
+            String::from_utf8(buffer[start..].to_vec()).unwrap()
+        };
+        for value in [
+            0,
+            7,
+            u128::from(u64::MAX),
+            u128::from(u64::MAX) + 1,
+            10u128.pow(19) * 5,
+            10u128.pow(38) + 3,
+            u128::MAX,
+        ] {
+            assert_eq!(digits(value), value.to_string());
+        }
     }
 
     #[test]

@@ -61,6 +61,11 @@ enum Command {
         /// The port to listen on.
         #[arg(long, env = "TABLEGATE_PORT", default_value_t = 5433)]
         port: u16,
+        /// Also listen on a Unix-domain socket in this directory, named as
+        /// PostgreSQL names its own (`.s.PGSQL.<port>`): `psql -h DIR -p
+        /// PORT` connects through it.
+        #[arg(long, env = "TABLEGATE_SOCKET_DIR", value_name = "DIR")]
+        socket_dir: Option<PathBuf>,
         /// A file of `name:password` lines: clients then authenticate with
         /// SCRAM-SHA-256. Without users, any user connects without a
         /// password, which is allowed on a loopback address only.
@@ -162,6 +167,7 @@ async fn main() -> ExitCode {
             store,
             host,
             port,
+            socket_dir,
             users,
             user,
             tls_cert,
@@ -178,7 +184,12 @@ async fn main() -> ExitCode {
                 max_connections,
                 query_memory: query_memory_mb << 20,
             };
-            serve(&store, host, port, access, limits).await
+            let listen = Listen {
+                host,
+                port,
+                socket_dir,
+            };
+            serve(&store, listen, access, limits).await
         }
         Command::Tables { store } => list_tables(&store).await,
     };
@@ -225,6 +236,13 @@ impl Access {
     }
 }
 
+/// Where the server listens.
+struct Listen {
+    host: IpAddr,
+    port: u16,
+    socket_dir: Option<PathBuf>,
+}
+
 /// What the server allows at once.
 struct Limits {
     max_connections: usize,
@@ -233,11 +251,15 @@ struct Limits {
 
 async fn serve(
     store: &StoreArgs,
-    host: IpAddr,
-    port: u16,
+    listen: Listen,
     access: Access,
     limits: Limits,
 ) -> Result<(), Box<dyn std::error::Error>> {
+    let Listen {
+        host,
+        port,
+        socket_dir,
+    } = listen;
     let authentication = access.authentication(host)?;
     let tls = match &access.tls {
         Some((cert, key)) => Some(tls_acceptor(cert, key)?),
@@ -252,11 +274,18 @@ async fn serve(
     )
     .await?
     .with_max_connections(limits.max_connections);
+    let server = match &socket_dir {
+        Some(dir) => server.with_unix_socket(dir)?,
+        None => server,
+    };
     tracing::info!(
         "listening on {} (PostgreSQL protocol) over {}",
         server.local_addr()?,
         store.describe()
     );
+    if let Some(path) = server.unix_socket_path() {
+        tracing::info!("listening on Unix-domain socket {}", path.display());
+    }
     match authentication {
         Authentication::Trust => tracing::info!(
             "trust authentication: any user may connect without a password on this loopback address"

@@ -21,6 +21,9 @@ pub enum Workload {
     /// The same, its statement prepared again for each query (an unnamed
     /// statement, as many drivers send a query with parameters).
     PointSelectUnnamed { rows: u64 },
+    /// The same as `PointSelect`, its clients connected over the Unix
+    /// socket.
+    PointSelectLocal { rows: u64 },
     /// The same with the id in the text, over the simple protocol (as
     /// psql, scripts and drivers that inline values send it).
     PointSelectSimple { rows: u64 },
@@ -36,6 +39,7 @@ impl Workload {
     fn sql(self) -> &'static str {
         match self {
             Workload::PointSelect { .. }
+            | Workload::PointSelectLocal { .. }
             | Workload::PointSelectUnnamed { .. }
             | Workload::PointSelectSimple { .. } => {
                 "SELECT owner, balance FROM accounts WHERE id = $1"
@@ -61,7 +65,7 @@ impl Workload {
         sequence: &mut i64,
     ) {
         match self {
-            Workload::PointSelect { rows } => {
+            Workload::PointSelect { rows } | Workload::PointSelectLocal { rows } => {
                 let id = rng.random_range(0..rows) as i32;
                 let row = client
                     .query_one(statement, &[&id])
@@ -132,7 +136,10 @@ pub async fn run(server: &Server, workload: Workload, connections: usize, second
     let started = Instant::now();
     let mut tasks = Vec::new();
     for c in 0..connections {
-        let client = server.connect().await;
+        let client = match workload {
+            Workload::PointSelectLocal { .. } => server.connect_local().await,
+            _ => server.connect().await,
+        };
         tasks.push(tokio::spawn(async move {
             let statement = client.prepare(workload.sql()).await.expect("prepare");
             let mut rng = rand::rngs::StdRng::seed_from_u64(c as u64);

@@ -10,7 +10,8 @@
 //! 1. `point`: point selects by primary key, prepared once, 1 / 8 / 32
 //!    connections (`CONNS`), over `ROWS` accounts (default 100,000); then
 //!    with 8 connections, prepared for each query (an unnamed statement),
-//!    and over the simple protocol with the id in the text;
+//!    and over the simple protocol with the id in the text; then as first,
+//!    over Unix-domain sockets instead of TCP;
 //! 2. `insert`: single-row INSERTs from 8 connections, each acknowledged
 //!    durably;
 //! 3. `copy`: COPY FROM STDIN of `DEVICES` × 1,000 readings (default 1,000,
@@ -181,6 +182,14 @@ async fn key_workloads(servers: &[Server], s: &Settings) {
             Workload::PointSelectSimple { rows },
         )
         .await;
+        print_header(
+            s,
+            "1d. the same as 1, over Unix-domain sockets",
+            "queries/s",
+        );
+        for &c in &s.connections {
+            compare(servers, s, Workload::PointSelectLocal { rows }, c).await;
+        }
     }
     if s.wants("insert") {
         section(

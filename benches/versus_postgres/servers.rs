@@ -13,6 +13,8 @@ use tokio_postgres::NoTls;
 pub struct Server {
     pub name: &'static str,
     pub port: u16,
+    /// Where the server's Unix-domain socket is (`.s.PGSQL.<port>`).
+    socket_dir: PathBuf,
     child: Child,
     _dir: tempfile::TempDir,
 }
@@ -32,6 +34,20 @@ impl Server {
 
     pub async fn connect(&self) -> tokio_postgres::Client {
         connect(self.port).await
+    }
+
+    /// A client over the server's Unix-domain socket.
+    pub async fn connect_local(&self) -> tokio_postgres::Client {
+        let (client, connection) = tokio_postgres::Config::new()
+            .host_path(&self.socket_dir)
+            .port(self.port)
+            .user("bench")
+            .dbname("postgres")
+            .connect(NoTls)
+            .await
+            .expect("connect over the Unix socket");
+        tokio::spawn(connection);
+        client
     }
 }
 
@@ -86,6 +102,8 @@ pub async fn start_tablegate() -> Server {
     let child = Command::new(env!("CARGO_BIN_EXE_tablegate"))
         .args(["serve", "--port", &port.to_string(), "--data-dir"])
         .arg(dir.path())
+        .arg("--socket-dir")
+        .arg(dir.path())
         // Its diagnostics (low query density and the like) would fill the report.
         .env("RUST_LOG", "error")
         .stdout(Stdio::null())
@@ -95,6 +113,7 @@ pub async fn start_tablegate() -> Server {
     Server {
         name: "tablegate",
         port,
+        socket_dir: dir.path().to_owned(),
         child,
         _dir: dir,
     }
@@ -163,6 +182,7 @@ pub async fn start_postgres() -> Server {
     Server {
         name: "PostgreSQL 15",
         port,
+        socket_dir: dir.path().to_owned(),
         child,
         _dir: dir,
     }

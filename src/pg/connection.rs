@@ -1,5 +1,5 @@
-//! One client connection: TLS negotiation, then its messages, each handled
-//! by pgwire's dispatcher and tablegate's handlers.
+//! One client connection: TLS negotiation (over TCP), then its messages,
+//! each handled by pgwire's dispatcher and tablegate's handlers.
 //!
 //! This is pgwire's own connection loop with three changes: the bytes pass
 //! through the frame checks of `frames` before pgwire decodes them; a bad
@@ -11,16 +11,20 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use bytes::BytesMut;
 use futures::{SinkExt, StreamExt};
-use pgwire::api::{ClientInfo, PgWireConnectionState};
+use pgwire::api::{ClientInfo, DefaultClient, PgWireConnectionState};
 use pgwire::error::{ErrorInfo, PgWireError};
 use pgwire::messages::{PgWireBackendMessage, PgWireFrontendMessage};
-use pgwire::tokio::server::{negotiate_tls, process_error, process_message};
+use pgwire::tokio::server::{
+    negotiate_tls, process_error, process_message, MaybeTls, PgWireMessageServerCodec,
+};
 use pgwire::tokio::TlsAcceptor;
-use tokio::net::TcpStream;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpStream, UnixStream};
 use tokio_util::codec::{Framed, FramedParts};
 
-use super::frames::{frame_error, Checked, FrameCheck};
+use super::frames::{frame_error, Checked, FrameCheck, GSS_ENC_REQUEST, SSL_REQUEST};
 use super::handler::{idle_watch, Handlers};
 use super::idle::IdleWatch;
 use crate::sql::Prepared;
@@ -29,17 +33,68 @@ use crate::sql::Prepared;
 /// (PostgreSQL's `authentication_timeout` is one minute too).
 const STARTUP_TIMEOUT: Duration = Duration::from_secs(60);
 
+/// A client's socket.
+pub enum Socket {
+    Tcp(TcpStream),
+    Unix(UnixStream),
+}
+
+/// A socket on its way to the thread that serves it: a socket belongs to
+/// the reactor of the runtime it was made on, so it travels as std's.
+pub enum Detached {
+    Tcp(std::net::TcpStream),
+    Unix(std::os::unix::net::UnixStream),
+}
+
+impl Socket {
+    pub fn detach(self) -> std::io::Result<Detached> {
+        Ok(match self {
+            Socket::Tcp(s) => Detached::Tcp(s.into_std()?),
+            Socket::Unix(s) => Detached::Unix(s.into_std()?),
+        })
+    }
+}
+
+impl Detached {
+    /// The socket on the current runtime.
+    pub fn attach(self) -> std::io::Result<Socket> {
+        Ok(match self {
+            Detached::Tcp(s) => Socket::Tcp(TcpStream::from_std(s)?),
+            Detached::Unix(s) => Socket::Unix(UnixStream::from_std(s)?),
+        })
+    }
+}
+
 /// Serves one connection until the client leaves or is refused.
 pub async fn serve(
-    socket: TcpStream,
+    socket: Socket,
     tls: Option<TlsAcceptor>,
     handlers: Arc<Handlers>,
 ) -> std::io::Result<()> {
     let startup_deadline = tokio::time::sleep(STARTUP_TIMEOUT);
     tokio::pin!(startup_deadline);
-    let negotiated = tokio::select! {
-        _ = &mut startup_deadline => return Ok(()),
-        negotiated = negotiate_tls::<Arc<Prepared>>(socket, tls) => negotiated?,
+    let negotiated = match socket {
+        Socket::Tcp(socket) => tokio::select! {
+            _ = &mut startup_deadline => return Ok(()),
+            negotiated = negotiate_tls::<Arc<Prepared>>(socket, tls) => negotiated?,
+        },
+        Socket::Unix(mut socket) => {
+            let read = tokio::select! {
+                _ = &mut startup_deadline => return Ok(()),
+                read = decline_encryption(&mut socket) => read?,
+            };
+            // pgwire wants an address for every client: a local one gets
+            // 127.0.0.1 port 0, as in pgwire's own loop for Unix sockets.
+            let client = DefaultClient::new(std::net::SocketAddr::from(([127, 0, 0, 1], 0)), false);
+            let mut parts = FramedParts::new(
+                MaybeTls::Unix(socket),
+                PgWireMessageServerCodec::new(client),
+            );
+            parts.read_buf = read;
+            let mut framed = Framed::from_parts(parts);
+            framed.set_state(PgWireConnectionState::AwaitingStartup);
+            Some(framed)
+        }
     };
     // A direct TLS handshake without a certificate to answer it.
     let Some(negotiated) = negotiated else {
@@ -121,6 +176,23 @@ pub async fn serve(
         if idle.is_none() {
             idle = idle_watch(&socket);
         }
+    }
+}
+
+/// Answers "no" to requests for TLS or GSS encryption on a local socket,
+/// as PostgreSQL does (libpq sends none there); returns the bytes read of
+/// the packet that follows them.
+async fn decline_encryption(socket: &mut UnixStream) -> std::io::Result<BytesMut> {
+    loop {
+        let mut head = [0u8; 8];
+        socket.read_exact(&mut head).await?;
+        let length = u32::from_be_bytes([head[0], head[1], head[2], head[3]]);
+        let code = u32::from_be_bytes([head[4], head[5], head[6], head[7]]);
+        if length == 8 && (code == SSL_REQUEST || code == GSS_ENC_REQUEST) {
+            socket.write_all(b"N").await?;
+            continue;
+        }
+        return Ok(BytesMut::from(&head[..]));
     }
 }
 

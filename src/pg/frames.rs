@@ -31,8 +31,8 @@ const MAX_PASSWORD_LENGTH: usize = 65_535;
 /// PostgreSQL's limit on the other messages.
 const MAX_SMALL_LENGTH: usize = 10_000;
 
-const SSL_REQUEST: u32 = 80_877_103;
-const GSS_ENC_REQUEST: u32 = 80_877_104;
+pub(super) const SSL_REQUEST: u32 = 80_877_103;
+pub(super) const GSS_ENC_REQUEST: u32 = 80_877_104;
 const CANCEL_REQUEST: u32 = 80_877_102;
 /// A cancel request's code, process id and a secret key of up to 256 bytes.
 const CANCEL_LENGTHS: std::ops::RangeInclusive<usize> = 16..=12 + 256;

@@ -7,8 +7,10 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+
+use super::connection::Socket;
+use super::frames::{GSS_ENC_REQUEST, SSL_REQUEST};
 
 /// PostgreSQL's default `max_connections`.
 pub const DEFAULT_MAX_CONNECTIONS: usize = 100;
@@ -16,8 +18,6 @@ pub const DEFAULT_MAX_CONNECTIONS: usize = 100;
 const STARTUP_WAIT: Duration = Duration::from_secs(5);
 /// Startup packets longer than this are not read (PostgreSQL's limit).
 const MAX_STARTUP_PACKET: usize = 10_000;
-const SSL_REQUEST: u32 = 80_877_103;
-const GSSENC_REQUEST: u32 = 80_877_104;
 
 /// Open connections, against the limit.
 pub struct Connections {
@@ -55,7 +55,14 @@ impl Connections {
 
 /// Tells a client there is no room: declines SSL and GSS encryption, reads
 /// its startup packet, sends the FATAL error and closes.
-pub async fn refuse(mut socket: TcpStream) {
+pub async fn refuse(socket: Socket) {
+    match socket {
+        Socket::Tcp(socket) => refuse_on(socket).await,
+        Socket::Unix(socket) => refuse_on(socket).await,
+    }
+}
+
+async fn refuse_on(mut socket: impl AsyncRead + AsyncWrite + Unpin) {
     let refused = async {
         loop {
             let length = socket.read_u32().await? as usize;
@@ -65,7 +72,7 @@ pub async fn refuse(mut socket: TcpStream) {
             let code = socket.read_u32().await?;
             let mut rest = vec![0; length - 8];
             socket.read_exact(&mut rest).await?;
-            if code == SSL_REQUEST || code == GSSENC_REQUEST {
+            if code == SSL_REQUEST || code == GSS_ENC_REQUEST {
                 socket.write_all(b"N").await?;
                 continue;
             }

@@ -16,6 +16,7 @@
 //! - `replies`: replies held until the client's Sync or Flush, with the
 //!   session's notices sent ahead of each statement's last reply.
 //! - `shards`: the connection threads, two per core, each connection on one.
+//! - `unix_socket`: the Unix-domain socket, named as PostgreSQL's.
 //!
 //! Layer rule: `pg` depends on `sql` (and the types `sql` returns); it knows
 //! nothing of keys, entities or the store.
@@ -32,12 +33,17 @@ mod limit;
 mod params;
 mod replies;
 mod shards;
+mod unix_socket;
 
 use std::future::Future;
 use std::net::SocketAddr;
+use std::path::Path;
 use std::sync::Arc;
 
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::{TcpListener, UnixStream};
+
+use connection::Socket;
+use unix_socket::UnixSocket;
 
 pub use auth::{tls_acceptor, Authentication, Users};
 pub use error::sqlstate;
@@ -46,9 +52,11 @@ pub use pgwire::tokio::TlsAcceptor;
 
 use crate::sql::Engine;
 
-/// A listening server.
+/// A listening server: on a TCP address, and on a Unix-domain socket if
+/// given one.
 pub struct Server {
     listener: TcpListener,
+    unix: Option<UnixSocket>,
     handlers: Arc<handler::Handlers>,
     tls: Option<TlsAcceptor>,
     connections: limit::Connections,
@@ -71,6 +79,7 @@ impl Server {
         let listener = TcpListener::bind(addr).await?;
         Ok(Server {
             listener,
+            unix: None,
             handlers: handler::Handlers::new(engine, authentication),
             tls,
             connections: limit::Connections::new(DEFAULT_MAX_CONNECTIONS),
@@ -89,45 +98,75 @@ impl Server {
         self.listener.local_addr()
     }
 
+    /// Also listens on `<dir>/.s.PGSQL.<port>`, the port being the TCP
+    /// one: where psql and libpq look for it with `-h <dir>`.
+    pub fn with_unix_socket(mut self, dir: &Path) -> std::io::Result<Server> {
+        let port = self.local_addr()?.port();
+        self.unix = Some(UnixSocket::bind(dir, port)?);
+        Ok(self)
+    }
+
+    /// The Unix-domain socket's path, if the server listens on one.
+    pub fn unix_socket_path(&self) -> Option<&Path> {
+        self.unix.as_ref().map(|unix| unix.path())
+    }
+
     /// Serves connections until `shutdown` completes; then, or when this
-    /// future is dropped, the open connections are closed.
+    /// future is dropped, the open connections are closed (and the Unix
+    /// socket's file removed).
     pub async fn run(self, shutdown: impl Future<Output = ()>) {
         tokio::pin!(shutdown);
         let mut shards = self.shards;
         loop {
-            tokio::select! {
+            let (socket, peer) = tokio::select! {
                 _ = &mut shutdown => return,
                 accepted = self.listener.accept() => match accepted {
-                    Ok((socket, peer)) => {
-                        let Some(slot) = self.connections.take() else {
-                            tracing::warn!(%peer, "connection refused: too many clients");
-                            tokio::spawn(limit::refuse(socket));
-                            continue;
-                        };
-                        // The socket moves to its thread's runtime.
-                        let socket = match socket.into_std() {
-                            Ok(socket) => socket,
-                            Err(e) => {
-                                tracing::warn!(%peer, "cannot hand over the connection: {e}");
-                                continue;
-                            }
-                        };
-                        let handlers = self.handlers.clone();
-                        let tls = self.tls.clone();
-                        shards.spawn(async move {
-                            let served = match TcpStream::from_std(socket) {
-                                Ok(socket) => connection::serve(socket, tls, handlers).await,
-                                Err(e) => Err(e),
-                            };
-                            if let Err(e) = served {
-                                tracing::debug!(%peer, "connection ended with an error: {e}");
-                            }
-                            drop(slot);
-                        });
+                    Ok((socket, peer)) => (Socket::Tcp(socket), peer.to_string()),
+                    Err(e) => {
+                        tracing::warn!("accept failed: {e}");
+                        continue;
                     }
-                    Err(e) => tracing::warn!("accept failed: {e}"),
                 },
-            }
+                accepted = accept_local(self.unix.as_ref()) => match accepted {
+                    Ok(socket) => (Socket::Unix(socket), "local".to_owned()),
+                    Err(e) => {
+                        tracing::warn!("accept failed on the Unix socket: {e}");
+                        continue;
+                    }
+                },
+            };
+            let Some(slot) = self.connections.take() else {
+                tracing::warn!(%peer, "connection refused: too many clients");
+                tokio::spawn(limit::refuse(socket));
+                continue;
+            };
+            let socket = match socket.detach() {
+                Ok(socket) => socket,
+                Err(e) => {
+                    tracing::warn!(%peer, "cannot hand over the connection: {e}");
+                    continue;
+                }
+            };
+            let handlers = self.handlers.clone();
+            let tls = self.tls.clone();
+            shards.spawn(async move {
+                let served = match socket.attach() {
+                    Ok(socket) => connection::serve(socket, tls, handlers).await,
+                    Err(e) => Err(e),
+                };
+                if let Err(e) = served {
+                    tracing::debug!(%peer, "connection ended with an error: {e}");
+                }
+                drop(slot);
+            });
         }
+    }
+}
+
+/// The next client of the Unix socket; never, without one.
+async fn accept_local(unix: Option<&UnixSocket>) -> std::io::Result<UnixStream> {
+    match unix {
+        Some(unix) => unix.listener.accept().await.map(|(socket, _)| socket),
+        None => std::future::pending().await,
     }
 }

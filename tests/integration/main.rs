@@ -32,4 +32,5 @@ mod psql_client;
 mod pushdown_equivalence;
 mod range_queries;
 mod resource_limits;
+mod unix_socket;
 mod wire_protocol;

@@ -58,7 +58,7 @@ impl ScalarUDFImpl for MostFrequent {
 /// The value of the first longest run of equal values in `values`.
 fn most_frequent(values: &ArrayRef) -> Result<ScalarValue> {
     if values.is_empty() {
-        return Ok(ScalarValue::try_from(values.data_type())?);
+        return ScalarValue::try_from(values.data_type());
     }
     let compare = make_comparator(values.as_ref(), values.as_ref(), SortOptions::default())?;
     let (mut best, mut best_len) = (0, 0);

@@ -71,6 +71,9 @@
 //! - JSON's `->`, `->>`, `#>` and `#>>` become calls of the functions in
 //!   `super::json`, and a cast to `json` or `jsonb` a call of its input
 //!   function there (JSON is held as its text);
+//! - a set-returning function in FROM that reads a table before it
+//!   (`FROM t, jsonb_array_elements_text(t.tags) AS tag`) moves into that
+//!   table: `(SELECT t.*, ... AS tag FROM t) AS t`;
 //! - `FROM pg_catalog.generate_series(...)` loses the schema, its column is
 //!   named by the table alias or else `generate_series`, and repeated
 //!   unnamed select items (`SELECT NULL, NULL`) get distinct aliases (the
@@ -1501,6 +1504,7 @@ impl datafusion::sql::sqlparser::ast::VisitorMut for Selects {
 
     fn pre_visit_query(&mut self, query: &mut Query) -> ControlFlow<()> {
         fetch_as_limit(query);
+        lateral_set_functions(query);
         for_each_select(query.body.as_mut(), &mut |select| {
             for item in &mut select.projection {
                 if let SelectItem::UnnamedExpr(e) | SelectItem::ExprWithAlias { expr: e, .. } = item
@@ -1516,6 +1520,276 @@ impl datafusion::sql::sqlparser::ast::VisitorMut for Selects {
         });
         ControlFlow::Continue(())
     }
+}
+
+/// Set-returning functions in FROM that read the columns of a table before
+/// them (`FROM t, jsonb_array_elements_text(t.tags) AS tag`, PostgreSQL's
+/// implicit LATERAL), which DataFusion does not plan: the table becomes
+/// `(SELECT t.*, jsonb_array_elements_text(t.tags) AS tag FROM t) AS t`,
+/// whose select list gives a row per value beside its row (`rewrite_expr`
+/// unnests the set there), and the function's column, named through its
+/// alias (`tag.value`) or by the alias alone (`tag`), is the table's new
+/// column. A row whose set is empty is left out, as PostgreSQL's join with
+/// an empty set leaves it out.
+fn lateral_set_functions(query: &mut Query) {
+    match query.body.as_mut() {
+        SetExpr::Select(select) => move_set_functions(select, Some(&mut query.order_by)),
+        // A set operation's ORDER BY names its output columns.
+        body => for_each_select(body, &mut |select| move_set_functions(select, None)),
+    }
+}
+
+/// [`lateral_set_functions`] of one SELECT (and its query's ORDER BY).
+fn move_set_functions(
+    select: &mut Select,
+    mut order_by: Option<&mut Option<datafusion::sql::sqlparser::ast::OrderBy>>,
+) {
+    while let Some(moved) = lateral_set_function(select) {
+        // The function has one column: whatever it is called through the
+        // function's alias, it is the table's new column; and the alias
+        // alone reads it too (a select item keeps the alias's name).
+        let column = || {
+            Expr::CompoundIdentifier(vec![
+                Ident::with_quote('"', moved.table_alias.clone()),
+                Ident::with_quote('"', moved.column.clone()),
+            ])
+        };
+        let is_alias = |e: &Expr| match e {
+            Expr::Identifier(alias) => {
+                moved.function_alias != moved.column
+                    && super::session::normalize(alias) == moved.function_alias
+            }
+            _ => false,
+        };
+        for item in &mut select.projection {
+            if let SelectItem::UnnamedExpr(e @ Expr::Identifier(_)) = item {
+                if let (true, Expr::Identifier(alias)) = (is_alias(e), &*e) {
+                    *item = SelectItem::ExprWithAlias {
+                        alias: alias.clone(),
+                        expr: column(),
+                    };
+                }
+            }
+        }
+        let mut requalify = |e: &mut Expr| {
+            let names_function = is_alias(e)
+                || matches!(e, Expr::CompoundIdentifier(parts)
+                    if parts.len() == 2
+                        && super::session::normalize(&parts[0]) == moved.function_alias);
+            if names_function {
+                *e = column();
+            }
+            ControlFlow::<()>::Continue(())
+        };
+        let _ = visit_expressions_mut(&mut select.projection, &mut requalify);
+        let _ = visit_expressions_mut(&mut select.selection, &mut requalify);
+        let _ = visit_expressions_mut(&mut select.group_by, &mut requalify);
+        let _ = visit_expressions_mut(&mut select.having, &mut requalify);
+        if let Some(order_by) = order_by.as_deref_mut() {
+            let _ = visit_expressions_mut(order_by, &mut requalify);
+        }
+    }
+}
+
+/// The set-returning functions [`lateral_set_functions`] moves, and the
+/// column each gives when not named by an alias (the name of its OUT
+/// parameter, else its own).
+const LATERAL_SET_FUNCTIONS: &[(&str, &str)] = &[
+    ("json_array_elements", "value"),
+    ("jsonb_array_elements", "value"),
+    ("json_array_elements_text", "value"),
+    ("jsonb_array_elements_text", "value"),
+    ("json_object_keys", "json_object_keys"),
+    ("jsonb_object_keys", "jsonb_object_keys"),
+    ("regexp_split_to_table", "regexp_split_to_table"),
+    ("generate_series", "generate_series"),
+];
+
+/// Moves the first set-returning function of `select`'s FROM that reads a
+/// table before it into that table (see [`lateral_set_functions`]);
+/// says where it went.
+fn lateral_set_function(select: &mut Select) -> Option<Moved> {
+    use datafusion::sql::sqlparser::ast::{
+        visit_expressions, JoinConstraint, JoinOperator, TableAlias, TableFactor,
+    };
+    let normalize = super::session::normalize;
+    // Every factor of the FROM in order: an item's first relation, then
+    // its joins.
+    let positions: Vec<(usize, Option<usize>)> = select
+        .from
+        .iter()
+        .enumerate()
+        .flat_map(|(i, t)| {
+            std::iter::once((i, None)).chain((0..t.joins.len()).map(move |j| (i, Some(j))))
+        })
+        .collect();
+    let factor = |select: &Select, (i, j): (usize, Option<usize>)| -> TableFactor {
+        match j {
+            None => select.from[i].relation.clone(),
+            Some(j) => select.from[i].joins[j].relation.clone(),
+        }
+    };
+    // The name a factor's columns are qualified with.
+    let shown = |factor: &TableFactor| match factor {
+        TableFactor::Table {
+            alias: Some(alias),
+            args: None,
+            ..
+        }
+        | TableFactor::Derived {
+            alias: Some(alias), ..
+        } => Some(normalize(&alias.name)),
+        TableFactor::Table {
+            name,
+            alias: None,
+            args: None,
+            ..
+        } => name.0.last().and_then(|p| p.as_ident()).map(normalize),
+        _ => None,
+    };
+    for (n, &position) in positions.iter().enumerate() {
+        let (name, args, alias) = match factor(select, position) {
+            TableFactor::Table {
+                name,
+                args: Some(args),
+                alias,
+                with_ordinality: false,
+                ..
+            } => (name, args.args, alias),
+            TableFactor::Function {
+                name,
+                args,
+                alias,
+                with_ordinality: false,
+                ..
+            } => (name, args, alias),
+            _ => continue,
+        };
+        let function = match name.0.as_slice() {
+            [f] => f.as_ident().map(normalize),
+            [schema, f] if is_pg_catalog(schema) => f.as_ident().map(normalize),
+            _ => None,
+        };
+        let Some(function) = function else {
+            continue;
+        };
+        let Some(&(_, unnamed_column)) = LATERAL_SET_FUNCTIONS.iter().find(|(f, _)| *f == function)
+        else {
+            continue;
+        };
+        // A table of its own in the FROM list, or the right side of a
+        // cross join.
+        let (item, join) = position;
+        let alone = match join {
+            None => item > 0 && select.from[item].joins.is_empty(),
+            Some(j) => matches!(
+                select.from[item].joins[j].join_operator,
+                JoinOperator::CrossJoin(JoinConstraint::None)
+            ),
+        };
+        if !alone {
+            continue;
+        }
+        // The table it reads: the one its columns name, or the only one
+        // before it.
+        let (mut qualifiers, mut unqualified) = (HashSet::new(), false);
+        for arg in &args {
+            let _ = visit_expressions(arg, |e| {
+                match e {
+                    Expr::CompoundIdentifier(parts) if parts.len() == 2 => {
+                        qualifiers.insert(normalize(&parts[0]));
+                    }
+                    Expr::Identifier(_) => unqualified = true,
+                    _ => {}
+                }
+                ControlFlow::<()>::Continue(())
+            });
+        }
+        let before = &positions[..n];
+        let target = match (qualifiers.len(), unqualified, before) {
+            (1, false, _) => {
+                let qualifier = qualifiers.into_iter().next()?;
+                before
+                    .iter()
+                    .find(|&&p| shown(&factor(select, p)).as_deref() == Some(qualifier.as_str()))
+            }
+            (0, true, [only]) => Some(only),
+            _ => None,
+        };
+        let Some(&target) = target else {
+            continue;
+        };
+        let table = factor(select, target);
+        let Some(table_alias) = shown(&table) else {
+            continue;
+        };
+        // An alias without columns names the column too, unless the
+        // function names it (`value`, its OUT parameter).
+        let (function_alias, column) = match &alias {
+            Some(alias) => (
+                normalize(&alias.name),
+                match alias.columns.first() {
+                    Some(column) => normalize(&column.name),
+                    None if unnamed_column == "value" => unnamed_column.to_owned(),
+                    None => normalize(&alias.name),
+                },
+            ),
+            None => (function.clone(), unnamed_column.to_owned()),
+        };
+        let quoted = |name: &str| Ident::with_quote('"', name).to_string();
+        let args: Vec<String> = args.iter().map(ToString::to_string).collect();
+        let sql = format!(
+            "SELECT {table_name}.*, {function}({args}) AS {column} FROM {table}",
+            table_name = quoted(&table_alias),
+            args = args.join(", "),
+            column = quoted(&column),
+        );
+        let Ok(mut parsed) =
+            datafusion::sql::sqlparser::parser::Parser::parse_sql(&PostgreSqlDialect {}, &sql)
+        else {
+            continue;
+        };
+        let Some(Statement::Query(subquery)) = parsed.pop() else {
+            continue;
+        };
+        let derived = TableFactor::Derived {
+            lateral: false,
+            subquery,
+            alias: Some(TableAlias {
+                explicit: true,
+                name: Ident::with_quote('"', table_alias.clone()),
+                columns: Vec::new(),
+                at: None,
+            }),
+            sample: None,
+        };
+        match target.1 {
+            None => select.from[target.0].relation = derived,
+            Some(j) => select.from[target.0].joins[j].relation = derived,
+        }
+        match join {
+            None => {
+                select.from.remove(item);
+            }
+            Some(j) => {
+                select.from[item].joins.remove(j);
+            }
+        }
+        return Some(Moved {
+            function_alias,
+            table_alias,
+            column,
+        });
+    }
+    None
+}
+
+/// A set-returning function moved into the table it reads.
+struct Moved {
+    function_alias: String,
+    table_alias: String,
+    /// The function's one column, now the table's.
+    column: String,
 }
 
 /// `FROM pg_catalog.generate_series(...)`: table functions are registered
@@ -1923,6 +2197,40 @@ mod tests {
             rewritten("SELECT EXISTS (SELECT 1 FROM r WHERE 1 = ANY(r.keys)) FROM idx i"),
             "SELECT (SELECT count(*) FROM r WHERE 1 = ANY(r.keys)) > 0 FROM idx i"
         );
+    }
+
+    #[test]
+    fn set_returning_functions_in_from_move_into_the_table_they_read() {
+        assert_eq!(
+            rewritten("SELECT d.id, e, e.value FROM docs d, jsonb_array_elements_text(d.doc) AS e ORDER BY e.value"),
+            "SELECT d.id, \"d\".\"value\" AS e, \"d\".\"value\" \
+             FROM (SELECT \"d\".*, unnest(json_elements_text_list(d.doc)) AS \"value\" FROM docs d) AS \"d\" \
+             ORDER BY \"d\".\"value\""
+        );
+        // Unqualified, beside the only table; named by its OUT parameter.
+        assert_eq!(
+            rewritten("SELECT value FROM docs CROSS JOIN jsonb_array_elements(doc)"),
+            "SELECT value FROM (SELECT \"docs\".*, unnest(json_elements_list(doc)) AS \"value\" FROM docs) AS \"docs\""
+        );
+        // Two tables: the one the arguments name.
+        assert_eq!(
+            rewritten("SELECT g.n FROM a, b, generate_series(1, b.k) AS g(n) WHERE g.n > a.x"),
+            "SELECT \"b\".\"n\" FROM a, (SELECT \"b\".*, unnest(generate_series(1, b.k)) AS \"n\" FROM b) AS \"b\" \
+             WHERE \"b\".\"n\" > a.x"
+        );
+        // Left for DataFusion: constant arguments, unqualified columns
+        // beside two tables, a LEFT JOIN (which keeps rows with no elements).
+        for sql in [
+            "SELECT * FROM generate_series(1, 3) AS g",
+            "SELECT * FROM a, b, jsonb_array_elements(doc) AS e",
+            "SELECT * FROM a LEFT JOIN jsonb_array_elements(a.doc) AS e ON true",
+        ] {
+            assert!(
+                !rewritten(sql).contains("unnest"),
+                "{sql}: {}",
+                rewritten(sql)
+            );
+        }
     }
 
     #[test]

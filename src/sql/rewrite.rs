@@ -1142,28 +1142,10 @@ fn rewrite_expr(expr: &mut Expr) {
                     }
                 }
             }
-            // JSON's set-returning functions in a select list: the set as a
-            // list, unnested into rows.
-            let members = match name.as_str() {
-                "json_array_elements" | "jsonb_array_elements" => Some(super::json::ELEMENTS),
-                "json_array_elements_text" | "jsonb_array_elements_text" => {
-                    Some(super::json::ELEMENTS_TEXT)
-                }
-                "json_object_keys" | "jsonb_object_keys" => Some(super::json::KEYS),
-                _ => None,
-            };
-            if let (Some(members), [doc]) = (members, arguments(f).as_slice()) {
-                *expr = call("unnest", vec![call(members, vec![(*doc).clone()])]);
-                return;
-            }
-            // `regexp_matches` and `regexp_split_to_table` likewise.
-            let listed = match name.as_str() {
-                "regexp_matches" => Some(super::functions::REGEXP_MATCHES_LIST),
-                "regexp_split_to_table" => Some("regexp_split_to_array"),
-                _ => None,
-            };
+            // Set-returning functions in a select list: the set as a list,
+            // unnested into rows.
             let args: Vec<Expr> = arguments(f).into_iter().cloned().collect();
-            if let (Some(listed), 2 | 3) = (listed, args.len()) {
+            if let Some(listed) = set_as_list(&name, args.len()) {
                 *expr = call("unnest", vec![call(listed, args)]);
                 return;
             }
@@ -1530,7 +1512,8 @@ impl datafusion::sql::sqlparser::ast::VisitorMut for Selects {
 /// unnests the set there), and the function's column, named through its
 /// alias (`tag.value`) or by the alias alone (`tag`), is the table's new
 /// column. A row whose set is empty is left out, as PostgreSQL's join with
-/// an empty set leaves it out.
+/// an empty set leaves it out, but for `LEFT JOIN ... ON true`, which adds
+/// it once beside NULL.
 fn lateral_set_functions(query: &mut Query) {
     match query.body.as_mut() {
         SetExpr::Select(select) => move_set_functions(select, Some(&mut query.order_by)),
@@ -1588,6 +1571,21 @@ fn move_set_functions(
         if let Some(order_by) = order_by.as_deref_mut() {
             let _ = visit_expressions_mut(order_by, &mut requalify);
         }
+    }
+}
+
+/// The function giving as a list the rows of set-returning function
+/// `name` called with `args` arguments, for those given so.
+fn set_as_list(name: &str, args: usize) -> Option<&'static str> {
+    match (name, args) {
+        ("json_array_elements" | "jsonb_array_elements", 1) => Some(super::json::ELEMENTS),
+        ("json_array_elements_text" | "jsonb_array_elements_text", 1) => {
+            Some(super::json::ELEMENTS_TEXT)
+        }
+        ("json_object_keys" | "jsonb_object_keys", 1) => Some(super::json::KEYS),
+        ("regexp_matches", 2 | 3) => Some(super::functions::REGEXP_MATCHES_LIST),
+        ("regexp_split_to_table", 2 | 3) => Some("regexp_split_to_array"),
+        _ => None,
     }
 }
 
@@ -1678,14 +1676,20 @@ fn lateral_set_function(select: &mut Select) -> Option<Moved> {
             continue;
         };
         // A table of its own in the FROM list, or the right side of a
-        // cross join.
+        // cross join, or of a LEFT JOIN ... ON true (which keeps a row whose
+        // set is empty, beside NULL).
         let (item, join) = position;
-        let alone = match join {
-            None => item > 0 && select.from[item].joins.is_empty(),
-            Some(j) => matches!(
-                select.from[item].joins[j].join_operator,
-                JoinOperator::CrossJoin(JoinConstraint::None)
-            ),
+        let (alone, left) = match join {
+            None => (item > 0 && select.from[item].joins.is_empty(), false),
+            Some(j) => match &select.from[item].joins[j].join_operator {
+                JoinOperator::CrossJoin(JoinConstraint::None) => (true, false),
+                JoinOperator::Left(JoinConstraint::On(on))
+                | JoinOperator::LeftOuter(JoinConstraint::On(on)) => {
+                    let on_true = matches!(on, Expr::Value(v) if v.value == Value::Boolean(true));
+                    (on_true, on_true)
+                }
+                _ => (false, false),
+            },
         };
         if !alone {
             continue;
@@ -1737,13 +1741,22 @@ fn lateral_set_function(select: &mut Select) -> Option<Moved> {
             None => (function.clone(), unnamed_column.to_owned()),
         };
         let quoted = |name: &str| Ident::with_quote('"', name).to_string();
+        let (table_name, column_name) = (quoted(&table_alias), quoted(&column));
+        let arg_count = args.len();
         let args: Vec<String> = args.iter().map(ToString::to_string).collect();
-        let sql = format!(
-            "SELECT {table_name}.*, {function}({args}) AS {column} FROM {table}",
-            table_name = quoted(&table_alias),
-            args = args.join(", "),
-            column = quoted(&column),
-        );
+        let args = args.join(", ");
+        let mut sql =
+            format!("SELECT {table_name}.*, {function}({args}) AS {column_name} FROM {table}");
+        if left {
+            // The rows whose set is empty (or NULL), once each.
+            let Some(listed) = set_as_list(&function, arg_count) else {
+                continue;
+            };
+            sql.push_str(&format!(
+                " UNION ALL SELECT {table_name}.*, NULL AS {column_name} FROM {table} \
+                 WHERE coalesce(cardinality({listed}({args})), 0) = 0"
+            ));
+        }
         let Ok(mut parsed) =
             datafusion::sql::sqlparser::parser::Parser::parse_sql(&PostgreSqlDialect {}, &sql)
         else {
@@ -2218,12 +2231,18 @@ mod tests {
             "SELECT \"b\".\"n\" FROM a, (SELECT \"b\".*, unnest(generate_series(1, b.k)) AS \"n\" FROM b) AS \"b\" \
              WHERE \"b\".\"n\" > a.x"
         );
+        // LEFT JOIN ... ON true keeps a row with no elements, beside NULL.
+        assert_eq!(
+            rewritten("SELECT a.id, e FROM a LEFT JOIN LATERAL jsonb_object_keys(a.doc) AS e ON true"),
+            "SELECT a.id, e FROM (SELECT \"a\".*, unnest(json_keys_list(a.doc)) AS \"e\" FROM a \
+             UNION ALL SELECT \"a\".*, NULL AS \"e\" FROM a WHERE coalesce(cardinality(json_keys_list(a.doc)), 0) = 0) AS \"a\""
+        );
         // Left for DataFusion: constant arguments, unqualified columns
-        // beside two tables, a LEFT JOIN (which keeps rows with no elements).
+        // beside two tables, a LEFT JOIN on a condition.
         for sql in [
             "SELECT * FROM generate_series(1, 3) AS g",
             "SELECT * FROM a, b, jsonb_array_elements(doc) AS e",
-            "SELECT * FROM a LEFT JOIN jsonb_array_elements(a.doc) AS e ON true",
+            "SELECT * FROM a LEFT JOIN jsonb_array_elements(a.doc) AS e ON e.value = a.x",
         ] {
             assert!(
                 !rewritten(sql).contains("unnest"),

@@ -306,7 +306,7 @@ fn register_json(
     name: &'static str,
     arities: &[usize],
     body: impl Fn(&[ScalarValue]) -> DfResult<ScalarValue> + Send + Sync + 'static,
-) {
+) -> Arc<ScalarUDF> {
     let immutable = Volatility::Immutable;
     register_row_function(
         ctx,
@@ -316,7 +316,7 @@ fn register_json(
         immutable,
         true,
         Arc::new(body),
-    );
+    )
 }
 
 fn register_row_function(
@@ -546,9 +546,10 @@ fn register_json_functions(ctx: &SessionContext) {
     for build in json::JsonBuild::all() {
         ctx.register_udf(ScalarUDF::new_from_impl(build));
     }
-    for input in json::JsonInput::both() {
-        ctx.register_udf(ScalarUDF::new_from_impl(input));
-    }
+    let [json_input, jsonb_input] = json::JsonInput::both().map(ScalarUDF::new_from_impl);
+    ctx.register_udf(json_input);
+    let jsonb_input = Arc::new(jsonb_input);
+    ctx.register_udf(jsonb_input.as_ref().clone());
     register_json(ctx, json::ARRAY_OF, &[1], |a| Ok(json::array_of(&a[0])));
     register_json(ctx, json::GET, &[2], |a| json::get(a, false));
     register(ctx, json::GET_TEXT, &[2], Utf8, Immutable, |a| {
@@ -582,10 +583,15 @@ fn register_json_functions(ctx: &SessionContext) {
     let has_all_keys = register(ctx, json::HAS_ALL_KEYS, &[2], Boolean, Immutable, |a| {
         json::has_keys(a, true)
     });
+    let concat = register_json(ctx, json::CONCAT, &[2], json::concat);
+    let delete = register_json(ctx, json::DELETE, &[2], json::delete);
     let operators = json::JsonOperators {
         contains,
         has_any_key,
         has_all_keys,
+        concat,
+        delete,
+        jsonb_input,
     };
     let _ = ctx
         .state_ref()

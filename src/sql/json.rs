@@ -6,7 +6,8 @@
 //! rewrite (`super::rewrite`) makes the operators calls of these functions.
 //! `doc @> other`, `doc <@ other`, `doc ? 'key'`, `doc ?| array[...]` and
 //! `doc ?& array[...]` are planned by [`JsonOperators`] as calls of
-//! [`contains`] and [`has_keys`] when the JSON side is text.
+//! [`contains`] and [`has_keys`] when the JSON side is text, `jsonb`'s
+//! `||` and `-` as calls of [`concat`] and [`delete`].
 //! A JSON value is written as `jsonb` prints it: `{"a": 1, "b": [1, 2]}`,
 //! an object's keys shorter first, then in byte order.
 
@@ -625,14 +626,132 @@ pub fn has_keys(args: &[ScalarValue], all: bool) -> Result<ScalarValue> {
     })))
 }
 
+pub const CONCAT: &str = "jsonb_concat";
+pub const DELETE: &str = "jsonb_delete";
+
+/// `a || b` of `jsonb`: two objects merged (`b`'s value for a key both
+/// have), two arrays joined, anything else joined as elements of an array.
+pub fn concat(args: &[ScalarValue]) -> Result<ScalarValue> {
+    let (Some(a), Some(b)) = (document(&args[0])?, document(&args[1])?) else {
+        return Ok(utf8(None));
+    };
+    let joined = match (a, b) {
+        (Value::Object(mut a), Value::Object(b)) => {
+            a.extend(b);
+            Value::Object(a)
+        }
+        (Value::Array(mut a), Value::Array(b)) => {
+            a.extend(b);
+            Value::Array(a)
+        }
+        (Value::Array(mut a), b) => {
+            a.push(b);
+            Value::Array(a)
+        }
+        (a, Value::Array(mut b)) => {
+            b.insert(0, a);
+            Value::Array(b)
+        }
+        (a, b) => Value::Array(vec![a, b]),
+    };
+    Ok(utf8(Some(jsonb_text(&joined))))
+}
+
+/// `doc - 'key'` of `jsonb`: an object without the key, an array without
+/// the strings equal to it; `doc - n`: an array without its element `n`
+/// (from the end when negative).
+pub fn delete(args: &[ScalarValue]) -> Result<ScalarValue> {
+    let (Some(doc), false) = (document(&args[0])?, args[1].is_null()) else {
+        return Ok(utf8(None));
+    };
+    let cannot = |what: &str| -> Result<ScalarValue> {
+        Err(SqlError::value("22023", format!("cannot delete from {what}")).into())
+    };
+    let left = if args[1].data_type().is_integer() {
+        let index = super::functions::int(&args[1]).unwrap_or(i64::MAX);
+        match doc {
+            Value::Array(mut items) => {
+                let len = items.len() as i64;
+                let at = if index < 0 { len + index } else { index };
+                if (0..len).contains(&at) {
+                    items.remove(at as usize);
+                }
+                Value::Array(items)
+            }
+            Value::Object(_) => return cannot("object using integer index"),
+            _ => return cannot("scalar"),
+        }
+    } else {
+        let Some(key) = text_of(&args[1]) else {
+            return Ok(utf8(None));
+        };
+        match doc {
+            Value::Object(mut fields) => {
+                fields.remove(&key);
+                Value::Object(fields)
+            }
+            Value::Array(mut items) => {
+                items.retain(|item| item.as_str() != Some(key.as_str()));
+                Value::Array(items)
+            }
+            _ => return cannot("scalar"),
+        }
+    };
+    Ok(utf8(Some(jsonb_text(&left))))
+}
+
 /// Plans JSON's `@>`, `<@`, `?`, `?|` and `?&` over text (how `json` and
-/// `jsonb` columns read) as calls of its functions; arrays' `@>` and `<@`
-/// stay DataFusion's.
+/// `jsonb` columns read) as calls of its functions, and `jsonb`'s `||` and
+/// `-` (with a `jsonb` left side, or a `jsonb` side and a literal) as
+/// calls of [`concat`] and [`delete`]; arrays' `@>` and `<@` stay
+/// DataFusion's, and so does `||` of text.
 #[derive(Debug)]
 pub struct JsonOperators {
     pub contains: Arc<ScalarUDF>,
     pub has_any_key: Arc<ScalarUDF>,
     pub has_all_keys: Arc<ScalarUDF>,
+    pub concat: Arc<ScalarUDF>,
+    pub delete: Arc<ScalarUDF>,
+    /// The cast to `jsonb`, for a literal beside a `jsonb` value.
+    pub jsonb_input: Arc<ScalarUDF>,
+}
+
+impl JsonOperators {
+    fn plan_jsonb(
+        &self,
+        op: &BinaryOperator,
+        left: &Expr,
+        right: &Expr,
+        schema: &DFSchema,
+    ) -> Option<Expr> {
+        let jsonb = |e: &Expr| {
+            e.to_field(schema)
+                .is_ok_and(|(_, field)| declared_type(&field) == Some(SqlType::Jsonb))
+        };
+        let literal = |e: &Expr| matches!(e, Expr::Literal(ScalarValue::Utf8(_), _));
+        let as_jsonb = |e: &Expr| match jsonb(e) {
+            true => e.clone(),
+            false => Expr::ScalarFunction(ScalarFunction::new_udf(
+                self.jsonb_input.clone(),
+                vec![e.clone()],
+            )),
+        };
+        let call = |function: &Arc<ScalarUDF>, args: Vec<Expr>| {
+            Expr::ScalarFunction(ScalarFunction::new_udf(function.clone(), args))
+        };
+        match op {
+            BinaryOperator::StringConcat
+                if (jsonb(left) && (jsonb(right) || literal(right)))
+                    || (jsonb(right) && literal(left)) =>
+            {
+                Some(call(&self.concat, vec![as_jsonb(left), as_jsonb(right)]))
+            }
+            BinaryOperator::Minus if jsonb(left) => {
+                Some(call(&self.delete, vec![left.clone(), right.clone()]))
+            }
+            _ => None,
+        }
+    }
 }
 
 impl ExprPlanner for JsonOperators {
@@ -642,6 +761,9 @@ impl ExprPlanner for JsonOperators {
         schema: &DFSchema,
     ) -> Result<PlannerResult<RawBinaryExpr>> {
         let RawBinaryExpr { op, left, right } = expr;
+        if let Some(planned) = self.plan_jsonb(&op, &left, &right, schema) {
+            return Ok(PlannerResult::Planned(planned));
+        }
         let (function, args) = match op {
             BinaryOperator::AtArrow => (&self.contains, [left, right]),
             BinaryOperator::ArrowAt => (&self.contains, [right, left]),
@@ -679,6 +801,36 @@ mod tests {
     }
 
     const DOC: &str = r#"{"b": {"c": [10, 20, {"d": "x"}]}, "a": 1, "s": "t", "n": null}"#;
+
+    #[test]
+    fn concatenation_and_deletion_are_jsonb_s() {
+        let joined = |a: &str, b: &str| concat(&[text(a), text(b)]).unwrap();
+        assert_eq!(
+            joined(r#"{"a": 1, "b": 2}"#, r#"{"b": 3}"#),
+            text(r#"{"a": 1, "b": 3}"#)
+        );
+        assert_eq!(joined("[1]", "[2, 3]"), text("[1, 2, 3]"));
+        assert_eq!(joined("[1]", r#"{"a": 1}"#), text(r#"[1, {"a": 1}]"#));
+        assert_eq!(joined("1", "[2]"), text("[1, 2]"));
+        assert_eq!(joined(r#"{"a": 1}"#, "2"), text(r#"[{"a": 1}, 2]"#));
+        assert_eq!(concat(&[utf8(None), text("[]")]).unwrap(), utf8(None));
+        let without = |doc: &str, what: ScalarValue| delete(&[text(doc), what]).unwrap();
+        assert_eq!(
+            without(DOC, text("b")),
+            text(r#"{"a": 1, "n": null, "s": "t"}"#)
+        );
+        assert_eq!(without(r#"["x", 1, "x"]"#, text("x")), text("[1]"));
+        assert_eq!(
+            without("[1, 2, 3]", ScalarValue::Int64(Some(-1))),
+            text("[1, 2]")
+        );
+        assert_eq!(
+            without("[1, 2, 3]", ScalarValue::Int32(Some(3))),
+            text("[1, 2, 3]")
+        );
+        assert!(delete(&[text(DOC), ScalarValue::Int64(Some(0))]).is_err());
+        assert!(delete(&[text("1"), text("a")]).is_err());
+    }
 
     #[test]
     fn containment_is_jsonb_s() {

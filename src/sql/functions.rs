@@ -583,6 +583,8 @@ fn register_json_functions(ctx: &SessionContext) {
     let has_all_keys = register(ctx, json::HAS_ALL_KEYS, &[2], Boolean, Immutable, |a| {
         json::has_keys(a, true)
     });
+    register_json(ctx, "jsonb_strip_nulls", &[1], json::strip_nulls);
+    register(ctx, "jsonb_pretty", &[1], Utf8, Immutable, json::pretty);
     let concat = register_json(ctx, json::CONCAT, &[2], json::concat);
     let delete = register_json(ctx, json::DELETE, &[2], json::delete);
     let operators = json::JsonOperators {

@@ -76,8 +76,49 @@ pub fn to_json(value: &ScalarValue) -> Value {
                 |i| ScalarValue::try_from_array(&items, i).map_or(Value::Null, |v| to_json(&v));
             Value::Array((0..items.len()).map(item).collect())
         }
+        ScalarValue::TimestampSecond(Some(_), zone)
+        | ScalarValue::TimestampMillisecond(Some(_), zone)
+        | ScalarValue::TimestampMicrosecond(Some(_), zone)
+        | ScalarValue::TimestampNanosecond(Some(_), zone) => {
+            let micros = value.cast_to(&DataType::Timestamp(
+                datafusion::arrow::datatypes::TimeUnit::Microsecond,
+                None,
+            ));
+            match micros {
+                Ok(ScalarValue::TimestampMicrosecond(Some(micros), _)) => {
+                    match chrono::DateTime::from_timestamp_micros(micros) {
+                        Some(t) => Value::String(iso_timestamp(t.naive_utc(), zone.is_some())),
+                        None => Value::String(value.to_string()),
+                    }
+                }
+                _ => Value::String(value.to_string()),
+            }
+        }
+        ScalarValue::Date32(Some(days)) => {
+            match chrono::NaiveDate::from_num_days_from_ce_opt(days + 719_163) {
+                Some(date) => Value::String(date.format("%Y-%m-%d").to_string()),
+                None => Value::String(value.to_string()),
+            }
+        }
         other => Value::String(other.to_string()),
     }
+}
+
+/// A timestamp as JSON holds it in PostgreSQL: ISO 8601, a fraction only
+/// when not zero, and a zoned one's offset (UTC's, which sessions here use).
+fn iso_timestamp(t: chrono::NaiveDateTime, zoned: bool) -> String {
+    use chrono::Timelike;
+    let mut text = t.format("%Y-%m-%dT%H:%M:%S").to_string();
+    let micros = t.nanosecond() / 1_000;
+    if micros > 0 {
+        let fraction = format!("{micros:06}");
+        text.push('.');
+        text.push_str(fraction.trim_end_matches('0'));
+    }
+    if zoned {
+        text.push_str("+00:00");
+    }
+    text
 }
 
 /// `json_build_object`, `json_build_array` and their `jsonb_` twins: JSON
@@ -87,38 +128,59 @@ pub fn to_json(value: &ScalarValue) -> Value {
 #[derive(Debug, PartialEq, Eq, Hash)]
 pub struct JsonBuild {
     name: &'static str,
-    object: bool,
+    shape: Shape,
     jsonb: bool,
     signature: Signature,
 }
 
+/// What a [`JsonBuild`] makes of its arguments.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+enum Shape {
+    /// `json_build_object`: keys and values, in turn.
+    Object,
+    /// `json_build_array`.
+    Array,
+    /// `to_json`: its one argument as JSON (NULL for NULL).
+    Value,
+}
+
 impl JsonBuild {
-    pub fn all() -> [JsonBuild; 4] {
-        let build = |name, object, jsonb| JsonBuild {
+    pub fn all() -> [JsonBuild; 6] {
+        let build = |name, shape, jsonb| JsonBuild {
             name,
-            object,
+            shape,
             jsonb,
-            signature: Signature::one_of(
-                vec![TypeSignature::Nullary, TypeSignature::VariadicAny],
-                Volatility::Stable,
-            ),
+            signature: match shape {
+                Shape::Value => Signature::any(1, Volatility::Stable),
+                _ => Signature::one_of(
+                    vec![TypeSignature::Nullary, TypeSignature::VariadicAny],
+                    Volatility::Stable,
+                ),
+            },
         };
         [
-            build("json_build_object", true, false),
-            build("jsonb_build_object", true, true),
-            build("json_build_array", false, false),
-            build("jsonb_build_array", false, true),
+            build("json_build_object", Shape::Object, false),
+            build("jsonb_build_object", Shape::Object, true),
+            build("json_build_array", Shape::Array, false),
+            build("jsonb_build_array", Shape::Array, true),
+            build("to_json", Shape::Value, false),
+            build("to_jsonb", Shape::Value, true),
         ]
     }
 
-    fn build(&self, values: &[ScalarValue], kinds: &[Option<SqlType>]) -> Result<String> {
+    fn build(&self, values: &[ScalarValue], kinds: &[Option<SqlType>]) -> Result<Option<String>> {
         let members = values
             .iter()
             .zip(kinds)
             .map(|(value, kind)| member_text(value, *kind, self.jsonb));
-        if !self.object {
-            let members = members.collect::<Result<Vec<_>>>()?;
-            return Ok(format!("[{}]", members.join(", ")));
+        match self.shape {
+            Shape::Value if values[0].is_null() => return Ok(None),
+            Shape::Value => return members.take(1).collect::<Result<String>>().map(Some),
+            Shape::Array => {
+                let members = members.collect::<Result<Vec<_>>>()?;
+                return Ok(Some(format!("[{}]", members.join(", "))));
+            }
+            Shape::Object => {}
         }
         if values.len() % 2 != 0 {
             return invalid_value("argument list must have even number of elements");
@@ -148,7 +210,7 @@ impl JsonBuild {
             .into_iter()
             .map(|(key, value)| format!("{}{separator}{value}", Value::String(key)))
             .collect();
-        Ok(format!("{{{}}}", pairs.join(", ")))
+        Ok(Some(format!("{{{}}}", pairs.join(", "))))
     }
 }
 
@@ -173,8 +235,7 @@ impl ScalarUDFImpl for JsonBuild {
         let kinds: Vec<Option<SqlType>> =
             args.arg_fields.iter().map(|f| declared_type(f)).collect();
         each_row(&args, &DataType::Utf8, false, |values| {
-            self.build(values, &kinds)
-                .map(|text| ScalarValue::Utf8(Some(text)))
+            self.build(values, &kinds).map(ScalarValue::Utf8)
         })
     }
 }
@@ -284,16 +345,27 @@ fn member_text(value: &ScalarValue, declared: Option<SqlType>, jsonb: bool) -> R
     Ok(String::from_utf8_lossy(&out).into_owned())
 }
 
-/// `json_agg`'s value from `array_agg`'s list: `[1, 2]`, elements
-/// separated as PostgreSQL separates them; NULL for no rows.
+/// `json_agg`'s value from `array_agg`'s list of its values' JSON texts
+/// (`to_json`'s): `[1, {"a": 2}]`, elements separated as PostgreSQL
+/// separates them, NULL as `null`; NULL for no rows.
 pub fn array_of(list: &ScalarValue) -> ScalarValue {
-    match to_json(list) {
-        Value::Array(items) => {
-            let items: Vec<String> = items.iter().map(Value::to_string).collect();
-            ScalarValue::Utf8(Some(format!("[{}]", items.join(", "))))
-        }
-        _ => ScalarValue::Utf8(None),
+    use datafusion::arrow::array::Array;
+    let ScalarValue::List(list) = list else {
+        return utf8(None);
+    };
+    if list.is_null(0) {
+        return utf8(None);
     }
+    let items = list.value(0);
+    let members: Vec<String> = (0..items.len())
+        .map(|i| {
+            ScalarValue::try_from_array(&items, i)
+                .ok()
+                .and_then(|member| text_of(&member))
+                .unwrap_or_else(|| "null".to_owned())
+        })
+        .collect();
+    utf8(Some(format!("[{}]", members.join(", "))))
 }
 
 /// One step into a JSON value: an object's key or an array's position.
@@ -623,6 +695,77 @@ pub fn has_keys(args: &[ScalarValue], all: bool) -> Result<ScalarValue> {
     Ok(ScalarValue::Boolean(Some(match all {
         true => keys.iter().all(has),
         false => keys.iter().any(has),
+    })))
+}
+
+/// `jsonb_strip_nulls(doc)`: the document without the object fields whose
+/// value is `null`, at every depth (an array's nulls stay).
+pub fn strip_nulls(args: &[ScalarValue]) -> Result<ScalarValue> {
+    fn strip(value: &mut Value) {
+        match value {
+            Value::Object(fields) => {
+                fields.retain(|_, v| !v.is_null());
+                fields.values_mut().for_each(strip);
+            }
+            Value::Array(items) => items.iter_mut().for_each(strip),
+            _ => {}
+        }
+    }
+    Ok(utf8(document(&args[0])?.map(|mut doc| {
+        strip(&mut doc);
+        jsonb_text(&doc)
+    })))
+}
+
+/// `jsonb_pretty(doc)`: the document as PostgreSQL indents it, four
+/// spaces a level, each member on a line of its own.
+pub fn pretty(args: &[ScalarValue]) -> Result<ScalarValue> {
+    fn write(value: &Value, depth: usize, out: &mut String) {
+        let indent = |out: &mut String, depth: usize| out.push_str(&"    ".repeat(depth));
+        match value {
+            // An empty array or object too takes two lines, as in
+            // PostgreSQL.
+            Value::Array(items) if items.is_empty() => {
+                out.push_str("[\n");
+                indent(out, depth);
+                out.push(']');
+            }
+            Value::Object(fields) if fields.is_empty() => {
+                out.push_str("{\n");
+                indent(out, depth);
+                out.push('}');
+            }
+            Value::Array(items) => {
+                out.push_str("[\n");
+                for (i, item) in items.iter().enumerate() {
+                    indent(out, depth + 1);
+                    write(item, depth + 1, out);
+                    out.push_str(if i + 1 < items.len() { ",\n" } else { "\n" });
+                }
+                indent(out, depth);
+                out.push(']');
+            }
+            Value::Object(fields) => {
+                let mut keys: Vec<&String> = fields.keys().collect();
+                keys.sort_by(|a, b| jsonb_key_order(a, b));
+                out.push_str("{\n");
+                for (i, key) in keys.iter().enumerate() {
+                    indent(out, depth + 1);
+                    out.push_str(&Value::String((*key).clone()).to_string());
+                    out.push_str(": ");
+                    write(&fields[*key], depth + 1, out);
+                    out.push_str(if i + 1 < keys.len() { ",\n" } else { "\n" });
+                }
+                indent(out, depth);
+                out.push('}');
+            }
+            other => out.push_str(&jsonb_text(other)),
+        }
+    }
+    Ok(utf8(document(&args[0])?.map(|doc| {
+        let mut out = String::new();
+        write(&doc, 0, &mut out);
+        out
     })))
 }
 

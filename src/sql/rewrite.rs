@@ -1114,13 +1114,26 @@ fn rewrite_expr(expr: &mut Expr) {
                     return;
                 }
             }
-            // `json_agg(x ...)` is `array_agg(x ...)` (with its ORDER BY,
-            // DISTINCT and FILTER) written as JSON.
+            // `json_agg(x ...)` is `array_agg(to_json(x) ...)` (with its
+            // ORDER BY, DISTINCT and FILTER) written as a JSON array;
+            // `jsonb_agg`'s is of `to_jsonb(x)`, made jsonb.
             if matches!(name.as_str(), "json_agg" | "jsonb_agg") && f.over.is_none() {
+                let jsonb = name == "jsonb_agg";
                 let mut aggregate = f.clone();
                 aggregate.name =
                     ObjectName(vec![ObjectNamePart::Identifier(Ident::new("array_agg"))]);
+                if let FunctionArguments::List(list) = &mut aggregate.args {
+                    if let [FunctionArg::Unnamed(FunctionArgExpr::Expr(value))] =
+                        list.args.as_mut_slice()
+                    {
+                        let as_json = if jsonb { "to_jsonb" } else { "to_json" };
+                        *value = call(as_json, vec![value.clone()]);
+                    }
+                }
                 *expr = call(super::json::ARRAY_OF, vec![Expr::Function(aggregate)]);
+                if jsonb {
+                    *expr = call(super::json::TO_JSONB, vec![expr.clone()]);
+                }
                 return;
             }
             // A template of PostgreSQL's: `to_char`'s for tablegate's function,

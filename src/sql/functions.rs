@@ -564,6 +564,8 @@ fn register_json_functions(ctx: &SessionContext) {
         (json::ELEMENTS, json::Members::Elements),
         (json::ELEMENTS_TEXT, json::Members::ElementsText),
         (json::KEYS, json::Members::Keys),
+        (json::VALUES, json::Members::Values),
+        (json::VALUES_TEXT, json::Members::ValuesText),
     ] {
         register(ctx, name, &[1], list.clone(), Immutable, move |a| {
             json::members(a, of)

@@ -570,6 +570,10 @@ pub fn array_length(args: &[ScalarValue]) -> Result<ScalarValue> {
 pub const ELEMENTS: &str = "json_elements_list";
 pub const ELEMENTS_TEXT: &str = "json_elements_text_list";
 pub const KEYS: &str = "json_keys_list";
+/// The values of an object, in the order of [`KEYS`] (`json_each`'s).
+pub const VALUES: &str = "json_values_list";
+/// The same as text, as `->>` gives them (`json_each_text`'s).
+pub const VALUES_TEXT: &str = "json_values_text_list";
 
 /// An array's elements (`text`: as `->>` gives them), or an object's keys
 /// in `jsonb`'s order, as a list of text; an error for any other value.
@@ -582,10 +586,18 @@ pub fn members(args: &[ScalarValue], of: Members) -> Result<ScalarValue> {
             items.iter().map(|item| Some(jsonb_text(item))).collect()
         }
         (Value::Array(items), Members::ElementsText) => items.iter().map(as_text).collect(),
-        (Value::Object(object), Members::Keys) => {
+        (Value::Object(object), Members::Keys | Members::Values | Members::ValuesText) => {
             let mut keys: Vec<&String> = object.keys().collect();
             keys.sort_by(|a, b| jsonb_key_order(a, b));
-            keys.into_iter().map(|key| Some(key.clone())).collect()
+            let member = |key: &String| match of {
+                Members::Values => Some(jsonb_text(&object[key])),
+                Members::ValuesText => as_text(&object[key]),
+                _ => Some(key.clone()),
+            };
+            keys.into_iter().map(member).collect()
+        }
+        (_, Members::Values | Members::ValuesText) => {
+            return invalid_value("cannot call json_each on a non-object")
         }
         (Value::Array(_), Members::Keys) => {
             return invalid_value("cannot call json_object_keys on an array")
@@ -603,6 +615,8 @@ pub enum Members {
     Elements,
     ElementsText,
     Keys,
+    Values,
+    ValuesText,
 }
 
 fn invalid_value<T>(message: &str) -> Result<T> {

@@ -1541,39 +1541,43 @@ fn move_set_functions(
     mut order_by: Option<&mut Option<datafusion::sql::sqlparser::ast::OrderBy>>,
 ) {
     while let Some(moved) = lateral_set_function(select) {
-        // The function has one column: whatever it is called through the
-        // function's alias, it is the table's new column; and the alias
-        // alone reads it too (a select item keeps the alias's name).
-        let column = || {
+        // A column named through the function's alias is the table's; and
+        // the alias alone reads a function's one column (a select item
+        // keeping the alias's name).
+        let column = |name: &str| {
             Expr::CompoundIdentifier(vec![
                 Ident::with_quote('"', moved.table_alias.clone()),
-                Ident::with_quote('"', moved.column.clone()),
+                Ident::with_quote('"', name),
             ])
         };
-        let is_alias = |e: &Expr| match e {
-            Expr::Identifier(alias) => {
-                moved.function_alias != moved.column
-                    && super::session::normalize(alias) == moved.function_alias
+        let alias_alone = |e: &Expr| match (e, moved.read_by_alias()) {
+            (Expr::Identifier(alias), Some(read)) => {
+                (super::session::normalize(alias) == moved.function_alias).then_some(read)
             }
-            _ => false,
+            _ => None,
         };
         for item in &mut select.projection {
             if let SelectItem::UnnamedExpr(e @ Expr::Identifier(_)) = item {
-                if let (true, Expr::Identifier(alias)) = (is_alias(e), &*e) {
+                if let (Some(read), Expr::Identifier(alias)) = (alias_alone(e), &*e) {
                     *item = SelectItem::ExprWithAlias {
                         alias: alias.clone(),
-                        expr: column(),
+                        expr: column(read),
                     };
                 }
             }
         }
         let mut requalify = |e: &mut Expr| {
-            let names_function = is_alias(e)
-                || matches!(e, Expr::CompoundIdentifier(parts)
+            let read = match &*e {
+                Expr::CompoundIdentifier(parts)
                     if parts.len() == 2
-                        && super::session::normalize(&parts[0]) == moved.function_alias);
-            if names_function {
-                *e = column();
+                        && super::session::normalize(&parts[0]) == moved.function_alias =>
+                {
+                    moved.column(&super::session::normalize(&parts[1]))
+                }
+                e => alias_alone(e),
+            };
+            if let Some(read) = read {
+                *e = column(read);
             }
             ControlFlow::<()>::Continue(())
         };
@@ -1603,17 +1607,31 @@ fn set_as_list(name: &str, args: usize) -> Option<&'static str> {
 }
 
 /// The set-returning functions [`lateral_set_functions`] moves, and the
-/// column each gives when not named by an alias (the name of its OUT
-/// parameter, else its own).
-const LATERAL_SET_FUNCTIONS: &[(&str, &str)] = &[
-    ("json_array_elements", "value"),
-    ("jsonb_array_elements", "value"),
-    ("json_array_elements_text", "value"),
-    ("jsonb_array_elements_text", "value"),
-    ("json_object_keys", "json_object_keys"),
-    ("jsonb_object_keys", "jsonb_object_keys"),
-    ("regexp_split_to_table", "regexp_split_to_table"),
-    ("generate_series", "generate_series"),
+/// columns each gives: a column's name when no alias names it (the name
+/// of its OUT parameter, else the function's), and the function giving
+/// the column's values as a list (none: the call itself, which
+/// `rewrite_expr` unnests).
+const LATERAL_SET_FUNCTIONS: &[(&str, &[(&str, Option<&str>)])] = &[
+    ("json_array_elements", &[("value", None)]),
+    ("jsonb_array_elements", &[("value", None)]),
+    ("json_array_elements_text", &[("value", None)]),
+    ("jsonb_array_elements_text", &[("value", None)]),
+    ("json_object_keys", &[("json_object_keys", None)]),
+    ("jsonb_object_keys", &[("jsonb_object_keys", None)]),
+    ("regexp_split_to_table", &[("regexp_split_to_table", None)]),
+    ("generate_series", &[("generate_series", None)]),
+    ("json_each", JSON_EACH),
+    ("jsonb_each", JSON_EACH),
+    ("json_each_text", JSON_EACH_TEXT),
+    ("jsonb_each_text", JSON_EACH_TEXT),
+];
+const JSON_EACH: &[(&str, Option<&str>)] = &[
+    ("key", Some(super::json::KEYS)),
+    ("value", Some(super::json::VALUES)),
+];
+const JSON_EACH_TEXT: &[(&str, Option<&str>)] = &[
+    ("key", Some(super::json::KEYS)),
+    ("value", Some(super::json::VALUES_TEXT)),
 ];
 
 /// Moves the first set-returning function of `select`'s FROM that reads a
@@ -1621,7 +1639,7 @@ const LATERAL_SET_FUNCTIONS: &[(&str, &str)] = &[
 /// says where it went.
 fn lateral_set_function(select: &mut Select) -> Option<Moved> {
     use datafusion::sql::sqlparser::ast::{
-        visit_expressions, JoinConstraint, JoinOperator, TableAlias, TableFactor,
+        visit_expressions, JoinConstraint, JoinOperator, TableFactor,
     };
     let normalize = super::session::normalize;
     // Every factor of the FROM in order: an item's first relation, then
@@ -1684,10 +1702,73 @@ fn lateral_set_function(select: &mut Select) -> Option<Moved> {
         let Some(function) = function else {
             continue;
         };
-        let Some(&(_, unnamed_column)) = LATERAL_SET_FUNCTIONS.iter().find(|(f, _)| *f == function)
-        else {
+        let Some(&(_, specs)) = LATERAL_SET_FUNCTIONS.iter().find(|(f, _)| *f == function) else {
             continue;
         };
+        // The columns, as first named and as named here: an alias's
+        // column names, or for one column the alias itself, unless the
+        // function names the column (`value`, its OUT parameter).
+        let columns: Vec<(String, String)> = specs
+            .iter()
+            .enumerate()
+            .map(|(i, &(unnamed, _))| {
+                let named = match &alias {
+                    Some(alias) => match alias.columns.get(i) {
+                        Some(column) => normalize(&column.name),
+                        None if specs.len() == 1 && unnamed != "value" => normalize(&alias.name),
+                        None => unnamed.to_owned(),
+                    },
+                    None => unnamed.to_owned(),
+                };
+                (unnamed.to_owned(), named)
+            })
+            .collect();
+        let function_alias = alias
+            .as_ref()
+            .map_or(function.clone(), |a| normalize(&a.name));
+        let quoted = |name: &str| Ident::with_quote('"', name).to_string();
+        let arg_count = args.len();
+        let arg_list: Vec<String> = args.iter().map(ToString::to_string).collect();
+        let arg_list = arg_list.join(", ");
+        let items: Vec<String> = specs
+            .iter()
+            .zip(&columns)
+            .map(|(&(_, listed), (_, named))| match listed {
+                Some(listed) => format!("unnest({listed}({arg_list})) AS {}", quoted(named)),
+                None => format!("{function}({arg_list}) AS {}", quoted(named)),
+            })
+            .collect();
+        let items = items.join(", ");
+        let (mut qualifiers, mut unqualified) = (HashSet::new(), false);
+        for arg in &args {
+            let _ = visit_expressions(arg, |e| {
+                match e {
+                    Expr::CompoundIdentifier(parts) if parts.len() == 2 => {
+                        qualifiers.insert(normalize(&parts[0]));
+                    }
+                    Expr::Identifier(_) => unqualified = true,
+                    _ => {}
+                }
+                ControlFlow::<()>::Continue(())
+            });
+        }
+        // Of constants (DataFusion has generate_series's table function):
+        // a table of the set's rows in its place.
+        if qualifiers.is_empty() && !unqualified {
+            if function == "generate_series" {
+                continue;
+            }
+            let derived = derived_table(&format!("SELECT {items}"), &function_alias)?;
+            match position.1 {
+                None => select.from[position.0].relation = derived,
+                Some(j) => select.from[position.0].joins[j].relation = derived,
+            }
+            return Some(Moved {
+                table_alias: function_alias.clone(),
+                function_alias,
+                columns,
+            });
+        }
         // A table of its own in the FROM list, or the right side of a
         // cross join, or of a LEFT JOIN ... ON true (which keeps a row whose
         // set is empty, beside NULL).
@@ -1709,19 +1790,6 @@ fn lateral_set_function(select: &mut Select) -> Option<Moved> {
         }
         // The table it reads: the one its columns name, or the only one
         // before it.
-        let (mut qualifiers, mut unqualified) = (HashSet::new(), false);
-        for arg in &args {
-            let _ = visit_expressions(arg, |e| {
-                match e {
-                    Expr::CompoundIdentifier(parts) if parts.len() == 2 => {
-                        qualifiers.insert(normalize(&parts[0]));
-                    }
-                    Expr::Identifier(_) => unqualified = true,
-                    _ => {}
-                }
-                ControlFlow::<()>::Continue(())
-            });
-        }
         let before = &positions[..n];
         let target = match (qualifiers.len(), unqualified, before) {
             (1, false, _) => {
@@ -1740,54 +1808,29 @@ fn lateral_set_function(select: &mut Select) -> Option<Moved> {
         let Some(table_alias) = shown(&table) else {
             continue;
         };
-        // An alias without columns names the column too, unless the
-        // function names it (`value`, its OUT parameter).
-        let (function_alias, column) = match &alias {
-            Some(alias) => (
-                normalize(&alias.name),
-                match alias.columns.first() {
-                    Some(column) => normalize(&column.name),
-                    None if unnamed_column == "value" => unnamed_column.to_owned(),
-                    None => normalize(&alias.name),
-                },
-            ),
-            None => (function.clone(), unnamed_column.to_owned()),
-        };
-        let quoted = |name: &str| Ident::with_quote('"', name).to_string();
-        let (table_name, column_name) = (quoted(&table_alias), quoted(&column));
-        let arg_count = args.len();
-        let args: Vec<String> = args.iter().map(ToString::to_string).collect();
-        let args = args.join(", ");
-        let mut sql =
-            format!("SELECT {table_name}.*, {function}({args}) AS {column_name} FROM {table}");
+        let table_name = quoted(&table_alias);
+        let mut sql = format!("SELECT {table_name}.*, {items} FROM {table}");
         if left {
             // The rows whose set is empty (or NULL), once each.
-            let Some(listed) = set_as_list(&function, arg_count) else {
+            let listed = match specs[0].1 {
+                Some(listed) => Some(listed),
+                None => set_as_list(&function, arg_count),
+            };
+            let Some(listed) = listed else {
                 continue;
             };
+            let nulls: Vec<String> = columns
+                .iter()
+                .map(|(_, named)| format!("NULL AS {}", quoted(named)))
+                .collect();
             sql.push_str(&format!(
-                " UNION ALL SELECT {table_name}.*, NULL AS {column_name} FROM {table} \
-                 WHERE coalesce(cardinality({listed}({args})), 0) = 0"
+                " UNION ALL SELECT {table_name}.*, {} FROM {table} \
+                 WHERE coalesce(cardinality({listed}({arg_list})), 0) = 0",
+                nulls.join(", ")
             ));
         }
-        let Ok(mut parsed) =
-            datafusion::sql::sqlparser::parser::Parser::parse_sql(&PostgreSqlDialect {}, &sql)
-        else {
+        let Some(derived) = derived_table(&sql, &table_alias) else {
             continue;
-        };
-        let Some(Statement::Query(subquery)) = parsed.pop() else {
-            continue;
-        };
-        let derived = TableFactor::Derived {
-            lateral: false,
-            subquery,
-            alias: Some(TableAlias {
-                explicit: true,
-                name: Ident::with_quote('"', table_alias.clone()),
-                columns: Vec::new(),
-                at: None,
-            }),
-            sample: None,
         };
         match target.1 {
             None => select.from[target.0].relation = derived,
@@ -1804,18 +1847,62 @@ fn lateral_set_function(select: &mut Select) -> Option<Moved> {
         return Some(Moved {
             function_alias,
             table_alias,
-            column,
+            columns,
         });
     }
     None
 }
 
-/// A set-returning function moved into the table it reads.
+/// `(sql) AS "alias"`.
+fn derived_table(sql: &str, alias: &str) -> Option<datafusion::sql::sqlparser::ast::TableFactor> {
+    use datafusion::sql::sqlparser::ast::{TableAlias, TableFactor};
+    let mut parsed =
+        datafusion::sql::sqlparser::parser::Parser::parse_sql(&PostgreSqlDialect {}, sql).ok()?;
+    let Some(Statement::Query(subquery)) = parsed.pop() else {
+        return None;
+    };
+    Some(TableFactor::Derived {
+        lateral: false,
+        subquery,
+        alias: Some(TableAlias {
+            explicit: true,
+            name: Ident::with_quote('"', alias),
+            columns: Vec::new(),
+            at: None,
+        }),
+        sample: None,
+    })
+}
+
+/// A set-returning function moved into the table it reads (or made a
+/// table of its own).
 struct Moved {
     function_alias: String,
     table_alias: String,
-    /// The function's one column, now the table's.
-    column: String,
+    /// The function's columns, as first named and as the table's now.
+    columns: Vec<(String, String)>,
+}
+
+impl Moved {
+    /// The table's column that `function_alias.name` reads.
+    fn column(&self, name: &str) -> Option<&str> {
+        match self.columns.as_slice() {
+            [(_, only)] => Some(only),
+            columns => columns
+                .iter()
+                .find(|(unnamed, named)| unnamed == name || named == name)
+                .map(|(_, named)| named.as_str()),
+        }
+    }
+
+    /// The one column the function's alias alone reads, if it names
+    /// another.
+    fn read_by_alias(&self) -> Option<&str> {
+        match self.columns.as_slice() {
+            [(_, only)] if *only != self.function_alias => Some(only),
+            _ => None,
+        }
+    }
 }
 
 /// `FROM pg_catalog.generate_series(...)`: table functions are registered
@@ -2243,6 +2330,16 @@ mod tests {
             rewritten("SELECT g.n FROM a, b, generate_series(1, b.k) AS g(n) WHERE g.n > a.x"),
             "SELECT \"b\".\"n\" FROM a, (SELECT \"b\".*, unnest(generate_series(1, b.k)) AS \"n\" FROM b) AS \"b\" \
              WHERE \"b\".\"n\" > a.x"
+        );
+        // Two columns; and of constants, a table of its own.
+        assert_eq!(
+            rewritten("SELECT e.key FROM d, jsonb_each(d.doc) e"),
+            "SELECT \"d\".\"key\" FROM (SELECT \"d\".*, unnest(json_keys_list(d.doc)) AS \"key\", \
+             unnest(json_values_list(d.doc)) AS \"value\" FROM d) AS \"d\""
+        );
+        assert_eq!(
+            rewritten("SELECT value FROM jsonb_array_elements('[1]')"),
+            "SELECT value FROM (SELECT unnest(json_elements_list('[1]')) AS \"value\") AS \"jsonb_array_elements\""
         );
         // LEFT JOIN ... ON true keeps a row with no elements, beside NULL.
         assert_eq!(

@@ -1611,7 +1611,7 @@ fn set_as_list(name: &str, args: usize) -> Option<&'static str> {
 /// of its OUT parameter, else the function's), and the function giving
 /// the column's values as a list (none: the call itself, which
 /// `rewrite_expr` unnests).
-const LATERAL_SET_FUNCTIONS: &[(&str, &[(&str, Option<&str>)])] = &[
+const LATERAL_SET_FUNCTIONS: &[(&str, SetColumns)] = &[
     ("json_array_elements", &[("value", None)]),
     ("jsonb_array_elements", &[("value", None)]),
     ("json_array_elements_text", &[("value", None)]),
@@ -1625,11 +1625,13 @@ const LATERAL_SET_FUNCTIONS: &[(&str, &[(&str, Option<&str>)])] = &[
     ("json_each_text", JSON_EACH_TEXT),
     ("jsonb_each_text", JSON_EACH_TEXT),
 ];
-const JSON_EACH: &[(&str, Option<&str>)] = &[
+/// A set-returning function's columns (see [`LATERAL_SET_FUNCTIONS`]).
+type SetColumns = &'static [(&'static str, Option<&'static str>)];
+const JSON_EACH: SetColumns = &[
     ("key", Some(super::json::KEYS)),
     ("value", Some(super::json::VALUES)),
 ];
-const JSON_EACH_TEXT: &[(&str, Option<&str>)] = &[
+const JSON_EACH_TEXT: SetColumns = &[
     ("key", Some(super::json::KEYS)),
     ("value", Some(super::json::VALUES_TEXT)),
 ];

@@ -465,38 +465,47 @@ fn jsonb_key_order(a: &str, b: &str) -> std::cmp::Ordering {
 /// A value as `jsonb` prints it.
 pub fn jsonb_text(value: &Value) -> String {
     let mut out = String::new();
-    write_jsonb(value, &mut out);
+    write_jsonb(value, None, &mut out);
     out
 }
 
-fn write_jsonb(value: &Value, out: &mut String) {
-    match value {
-        Value::Array(items) => {
-            out.push('[');
-            for (i, item) in items.iter().enumerate() {
-                if i > 0 {
-                    out.push_str(", ");
-                }
-                write_jsonb(item, out);
-            }
-            out.push(']');
-        }
+/// Writes `value` as `jsonb` prints it: on one line (`pretty` None), or as
+/// `jsonb_pretty` lays it out, each member on a line of its own, four
+/// spaces a level from level `pretty` (an empty array or object too
+/// takes two lines there, as in PostgreSQL).
+fn write_jsonb(value: &Value, pretty: Option<usize>, out: &mut String) {
+    let (members, open, close): (Vec<(Option<&String>, &Value)>, char, char) = match value {
+        Value::Array(items) => (items.iter().map(|item| (None, item)).collect(), '[', ']'),
         Value::Object(object) => {
             let mut keys: Vec<&String> = object.keys().collect();
             keys.sort_by(|a, b| jsonb_key_order(a, b));
-            out.push('{');
-            for (i, key) in keys.into_iter().enumerate() {
-                if i > 0 {
-                    out.push_str(", ");
-                }
-                out.push_str(&Value::String(key.clone()).to_string());
-                out.push_str(": ");
-                write_jsonb(&object[key], out);
-            }
-            out.push('}');
+            let members = keys.into_iter().map(|key| (Some(key), &object[key]));
+            (members.collect(), '{', '}')
         }
-        scalar => out.push_str(&scalar.to_string()),
+        scalar => return out.push_str(&scalar.to_string()),
+    };
+    let inner = pretty.map(|level| level + 1);
+    out.push(open);
+    for (i, (key, member)) in members.into_iter().enumerate() {
+        match inner {
+            Some(level) => {
+                out.push_str(if i == 0 { "\n" } else { ",\n" });
+                out.push_str(&"    ".repeat(level));
+            }
+            None if i > 0 => out.push_str(", "),
+            None => {}
+        }
+        if let Some(key) = key {
+            out.push_str(&Value::String(key.clone()).to_string());
+            out.push_str(": ");
+        }
+        write_jsonb(member, inner, out);
     }
+    if let Some(level) = pretty {
+        out.push('\n');
+        out.push_str(&"    ".repeat(level));
+    }
+    out.push(close);
 }
 
 /// A value as `->>` gives it: a string's text, `null` as NULL, anything
@@ -734,51 +743,9 @@ pub fn strip_nulls(args: &[ScalarValue]) -> Result<ScalarValue> {
 /// `jsonb_pretty(doc)`: the document as PostgreSQL indents it, four
 /// spaces a level, each member on a line of its own.
 pub fn pretty(args: &[ScalarValue]) -> Result<ScalarValue> {
-    fn write(value: &Value, depth: usize, out: &mut String) {
-        let indent = |out: &mut String, depth: usize| out.push_str(&"    ".repeat(depth));
-        match value {
-            // An empty array or object too takes two lines, as in
-            // PostgreSQL.
-            Value::Array(items) if items.is_empty() => {
-                out.push_str("[\n");
-                indent(out, depth);
-                out.push(']');
-            }
-            Value::Object(fields) if fields.is_empty() => {
-                out.push_str("{\n");
-                indent(out, depth);
-                out.push('}');
-            }
-            Value::Array(items) => {
-                out.push_str("[\n");
-                for (i, item) in items.iter().enumerate() {
-                    indent(out, depth + 1);
-                    write(item, depth + 1, out);
-                    out.push_str(if i + 1 < items.len() { ",\n" } else { "\n" });
-                }
-                indent(out, depth);
-                out.push(']');
-            }
-            Value::Object(fields) => {
-                let mut keys: Vec<&String> = fields.keys().collect();
-                keys.sort_by(|a, b| jsonb_key_order(a, b));
-                out.push_str("{\n");
-                for (i, key) in keys.iter().enumerate() {
-                    indent(out, depth + 1);
-                    out.push_str(&Value::String((*key).clone()).to_string());
-                    out.push_str(": ");
-                    write(&fields[*key], depth + 1, out);
-                    out.push_str(if i + 1 < keys.len() { ",\n" } else { "\n" });
-                }
-                indent(out, depth);
-                out.push('}');
-            }
-            other => out.push_str(&jsonb_text(other)),
-        }
-    }
     Ok(utf8(document(&args[0])?.map(|doc| {
         let mut out = String::new();
-        write(&doc, 0, &mut out);
+        write_jsonb(&doc, Some(0), &mut out);
         out
     })))
 }

@@ -54,6 +54,31 @@ pub async fn connect(port: u16) -> tokio_postgres::Client {
     client
 }
 
+/// Runs psql (unaligned, `|` between columns) with one command over the
+/// connection `conninfo` names; returns what it printed and its messages
+/// (notices) on stderr. Fails the test if psql fails.
+pub async fn psql(conninfo: &str, command: &str) -> (String, String) {
+    let (conninfo, owned) = (conninfo.to_owned(), command.to_owned());
+    let out = tokio::task::spawn_blocking(move || {
+        std::process::Command::new("psql")
+            .arg(conninfo)
+            .args(["-X", "-A", "-F", "|", "-c", &owned])
+            .output()
+            .expect("psql is installed (scripts/test installs it)")
+    })
+    .await
+    .unwrap();
+    assert!(
+        out.status.success(),
+        "{command}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
 /// A server whose users (`name:password` lines) log in with SCRAM-SHA-256,
 /// over a fresh data dir; its port, and the dir to keep.
 pub async fn start_scram(

@@ -3,8 +3,6 @@
 
 use crate::common;
 
-use std::process::Command;
-
 use common::TestServer;
 
 /// Runs psql with one command; returns what it printed (unaligned, no
@@ -16,27 +14,11 @@ async fn psql(port: u16, command: &str) -> String {
 /// Runs psql with one command; returns what it printed and its messages
 /// (notices) on stderr.
 async fn psql_with_messages(port: u16, command: &str) -> (String, String) {
-    let owned = command.to_owned();
-    let out = tokio::task::spawn_blocking(move || {
-        Command::new("psql")
-            .arg(format!(
-                "host=127.0.0.1 port={port} user=ann dbname=tablegate"
-            ))
-            .args(["-X", "-A", "-F", "|", "-c", &owned])
-            .output()
-            .expect("psql is installed (scripts/test installs it)")
-    })
-    .await
-    .unwrap();
-    assert!(
-        out.status.success(),
-        "{command}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    (
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
+    common::psql(
+        &format!("host=127.0.0.1 port={port} user=ann dbname=tablegate"),
+        command,
     )
+    .await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -6,7 +6,6 @@
 use crate::common;
 
 use std::path::Path;
-use std::process::Command;
 use std::time::Duration;
 
 use common::TestServer;
@@ -69,24 +68,13 @@ async fn clients_of_the_socket_and_of_tcp_share_one_server() {
     assert_eq!(bodies, ["written over the socket", "written over TCP"]);
 
     // psql, given the directory as its host, finds the socket by the port.
-    let (dir, port) = (sockets.path().to_owned(), server.port);
-    let out = tokio::task::spawn_blocking(move || {
-        Command::new("psql")
-            .args(["-X", "-A", "-t", "-h"])
-            .arg(&dir)
-            .args(["-p", &port.to_string(), "-U", "ann", "-d", "tablegate"])
-            .args(["-c", "SELECT count(*) FROM notes"])
-            .output()
-            .expect("psql is installed (scripts/test installs it)")
-    })
-    .await
-    .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    let conninfo = format!(
+        "host={} port={} user=ann dbname=tablegate",
+        sockets.path().display(),
+        server.port
     );
-    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "2");
+    let (out, _) = common::psql(&conninfo, "SELECT count(*) FROM notes").await;
+    assert_eq!(out.lines().nth(1), Some("2"), "{out}");
 
     // An error over the socket is the same error, and the session goes on.
     let error = local

@@ -551,6 +551,7 @@ fn register_json_functions(ctx: &SessionContext) {
     let jsonb_input = Arc::new(jsonb_input);
     ctx.register_udf(jsonb_input.as_ref().clone());
     register_json(ctx, json::ARRAY_OF, &[1], |a| Ok(json::array_of(&a[0])));
+    register_json(ctx, json::OBJECT_OF, &[1], |a| json::object_of(&a[0]));
     register_json(ctx, json::GET, &[2], |a| json::get(a, false));
     register(ctx, json::GET_TEXT, &[2], Utf8, Immutable, |a| {
         json::get(a, true)

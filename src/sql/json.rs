@@ -368,6 +368,37 @@ pub fn array_of(list: &ScalarValue) -> ScalarValue {
     utf8(Some(format!("[{}]", members.join(", "))))
 }
 
+pub const OBJECT_OF: &str = "json_object_of";
+
+/// `json_object_agg`'s value from `array_agg`'s list of (key, the value's
+/// JSON text) pairs: `{ "a" : 1, "b" : [2] }`, as PostgreSQL writes it,
+/// each value's text as it is; NULL for no rows, 22004 for a NULL key.
+pub fn object_of(list: &ScalarValue) -> Result<ScalarValue> {
+    use datafusion::arrow::array::{Array, AsArray};
+    let ScalarValue::List(list) = list else {
+        return Ok(utf8(None));
+    };
+    if list.is_null(0) {
+        return Ok(utf8(None));
+    }
+    let pairs = list.value(0);
+    let Some(pairs) = pairs.as_struct_opt() else {
+        return Ok(utf8(None));
+    };
+    let (keys, values) = (pairs.column(0), pairs.column(1));
+    let mut members = Vec::with_capacity(pairs.len());
+    for i in 0..pairs.len() {
+        let key = ScalarValue::try_from_array(keys, i)?;
+        let Some(key) = text_of(&key.cast_to(&DataType::Utf8)?) else {
+            return Err(SqlError::value("22004", "field name must not be null").into());
+        };
+        let value = text_of(&ScalarValue::try_from_array(values, i)?);
+        let value = value.unwrap_or_else(|| "null".to_owned());
+        members.push(format!("{} : {value}", Value::String(key)));
+    }
+    Ok(utf8(Some(format!("{{ {} }}", members.join(", ")))))
+}
+
 /// One step into a JSON value: an object's key or an array's position.
 enum Step {
     Key(String),

@@ -1136,6 +1136,32 @@ fn rewrite_expr(expr: &mut Expr) {
                 }
                 return;
             }
+            // `json_object_agg(k, v ...)` is the pairs of `array_agg(struct(k,
+            // to_json(v)) ...)` written as a JSON object; `jsonb_object_agg`'s
+            // of `to_jsonb(v)`, made jsonb.
+            if matches!(name.as_str(), "json_object_agg" | "jsonb_object_agg") && f.over.is_none() {
+                let jsonb = name == "jsonb_object_agg";
+                let mut aggregate = f.clone();
+                aggregate.name =
+                    ObjectName(vec![ObjectNamePart::Identifier(Ident::new("array_agg"))]);
+                if let FunctionArguments::List(list) = &mut aggregate.args {
+                    if let [FunctionArg::Unnamed(FunctionArgExpr::Expr(key)), FunctionArg::Unnamed(FunctionArgExpr::Expr(value))] =
+                        list.args.as_slice()
+                    {
+                        let as_json = if jsonb { "to_jsonb" } else { "to_json" };
+                        let pair = call(
+                            "struct",
+                            vec![key.clone(), call(as_json, vec![value.clone()])],
+                        );
+                        list.args = vec![FunctionArg::Unnamed(FunctionArgExpr::Expr(pair))];
+                        *expr = call(super::json::OBJECT_OF, vec![Expr::Function(aggregate)]);
+                        if jsonb {
+                            *expr = call(super::json::TO_JSONB, vec![expr.clone()]);
+                        }
+                        return;
+                    }
+                }
+            }
             // A template of PostgreSQL's: `to_char`'s for tablegate's function,
             // the others' written for DataFusion's.
             if matches!(name.as_str(), "to_char" | "to_date" | "to_timestamp") {
@@ -2311,6 +2337,15 @@ mod tests {
         assert_eq!(
             rewritten("SELECT EXISTS (SELECT 1 FROM r WHERE 1 = ANY(r.keys)) FROM idx i"),
             "SELECT (SELECT count(*) FROM r WHERE 1 = ANY(r.keys)) > 0 FROM idx i"
+        );
+    }
+
+    #[test]
+    fn json_aggregates_aggregate_json_texts() {
+        assert_eq!(
+            rewritten("SELECT json_agg(v ORDER BY k), jsonb_object_agg(k, v) FILTER (WHERE k > 1) FROM t"),
+            "SELECT json_array_of(array_agg(to_json(v) ORDER BY k)), \
+             jsonb_input(json_object_of(array_agg(struct(k, to_jsonb(v))) FILTER (WHERE k > 1))) FROM t"
         );
     }
 

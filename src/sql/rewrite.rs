@@ -1115,46 +1115,44 @@ fn rewrite_expr(expr: &mut Expr) {
                 }
             }
             // `json_agg(x ...)` is `array_agg(to_json(x) ...)` (with its
-            // ORDER BY, DISTINCT and FILTER) written as a JSON array;
-            // `jsonb_agg`'s is of `to_jsonb(x)`, made jsonb.
-            if matches!(name.as_str(), "json_agg" | "jsonb_agg") && f.over.is_none() {
-                let jsonb = name == "jsonb_agg";
+            // ORDER BY, DISTINCT and FILTER) written as a JSON array, and
+            // `json_object_agg(k, v ...)` the pairs of `array_agg(struct(k,
+            // to_json(v)) ...)` written as an object; the `jsonb_` ones take
+            // `to_jsonb`'s texts and are made jsonb.
+            let json_aggregate = match name.as_str() {
+                "json_agg" => Some((false, super::json::ARRAY_OF)),
+                "jsonb_agg" => Some((true, super::json::ARRAY_OF)),
+                "json_object_agg" => Some((false, super::json::OBJECT_OF)),
+                "jsonb_object_agg" => Some((true, super::json::OBJECT_OF)),
+                _ => None,
+            };
+            if let (Some((jsonb, written_by)), None) = (json_aggregate, &f.over) {
+                let as_json = |value: &Expr| {
+                    call(
+                        if jsonb { "to_jsonb" } else { "to_json" },
+                        vec![value.clone()],
+                    )
+                };
                 let mut aggregate = f.clone();
                 aggregate.name =
                     ObjectName(vec![ObjectNamePart::Identifier(Ident::new("array_agg"))]);
                 if let FunctionArguments::List(list) = &mut aggregate.args {
-                    if let [FunctionArg::Unnamed(FunctionArgExpr::Expr(value))] =
-                        list.args.as_mut_slice()
-                    {
-                        let as_json = if jsonb { "to_jsonb" } else { "to_json" };
-                        *value = call(as_json, vec![value.clone()]);
-                    }
-                }
-                *expr = call(super::json::ARRAY_OF, vec![Expr::Function(aggregate)]);
-                if jsonb {
-                    *expr = call(super::json::TO_JSONB, vec![expr.clone()]);
-                }
-                return;
-            }
-            // `json_object_agg(k, v ...)` is the pairs of `array_agg(struct(k,
-            // to_json(v)) ...)` written as a JSON object; `jsonb_object_agg`'s
-            // of `to_jsonb(v)`, made jsonb.
-            if matches!(name.as_str(), "json_object_agg" | "jsonb_object_agg") && f.over.is_none() {
-                let jsonb = name == "jsonb_object_agg";
-                let mut aggregate = f.clone();
-                aggregate.name =
-                    ObjectName(vec![ObjectNamePart::Identifier(Ident::new("array_agg"))]);
-                if let FunctionArguments::List(list) = &mut aggregate.args {
-                    if let [FunctionArg::Unnamed(FunctionArgExpr::Expr(key)), FunctionArg::Unnamed(FunctionArgExpr::Expr(value))] =
-                        list.args.as_slice()
-                    {
-                        let as_json = if jsonb { "to_jsonb" } else { "to_json" };
-                        let pair = call(
-                            "struct",
-                            vec![key.clone(), call(as_json, vec![value.clone()])],
-                        );
-                        list.args = vec![FunctionArg::Unnamed(FunctionArgExpr::Expr(pair))];
-                        *expr = call(super::json::OBJECT_OF, vec![Expr::Function(aggregate)]);
+                    use FunctionArg::Unnamed;
+                    use FunctionArgExpr::Expr as Arg;
+                    let aggregated = match list.args.as_slice() {
+                        [Unnamed(Arg(value))] if written_by == super::json::ARRAY_OF => {
+                            Some(as_json(value))
+                        }
+                        [Unnamed(Arg(key)), Unnamed(Arg(value))]
+                            if written_by == super::json::OBJECT_OF =>
+                        {
+                            Some(call("struct", vec![key.clone(), as_json(value)]))
+                        }
+                        _ => None,
+                    };
+                    if let Some(aggregated) = aggregated {
+                        list.args = vec![Unnamed(Arg(aggregated))];
+                        *expr = call(written_by, vec![Expr::Function(aggregate)]);
                         if jsonb {
                             *expr = call(super::json::TO_JSONB, vec![expr.clone()]);
                         }

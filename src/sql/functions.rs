@@ -587,6 +587,7 @@ fn register_json_functions(ctx: &SessionContext) {
         json::has_keys(a, true)
     });
     register_json(ctx, "jsonb_strip_nulls", &[1], json::strip_nulls);
+    register_json(ctx, "jsonb_set", &[3, 4], json::set);
     register(ctx, "jsonb_pretty", &[1], Utf8, Immutable, json::pretty);
     let concat = register_json(ctx, json::CONCAT, &[2], json::concat);
     let delete = register_json(ctx, json::DELETE, &[2], json::delete);

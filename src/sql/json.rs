@@ -781,6 +781,79 @@ pub fn pretty(args: &[ScalarValue]) -> Result<ScalarValue> {
     })))
 }
 
+/// `jsonb_set(doc, path, value [, create_if_missing])`: the document with
+/// the value at `path` (keys, and positions in arrays, from the end when
+/// negative) replaced by `value`; a missing last step is added when
+/// `create_if_missing` (true unless given): a key to its object, a
+/// position past an array's end appended (before its start, prepended).
+/// A missing step before the last leaves the document as it is.
+pub fn set(args: &[ScalarValue]) -> Result<ScalarValue> {
+    if args.iter().any(ScalarValue::is_null) {
+        return Ok(utf8(None));
+    }
+    let (Some(mut doc), Some(new)) = (document(&args[0])?, document(&args[2])?) else {
+        return Ok(utf8(None));
+    };
+    let Some(steps) = path(&args[1]) else {
+        return invalid_json(&format!("{} is not a path", args[1]));
+    };
+    let create = !matches!(args.get(3), Some(ScalarValue::Boolean(Some(false))));
+    if !(doc.is_object() || doc.is_array()) {
+        return invalid_value("cannot set path in scalar");
+    }
+    set_at(&mut doc, &steps, new, create, 1)?;
+    Ok(utf8(Some(jsonb_text(&doc))))
+}
+
+/// [`set`] from step number `position` (1 for the first) of a path.
+fn set_at(
+    value: &mut Value,
+    steps: &[String],
+    new: Value,
+    create: bool,
+    position: usize,
+) -> Result<()> {
+    let Some((step, rest)) = steps.split_first() else {
+        return Ok(());
+    };
+    let child = match value {
+        Value::Object(fields) => match fields.get_mut(step) {
+            Some(child) => child,
+            None => {
+                if rest.is_empty() && create {
+                    fields.insert(step.clone(), new);
+                }
+                return Ok(());
+            }
+        },
+        Value::Array(items) => {
+            let Ok(index) = step.parse::<i64>() else {
+                let message =
+                    format!("path element at position {position} is not an integer: \"{step}\"");
+                return Err(SqlError::value("22P02", message).into());
+            };
+            let len = items.len() as i64;
+            let at = if index < 0 { len + index } else { index };
+            if !(0..len).contains(&at) {
+                if rest.is_empty() && create {
+                    match at < 0 {
+                        true => items.insert(0, new),
+                        false => items.push(new),
+                    }
+                }
+                return Ok(());
+            }
+            &mut items[at as usize]
+        }
+        _ => return Ok(()),
+    };
+    match rest.is_empty() {
+        true => *child = new,
+        false => set_at(child, rest, new, create, position + 1)?,
+    }
+    Ok(())
+}
+
 pub const CONCAT: &str = "jsonb_concat";
 pub const DELETE: &str = "jsonb_delete";
 
@@ -956,6 +1029,44 @@ mod tests {
     }
 
     const DOC: &str = r#"{"b": {"c": [10, 20, {"d": "x"}]}, "a": 1, "s": "t", "n": null}"#;
+
+    #[test]
+    fn set_replaces_adds_or_leaves_as_postgresql_does() {
+        let set_to = |doc: &str, path: &str, value: &str, create: bool| {
+            set(&[
+                text(doc),
+                text(path),
+                text(value),
+                ScalarValue::Boolean(Some(create)),
+            ])
+            .unwrap()
+        };
+        assert_eq!(
+            set_to(DOC, "{b,c,1}", "[5]", true),
+            text(r#"{"a": 1, "b": {"c": [10, [5], {"d": "x"}]}, "n": null, "s": "t"}"#)
+        );
+        assert_eq!(
+            set_to(r#"{"a": 1}"#, "{z}", "2", true),
+            text(r#"{"a": 1, "z": 2}"#)
+        );
+        assert_eq!(
+            set_to(r#"{"a": 1}"#, "{z}", "2", false),
+            text(r#"{"a": 1}"#)
+        );
+        assert_eq!(
+            set_to(r#"{"a": 1}"#, "{y,z}", "2", true),
+            text(r#"{"a": 1}"#)
+        );
+        assert_eq!(set_to("[1, 2]", "{-1}", "3", true), text("[1, 3]"));
+        assert_eq!(set_to("[1, 2]", "{9}", "3", true), text("[1, 2, 3]"));
+        assert_eq!(set_to("[1, 2]", "{-9}", "0", true), text("[0, 1, 2]"));
+        assert!(set(&[text("[1]"), text("{x}"), text("1")]).is_err());
+        assert!(set(&[text("1"), text("{x}"), text("1")]).is_err());
+        assert_eq!(
+            set(&[text("[1]"), text("{0}"), utf8(None)]).unwrap(),
+            utf8(None)
+        );
+    }
 
     #[test]
     fn concatenation_and_deletion_are_jsonb_s() {

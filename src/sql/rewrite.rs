@@ -1564,7 +1564,9 @@ fn move_set_functions(
     select: &mut Select,
     mut order_by: Option<&mut Option<datafusion::sql::sqlparser::ast::OrderBy>>,
 ) {
-    while let Some(moved) = lateral_set_function(select) {
+    // The columns the functions moved so far were given.
+    let mut taken = HashSet::new();
+    while let Some(moved) = lateral_set_function(select, &mut taken) {
         // A column named through the function's alias is the table's; and
         // the alias alone reads a function's one column (a select item
         // keeping the alias's name).
@@ -1606,6 +1608,9 @@ fn move_set_functions(
             ControlFlow::<()>::Continue(())
         };
         let _ = visit_expressions_mut(&mut select.projection, &mut requalify);
+        // The FROM too: join conditions, and functions after this one
+        // that read its columns (`jsonb_array_elements(e.value)`).
+        let _ = visit_expressions_mut(&mut select.from, &mut requalify);
         let _ = visit_expressions_mut(&mut select.selection, &mut requalify);
         let _ = visit_expressions_mut(&mut select.group_by, &mut requalify);
         let _ = visit_expressions_mut(&mut select.having, &mut requalify);
@@ -1661,9 +1666,9 @@ const JSON_EACH_TEXT: SetColumns = &[
 ];
 
 /// Moves the first set-returning function of `select`'s FROM that reads a
-/// table before it into that table (see [`lateral_set_functions`]);
-/// says where it went.
-fn lateral_set_function(select: &mut Select) -> Option<Moved> {
+/// table before it into that table (see [`lateral_set_functions`]), its
+/// columns named apart from those in `taken`; says where it went.
+fn lateral_set_function(select: &mut Select, taken: &mut HashSet<String>) -> Option<Moved> {
     use datafusion::sql::sqlparser::ast::{
         visit_expressions, JoinConstraint, JoinOperator, TableFactor,
     };
@@ -1752,6 +1757,19 @@ fn lateral_set_function(select: &mut Select) -> Option<Moved> {
         let function_alias = alias
             .as_ref()
             .map_or(function.clone(), |a| normalize(&a.name));
+        // A name an earlier function of this FROM gave its column (`value`
+        // of two functions) is made the alias's own.
+        let mut columns = columns;
+        let single = columns.len() == 1;
+        for (unnamed, named) in &mut columns {
+            if taken.contains(named.as_str()) {
+                *named = match single {
+                    true => function_alias.clone(),
+                    false => format!("{function_alias}_{unnamed}"),
+                };
+            }
+        }
+        taken.extend(columns.iter().map(|(_, named)| named.clone()));
         let quoted = |name: &str| Ident::with_quote('"', name).to_string();
         let arg_count = args.len();
         let arg_list: Vec<String> = args.iter().map(ToString::to_string).collect();

@@ -591,12 +591,14 @@ fn register_json_functions(ctx: &SessionContext) {
     register(ctx, "jsonb_pretty", &[1], Utf8, Immutable, json::pretty);
     let concat = register_json(ctx, json::CONCAT, &[2], json::concat);
     let delete = register_json(ctx, json::DELETE, &[2], json::delete);
+    let delete_path = register_json(ctx, json::DELETE_PATH, &[2], json::delete_path);
     let operators = json::JsonOperators {
         contains,
         has_any_key,
         has_all_keys,
         concat,
         delete,
+        delete_path,
         jsonb_input,
     };
     let _ = ctx

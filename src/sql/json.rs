@@ -794,67 +794,103 @@ pub fn set(args: &[ScalarValue]) -> Result<ScalarValue> {
     let (Some(mut doc), Some(new)) = (document(&args[0])?, document(&args[2])?) else {
         return Ok(utf8(None));
     };
-    let Some(steps) = path(&args[1]) else {
-        return invalid_json(&format!("{} is not a path", args[1]));
-    };
+    let steps = path_steps(&args[1])?;
     let create = !matches!(args.get(3), Some(ScalarValue::Boolean(Some(false))));
     if !(doc.is_object() || doc.is_array()) {
         return invalid_value("cannot set path in scalar");
     }
-    set_at(&mut doc, &steps, new, create, 1)?;
+    match parent_of(&mut doc, &steps)? {
+        Some((Value::Object(fields), last, _)) => {
+            if create || fields.contains_key(last) {
+                fields.insert(last.clone(), new);
+            }
+        }
+        Some((Value::Array(items), last, position)) => {
+            let at = array_position(last, position, items.len())?;
+            match usize::try_from(at).ok().filter(|&at| at < items.len()) {
+                Some(at) => items[at] = new,
+                None if create && at < 0 => items.insert(0, new),
+                None if create => items.push(new),
+                None => {}
+            }
+        }
+        _ => {}
+    }
     Ok(utf8(Some(jsonb_text(&doc))))
 }
 
-/// [`set`] from step number `position` (1 for the first) of a path.
-fn set_at(
-    value: &mut Value,
-    steps: &[String],
-    new: Value,
-    create: bool,
-    position: usize,
-) -> Result<()> {
-    let Some((step, rest)) = steps.split_first() else {
-        return Ok(());
+/// `doc #- path`: the document without the value at `path` (as
+/// [`set`] reads paths); a missing step leaves it as it is.
+pub fn delete_path(args: &[ScalarValue]) -> Result<ScalarValue> {
+    let (Some(mut doc), false) = (document(&args[0])?, args[1].is_null()) else {
+        return Ok(utf8(None));
     };
-    let child = match value {
-        Value::Object(fields) => match fields.get_mut(step) {
-            Some(child) => child,
-            None => {
-                if rest.is_empty() && create {
-                    fields.insert(step.clone(), new);
-                }
-                return Ok(());
-            }
-        },
-        Value::Array(items) => {
-            let Ok(index) = step.parse::<i64>() else {
-                let message =
-                    format!("path element at position {position} is not an integer: \"{step}\"");
-                return Err(SqlError::value("22P02", message).into());
-            };
-            let len = items.len() as i64;
-            let at = if index < 0 { len + index } else { index };
-            if !(0..len).contains(&at) {
-                if rest.is_empty() && create {
-                    match at < 0 {
-                        true => items.insert(0, new),
-                        false => items.push(new),
-                    }
-                }
-                return Ok(());
-            }
-            &mut items[at as usize]
-        }
-        _ => return Ok(()),
-    };
-    match rest.is_empty() {
-        true => *child = new,
-        false => set_at(child, rest, new, create, position + 1)?,
+    let steps = path_steps(&args[1])?;
+    if !(doc.is_object() || doc.is_array()) {
+        return invalid_value("cannot delete path in scalar");
     }
-    Ok(())
+    match parent_of(&mut doc, &steps)? {
+        Some((Value::Object(fields), last, _)) => {
+            fields.remove(last);
+        }
+        Some((Value::Array(items), last, position)) => {
+            let at = array_position(last, position, items.len())?;
+            if let Some(at) = usize::try_from(at).ok().filter(|&at| at < items.len()) {
+                items.remove(at);
+            }
+        }
+        _ => {}
+    }
+    Ok(utf8(Some(jsonb_text(&doc))))
+}
+
+fn path_steps(value: &ScalarValue) -> Result<Vec<String>> {
+    match path(value) {
+        Some(steps) => Ok(steps),
+        None => invalid_json(&format!("{value} is not a path")),
+    }
+}
+
+/// The value holding a path's last step, with that step and its position
+/// (1 for the first); `None` for an empty path or a missing step before
+/// the last.
+fn parent_of<'a>(
+    value: &'a mut Value,
+    steps: &'a [String],
+) -> Result<Option<(&'a mut Value, &'a String, usize)>> {
+    let Some((last, before)) = steps.split_last() else {
+        return Ok(None);
+    };
+    let mut current = value;
+    for (i, step) in before.iter().enumerate() {
+        let child = match current {
+            Value::Object(fields) => fields.get_mut(step),
+            Value::Array(items) => {
+                let at = array_position(step, i + 1, items.len())?;
+                usize::try_from(at).ok().and_then(|at| items.get_mut(at))
+            }
+            _ => None,
+        };
+        let Some(child) = child else {
+            return Ok(None);
+        };
+        current = child;
+    }
+    Ok(Some((current, last, steps.len())))
+}
+
+/// Path step `step` (number `position`) into an array of `len` elements:
+/// its index, counted from the end when negative (out of range as it is).
+fn array_position(step: &str, position: usize, len: usize) -> Result<i64> {
+    let Ok(index) = step.parse::<i64>() else {
+        let message = format!("path element at position {position} is not an integer: \"{step}\"");
+        return Err(SqlError::value("22P02", message).into());
+    };
+    Ok(if index < 0 { len as i64 + index } else { index })
 }
 
 pub const CONCAT: &str = "jsonb_concat";
+pub const DELETE_PATH: &str = "jsonb_delete_path";
 pub const DELETE: &str = "jsonb_delete";
 
 /// `a || b` of `jsonb`: two objects merged (`b`'s value for a key both
@@ -940,6 +976,7 @@ pub struct JsonOperators {
     pub has_all_keys: Arc<ScalarUDF>,
     pub concat: Arc<ScalarUDF>,
     pub delete: Arc<ScalarUDF>,
+    pub delete_path: Arc<ScalarUDF>,
     /// The cast to `jsonb`, for a literal beside a `jsonb` value.
     pub jsonb_input: Arc<ScalarUDF>,
 }
@@ -976,6 +1013,9 @@ impl JsonOperators {
             }
             BinaryOperator::Minus if jsonb(left) => {
                 Some(call(&self.delete, vec![left.clone(), right.clone()]))
+            }
+            BinaryOperator::HashMinus if jsonb(left) => {
+                Some(call(&self.delete_path, vec![left.clone(), right.clone()]))
             }
             _ => None,
         }
@@ -1061,6 +1101,14 @@ mod tests {
         assert_eq!(set_to("[1, 2]", "{9}", "3", true), text("[1, 2, 3]"));
         assert_eq!(set_to("[1, 2]", "{-9}", "0", true), text("[0, 1, 2]"));
         assert!(set(&[text("[1]"), text("{x}"), text("1")]).is_err());
+        let without = |doc: &str, path: &str| delete_path(&[text(doc), text(path)]).unwrap();
+        assert_eq!(
+            without(DOC, "{b,c,-1}"),
+            text(r#"{"a": 1, "b": {"c": [10, 20]}, "n": null, "s": "t"}"#)
+        );
+        assert_eq!(without(r#"{"a": 1}"#, "{a}"), text("{}"));
+        assert_eq!(without(r#"{"a": 1}"#, "{x,y}"), text(r#"{"a": 1}"#));
+        assert!(delete_path(&[text("[1]"), text("{x}")]).is_err());
         assert!(set(&[text("1"), text("{x}"), text("1")]).is_err());
         assert_eq!(
             set(&[text("[1]"), text("{0}"), utf8(None)]).unwrap(),

@@ -20,7 +20,7 @@ use pgwire::tokio::server::{
     negotiate_tls, process_error, process_message, MaybeTls, PgWireMessageServerCodec,
 };
 use pgwire::tokio::TlsAcceptor;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpStream, UnixStream};
 use tokio_util::codec::{Framed, FramedParts};
 
@@ -79,9 +79,9 @@ pub async fn serve(
             negotiated = negotiate_tls::<Arc<Prepared>>(socket, tls) => negotiated?,
         },
         Socket::Unix(mut socket) => {
-            let read = tokio::select! {
+            let head = tokio::select! {
                 _ = &mut startup_deadline => return Ok(()),
-                read = decline_encryption(&mut socket) => read?,
+                head = decline_encryption(&mut socket) => head?,
             };
             // pgwire wants an address for every client: a local one gets
             // 127.0.0.1 port 0, as in pgwire's own loop for Unix sockets.
@@ -90,7 +90,7 @@ pub async fn serve(
                 MaybeTls::Unix(socket),
                 PgWireMessageServerCodec::new(client),
             );
-            parts.read_buf = read;
+            parts.read_buf = BytesMut::from(&head[..]);
             let mut framed = Framed::from_parts(parts);
             framed.set_state(PgWireConnectionState::AwaitingStartup);
             Some(framed)
@@ -179,10 +179,13 @@ pub async fn serve(
     }
 }
 
-/// Answers "no" to requests for TLS or GSS encryption on a local socket,
-/// as PostgreSQL does (libpq sends none there); returns the bytes read of
-/// the packet that follows them.
-async fn decline_encryption(socket: &mut UnixStream) -> std::io::Result<BytesMut> {
+/// Answers "no" to requests for TLS or GSS encryption, as PostgreSQL does
+/// where it offers none (on a local socket, where libpq sends none, or to
+/// a client it refuses); returns the first 8 bytes of the packet that
+/// follows them: its length and its code.
+pub(super) async fn decline_encryption(
+    socket: &mut (impl AsyncRead + AsyncWrite + Unpin),
+) -> std::io::Result<[u8; 8]> {
     loop {
         let mut head = [0u8; 8];
         socket.read_exact(&mut head).await?;
@@ -192,7 +195,7 @@ async fn decline_encryption(socket: &mut UnixStream) -> std::io::Result<BytesMut
             socket.write_all(b"N").await?;
             continue;
         }
-        return Ok(BytesMut::from(&head[..]));
+        return Ok(head);
     }
 }
 

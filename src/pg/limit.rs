@@ -9,8 +9,7 @@ use std::time::Duration;
 
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
-use super::connection::Socket;
-use super::frames::{GSS_ENC_REQUEST, SSL_REQUEST};
+use super::connection::{decline_encryption, Socket};
 
 /// PostgreSQL's default `max_connections`.
 pub const DEFAULT_MAX_CONNECTIONS: usize = 100;
@@ -64,21 +63,15 @@ pub async fn refuse(socket: Socket) {
 
 async fn refuse_on(mut socket: impl AsyncRead + AsyncWrite + Unpin) {
     let refused = async {
-        loop {
-            let length = socket.read_u32().await? as usize;
-            if !(8..=MAX_STARTUP_PACKET).contains(&length) {
-                return Ok(());
-            }
-            let code = socket.read_u32().await?;
-            let mut rest = vec![0; length - 8];
-            socket.read_exact(&mut rest).await?;
-            if code == SSL_REQUEST || code == GSS_ENC_REQUEST {
-                socket.write_all(b"N").await?;
-                continue;
-            }
-            socket.write_all(&too_many_clients()).await?;
-            return socket.shutdown().await;
+        let head = decline_encryption(&mut socket).await?;
+        let length = u32::from_be_bytes([head[0], head[1], head[2], head[3]]) as usize;
+        if !(8..=MAX_STARTUP_PACKET).contains(&length) {
+            return Ok(());
         }
+        let mut rest = vec![0; length - 8];
+        socket.read_exact(&mut rest).await?;
+        socket.write_all(&too_many_clients()).await?;
+        socket.shutdown().await
     };
     let _: Result<std::io::Result<()>, _> = tokio::time::timeout(STARTUP_WAIT, refused).await;
 }

@@ -37,8 +37,8 @@ struct RowFunction {
     name: &'static str,
     signature: Signature,
     returns: DataType,
-    /// The value is JSON: `jsonb` when the first argument is, else `json`.
-    json: bool,
+    /// The JSON type of the value, when it is JSON.
+    json: Option<JsonType>,
     body: Body,
 }
 
@@ -76,10 +76,14 @@ impl ScalarUDFImpl for RowFunction {
     }
 
     fn return_field_from_args(&self, args: ReturnFieldArgs) -> DfResult<FieldRef> {
-        if !self.json {
-            return Ok(Arc::new(Field::new(self.name, self.returns.clone(), true)));
-        }
-        let jsonb = args.arg_fields.first().and_then(|f| declared_type(f)) == Some(SqlType::Jsonb);
+        let jsonb = match self.json {
+            None => return Ok(Arc::new(Field::new(self.name, self.returns.clone(), true))),
+            Some(JsonType::Json) => false,
+            Some(JsonType::Jsonb) => true,
+            Some(JsonType::OfFirstArgument) => {
+                args.arg_fields.first().and_then(|f| declared_type(f)) == Some(SqlType::Jsonb)
+            }
+        };
         Ok(super::json::json_field(self.name, jsonb))
     }
 
@@ -87,6 +91,15 @@ impl ScalarUDFImpl for RowFunction {
         let volatile = self.signature.volatility == Volatility::Volatile;
         each_row(&args, &self.returns, volatile, |values| (self.body)(values))
     }
+}
+
+/// The JSON type of a [`RowFunction`]'s value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum JsonType {
+    Json,
+    Jsonb,
+    /// `jsonb` when the first argument is, else `json` (`->` and the like).
+    OfFirstArgument,
 }
 
 /// `body`'s value for each row's argument values, or once for all rows
@@ -295,26 +308,26 @@ fn register(
         arities,
         returns,
         volatility,
-        false,
+        None,
         Arc::new(body),
     )
 }
 
-/// Registers a [`RowFunction`] whose value is JSON.
+/// Registers an immutable [`RowFunction`] whose value is JSON.
 fn register_json(
     ctx: &SessionContext,
     name: &'static str,
     arities: &[usize],
+    json: JsonType,
     body: impl Fn(&[ScalarValue]) -> DfResult<ScalarValue> + Send + Sync + 'static,
 ) -> Arc<ScalarUDF> {
-    let immutable = Volatility::Immutable;
     register_row_function(
         ctx,
         name,
         arities,
         DataType::Utf8,
-        immutable,
-        true,
+        Volatility::Immutable,
+        Some(json),
         Arc::new(body),
     )
 }
@@ -325,7 +338,7 @@ fn register_row_function(
     arities: &[usize],
     returns: DataType,
     volatility: Volatility,
-    json: bool,
+    json: Option<JsonType>,
     body: Body,
 ) -> Arc<ScalarUDF> {
     let signatures = arities
@@ -546,17 +559,22 @@ fn register_json_functions(ctx: &SessionContext) {
     for build in json::JsonBuild::all() {
         ctx.register_udf(ScalarUDF::new_from_impl(build));
     }
-    let [json_input, jsonb_input] = json::JsonInput::both().map(ScalarUDF::new_from_impl);
-    ctx.register_udf(json_input);
-    let jsonb_input = Arc::new(jsonb_input);
-    ctx.register_udf(jsonb_input.as_ref().clone());
-    register_json(ctx, json::ARRAY_OF, &[1], |a| Ok(json::array_of(&a[0])));
-    register_json(ctx, json::OBJECT_OF, &[1], |a| json::object_of(&a[0]));
-    register_json(ctx, json::GET, &[2], |a| json::get(a, false));
+    use JsonType::{Json, Jsonb, OfFirstArgument};
+    register_json(ctx, json::TO_JSON, &[1], Json, |a| json::input(a, false));
+    register_json(ctx, json::TO_JSONB, &[1], Jsonb, |a| json::input(a, true));
+    register_json(ctx, json::ARRAY_OF, &[1], Json, |a| {
+        Ok(json::array_of(&a[0]))
+    });
+    register_json(ctx, json::OBJECT_OF, &[1], Json, |a| json::object_of(&a[0]));
+    register_json(ctx, json::GET, &[2], OfFirstArgument, |a| {
+        json::get(a, false)
+    });
     register(ctx, json::GET_TEXT, &[2], Utf8, Immutable, |a| {
         json::get(a, true)
     });
-    register_json(ctx, json::GET_PATH, &[2], |a| json::get_path(a, false));
+    register_json(ctx, json::GET_PATH, &[2], OfFirstArgument, |a| {
+        json::get_path(a, false)
+    });
     register(ctx, json::GET_PATH_TEXT, &[2], Utf8, Immutable, |a| {
         json::get_path(a, true)
     });
@@ -586,12 +604,12 @@ fn register_json_functions(ctx: &SessionContext) {
     let has_all_keys = register(ctx, json::HAS_ALL_KEYS, &[2], Boolean, Immutable, |a| {
         json::has_keys(a, true)
     });
-    register_json(ctx, "jsonb_strip_nulls", &[1], json::strip_nulls);
-    register_json(ctx, "jsonb_set", &[3, 4], json::set);
+    register_json(ctx, "jsonb_strip_nulls", &[1], Jsonb, json::strip_nulls);
+    register_json(ctx, "jsonb_set", &[3, 4], Jsonb, json::set);
     register(ctx, "jsonb_pretty", &[1], Utf8, Immutable, json::pretty);
-    let concat = register_json(ctx, json::CONCAT, &[2], json::concat);
-    let delete = register_json(ctx, json::DELETE, &[2], json::delete);
-    let delete_path = register_json(ctx, json::DELETE_PATH, &[2], json::delete_path);
+    let concat = register_json(ctx, json::CONCAT, &[2], Jsonb, json::concat);
+    let delete = register_json(ctx, json::DELETE, &[2], Jsonb, json::delete);
+    let delete_path = register_json(ctx, json::DELETE_PATH, &[2], Jsonb, json::delete_path);
     let operators = json::JsonOperators {
         contains,
         has_any_key,
@@ -599,7 +617,6 @@ fn register_json_functions(ctx: &SessionContext) {
         concat,
         delete,
         delete_path,
-        jsonb_input,
     };
     let _ = ctx
         .state_ref()

@@ -13,7 +13,7 @@
 
 use std::sync::Arc;
 
-use datafusion::arrow::datatypes::{DataType, Field, FieldRef};
+use datafusion::arrow::datatypes::{DataType, Field, FieldRef, TimeUnit};
 use datafusion::common::{DFSchema, Result, ScalarValue};
 use datafusion::logical_expr::expr::ScalarFunction;
 use datafusion::logical_expr::planner::{ExprPlanner, PlannerResult, RawBinaryExpr};
@@ -27,7 +27,7 @@ use serde_json::Value;
 use super::decimals::put_decimal;
 use super::floats::put_float;
 use super::functions::{each_row, text as text_of, text_list};
-use super::types::{declared_type, PG_TYPE_KEY};
+use super::types::{declared_type, timestamp_text, PG_TYPE_KEY};
 use super::SqlError;
 use crate::catalog::SqlType;
 
@@ -76,49 +76,27 @@ pub fn to_json(value: &ScalarValue) -> Value {
                 |i| ScalarValue::try_from_array(&items, i).map_or(Value::Null, |v| to_json(&v));
             Value::Array((0..items.len()).map(item).collect())
         }
+        // As PostgreSQL writes a timestamp into JSON: ISO 8601's `T`
+        // between date and time, a zoned one's offset in full. (A date's
+        // text is already ISO 8601's.)
         ScalarValue::TimestampSecond(Some(_), zone)
         | ScalarValue::TimestampMillisecond(Some(_), zone)
         | ScalarValue::TimestampMicrosecond(Some(_), zone)
         | ScalarValue::TimestampNanosecond(Some(_), zone) => {
-            let micros = value.cast_to(&DataType::Timestamp(
-                datafusion::arrow::datatypes::TimeUnit::Microsecond,
-                None,
-            ));
-            match micros {
-                Ok(ScalarValue::TimestampMicrosecond(Some(micros), _)) => {
-                    match chrono::DateTime::from_timestamp_micros(micros) {
-                        Some(t) => Value::String(iso_timestamp(t.naive_utc(), zone.is_some())),
-                        None => Value::String(value.to_string()),
-                    }
+            let micros = match value.cast_to(&DataType::Timestamp(TimeUnit::Microsecond, None)) {
+                Ok(ScalarValue::TimestampMicrosecond(Some(micros), _)) => Some(micros),
+                _ => None,
+            };
+            match micros.and_then(|micros| timestamp_text(micros, false)) {
+                Some(text) => {
+                    let offset = if zone.is_some() { "+00:00" } else { "" };
+                    Value::String(format!("{}{offset}", text.replacen(' ', "T", 1)))
                 }
-                _ => Value::String(value.to_string()),
-            }
-        }
-        ScalarValue::Date32(Some(days)) => {
-            match chrono::NaiveDate::from_num_days_from_ce_opt(days + 719_163) {
-                Some(date) => Value::String(date.format("%Y-%m-%d").to_string()),
                 None => Value::String(value.to_string()),
             }
         }
         other => Value::String(other.to_string()),
     }
-}
-
-/// A timestamp as JSON holds it in PostgreSQL: ISO 8601, a fraction only
-/// when not zero, and a zoned one's offset (UTC's, which sessions here use).
-fn iso_timestamp(t: chrono::NaiveDateTime, zoned: bool) -> String {
-    use chrono::Timelike;
-    let mut text = t.format("%Y-%m-%dT%H:%M:%S").to_string();
-    let micros = t.nanosecond() / 1_000;
-    if micros > 0 {
-        let fraction = format!("{micros:06}");
-        text.push('.');
-        text.push_str(fraction.trim_end_matches('0'));
-    }
-    if zoned {
-        text.push_str("+00:00");
-    }
-    text
 }
 
 /// `json_build_object`, `json_build_array` and their `jsonb_` twins: JSON
@@ -175,7 +153,7 @@ impl JsonBuild {
             .map(|(value, kind)| member_text(value, *kind, self.jsonb));
         match self.shape {
             Shape::Value if values[0].is_null() => return Ok(None),
-            Shape::Value => return members.take(1).collect::<Result<String>>().map(Some),
+            Shape::Value => return member_text(&values[0], kinds[0], self.jsonb).map(Some),
             Shape::Array => {
                 let members = members.collect::<Result<Vec<_>>>()?;
                 return Ok(Some(format!("[{}]", members.join(", "))));
@@ -240,58 +218,18 @@ impl ScalarUDFImpl for JsonBuild {
     }
 }
 
-/// A cast to `json` or `jsonb`: the text checked to be JSON (22P02 if it
-/// is not), and as `jsonb` written as jsonb prints it.
-#[derive(Debug, PartialEq, Eq, Hash)]
-pub struct JsonInput {
-    jsonb: bool,
-    signature: Signature,
-}
-
 /// What a cast to `json` and to `jsonb` become.
 pub const TO_JSON: &str = "json_input";
 pub const TO_JSONB: &str = "jsonb_input";
 
-impl JsonInput {
-    pub fn both() -> [JsonInput; 2] {
-        [false, true].map(|jsonb| JsonInput {
-            jsonb,
-            signature: Signature::any(1, Volatility::Immutable),
-        })
-    }
-}
-
-impl ScalarUDFImpl for JsonInput {
-    fn name(&self) -> &str {
-        if self.jsonb {
-            TO_JSONB
-        } else {
-            TO_JSON
-        }
-    }
-
-    fn signature(&self) -> &Signature {
-        &self.signature
-    }
-
-    fn return_type(&self, _: &[DataType]) -> Result<DataType> {
-        Ok(DataType::Utf8)
-    }
-
-    fn return_field_from_args(&self, _: ReturnFieldArgs) -> Result<FieldRef> {
-        Ok(json_field(self.name(), self.jsonb))
-    }
-
-    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
-        each_row(&args, &DataType::Utf8, false, |values| {
-            let text = match document(&values[0])? {
-                None => None,
-                Some(_) if !self.jsonb => text_of(&values[0]),
-                Some(doc) => Some(jsonb_text(&doc)),
-            };
-            Ok(ScalarValue::Utf8(text))
-        })
-    }
+/// A cast to `json` or `jsonb`: the text checked to be JSON (22P02 if it
+/// is not), and as `jsonb` written as jsonb prints it.
+pub fn input(args: &[ScalarValue], jsonb: bool) -> Result<ScalarValue> {
+    Ok(utf8(match document(&args[0])? {
+        None => None,
+        Some(_) if !jsonb => text_of(&args[0]),
+        Some(doc) => Some(jsonb_text(&doc)),
+    }))
 }
 
 /// A result column holding `json` (or `jsonb`) as text.
@@ -431,16 +369,18 @@ impl Step {
         match (self, value) {
             (Step::Key(key), Value::Object(object)) => object.get(key),
             (Step::Position(at), Value::Array(items)) => {
-                let at = if *at < 0 {
-                    items.len() as i64 + at
-                } else {
-                    *at
-                };
-                usize::try_from(at).ok().and_then(|at| items.get(at))
+                array_index(*at, items.len()).map(|at| &items[at])
             }
             _ => None,
         }
     }
+}
+
+/// The element of an array of `len` elements that position `at` names
+/// (counted from the end when negative), if the array has it.
+fn array_index(at: i64, len: usize) -> Option<usize> {
+    let at = if at < 0 { len as i64 + at } else { at };
+    usize::try_from(at).ok().filter(|&at| at < len)
 }
 
 /// The JSON text of a value, parsed; `Err` for text that is not JSON.
@@ -806,8 +746,8 @@ pub fn set(args: &[ScalarValue]) -> Result<ScalarValue> {
             }
         }
         Some((Value::Array(items), last, position)) => {
-            let at = array_position(last, position, items.len())?;
-            match usize::try_from(at).ok().filter(|&at| at < items.len()) {
+            let at = path_position(last, position)?;
+            match array_index(at, items.len()) {
                 Some(at) => items[at] = new,
                 None if create && at < 0 => items.insert(0, new),
                 None if create => items.push(new),
@@ -834,8 +774,7 @@ pub fn delete_path(args: &[ScalarValue]) -> Result<ScalarValue> {
             fields.remove(last);
         }
         Some((Value::Array(items), last, position)) => {
-            let at = array_position(last, position, items.len())?;
-            if let Some(at) = usize::try_from(at).ok().filter(|&at| at < items.len()) {
+            if let Some(at) = array_index(path_position(last, position)?, items.len()) {
                 items.remove(at);
             }
         }
@@ -866,8 +805,7 @@ fn parent_of<'a>(
         let child = match current {
             Value::Object(fields) => fields.get_mut(step),
             Value::Array(items) => {
-                let at = array_position(step, i + 1, items.len())?;
-                usize::try_from(at).ok().and_then(|at| items.get_mut(at))
+                array_index(path_position(step, i + 1)?, items.len()).map(|at| &mut items[at])
             }
             _ => None,
         };
@@ -879,14 +817,13 @@ fn parent_of<'a>(
     Ok(Some((current, last, steps.len())))
 }
 
-/// Path step `step` (number `position`) into an array of `len` elements:
-/// its index, counted from the end when negative (out of range as it is).
-fn array_position(step: &str, position: usize, len: usize) -> Result<i64> {
-    let Ok(index) = step.parse::<i64>() else {
+/// Path step `step` (number `position`) into an array: the position it
+/// writes (22P02 for one that is no integer).
+fn path_position(step: &str, position: usize) -> Result<i64> {
+    step.parse::<i64>().map_err(|_| {
         let message = format!("path element at position {position} is not an integer: \"{step}\"");
-        return Err(SqlError::value("22P02", message).into());
-    };
-    Ok(if index < 0 { len as i64 + index } else { index })
+        SqlError::value("22P02", message).into()
+    })
 }
 
 pub const CONCAT: &str = "jsonb_concat";
@@ -935,10 +872,8 @@ pub fn delete(args: &[ScalarValue]) -> Result<ScalarValue> {
         let index = super::functions::int(&args[1]).unwrap_or(i64::MAX);
         match doc {
             Value::Array(mut items) => {
-                let len = items.len() as i64;
-                let at = if index < 0 { len + index } else { index };
-                if (0..len).contains(&at) {
-                    items.remove(at as usize);
+                if let Some(at) = array_index(index, items.len()) {
+                    items.remove(at);
                 }
                 Value::Array(items)
             }
@@ -977,8 +912,6 @@ pub struct JsonOperators {
     pub concat: Arc<ScalarUDF>,
     pub delete: Arc<ScalarUDF>,
     pub delete_path: Arc<ScalarUDF>,
-    /// The cast to `jsonb`, for a literal beside a `jsonb` value.
-    pub jsonb_input: Arc<ScalarUDF>,
 }
 
 impl JsonOperators {
@@ -994,13 +927,6 @@ impl JsonOperators {
                 .is_ok_and(|(_, field)| declared_type(&field) == Some(SqlType::Jsonb))
         };
         let literal = |e: &Expr| matches!(e, Expr::Literal(ScalarValue::Utf8(_), _));
-        let as_jsonb = |e: &Expr| match jsonb(e) {
-            true => e.clone(),
-            false => Expr::ScalarFunction(ScalarFunction::new_udf(
-                self.jsonb_input.clone(),
-                vec![e.clone()],
-            )),
-        };
         let call = |function: &Arc<ScalarUDF>, args: Vec<Expr>| {
             Expr::ScalarFunction(ScalarFunction::new_udf(function.clone(), args))
         };
@@ -1009,7 +935,7 @@ impl JsonOperators {
                 if (jsonb(left) && (jsonb(right) || literal(right)))
                     || (jsonb(right) && literal(left)) =>
             {
-                Some(call(&self.concat, vec![as_jsonb(left), as_jsonb(right)]))
+                Some(call(&self.concat, vec![left.clone(), right.clone()]))
             }
             BinaryOperator::Minus if jsonb(left) => {
                 Some(call(&self.delete, vec![left.clone(), right.clone()]))

@@ -1566,7 +1566,8 @@ fn move_set_functions(
 ) {
     // The columns the functions moved so far were given.
     let mut taken = HashSet::new();
-    while let Some(moved) = lateral_set_function(select, &mut taken) {
+    while let Some(moved) = lateral_set_function(select, &taken) {
+        taken.extend(moved.columns.iter().map(|(_, named)| named.clone()));
         // A column named through the function's alias is the table's; and
         // the alias alone reads a function's one column (a select item
         // keeping the alias's name).
@@ -1668,7 +1669,7 @@ const JSON_EACH_TEXT: SetColumns = &[
 /// Moves the first set-returning function of `select`'s FROM that reads a
 /// table before it into that table (see [`lateral_set_functions`]), its
 /// columns named apart from those in `taken`; says where it went.
-fn lateral_set_function(select: &mut Select, taken: &mut HashSet<String>) -> Option<Moved> {
+fn lateral_set_function(select: &mut Select, taken: &HashSet<String>) -> Option<Moved> {
     use datafusion::sql::sqlparser::ast::{
         visit_expressions, JoinConstraint, JoinOperator, TableFactor,
     };
@@ -1683,12 +1684,12 @@ fn lateral_set_function(select: &mut Select, taken: &mut HashSet<String>) -> Opt
             std::iter::once((i, None)).chain((0..t.joins.len()).map(move |j| (i, Some(j))))
         })
         .collect();
-    let factor = |select: &Select, (i, j): (usize, Option<usize>)| -> TableFactor {
+    fn factor(select: &Select, (i, j): (usize, Option<usize>)) -> &TableFactor {
         match j {
-            None => select.from[i].relation.clone(),
-            Some(j) => select.from[i].joins[j].relation.clone(),
+            None => &select.from[i].relation,
+            Some(j) => &select.from[i].joins[j].relation,
         }
-    };
+    }
     // The name a factor's columns are qualified with.
     let shown = |factor: &TableFactor| match factor {
         TableFactor::Table {
@@ -1715,7 +1716,7 @@ fn lateral_set_function(select: &mut Select, taken: &mut HashSet<String>) -> Opt
                 alias,
                 with_ordinality: false,
                 ..
-            } => (name, args.args, alias),
+            } => (name, &args.args, alias),
             TableFactor::Function {
                 name,
                 args,
@@ -1736,40 +1737,34 @@ fn lateral_set_function(select: &mut Select, taken: &mut HashSet<String>) -> Opt
         let Some(&(_, specs)) = LATERAL_SET_FUNCTIONS.iter().find(|(f, _)| *f == function) else {
             continue;
         };
+        let function_alias = alias
+            .as_ref()
+            .map_or(function.clone(), |a| normalize(&a.name));
         // The columns, as first named and as named here: an alias's
         // column names, or for one column the alias itself, unless the
-        // function names the column (`value`, its OUT parameter).
+        // function names the column (`value`, its OUT parameter). A name
+        // an earlier function of this FROM gave its column (`value` of
+        // two functions) is made the alias's own.
+        let single = specs.len() == 1;
         let columns: Vec<(String, String)> = specs
             .iter()
             .enumerate()
             .map(|(i, &(unnamed, _))| {
-                let named = match &alias {
-                    Some(alias) => match alias.columns.get(i) {
-                        Some(column) => normalize(&column.name),
-                        None if specs.len() == 1 && unnamed != "value" => normalize(&alias.name),
-                        None => unnamed.to_owned(),
-                    },
+                let named = match alias.as_ref().and_then(|a| a.columns.get(i)) {
+                    Some(column) => normalize(&column.name),
+                    None if alias.is_some() && single && unnamed != "value" => {
+                        function_alias.clone()
+                    }
                     None => unnamed.to_owned(),
+                };
+                let named = match (taken.contains(&named), single) {
+                    (false, _) => named,
+                    (true, true) => function_alias.clone(),
+                    (true, false) => format!("{function_alias}_{unnamed}"),
                 };
                 (unnamed.to_owned(), named)
             })
             .collect();
-        let function_alias = alias
-            .as_ref()
-            .map_or(function.clone(), |a| normalize(&a.name));
-        // A name an earlier function of this FROM gave its column (`value`
-        // of two functions) is made the alias's own.
-        let mut columns = columns;
-        let single = columns.len() == 1;
-        for (unnamed, named) in &mut columns {
-            if taken.contains(named.as_str()) {
-                *named = match single {
-                    true => function_alias.clone(),
-                    false => format!("{function_alias}_{unnamed}"),
-                };
-            }
-        }
-        taken.extend(columns.iter().map(|(_, named)| named.clone()));
         let quoted = |name: &str| Ident::with_quote('"', name).to_string();
         let arg_count = args.len();
         let arg_list: Vec<String> = args.iter().map(ToString::to_string).collect();
@@ -1784,7 +1779,7 @@ fn lateral_set_function(select: &mut Select, taken: &mut HashSet<String>) -> Opt
             .collect();
         let items = items.join(", ");
         let (mut qualifiers, mut unqualified) = (HashSet::new(), false);
-        for arg in &args {
+        for arg in args {
             let _ = visit_expressions(arg, |e| {
                 match e {
                     Expr::CompoundIdentifier(parts) if parts.len() == 2 => {
@@ -1840,7 +1835,7 @@ fn lateral_set_function(select: &mut Select, taken: &mut HashSet<String>) -> Opt
                 let qualifier = qualifiers.into_iter().next()?;
                 before
                     .iter()
-                    .find(|&&p| shown(&factor(select, p)).as_deref() == Some(qualifier.as_str()))
+                    .find(|&&p| shown(factor(select, p)).as_deref() == Some(qualifier.as_str()))
             }
             (0, true, [only]) => Some(only),
             _ => None,
@@ -1849,7 +1844,7 @@ fn lateral_set_function(select: &mut Select, taken: &mut HashSet<String>) -> Opt
             continue;
         };
         let table = factor(select, target);
-        let Some(table_alias) = shown(&table) else {
+        let Some(table_alias) = shown(table) else {
             continue;
         };
         let table_name = quoted(&table_alias);
@@ -2400,8 +2395,9 @@ mod tests {
             "SELECT a.id, e FROM (SELECT \"a\".*, unnest(json_keys_list(a.doc)) AS \"e\" FROM a \
              UNION ALL SELECT \"a\".*, NULL AS \"e\" FROM a WHERE coalesce(cardinality(json_keys_list(a.doc)), 0) = 0) AS \"a\""
         );
-        // Left for DataFusion: constant arguments, unqualified columns
-        // beside two tables, a LEFT JOIN on a condition.
+        // Left for DataFusion: generate_series of constants (its table
+        // function), unqualified columns beside two tables, a LEFT JOIN on
+        // a condition.
         for sql in [
             "SELECT * FROM generate_series(1, 3) AS g",
             "SELECT * FROM a, b, jsonb_array_elements(doc) AS e",

@@ -39,6 +39,8 @@ pub fn pg_type(field: &Arc<Field>) -> PgWireResult<Type> {
         Some(SqlType::Jsonb) => Type::JSONB,
         Some(SqlType::Varchar(_)) => Type::VARCHAR,
         Some(SqlType::Char(_)) => Type::BPCHAR,
+        // A row value, sent as text: `(1,x)`.
+        _ if matches!(field.data_type(), DataType::Struct(_)) => Type::RECORD,
         _ => return arrow_pg::datatypes::field_into_pg_type(field),
     })
 }
@@ -448,6 +450,103 @@ fn interval_at(array: &dyn Array, row: usize) -> Option<Option<Interval>> {
     Some(array.is_valid(row).then_some(value))
 }
 
+/// A row value (a struct) in text, as PostgreSQL's `record_out` writes
+/// one: `(1,ann,"a b",)`, each field's text as a column's would be, quoted
+/// when empty or holding a quote, backslash, parenthesis, comma or white
+/// space (quotes and backslashes doubled inside), nothing for NULL. Its
+/// binary form is left to arrow-pg.
+#[derive(Debug)]
+struct RecordText(BytesMut);
+
+impl ToSql for RecordText {
+    fn to_sql(&self, _: &Type, out: &mut BytesMut) -> Result<IsNull, Box<dyn Error + Sync + Send>> {
+        out.put_slice(&self.0);
+        Ok(IsNull::No)
+    }
+    fn accepts(_: &Type) -> bool {
+        true
+    }
+    postgres_types::to_sql_checked!();
+}
+
+impl ToSqlText for RecordText {
+    fn to_sql_text(
+        &self,
+        _: &Type,
+        out: &mut BytesMut,
+        _: &FormatOptions,
+    ) -> Result<IsNull, Box<dyn Error + Sync + Send>> {
+        out.put_slice(&self.0);
+        Ok(IsNull::No)
+    }
+}
+
+/// The text of row `row` of a struct column, if the column is one.
+fn record_at(array: &dyn Array, row: usize) -> PgWireResult<Option<Option<RecordText>>> {
+    let Some(records) = array.as_struct_opt() else {
+        return Ok(None);
+    };
+    if records.is_null(row) {
+        return Ok(Some(None));
+    }
+    let batch = RecordBatch::from(records.slice(row, 1));
+    let fields = fields(batch.schema_ref(), &Format::UnifiedText)?;
+    let widths: Vec<_> = batch
+        .schema()
+        .fields()
+        .iter()
+        .map(|f| char_width(f))
+        .collect();
+    let mut texts = FieldTexts::default();
+    encode_row(&mut texts, &batch, 0, &fields, &widths)?;
+    let mut out = BytesMut::new();
+    out.put_u8(b'(');
+    for (i, text) in texts.0.iter().enumerate() {
+        if i > 0 {
+            out.put_u8(b',');
+        }
+        let Some(text) = text else { continue };
+        let quoted = text.is_empty()
+            || text.iter().any(|&b| {
+                matches!(b, b'"' | b'\\' | b'(' | b')' | b',') || b.is_ascii_whitespace()
+            });
+        if !quoted {
+            out.put_slice(text);
+            continue;
+        }
+        out.put_u8(b'"');
+        for &b in text.iter() {
+            if b == b'"' || b == b'\\' {
+                out.put_u8(b);
+            }
+            out.put_u8(b);
+        }
+        out.put_u8(b'"');
+    }
+    out.put_u8(b')');
+    Ok(Some(Some(RecordText(out))))
+}
+
+/// The texts of one row's fields, NULL as `None`.
+#[derive(Default)]
+struct FieldTexts(Vec<Option<BytesMut>>);
+
+impl arrow_pg::encoder::Encoder for FieldTexts {
+    type Item = ();
+
+    fn encode_field<T>(&mut self, value: &T, field: &FieldInfo) -> PgWireResult<()>
+    where
+        T: ToSql + ToSqlText + Sized,
+    {
+        let mut text = BytesMut::new();
+        let null = value.to_sql_text(field.datatype(), &mut text, field.format_options())?;
+        self.0.push(matches!(null, IsNull::No).then_some(text));
+        Ok(())
+    }
+
+    fn take_row(&mut self) {}
+}
+
 /// The length of a `character(n)` column, whose values are sent padded
 /// with spaces to it (they are stored without).
 fn char_width(field: &Field) -> Option<usize> {
@@ -490,6 +589,12 @@ fn encode_row<E: arrow_pg::encoder::Encoder>(
         } else if let Some(value) = interval_at(array.as_ref(), row) {
             encoder.encode_field(&value, pg_field)?;
         } else if let Some(value) = time_at(array.as_ref(), row) {
+            encoder.encode_field(&value, pg_field)?;
+        } else if let Some(value) = (pg_field.format() == FieldFormat::Text)
+            .then(|| record_at(array.as_ref(), row))
+            .transpose()?
+            .flatten()
+        {
             encoder.encode_field(&value, pg_field)?;
         } else if let Some(floats) = array.as_any().downcast_ref::<Float64Array>() {
             let value = floats.is_valid(row).then(|| Number::F64(floats.value(row)));

@@ -282,6 +282,7 @@ fn type_name(field: &Field) -> String {
         DataType::Null => "unknown".to_owned(),
         DataType::Interval(_) => "interval".to_owned(),
         DataType::Time32(_) | DataType::Time64(_) => "time without time zone".to_owned(),
+        DataType::Struct(_) => "record".to_owned(),
         DataType::List(item) | DataType::LargeList(item) => {
             return format!("{}[]", type_name(item))
         }
@@ -748,6 +749,7 @@ pub fn register_all(
     ctx.register_udaf(variance.as_ref().clone().with_aliases(["variance"]));
     ctx.register_udf(ScalarUDF::new_from_impl(super::templates::ToChar::new()));
     ctx.register_udf(ScalarUDF::new_from_impl(PgTypeOf::default()));
+    ctx.register_udf(ScalarUDF::new_from_impl(super::records::RowValue::default()));
     ctx.register_udf(ScalarUDF::new_from_impl(AtTimeZone::default()));
     ctx.register_udf(ScalarUDF::new_from_impl(
         super::ordered_sets::MostFrequent::default(),

@@ -120,16 +120,26 @@ enum Shape {
     Array,
     /// `to_json`: its one argument as JSON (NULL for NULL).
     Value,
+    /// `json_agg`'s element: `to_json`'s text, marked with [`STRUCTURED`]
+    /// when the value is a row or an array.
+    Element,
+    /// `row_to_json(row [, pretty])`: a row as an object, its fields on
+    /// lines of their own when `pretty`.
+    Row,
 }
 
 impl JsonBuild {
-    pub fn all() -> [JsonBuild; 6] {
+    pub fn all() -> [JsonBuild; 8] {
         let build = |name, shape, jsonb| JsonBuild {
             name,
             shape,
             jsonb,
             signature: match shape {
-                Shape::Value => Signature::any(1, Volatility::Stable),
+                Shape::Value | Shape::Element => Signature::any(1, Volatility::Stable),
+                Shape::Row => Signature::one_of(
+                    vec![TypeSignature::Any(1), TypeSignature::Any(2)],
+                    Volatility::Stable,
+                ),
                 _ => Signature::one_of(
                     vec![TypeSignature::Nullary, TypeSignature::VariadicAny],
                     Volatility::Stable,
@@ -143,6 +153,8 @@ impl JsonBuild {
             build("jsonb_build_array", Shape::Array, true),
             build("to_json", Shape::Value, false),
             build("to_jsonb", Shape::Value, true),
+            build("row_to_json", Shape::Row, false),
+            build(AGGREGATED_ELEMENT, Shape::Element, false),
         ]
     }
 
@@ -154,6 +166,26 @@ impl JsonBuild {
         match self.shape {
             Shape::Value if values[0].is_null() => return Ok(None),
             Shape::Value => return member_text(&values[0], kinds[0], self.jsonb).map(Some),
+            Shape::Element if values[0].is_null() => return Ok(None),
+            Shape::Element => {
+                let text = member_text(&values[0], kinds[0], false)?;
+                return Ok(Some(match &values[0] {
+                    ScalarValue::Struct(_) | ScalarValue::List(_) => format!("{STRUCTURED}{text}"),
+                    _ => text,
+                }));
+            }
+            Shape::Row if values[0] == ScalarValue::Null => return Ok(None),
+            Shape::Row => {
+                // Planning refused anything else.
+                let ScalarValue::Struct(row) = &values[0] else {
+                    return Ok(None);
+                };
+                if values[0].is_null() {
+                    return Ok(None);
+                }
+                let pretty = matches!(values.get(1), Some(ScalarValue::Boolean(Some(true))));
+                return row_text(row, false, if pretty { ",\n " } else { "," }).map(Some);
+            }
             Shape::Array => {
                 let members = members.collect::<Result<Vec<_>>>()?;
                 return Ok(Some(format!("[{}]", members.join(", "))));
@@ -205,7 +237,18 @@ impl ScalarUDFImpl for JsonBuild {
         Ok(DataType::Utf8)
     }
 
-    fn return_field_from_args(&self, _: ReturnFieldArgs) -> Result<FieldRef> {
+    fn return_field_from_args(&self, args: ReturnFieldArgs) -> Result<FieldRef> {
+        if let (Shape::Row, Some(row)) = (self.shape, args.arg_fields.first()) {
+            if !matches!(row.data_type(), DataType::Struct(_) | DataType::Null) {
+                let ty = super::ddl::type_of_field(row)
+                    .map_or_else(|_| row.data_type().to_string(), |ty| ty.pg_name());
+                return Err(SqlError::value(
+                    "42883",
+                    format!("function row_to_json({ty}) does not exist"),
+                )
+                .into());
+            }
+        }
         Ok(json_field(self.name, self.jsonb))
     }
 
@@ -269,6 +312,7 @@ fn member_text(value: &ScalarValue, declared: Option<SqlType>, jsonb: bool) -> R
         }
         ScalarValue::Float64(Some(v)) if v.is_finite() => put_float(*v, &mut out),
         ScalarValue::Float32(Some(v)) if v.is_finite() => put_float(*v, &mut out),
+        ScalarValue::Struct(row) => return row_text(row, jsonb, ","),
         ScalarValue::List(list) => {
             let items = list.value(0);
             let members = (0..items.len())
@@ -283,6 +327,29 @@ fn member_text(value: &ScalarValue, declared: Option<SqlType>, jsonb: bool) -> R
     Ok(String::from_utf8_lossy(&out).into_owned())
 }
 
+/// A row as a JSON object of its fields, as `row_to_json` writes it
+/// (`{"a":1,"b":"x"}`, fields separated by `separator`), or as jsonb
+/// prints one.
+fn row_text(
+    row: &datafusion::arrow::array::StructArray,
+    jsonb: bool,
+    separator: &str,
+) -> Result<String> {
+    let mut members = Vec::with_capacity(row.num_columns());
+    for (field, column) in row.fields().iter().zip(row.columns()) {
+        let value = ScalarValue::try_from_array(column, 0)?;
+        let value = member_text(&value, declared_type(field), jsonb)?;
+        members.push(format!("{}:{value}", Value::String(field.name().clone())));
+    }
+    let object = format!("{{{}}}", members.join(separator));
+    if !jsonb {
+        return Ok(object);
+    }
+    let doc: Value = serde_json::from_str(&object)
+        .map_err(|e| SqlError::value("22P02", format!("invalid JSON of a row: {e}")))?;
+    Ok(jsonb_text(&doc))
+}
+
 /// `json_agg`'s value from `array_agg`'s list of its values' JSON texts
 /// (`to_json`'s): `[1, {"a": 2}]`, elements separated as PostgreSQL
 /// separates them, NULL as `null`; NULL for no rows.
@@ -295,16 +362,38 @@ pub fn array_of(list: &ScalarValue) -> ScalarValue {
         return utf8(None);
     }
     let items = list.value(0);
-    let members: Vec<String> = (0..items.len())
-        .map(|i| {
-            ScalarValue::try_from_array(&items, i)
-                .ok()
-                .and_then(|member| text_of(&member))
-                .unwrap_or_else(|| "null".to_owned())
-        })
-        .collect();
-    utf8(Some(format!("[{}]", members.join(", "))))
+    let mut array = String::from("[");
+    for i in 0..items.len() {
+        let member = ScalarValue::try_from_array(&items, i)
+            .ok()
+            .and_then(|member| text_of(&member));
+        let member = member.as_deref().unwrap_or("null");
+        if i > 0 {
+            array.push_str(", ");
+        }
+        // As PostgreSQL's json_agg, a row or an array after the first
+        // value starts a line.
+        let member = match member.strip_prefix(STRUCTURED) {
+            Some(structured) if i > 0 => {
+                array.push_str("\n ");
+                structured
+            }
+            Some(structured) => structured,
+            None => member,
+        };
+        array.push_str(member);
+    }
+    array.push(']');
+    utf8(Some(array))
 }
+
+/// The function `json_agg(x)` aggregates, `to_json(x)` marked as a row or
+/// an array.
+pub const AGGREGATED_ELEMENT: &str = "json_agg_element";
+
+/// Marks [`AGGREGATED_ELEMENT`]'s text of a row or an array (a character
+/// JSON never holds unescaped).
+const STRUCTURED: char = '\u{1}';
 
 pub const OBJECT_OF: &str = "json_object_of";
 

@@ -39,6 +39,7 @@ mod pg_catalog;
 mod plan_nodes;
 mod provider;
 pub mod pushdown;
+mod records;
 mod rewrite;
 mod scan;
 pub mod session;

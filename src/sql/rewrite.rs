@@ -63,6 +63,7 @@
 //!   hold subqueries NULL, so that a subquery DataFusion cannot plan does
 //!   not fail a query whose answer is known to be empty;
 //! - `FETCH FIRST n ROWS ONLY` becomes `LIMIT n`;
+//! - `ROW(x, y)` becomes `row_value('f1', x, 'f2', y)` (`super::records`);
 //! - `percentile_disc(p) WITHIN GROUP (ORDER BY x)` becomes the element of
 //!   `array_agg(x ORDER BY x)` (NULLs left out) at `ceil(p * count(x))`,
 //!   `mode() WITHIN GROUP (ORDER BY x)` the most frequent value of that
@@ -268,7 +269,7 @@ fn rows_counted(subquery: &Query) -> Option<Expr> {
     Some(Expr::Subquery(Box::new(counted)))
 }
 
-fn call(name: &str, args: Vec<Expr>) -> Expr {
+pub(super) fn call(name: &str, args: Vec<Expr>) -> Expr {
     let args = args
         .into_iter()
         .map(|a| {
@@ -1079,6 +1080,14 @@ fn rewrite_expr(expr: &mut Expr) {
                 f.name.0.remove(0);
             }
             let name = f.name.to_string().to_lowercase();
+            // `ROW(x, y)`: a record whose fields are `f1`, `f2`.
+            if name == "row" && f.over.is_none() {
+                let values: Vec<Expr> = arguments(f).into_iter().cloned().collect();
+                if !values.is_empty() {
+                    *expr = super::records::row_constructor(values);
+                    return;
+                }
+            }
             // Ordered-set aggregates over the values of `WITHIN GROUP (ORDER
             // BY x)` in order, NULLs left out: `percentile_disc(p)` is the
             // first at or past the fraction p, `mode()` the most frequent.
@@ -1115,7 +1124,9 @@ fn rewrite_expr(expr: &mut Expr) {
                 }
             }
             // `json_agg(x ...)` is `array_agg(to_json(x) ...)` (with its
-            // ORDER BY, DISTINCT and FILTER) written as a JSON array, and
+            // ORDER BY, DISTINCT and FILTER; `to_json` as
+            // `json_agg_element`, which marks rows and arrays for the
+            // layout) written as a JSON array, and
             // `json_object_agg(k, v ...)` the pairs of `array_agg(struct(k,
             // to_json(v)) ...)` written as an object; the `jsonb_` ones take
             // `to_jsonb`'s texts and are made jsonb.
@@ -1128,10 +1139,12 @@ fn rewrite_expr(expr: &mut Expr) {
             };
             if let (Some((jsonb, written_by)), None) = (json_aggregate, &f.over) {
                 let as_json = |value: &Expr| {
-                    call(
-                        if jsonb { "to_jsonb" } else { "to_json" },
-                        vec![value.clone()],
-                    )
+                    let element = match (jsonb, written_by) {
+                        (true, _) => "to_jsonb",
+                        (false, super::json::ARRAY_OF) => super::json::AGGREGATED_ELEMENT,
+                        (false, _) => "to_json",
+                    };
+                    call(element, vec![value.clone()])
                 };
                 let mut aggregate = f.clone();
                 aggregate.name =
@@ -2355,7 +2368,7 @@ mod tests {
     fn json_aggregates_aggregate_json_texts() {
         assert_eq!(
             rewritten("SELECT json_agg(v ORDER BY k), jsonb_object_agg(k, v) FILTER (WHERE k > 1) FROM t"),
-            "SELECT json_array_of(array_agg(to_json(v) ORDER BY k)), \
+            "SELECT json_array_of(array_agg(json_agg_element(v) ORDER BY k)), \
              jsonb_input(json_object_of(array_agg(struct(k, to_jsonb(v))) FILTER (WHERE k > 1))) FROM t"
         );
     }

@@ -27,7 +27,7 @@ use super::names::ColumnNames;
 use super::provider::{ReadView, TablegateSchema};
 use super::settings::Settings;
 use super::txn::{Change, Transaction};
-use super::{ddl, dml, functions, information_schema, names, pg_catalog, rewrite};
+use super::{ddl, dml, functions, information_schema, names, pg_catalog, records, rewrite};
 use crate::catalog::{Catalog, CatalogError, DefinitionChange, TableDef};
 use crate::model::EntityKey;
 use crate::store::{LoadRows, StoreError, TableStore, ROWS_PER_SPILLED_PART};
@@ -492,10 +492,31 @@ impl Session {
     /// [`with_one_type_per_parameter`]), literals typed as PostgreSQL types
     /// them (see [`super::arithmetic`]) and sums of bigints exact (see
     /// [`super::sums`]).
-    async fn to_plan(&self, statement: DfStatement) -> Result<LogicalPlan> {
+    async fn to_plan(&self, mut statement: DfStatement) -> Result<LogicalPlan> {
+        if let DfStatement::Statement(s) = &mut statement {
+            self.expand_whole_rows(s).await;
+        }
         let plan = self.ctx.state().statement_to_plan(statement).await?;
         let plan = super::arithmetic::integer_literals(plan)?;
         with_one_type_per_parameter(super::sums::exact_bigint_sums(plan)?)
+    }
+
+    /// Makes the whole-row references of a statement (`row_to_json(t)`)
+    /// rows of their relations' columns, planning each FROM list that has
+    /// them on its own to learn the columns (see [`records`]).
+    async fn expand_whole_rows(&self, statement: &mut Statement) {
+        let found = records::mark_whole_rows(statement);
+        if found.is_empty() {
+            return;
+        }
+        let mut columns = Vec::with_capacity(found.from_lists.len());
+        for from_list in &found.from_lists {
+            let listing =
+                DfStatement::Statement(Box::new(Statement::Query(Box::new(from_list.clone()))));
+            let plan = self.ctx.state().statement_to_plan(listing).await;
+            columns.push(plan.ok().map(|plan| records::from_list_columns(&plan)));
+        }
+        records::resolve_whole_rows(statement, &found, &columns);
     }
 
     /// Runs a query and returns its rows as text, one string per row (for

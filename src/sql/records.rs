@@ -1,0 +1,515 @@
+//! PostgreSQL's row values (records), which DataFusion holds as structs:
+//! whole-row references (`row_to_json(t)`, `json_agg(t)`, `SELECT t FROM
+//! t`) and `ROW(x, y)`, both made with [`RowValue`].
+//!
+//! PostgreSQL reads a table's alias used as a value as the row of its
+//! columns. DataFusion has no such reference, so each becomes
+//! `row_value('a', t.a, 'b', t.b)`, in two steps around planning the
+//! relations: [`mark_whole_rows`] puts a numbered place holder where a
+//! select reads one of its FROM aliases as a value and says which FROM
+//! lists the alias's columns; the session plans each of those FROM lists
+//! alone (`WITH <the enclosing CTEs> SELECT * FROM <the select's FROM>`);
+//! [`resolve_whole_rows`] writes the rows with the columns found. An alias
+//! that is also a column's name stays a column, as in PostgreSQL, and so
+//! does a reference whose FROM does not plan alone (one that reads an
+//! outer query), which then fails to plan as it did.
+
+use std::ops::ControlFlow;
+use std::sync::Arc;
+
+use datafusion::arrow::array::StructArray;
+use datafusion::arrow::datatypes::{DataType, Field, FieldRef, Fields};
+use datafusion::common::{exec_err, DFSchema, Result as DfResult};
+use datafusion::logical_expr::{
+    ColumnarValue, LogicalPlan, ReturnFieldArgs, ScalarFunctionArgs, ScalarUDFImpl, Signature,
+    Volatility,
+};
+use datafusion::sql::sqlparser::ast::{
+    visit_expressions_mut, Expr, FunctionArg, FunctionArgExpr, FunctionArguments, Ident, Query,
+    Select, SelectItem, SetExpr, Statement, TableFactor, TableWithJoins, Value, ValueWithSpan,
+    VisitMut, VisitorMut, WildcardAdditionalOptions, With,
+};
+
+use super::rewrite::call;
+
+/// The function a row value is made with.
+pub const ROW_VALUE: &str = "row_value";
+
+/// The place holder [`mark_whole_rows`] leaves, numbered.
+const WHOLE_ROW: &str = "__tablegate_whole_row";
+
+/// `row_value('a', x, 'b', y)`: a row of named values. Unlike DataFusion's
+/// `named_struct`, each field keeps its value's declared type, so a json
+/// column stays json in the row (and in `row_to_json`'s object).
+#[derive(Debug, PartialEq, Eq, Hash)]
+pub struct RowValue {
+    signature: Signature,
+}
+
+impl Default for RowValue {
+    fn default() -> Self {
+        RowValue {
+            signature: Signature::variadic_any(Volatility::Immutable),
+        }
+    }
+}
+
+impl ScalarUDFImpl for RowValue {
+    fn name(&self) -> &str {
+        ROW_VALUE
+    }
+
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+
+    fn return_type(&self, _: &[DataType]) -> DfResult<DataType> {
+        exec_err!("{ROW_VALUE} takes its type from its arguments")
+    }
+
+    fn return_field_from_args(&self, args: ReturnFieldArgs) -> DfResult<FieldRef> {
+        if args.arg_fields.is_empty() || args.arg_fields.len() % 2 != 0 {
+            return exec_err!("{ROW_VALUE} takes names and values in turn");
+        }
+        let fields = args
+            .scalar_arguments
+            .chunks(2)
+            .zip(args.arg_fields.chunks(2))
+            .map(|(names, values)| {
+                let Some(name) = names[0].and_then(|n| n.try_as_str().flatten()) else {
+                    return exec_err!("{ROW_VALUE} takes constant names");
+                };
+                let value = &values[1];
+                Ok(Field::new(name, value.data_type().clone(), true)
+                    .with_metadata(value.metadata().clone()))
+            })
+            .collect::<DfResult<Fields>>()?;
+        Ok(Arc::new(Field::new(
+            ROW_VALUE,
+            DataType::Struct(fields),
+            true,
+        )))
+    }
+
+    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> DfResult<ColumnarValue> {
+        let DataType::Struct(fields) = args.return_type() else {
+            return exec_err!("{ROW_VALUE} makes a struct");
+        };
+        let values: Vec<ColumnarValue> = args.args.chunks(2).map(|c| c[1].clone()).collect();
+        let arrays = ColumnarValue::values_to_arrays(&values)?;
+        Ok(ColumnarValue::Array(Arc::new(StructArray::try_new(
+            fields.clone(),
+            arrays,
+            None,
+        )?)))
+    }
+}
+
+/// `ROW(x, y)`: a row whose fields are named `f1`, `f2`, as PostgreSQL
+/// names an anonymous record's.
+pub fn row_constructor(values: Vec<Expr>) -> Expr {
+    let args = values
+        .into_iter()
+        .enumerate()
+        .flat_map(|(i, value)| [text(&format!("f{}", i + 1)), value])
+        .collect();
+    call(ROW_VALUE, args)
+}
+
+fn text(s: &str) -> Expr {
+    Expr::Value(ValueWithSpan::from(Value::SingleQuotedString(s.to_owned())))
+}
+
+/// What [`mark_whole_rows`] found: for each place holder, the alias it
+/// stands for and the query listing the columns of its select's FROM.
+#[derive(Default)]
+pub struct WholeRows {
+    references: Vec<Reference>,
+    /// `WITH ... SELECT * FROM ...`, one for each select with references.
+    pub from_lists: Vec<Query>,
+}
+
+struct Reference {
+    alias: Ident,
+    /// Which of [`WholeRows::from_lists`] has the alias's columns.
+    from_list: usize,
+    /// The columns of a subquery in FROM that lists them by name, for when
+    /// its FROM list does not plan alone (the subquery reads an outer
+    /// query's columns, as in `(SELECT json_agg(x) FROM (SELECT ... WHERE
+    /// c.parent = p.id) x)`).
+    listed: Option<Vec<String>>,
+}
+
+impl WholeRows {
+    pub fn is_empty(&self) -> bool {
+        self.references.is_empty()
+    }
+}
+
+/// The columns of a planned FROM list: its relations' columns, each
+/// qualified by its relation's name.
+pub fn from_list_columns(plan: &LogicalPlan) -> Arc<DFSchema> {
+    match plan {
+        LogicalPlan::Projection(p) => p.input.schema().clone(),
+        other => other.schema().clone(),
+    }
+}
+
+/// An identifier as DataFusion reads it: unquoted ones in lower case.
+fn normalized(ident: &Ident) -> String {
+    match ident.quote_style {
+        Some(_) => ident.value.clone(),
+        None => ident.value.to_lowercase(),
+    }
+}
+
+/// The name a FROM item's columns are qualified with, if it has one.
+fn relation_name(factor: &TableFactor) -> Option<&Ident> {
+    match factor {
+        TableFactor::Table { name, alias, .. } => match alias {
+            Some(alias) => Some(&alias.name),
+            None => name.0.last().and_then(|part| part.as_ident()),
+        },
+        TableFactor::Derived { alias, .. }
+        | TableFactor::TableFunction { alias, .. }
+        | TableFactor::Function { alias, .. }
+        | TableFactor::UNNEST { alias, .. } => alias.as_ref().map(|a| &a.name),
+        _ => None,
+    }
+}
+
+/// The FROM items of a FROM list that have names, by their names.
+fn named_relations<'a>(from: &'a [TableWithJoins], named: &mut Vec<(String, &'a TableFactor)>) {
+    for table in from {
+        let factors =
+            std::iter::once(&table.relation).chain(table.joins.iter().map(|j| &j.relation));
+        for factor in factors {
+            match factor {
+                TableFactor::NestedJoin {
+                    table_with_joins,
+                    alias: None,
+                } => named_relations(std::slice::from_ref(table_with_joins), named),
+                factor => named.extend(relation_name(factor).map(|n| (normalized(n), factor))),
+            }
+        }
+    }
+}
+
+/// The columns of a subquery in FROM as its text names them: its alias's
+/// column list, or else its select list when every item has a name there.
+fn listed_columns(factor: &TableFactor) -> Option<Vec<String>> {
+    let TableFactor::Derived {
+        subquery, alias, ..
+    } = factor
+    else {
+        return None;
+    };
+    let named = alias.as_ref().map(|a| &a.columns).filter(|c| !c.is_empty());
+    if let Some(columns) = named {
+        return Some(columns.iter().map(|c| normalized(&c.name)).collect());
+    }
+    let SetExpr::Select(select) = subquery.body.as_ref() else {
+        return None;
+    };
+    select
+        .projection
+        .iter()
+        .map(|item| match item {
+            SelectItem::ExprWithAlias { alias, .. } => Some(normalized(alias)),
+            SelectItem::UnnamedExpr(Expr::Identifier(column)) => Some(normalized(column)),
+            SelectItem::UnnamedExpr(Expr::CompoundIdentifier(parts)) => {
+                parts.last().map(normalized)
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+/// Puts a place holder where a select reads one of its FROM aliases as a
+/// value (in its select list, WHERE or HAVING, not in its subqueries,
+/// which have FROMs of their own). Subqueries are marked before the
+/// queries around them.
+pub fn mark_whole_rows(statement: &mut Statement) -> WholeRows {
+    let mut marker = Marker::default();
+    let _ = statement.visit(&mut marker);
+    marker.found
+}
+
+#[derive(Default)]
+struct Marker {
+    /// The CTEs of the queries around the one visited, outermost first.
+    scopes: Vec<Option<With>>,
+    found: WholeRows,
+}
+
+impl VisitorMut for Marker {
+    type Break = ();
+
+    fn pre_visit_query(&mut self, query: &mut Query) -> ControlFlow<()> {
+        self.scopes.push(query.with.clone());
+        ControlFlow::Continue(())
+    }
+
+    fn post_visit_query(&mut self, query: &mut Query) -> ControlFlow<()> {
+        mark_selects(query.body.as_mut(), &self.scopes, &mut self.found);
+        self.scopes.pop();
+        ControlFlow::Continue(())
+    }
+}
+
+fn mark_selects(body: &mut SetExpr, scopes: &[Option<With>], found: &mut WholeRows) {
+    match body {
+        SetExpr::Select(select) => mark_select(select, scopes, found),
+        SetExpr::SetOperation { left, right, .. } => {
+            mark_selects(left, scopes, found);
+            mark_selects(right, scopes, found);
+        }
+        _ => {}
+    }
+}
+
+fn mark_select(select: &mut Select, scopes: &[Option<With>], found: &mut WholeRows) {
+    let mut named = Vec::new();
+    named_relations(&select.from, &mut named);
+    if named.is_empty() {
+        return;
+    }
+    let named: Vec<(String, Option<Vec<String>>)> = named
+        .into_iter()
+        .map(|(name, factor)| (name, listed_columns(factor)))
+        .collect();
+    let from_list = found.from_lists.len();
+    let mut marked = false;
+    let exprs = select
+        .projection
+        .iter_mut()
+        .filter_map(|item| match item {
+            SelectItem::UnnamedExpr(e) | SelectItem::ExprWithAlias { expr: e, .. } => Some(e),
+            _ => None,
+        })
+        .chain(select.selection.as_mut())
+        .chain(select.having.as_mut());
+    for expr in exprs {
+        let mut depth = 0usize;
+        let _ = visit_outside_subqueries(expr, &mut depth, &mut |e| {
+            let Expr::Identifier(ident) = e else { return };
+            let name = normalized(ident);
+            let Some((_, listed)) = named.iter().find(|(n, _)| *n == name) else {
+                return;
+            };
+            let number = Value::Number(found.references.len().to_string(), false);
+            found.references.push(Reference {
+                alias: ident.clone(),
+                from_list,
+                listed: listed.clone(),
+            });
+            *e = call(WHOLE_ROW, vec![Expr::value(number)]);
+            marked = true;
+        });
+    }
+    if marked {
+        found.from_lists.push(from_list_query(select, scopes));
+    }
+}
+
+/// Calls `visit` on each expression of `expr` outside its subqueries.
+fn visit_outside_subqueries(
+    expr: &mut Expr,
+    depth: &mut usize,
+    visit: &mut impl FnMut(&mut Expr),
+) -> ControlFlow<()> {
+    struct Outside<'a, F> {
+        depth: &'a mut usize,
+        visit: &'a mut F,
+    }
+    impl<F: FnMut(&mut Expr)> VisitorMut for Outside<'_, F> {
+        type Break = ();
+        fn pre_visit_query(&mut self, _: &mut Query) -> ControlFlow<()> {
+            *self.depth += 1;
+            ControlFlow::Continue(())
+        }
+        fn post_visit_query(&mut self, _: &mut Query) -> ControlFlow<()> {
+            *self.depth -= 1;
+            ControlFlow::Continue(())
+        }
+        fn pre_visit_expr(&mut self, expr: &mut Expr) -> ControlFlow<()> {
+            if *self.depth == 0 {
+                (self.visit)(expr);
+            }
+            ControlFlow::Continue(())
+        }
+    }
+    expr.visit(&mut Outside { depth, visit })
+}
+
+/// `WITH <every enclosing CTE> SELECT * FROM <the select's FROM>`.
+fn from_list_query(select: &Select, scopes: &[Option<With>]) -> Query {
+    let with = scopes.iter().flatten().fold(None::<With>, |all, with| {
+        Some(match all {
+            None => with.clone(),
+            Some(mut all) => {
+                all.recursive |= with.recursive;
+                all.cte_tables.extend(with.cte_tables.iter().cloned());
+                all
+            }
+        })
+    });
+    let mut listing = Select::clone(select);
+    listing.projection = vec![SelectItem::Wildcard(WildcardAdditionalOptions::default())];
+    listing.selection = None;
+    listing.group_by = datafusion::sql::sqlparser::ast::GroupByExpr::Expressions(vec![], vec![]);
+    listing.having = None;
+    listing.distinct = None;
+    listing.sort_by = vec![];
+    listing.named_window = vec![];
+    listing.qualify = None;
+    Query {
+        with,
+        body: Box::new(SetExpr::Select(Box::new(listing))),
+        order_by: None,
+        limit_clause: None,
+        fetch: None,
+        locks: vec![],
+        for_clause: None,
+        settings: None,
+        format_clause: None,
+        pipe_operators: vec![],
+    }
+}
+
+/// Replaces each place holder by the row of its alias's columns, found in
+/// `columns` (one schema for each of `found.from_lists`, `None` where it did
+/// not plan), or by the alias again where there is no such row.
+pub fn resolve_whole_rows(
+    statement: &mut Statement,
+    found: &WholeRows,
+    columns: &[Option<Arc<DFSchema>>],
+) {
+    let _ = visit_expressions_mut(statement, |e| {
+        let Some(number) = place_holder(e) else {
+            return ControlFlow::<()>::Continue(());
+        };
+        let reference = &found.references[number];
+        let alias = &reference.alias;
+        let row = match (columns[reference.from_list].as_deref(), &reference.listed) {
+            (Some(schema), _) => whole_row(alias, schema),
+            (None, Some(listed)) => Some(row_of(alias, listed.iter())),
+            (None, None) => None,
+        };
+        *e = row.unwrap_or_else(|| Expr::Identifier(alias.clone()));
+        ControlFlow::Continue(())
+    });
+}
+
+fn place_holder(e: &Expr) -> Option<usize> {
+    let Expr::Function(f) = e else { return None };
+    if f.name.to_string() != WHOLE_ROW {
+        return None;
+    }
+    let FunctionArguments::List(list) = &f.args else {
+        return None;
+    };
+    match list.args.as_slice() {
+        [FunctionArg::Unnamed(FunctionArgExpr::Expr(Expr::Value(v)))] => match &v.value {
+            Value::Number(n, _) => n.parse().ok(),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
+/// `row_value('a', t.a, ...)` over the columns qualified by `alias`, or
+/// `None` when the alias names a column too (it reads as the column) or
+/// has no columns.
+fn whole_row(alias: &Ident, schema: &DFSchema) -> Option<Expr> {
+    let name = normalized(alias);
+    if schema.fields().iter().any(|f| *f.name() == name) {
+        return None;
+    }
+    let columns: Vec<&String> = schema
+        .iter()
+        .filter(|(qualifier, _)| qualifier.is_some_and(|q| q.table() == name))
+        .map(|(_, field)| field.name())
+        .collect();
+    (!columns.is_empty()).then(|| row_of(alias, columns.into_iter()))
+}
+
+/// `row_value('a', t.a, ...)`.
+fn row_of<'a>(alias: &Ident, columns: impl Iterator<Item = &'a String>) -> Expr {
+    let mut args = Vec::new();
+    for column in columns {
+        args.push(text(column));
+        args.push(Expr::CompoundIdentifier(vec![
+            alias.clone(),
+            Ident::with_quote('"', column),
+        ]));
+    }
+    call(ROW_VALUE, args)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn statement(sql: &str) -> Statement {
+        let mut statements = crate::sql::Session::parse(sql).unwrap();
+        let datafusion::sql::parser::Statement::Statement(s) = statements.pop().unwrap() else {
+            panic!()
+        };
+        *s
+    }
+
+    #[test]
+    fn each_select_marks_its_own_aliases_and_lists_its_from() {
+        let mut s = statement(
+            "WITH w AS (SELECT 1 AS a) \
+             SELECT row_to_json(t), (SELECT count(x) FROM u x WHERE x IS NOT NULL), t.k, k \
+             FROM t JOIN w ON true",
+        );
+        let found = mark_whole_rows(&mut s);
+        assert_eq!(
+            s.to_string(),
+            "WITH w AS (SELECT 1 AS a) \
+             SELECT row_to_json(__tablegate_whole_row(2)), \
+             (SELECT count(__tablegate_whole_row(0)) FROM u x WHERE __tablegate_whole_row(1) IS NOT NULL), \
+             t.k, k FROM t JOIN w ON true"
+        );
+        let lists: Vec<String> = found.from_lists.iter().map(|q| q.to_string()).collect();
+        assert_eq!(
+            lists,
+            [
+                "WITH w AS (SELECT 1 AS a) SELECT * FROM u x",
+                "WITH w AS (SELECT 1 AS a) SELECT * FROM t JOIN w ON true",
+            ]
+        );
+        // No columns for the inner list: `x` is itself again; the outer
+        // list's columns make `t` a row.
+        let schema = DFSchema::try_from_qualified_schema(
+            "t",
+            &datafusion::arrow::datatypes::Schema::new(vec![
+                Field::new("k", DataType::Int32, true),
+                Field::new("v", DataType::Utf8, true),
+            ]),
+        )
+        .unwrap();
+        resolve_whole_rows(&mut s, &found, &[None, Some(Arc::new(schema))]);
+        assert_eq!(
+            s.to_string(),
+            "WITH w AS (SELECT 1 AS a) \
+             SELECT row_to_json(row_value('k', t.\"k\", 'v', t.\"v\")), \
+             (SELECT count(x) FROM u x WHERE x IS NOT NULL), t.k, k FROM t JOIN w ON true"
+        );
+    }
+
+    #[test]
+    fn a_subquery_in_from_lists_its_columns_by_name() {
+        let mut s = statement("SELECT json_agg(x) FROM (SELECT a, t.b, c + 1 AS \"C\" FROM t) x");
+        let found = mark_whole_rows(&mut s);
+        resolve_whole_rows(&mut s, &found, &[None]);
+        assert_eq!(
+            s.to_string(),
+            "SELECT json_agg(row_value('a', x.\"a\", 'b', x.\"b\", 'C', x.\"C\")) \
+             FROM (SELECT a, t.b, c + 1 AS \"C\" FROM t) x"
+        );
+    }
+}

@@ -30,7 +30,7 @@ use datafusion::sql::sqlparser::ast::{
     VisitMut, VisitorMut, WildcardAdditionalOptions, With,
 };
 
-use super::rewrite::call;
+use super::rewrite::{call, OUTER_KEY};
 
 /// The function a row value is made with.
 pub const ROW_VALUE: &str = "row_value";
@@ -214,6 +214,9 @@ fn listed_columns(factor: &TableFactor) -> Option<Vec<String>> {
     select
         .projection
         .iter()
+        .filter(|item| {
+            !matches!(item, SelectItem::ExprWithAlias { alias, .. } if alias.value.starts_with(OUTER_KEY))
+        })
         .map(|item| match item {
             SelectItem::ExprWithAlias { alias, .. } => Some(normalized(alias)),
             SelectItem::UnnamedExpr(Expr::Identifier(column)) => Some(normalized(column)),
@@ -430,6 +433,7 @@ fn whole_row(alias: &Ident, schema: &DFSchema) -> Option<Expr> {
         .iter()
         .filter(|(qualifier, _)| qualifier.is_some_and(|q| q.table() == name))
         .map(|(_, field)| field.name())
+        .filter(|column| !column.starts_with(OUTER_KEY))
         .collect();
     (!columns.is_empty()).then(|| row_of(alias, columns.into_iter()))
 }

@@ -427,6 +427,12 @@ fn inner_names(select: &datafusion::sql::sqlparser::ast::Select) -> Vec<String> 
 /// qualified by a table of the subquery (`inner`), `Some(false)` when every
 /// one is qualified by another table, `None` otherwise (or without columns).
 fn side(expr: &Expr, inner: &[String]) -> Option<bool> {
+    side_of(expr, inner, None)
+}
+
+/// [`side`], with unqualified columns on side `unqualified` (`None`: on
+/// neither).
+fn side_of(expr: &Expr, inner: &[String], unqualified: Option<bool>) -> Option<bool> {
     let mut side = None;
     let mut mixed = false;
     let _ = datafusion::sql::sqlparser::ast::visit_expressions(expr, |e| {
@@ -435,7 +441,8 @@ fn side(expr: &Expr, inner: &[String]) -> Option<bool> {
             Expr::CompoundIdentifier(parts) if parts.len() >= 2 => {
                 Some(inner.contains(&parts[parts.len() - 2].value.to_lowercase()))
             }
-            Expr::Identifier(_) | Expr::CompoundIdentifier(_) | Expr::Subquery(_) => None,
+            Expr::Identifier(_) => unqualified,
+            Expr::CompoundIdentifier(_) | Expr::Subquery(_) => None,
             _ => return ControlFlow::Continue(()),
         };
         match (this, side) {
@@ -1546,12 +1553,164 @@ impl datafusion::sql::sqlparser::ast::VisitorMut for Selects {
             }
             name_repeated_items(&mut select.projection);
             name_table_functions(select);
+            correlated_derived_tables(select);
             if !over_empty_catalog(select) {
                 self.outer_arrays(select);
             }
         });
         ControlFlow::Continue(())
     }
+}
+
+/// Names the columns [`correlated_derived_tables`] adds, which a whole-row
+/// reference leaves out.
+pub(super) const OUTER_KEY: &str = "__tablegate_outer_key";
+
+/// A subquery in FROM whose WHERE equates its columns with an outer
+/// query's (`(SELECT json_agg(x) FROM (SELECT id, kind FROM pets WHERE
+/// pets.owner = p.id) x)`), which DataFusion does not decorrelate: each
+/// such equality moves out to the WHERE around the subquery, on a column
+/// the subquery adds (`pets.owner AS __tablegate_outer_key1`, compared as
+/// `x.__tablegate_outer_key1 = p.id`). The same rows are kept: the
+/// subquery does not group, aggregate, limit or de-duplicate its rows, and
+/// nothing joins it from the right; the select around it reads no `*`
+/// that the added column would show in.
+fn correlated_derived_tables(select: &mut Select) {
+    use datafusion::sql::sqlparser::ast::{JoinOperator, TableFactor};
+    let reads_wildcard = select.projection.iter().any(|item| {
+        matches!(
+            item,
+            SelectItem::Wildcard(_) | SelectItem::QualifiedWildcard(..)
+        )
+    });
+    if reads_wildcard {
+        return;
+    }
+    let mut moved = Vec::new();
+    for table in &mut select.from {
+        let joined_from_right = table.joins.iter().any(|j| {
+            !matches!(
+                j.join_operator,
+                JoinOperator::Join(_)
+                    | JoinOperator::Inner(_)
+                    | JoinOperator::Left(_)
+                    | JoinOperator::LeftOuter(_)
+                    | JoinOperator::CrossJoin(_)
+            )
+        });
+        let TableFactor::Derived {
+            lateral: false,
+            subquery,
+            alias: Some(alias),
+            ..
+        } = &mut table.relation
+        else {
+            continue;
+        };
+        if joined_from_right || !alias.columns.is_empty() {
+            continue;
+        }
+        let plain =
+            subquery.with.is_none() && subquery.limit_clause.is_none() && subquery.fetch.is_none();
+        let SetExpr::Select(inner_select) = subquery.body.as_mut() else {
+            continue;
+        };
+        let groups =
+            !matches!(&inner_select.group_by, GroupByExpr::Expressions(e, _) if e.is_empty());
+        let aggregating = inner_select.projection.iter().any(|item| match item {
+            SelectItem::UnnamedExpr(e) | SelectItem::ExprWithAlias { expr: e, .. } => aggregates(e),
+            _ => false,
+        });
+        if !plain
+            || groups
+            || aggregating
+            || inner_select.distinct.is_some()
+            || inner_select.having.is_some()
+        {
+            continue;
+        }
+        let inner = inner_names(inner_select);
+        if inner.is_empty() {
+            continue;
+        }
+        let Some(selection) = &inner_select.selection else {
+            continue;
+        };
+        let mut conditions = Vec::new();
+        conjuncts(selection.clone(), &mut conditions);
+        let (mut kept, mut outer_keys) = (Vec::new(), Vec::new());
+        let mut only_equalities = true;
+        for c in conditions {
+            match outer_equality(&c, &inner) {
+                Some(pair) => outer_keys.push(pair),
+                None if reads_outer(&c, &inner) => only_equalities = false,
+                None => kept.push(c),
+            }
+        }
+        if outer_keys.is_empty() || !only_equalities {
+            continue;
+        }
+        inner_select.selection = and_all(kept);
+        for (n, (inner_side, outer_side)) in outer_keys.into_iter().enumerate() {
+            let key = Ident::new(format!("{OUTER_KEY}{}", n + 1));
+            inner_select.projection.push(SelectItem::ExprWithAlias {
+                expr: inner_side,
+                alias: key.clone(),
+            });
+            moved.push(Expr::BinaryOp {
+                left: Box::new(Expr::CompoundIdentifier(vec![alias.name.clone(), key])),
+                op: BinaryOperator::Eq,
+                right: Box::new(outer_side),
+            });
+        }
+    }
+    if !moved.is_empty() {
+        moved.extend(select.selection.take());
+        select.selection = and_all(moved);
+    }
+}
+
+/// `inner = outer` (either way round): the inner side's columns all the
+/// subquery's (or unqualified), the outer side's all qualified by other
+/// tables.
+fn outer_equality(c: &Expr, inner: &[String]) -> Option<(Expr, Expr)> {
+    let Expr::BinaryOp {
+        left,
+        op: BinaryOperator::Eq,
+        right,
+    } = c
+    else {
+        return None;
+    };
+    match (
+        side_of(left, inner, Some(true)),
+        side_of(right, inner, Some(true)),
+    ) {
+        (Some(true), Some(false)) => Some(((**left).clone(), (**right).clone())),
+        (Some(false), Some(true)) => Some(((**right).clone(), (**left).clone())),
+        _ => None,
+    }
+}
+
+/// Whether an expression reads a column qualified by a table not in
+/// `inner`, or has a subquery (which might).
+fn reads_outer(expr: &Expr, inner: &[String]) -> bool {
+    let mut outer = false;
+    let _ = datafusion::sql::sqlparser::ast::visit_expressions(expr, |e| {
+        outer = match e {
+            Expr::CompoundIdentifier(parts) if parts.len() >= 2 => {
+                !inner.contains(&parts[parts.len() - 2].value.to_lowercase())
+            }
+            Expr::Subquery(_) | Expr::Exists { .. } | Expr::InSubquery { .. } => true,
+            _ => false,
+        };
+        if outer {
+            ControlFlow::Break(())
+        } else {
+            ControlFlow::Continue(())
+        }
+    });
+    outer
 }
 
 /// Set-returning functions in FROM that read the columns of a table before
@@ -2362,6 +2521,23 @@ mod tests {
             rewritten("SELECT EXISTS (SELECT 1 FROM r WHERE 1 = ANY(r.keys)) FROM idx i"),
             "SELECT (SELECT count(*) FROM r WHERE 1 = ANY(r.keys)) > 0 FROM idx i"
         );
+    }
+
+    #[test]
+    fn outer_equalities_move_out_of_a_subquery_in_from() {
+        assert_eq!(
+            rewritten("SELECT (SELECT count(*) FROM (SELECT id FROM c WHERE c.p = o.id AND k > 1) x) FROM o"),
+            "SELECT (SELECT count(*) FROM (SELECT id, c.p AS __tablegate_outer_key1 FROM c WHERE k > 1) x \
+             WHERE x.__tablegate_outer_key1 = o.id) FROM o"
+        );
+        // Not when the subquery aggregates, or compares otherwise with the
+        // outer row.
+        for sql in [
+            "SELECT (SELECT sum(n) FROM (SELECT count(*) AS n FROM c WHERE c.p = o.id) x) FROM o",
+            "SELECT (SELECT count(*) FROM (SELECT id FROM c WHERE c.p = o.id AND c.q > o.q) x) FROM o",
+        ] {
+            assert_eq!(rewritten(sql), sql);
+        }
     }
 
     #[test]

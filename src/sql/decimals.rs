@@ -16,6 +16,55 @@ use datafusion::common::{exec_err, Result};
 
 use crate::catalog::DEFAULT_NUMERIC;
 
+/// A number written with an exponent (`1.5e3`, `-1.50E1`) in plain
+/// digits, as PostgreSQL's numeric writes it (`1500`, `-15.0`): as many
+/// decimals as the digits after the point less the exponent, none below
+/// zero. `None` for text without an exponent, text that is no such number,
+/// and a number of more than `max_digits` digits so written.
+pub fn without_exponent(text: &str, max_digits: usize) -> Option<String> {
+    let (sign, text) = match text.strip_prefix('-') {
+        Some(unsigned) => ("-", unsigned),
+        None => ("", text),
+    };
+    let (mantissa, exponent) = text.split_once(['e', 'E'])?;
+    let exponent: i64 = exponent.parse().ok()?;
+    let (whole, fraction) = mantissa.split_once('.').unwrap_or((mantissa, ""));
+    let digits = format!("{whole}{fraction}");
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    // Where the decimal point falls among `digits`.
+    let point = whole.len() as i64 + exponent;
+    if point.unsigned_abs() > (digits.len() + max_digits) as u64 {
+        return None;
+    }
+    let (whole, fraction) = if point <= 0 {
+        (
+            String::new(),
+            "0".repeat(point.unsigned_abs() as usize) + &digits,
+        )
+    } else if point as usize >= digits.len() {
+        (
+            digits.clone() + &"0".repeat(point as usize - digits.len()),
+            String::new(),
+        )
+    } else {
+        let (whole, fraction) = digits.split_at(point as usize);
+        (whole.to_owned(), fraction.to_owned())
+    };
+    let whole = match whole.trim_start_matches('0') {
+        "" => "0",
+        whole => whole,
+    };
+    if whole.trim_start_matches('0').len() + fraction.len() > max_digits {
+        return None;
+    }
+    Some(match fraction.as_str() {
+        "" => format!("{sign}{whole}"),
+        fraction => format!("{sign}{whole}.{fraction}"),
+    })
+}
+
 /// Whether a decimal of this precision and scale is plain `numeric`.
 fn is_plain(precision: u8, scale: i8) -> bool {
     (precision, scale) == (DEFAULT_NUMERIC.0, DEFAULT_NUMERIC.1 as i8)

@@ -24,7 +24,7 @@ use datafusion::logical_expr::{
 use datafusion::sql::sqlparser::ast::BinaryOperator;
 use serde_json::Value;
 
-use super::decimals::put_decimal;
+use super::decimals::{put_decimal, without_exponent};
 use super::floats::put_float;
 use super::functions::{each_row, text as text_of, text_list};
 use super::types::{declared_type, timestamp_text, PG_TYPE_KEY};
@@ -43,6 +43,10 @@ pub const CONTAINS: &str = "json_contains";
 /// What `?` and `?|` become, and `?&`.
 pub const HAS_ANY_KEY: &str = "json_has_any_key";
 pub const HAS_ALL_KEYS: &str = "json_has_all_keys";
+
+/// The most digits a jsonb number written with an exponent is written out
+/// in; one with more keeps its exponent.
+const JSONB_NUMBER_DIGITS: usize = 1000;
 
 /// A value as JSON: numbers, booleans and NULL as such, lists as arrays,
 /// structs as objects, anything else as its text.
@@ -64,9 +68,10 @@ pub fn to_json(value: &ScalarValue) -> Value {
         ScalarValue::UInt64(Some(n)) => Value::from(*n),
         ScalarValue::Float32(Some(n)) => number(f64::from(*n)),
         ScalarValue::Float64(Some(n)) => number(*n),
-        ScalarValue::Decimal128(Some(_), ..) => {
-            value.to_string().parse().map_or(Value::Null, number)
-        }
+        ScalarValue::Decimal128(Some(_), ..) => value
+            .to_string()
+            .parse::<serde_json::Number>()
+            .map_or(Value::Null, Value::Number),
         ScalarValue::Utf8(Some(s))
         | ScalarValue::Utf8View(Some(s))
         | ScalarValue::LargeUtf8(Some(s)) => Value::String(s.clone()),
@@ -541,6 +546,13 @@ fn write_jsonb(value: &Value, pretty: Option<usize>, out: &mut String) {
             keys.sort_by(|a, b| jsonb_key_order(a, b));
             let members = keys.into_iter().map(|key| (Some(key), &object[key]));
             (members.collect(), '{', '}')
+        }
+        // A number as jsonb's numeric holds it: as written, but for an
+        // exponent (`1.50e1` is `15.0`).
+        Value::Number(number) => {
+            let text = number.to_string();
+            let plain = without_exponent(&text, JSONB_NUMBER_DIGITS);
+            return out.push_str(plain.as_deref().unwrap_or(&text));
         }
         scalar => return out.push_str(&scalar.to_string()),
     };

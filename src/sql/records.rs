@@ -294,7 +294,16 @@ fn mark_select(select: &mut Select, scopes: &[Option<With>], found: &mut WholeRo
         .chain(select.having.as_mut());
     for expr in exprs {
         let mut depth = 0usize;
+        // `t.a[1]` is a compound access whose root is `t`: a qualifier,
+        // not a value.
+        let mut qualifiers = std::collections::HashSet::new();
         let _ = visit_outside_subqueries(expr, &mut depth, &mut |e| {
+            if let Expr::CompoundFieldAccess { root, .. } = e {
+                qualifiers.insert(std::ptr::from_ref(root.as_ref()));
+            }
+            if qualifiers.contains(&std::ptr::from_ref(&*e)) {
+                return;
+            }
             let Expr::Identifier(ident) = e else { return };
             let name = normalized(ident);
             let Some((_, listed)) = named.iter().find(|(n, _)| *n == name) else {
@@ -467,7 +476,7 @@ mod tests {
     fn each_select_marks_its_own_aliases_and_lists_its_from() {
         let mut s = statement(
             "WITH w AS (SELECT 1 AS a) \
-             SELECT row_to_json(t), (SELECT count(x) FROM u x WHERE x IS NOT NULL), t.k, k \
+             SELECT row_to_json(t), (SELECT count(x) FROM u x WHERE x IS NOT NULL), t.k, k, t.a[1] \
              FROM t JOIN w ON true",
         );
         let found = mark_whole_rows(&mut s);
@@ -476,7 +485,7 @@ mod tests {
             "WITH w AS (SELECT 1 AS a) \
              SELECT row_to_json(__tablegate_whole_row(2)), \
              (SELECT count(__tablegate_whole_row(0)) FROM u x WHERE __tablegate_whole_row(1) IS NOT NULL), \
-             t.k, k FROM t JOIN w ON true"
+             t.k, k, t.a[1] FROM t JOIN w ON true"
         );
         let lists: Vec<String> = found.from_lists.iter().map(|q| q.to_string()).collect();
         assert_eq!(
@@ -501,7 +510,7 @@ mod tests {
             s.to_string(),
             "WITH w AS (SELECT 1 AS a) \
              SELECT row_to_json(row_value('k', t.\"k\", 'v', t.\"v\")), \
-             (SELECT count(x) FROM u x WHERE x IS NOT NULL), t.k, k FROM t JOIN w ON true"
+             (SELECT count(x) FROM u x WHERE x IS NOT NULL), t.k, k, t.a[1] FROM t JOIN w ON true"
         );
     }
 

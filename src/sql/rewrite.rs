@@ -775,43 +775,7 @@ const NUMERIC_DIGITS: usize = 38;
 /// for a literal without an exponent, and for one no numeric holds
 /// (`1e300`).
 fn number_in_digits(text: &str) -> Option<String> {
-    let (mantissa, exponent) = text.split_once(['e', 'E'])?;
-    let exponent: i64 = exponent.parse().ok()?;
-    let (whole, fraction) = mantissa.split_once('.').unwrap_or((mantissa, ""));
-    let digits = format!("{whole}{fraction}");
-    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
-        return None;
-    }
-    // Where the decimal point falls among `digits`.
-    let point = whole.len() as i64 + exponent;
-    if point.unsigned_abs() > (digits.len() + NUMERIC_DIGITS) as u64 {
-        return None;
-    }
-    let (whole, fraction) = if point <= 0 {
-        (
-            String::new(),
-            "0".repeat(point.unsigned_abs() as usize) + &digits,
-        )
-    } else if point as usize >= digits.len() {
-        (
-            digits.clone() + &"0".repeat(point as usize - digits.len()),
-            String::new(),
-        )
-    } else {
-        let (whole, fraction) = digits.split_at(point as usize);
-        (whole.to_owned(), fraction.to_owned())
-    };
-    let whole = match whole.trim_start_matches('0') {
-        "" => "0",
-        whole => whole,
-    };
-    if whole.trim_start_matches('0').len() + fraction.len() > NUMERIC_DIGITS {
-        return None;
-    }
-    Some(match fraction.as_str() {
-        "" => whole.to_owned(),
-        fraction => format!("{whole}.{fraction}"),
-    })
+    super::decimals::without_exponent(text, NUMERIC_DIGITS)
 }
 
 /// The arguments of a function call, when all are plain expressions.

@@ -15,6 +15,12 @@
 //!   that compares wrongly with an interval (`now() - t > interval '1
 //!   day'` was false for a `t` years ago); the same rule puts
 //!   [`TimestampDifference`] in its place.
+//! - Intervals compare and sort by their length, months of 30 days and
+//!   days of 24 hours (`interval '1 month' = interval '30 days'`,
+//!   `interval '25 hours' > interval '1 day'`), as PostgreSQL's do, where
+//!   Arrow compares months, then days, then time: the same rule compares
+//!   and sorts their [`IntervalSpan`]s. (`max` and `min` of intervals
+//!   still take Arrow's order.)
 //! - A date moved by an interval with a time of day is a timestamp
 //!   (`date '2024-01-05' - interval '1 hour'` is `2024-01-04 23:00:00`),
 //!   where DataFusion's date drops the time ([`date_moved_in_time`]).
@@ -125,8 +131,9 @@ impl AnalyzerRule for PostgresArithmetic {
     fn analyze(&self, plan: LogicalPlan, config: &ConfigOptions) -> Result<LogicalPlan> {
         let replaced = |e: &Expr| {
             matches!(e, Expr::BinaryExpr(BinaryExpr { op, .. })
-                if checked(*op).is_some() || *op == Operator::Divide)
+                if checked(*op).is_some() || *op == Operator::Divide || compares(*op))
         };
+        let plan = intervals_sorted_by_span(plan)?;
         let timestamps_made = Cell::new(false);
         let plan = rewrite_nodes_holding(
             plan,
@@ -192,6 +199,13 @@ fn checked_operations(
         // (DataFusion's coercion makes a numeric of an integer divided
         // with one).
         let ty = |side: &Expr| side.get_type(inputs).ok();
+        if compares(op) {
+            let expr = Expr::BinaryExpr(BinaryExpr { left, op, right });
+            return Ok(match compared_by_span(&expr, inputs) {
+                Some(compared) => Transformed::yes(compared),
+                None => Transformed::no(expr),
+            });
+        }
         let function = match (ty(&left), ty(&right), checked(op)) {
             (Some(l), Some(r), Some(function)) if l == r && l.is_integer() => function,
             (Some(DataType::Timestamp(..)), Some(DataType::Timestamp(..)), _)
@@ -215,6 +229,114 @@ fn checked_operations(
             ScalarFunction::new_udf(function.clone(), vec![*left, *right]),
         )))
     })
+}
+
+fn compares(op: Operator) -> bool {
+    use Operator::*;
+    matches!(
+        op,
+        Eq | NotEq | Lt | LtEq | Gt | GtEq | IsDistinctFrom | IsNotDistinctFrom
+    )
+}
+
+fn is_interval(ty: &DataType) -> bool {
+    matches!(ty, DataType::Interval(_) | DataType::Duration(_))
+}
+
+fn span_of(interval: Expr) -> Expr {
+    static SPAN: OnceLock<Arc<ScalarUDF>> = OnceLock::new();
+    let span = SPAN.get_or_init(|| Arc::new(ScalarUDF::from(IntervalSpan::new())));
+    Expr::ScalarFunction(ScalarFunction::new_udf(span.clone(), vec![interval]))
+}
+
+/// A comparison of two intervals as the comparison of their spans.
+fn compared_by_span(expr: &Expr, inputs: &DFSchema) -> Option<Expr> {
+    let Expr::BinaryExpr(BinaryExpr { left, op, right }) = expr else {
+        return None;
+    };
+    let interval = |side: &Expr| side.get_type(inputs).is_ok_and(|t| is_interval(&t));
+    if !(compares(*op) && interval(left) && interval(right)) {
+        return None;
+    }
+    Some(Expr::BinaryExpr(BinaryExpr::new(
+        Box::new(span_of((**left).clone())),
+        *op,
+        Box::new(span_of((**right).clone())),
+    )))
+}
+
+/// `plan` with each sort by an interval a sort by its span.
+fn intervals_sorted_by_span(plan: LogicalPlan) -> Result<LogicalPlan> {
+    let plan = plan.transform_up_with_subqueries(|node| {
+        let LogicalPlan::Sort(mut sort) = node else {
+            return Ok(Transformed::no(node));
+        };
+        let inputs = sort.input.schema().clone();
+        let mut changed = false;
+        for key in &mut sort.expr {
+            if key.expr.get_type(&inputs).is_ok_and(|t| is_interval(&t)) {
+                key.expr = span_of(key.expr.clone());
+                changed = true;
+            }
+        }
+        Ok(Transformed::new_transformed(
+            LogicalPlan::Sort(sort),
+            changed,
+        ))
+    })?;
+    Ok(plan.data)
+}
+
+/// An interval's length as PostgreSQL compares intervals, in nanoseconds:
+/// a month is 30 days, a day 24 hours.
+#[derive(Debug, PartialEq, Eq, Hash)]
+struct IntervalSpan {
+    signature: Signature,
+}
+
+impl IntervalSpan {
+    fn new() -> Self {
+        IntervalSpan {
+            signature: Signature::any(1, Volatility::Immutable),
+        }
+    }
+}
+
+impl ScalarUDFImpl for IntervalSpan {
+    fn name(&self) -> &str {
+        "interval_span"
+    }
+
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+
+    fn return_type(&self, _: &[DataType]) -> Result<DataType> {
+        Ok(DataType::Decimal128(NUMERIC_DIGITS, 0))
+    }
+
+    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
+        let [interval] = args.args.as_slice() else {
+            return exec_err!("{} takes one value", self.name());
+        };
+        let scalar = matches!(interval, ColumnarValue::Scalar(_));
+        let intervals = interval_values(&interval.to_array(args.number_rows)?)?;
+        let spans: Decimal128Array = intervals
+            .into_iter()
+            .map(|i| {
+                i.map(|i| {
+                    (i128::from(i.months) * i128::from(DAYS_A_MONTH) + i128::from(i.days))
+                        * i128::from(NANOS_A_DAY)
+                        + i128::from(i.nanoseconds)
+                })
+            })
+            .collect();
+        let spans = spans.with_precision_and_scale(NUMERIC_DIGITS, 0)?;
+        Ok(match scalar {
+            true => ColumnarValue::Scalar(ScalarValue::try_from_array(&spans, 0)?),
+            false => ColumnarValue::Array(Arc::new(spans)),
+        })
+    }
 }
 
 /// `date ± interval` as a timestamp, as PostgreSQL computes it, when the

@@ -208,6 +208,12 @@ fn listed_columns(factor: &TableFactor) -> Option<Vec<String>> {
     if let Some(columns) = named {
         return Some(columns.iter().map(|c| normalized(&c.name)).collect());
     }
+    named_columns(subquery)
+}
+
+/// A query's columns when its select list names every one (`a`, `t.b`, `x
+/// AS c`), leaving out those added to move outer keys out of it.
+pub(super) fn named_columns(subquery: &Query) -> Option<Vec<String>> {
     let SetExpr::Select(select) = subquery.body.as_ref() else {
         return None;
     };

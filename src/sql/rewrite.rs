@@ -1526,32 +1526,94 @@ impl datafusion::sql::sqlparser::ast::VisitorMut for Selects {
     }
 }
 
-/// Names the columns [`correlated_derived_tables`] adds, which a whole-row
+/// Names the columns [`outer_keys_moved_out`] adds, which a whole-row
 /// reference leaves out.
 pub(super) const OUTER_KEY: &str = "__tablegate_outer_key";
 
-/// A subquery in FROM whose WHERE equates its columns with an outer
-/// query's (`(SELECT json_agg(x) FROM (SELECT id, kind FROM pets WHERE
-/// pets.owner = p.id) x)`), which DataFusion does not decorrelate: each
-/// such equality moves out to the WHERE around the subquery, on a column
-/// the subquery adds (`pets.owner AS __tablegate_outer_key1`, compared as
-/// `x.__tablegate_outer_key1 = p.id`). The same rows are kept: the
-/// subquery does not group, aggregate, limit or de-duplicate its rows, and
-/// nothing joins it from the right; the select around it reads no `*`
-/// that the added column would show in.
+/// Subqueries in FROM that read the outer row by equality, which DataFusion
+/// does not decorrelate, made plain subqueries joined on those equalities
+/// (see [`outer_keys_moved_out`]):
+///
+/// - a subquery in FROM inside a subquery (`(SELECT json_agg(x) FROM
+///   (SELECT id, kind FROM pets WHERE pets.owner = p.id) x)`): the
+///   equalities move to the WHERE around it, when nothing joins it from
+///   the right;
+/// - a LATERAL subquery (`p LEFT JOIN LATERAL (SELECT ... WHERE c.p = p.id
+///   ORDER BY at DESC LIMIT 1) x ON true`, or `, LATERAL (...) x`): they
+///   move into its join's ON.
+///
+/// The select around reads no `*`, and reads `x.*` only of a subquery
+/// whose columns its select list names (it becomes those columns), so
+/// that the columns added do not show.
 fn correlated_derived_tables(select: &mut Select) {
-    use datafusion::sql::sqlparser::ast::{JoinOperator, TableFactor};
-    let reads_wildcard = select.projection.iter().any(|item| {
-        matches!(
-            item,
-            SelectItem::Wildcard(_) | SelectItem::QualifiedWildcard(..)
-        )
-    });
-    if reads_wildcard {
+    use datafusion::sql::sqlparser::ast::{
+        Join, JoinConstraint, JoinOperator, SelectItemQualifiedWildcardKind, TableFactor,
+    };
+    if select
+        .projection
+        .iter()
+        .any(|item| matches!(item, SelectItem::Wildcard(_)))
+    {
         return;
     }
-    let mut moved = Vec::new();
-    for table in &mut select.from {
+    // `x.*` of a subquery that cannot be listed stops its move.
+    let read_whole: Vec<String> = select
+        .projection
+        .iter()
+        .filter_map(|item| match item {
+            SelectItem::QualifiedWildcard(SelectItemQualifiedWildcardKind::ObjectName(name), _) => {
+                name.0
+                    .last()
+                    .and_then(|p| p.as_ident())
+                    .map(|i| i.value.to_lowercase())
+            }
+            _ => None,
+        })
+        .collect();
+    let mut listed: Vec<(Ident, Vec<String>)> = Vec::new();
+    let mut moved_out = |factor: &mut TableFactor, lateral: bool| -> Option<Vec<Expr>> {
+        let TableFactor::Derived {
+            lateral: is_lateral,
+            subquery,
+            alias: Some(alias),
+            ..
+        } = factor
+        else {
+            return None;
+        };
+        if *is_lateral != lateral {
+            return None;
+        }
+        let name = alias.name.value.to_lowercase();
+        let columns = if read_whole.contains(&name) {
+            Some(super::records::named_columns(subquery)?)
+        } else {
+            None
+        };
+        let conditions = outer_keys_moved_out(subquery, alias)?;
+        *is_lateral = false;
+        listed.extend(columns.map(|c| (alias.name.clone(), c)));
+        Some(conditions)
+    };
+    let mut to_where = Vec::new();
+    let mut i = 0;
+    while i < select.from.len() {
+        let table = &mut select.from[i];
+        // `, LATERAL (...) x`: joined to the items before it.
+        if i > 0 && table.joins.is_empty() {
+            if let Some(conditions) = moved_out(&mut table.relation, true) {
+                let relation = select.from.remove(i).relation;
+                select.from[i - 1].joins.push(Join {
+                    relation,
+                    global: false,
+                    join_operator: JoinOperator::Inner(JoinConstraint::On(
+                        and_all(conditions).expect("a moved key"),
+                    )),
+                });
+                continue;
+            }
+        }
+        let table = &mut select.from[i];
         let joined_from_right = table.joins.iter().any(|j| {
             !matches!(
                 j.join_operator,
@@ -1562,76 +1624,222 @@ fn correlated_derived_tables(select: &mut Select) {
                     | JoinOperator::CrossJoin(_)
             )
         });
-        let TableFactor::Derived {
-            lateral: false,
-            subquery,
-            alias: Some(alias),
-            ..
-        } = &mut table.relation
-        else {
-            continue;
-        };
-        if joined_from_right || !alias.columns.is_empty() {
-            continue;
-        }
-        let plain =
-            subquery.with.is_none() && subquery.limit_clause.is_none() && subquery.fetch.is_none();
-        let SetExpr::Select(inner_select) = subquery.body.as_mut() else {
-            continue;
-        };
-        let groups =
-            !matches!(&inner_select.group_by, GroupByExpr::Expressions(e, _) if e.is_empty());
-        let aggregating = inner_select.projection.iter().any(|item| match item {
-            SelectItem::UnnamedExpr(e) | SelectItem::ExprWithAlias { expr: e, .. } => aggregates(e),
-            _ => false,
-        });
-        if !plain
-            || groups
-            || aggregating
-            || inner_select.distinct.is_some()
-            || inner_select.having.is_some()
-        {
-            continue;
-        }
-        let inner = inner_names(inner_select);
-        if inner.is_empty() {
-            continue;
-        }
-        let Some(selection) = &inner_select.selection else {
-            continue;
-        };
-        let mut conditions = Vec::new();
-        conjuncts(selection.clone(), &mut conditions);
-        let (mut kept, mut outer_keys) = (Vec::new(), Vec::new());
-        let mut only_equalities = true;
-        for c in conditions {
-            match outer_equality(&c, &inner) {
-                Some(pair) => outer_keys.push(pair),
-                None if reads_outer(&c, &inner) => only_equalities = false,
-                None => kept.push(c),
+        if !joined_from_right {
+            if let Some(conditions) = moved_out(&mut table.relation, false) {
+                to_where.extend(conditions);
             }
         }
-        if outer_keys.is_empty() || !only_equalities {
-            continue;
+        for join in &mut table.joins {
+            let (on, left) = match &join.join_operator {
+                JoinOperator::Join(JoinConstraint::On(on))
+                | JoinOperator::Inner(JoinConstraint::On(on)) => (Some(on.clone()), false),
+                JoinOperator::Left(JoinConstraint::On(on))
+                | JoinOperator::LeftOuter(JoinConstraint::On(on)) => (Some(on.clone()), true),
+                JoinOperator::CrossJoin(JoinConstraint::None) => (None, false),
+                _ => continue,
+            };
+            let Some(mut conditions) = moved_out(&mut join.relation, true) else {
+                continue;
+            };
+            let always = |e: &Expr| matches!(e, Expr::Value(v) if v.value == Value::Boolean(true));
+            conditions.extend(on.filter(|on| !always(on)));
+            let on = JoinConstraint::On(and_all(conditions).expect("a moved key"));
+            join.join_operator = match left {
+                true => JoinOperator::LeftOuter(on),
+                false => JoinOperator::Inner(on),
+            };
         }
-        inner_select.selection = and_all(kept);
-        for (n, (inner_side, outer_side)) in outer_keys.into_iter().enumerate() {
-            let key = Ident::new(format!("{OUTER_KEY}{}", n + 1));
-            inner_select.projection.push(SelectItem::ExprWithAlias {
-                expr: inner_side,
-                alias: key.clone(),
+        i += 1;
+    }
+    if !to_where.is_empty() {
+        to_where.extend(select.selection.take());
+        select.selection = and_all(to_where);
+    }
+    // `x.*` as the columns the subquery names.
+    for (alias, columns) in listed {
+        let at = select.projection.iter().position(|item| {
+            matches!(item, SelectItem::QualifiedWildcard(SelectItemQualifiedWildcardKind::ObjectName(name), _)
+                if name.0.last().and_then(|p| p.as_ident()).is_some_and(|i| i.value.eq_ignore_ascii_case(&alias.value)))
+        });
+        if let Some(at) = at {
+            let items = columns.into_iter().map(|c| {
+                SelectItem::UnnamedExpr(Expr::CompoundIdentifier(vec![
+                    alias.clone(),
+                    Ident::with_quote('"', c),
+                ]))
             });
+            select.projection.splice(at..=at, items);
+        }
+    }
+}
+
+/// Moves the equalities of a subquery in FROM with the outer query
+/// (`c.p = o.id`) out of it, for DataFusion to decorrelate: each inner
+/// side becomes a column of the subquery (`c.p AS
+/// __tablegate_outer_key1`), and the conditions returned compare it with
+/// the outer side (`x.__tablegate_outer_key1 = o.id`). A LIMIT (and
+/// OFFSET) becomes a rank among the rows of the same keys, in the
+/// subquery's order, and conditions on it. `None`, and the subquery left
+/// as it was, unless it is a plain select that does not group, aggregate
+/// or de-duplicate, reads the outer query only in equalities of its
+/// WHERE, and has at least one.
+fn outer_keys_moved_out(
+    subquery: &mut Query,
+    alias: &datafusion::sql::sqlparser::ast::TableAlias,
+) -> Option<Vec<Expr>> {
+    use datafusion::sql::sqlparser::ast::{LimitClause, OrderByKind, WindowSpec, WindowType};
+    if !alias.columns.is_empty() || subquery.with.is_some() || subquery.fetch.is_some() {
+        return None;
+    }
+    let integer = |e: &Expr| match e {
+        Expr::Value(v) => match &v.value {
+            Value::Number(n, _) => n.parse::<u64>().ok(),
+            _ => None,
+        },
+        _ => None,
+    };
+    let (limit, offset) = match &subquery.limit_clause {
+        None => (None, 0),
+        Some(LimitClause::LimitOffset {
+            limit,
+            offset,
+            limit_by,
+        }) if limit_by.is_empty() => (
+            match limit {
+                Some(limit) => Some(integer(limit)?),
+                None => None,
+            },
+            match offset {
+                Some(offset) => integer(&offset.value)?,
+                None => 0,
+            },
+        ),
+        Some(_) => return None,
+    };
+    let order: Vec<datafusion::sql::sqlparser::ast::OrderByExpr> = match &subquery.order_by {
+        None => Vec::new(),
+        Some(order) => match &order.kind {
+            OrderByKind::Expressions(exprs) => exprs.clone(),
+            OrderByKind::All(_) => return None,
+        },
+    };
+    let SetExpr::Select(inner_select) = subquery.body.as_mut() else {
+        return None;
+    };
+    let groups = !matches!(&inner_select.group_by, GroupByExpr::Expressions(e, _) if e.is_empty());
+    let items: Vec<&Expr> = inner_select
+        .projection
+        .iter()
+        .filter_map(|item| match item {
+            SelectItem::UnnamedExpr(e) | SelectItem::ExprWithAlias { expr: e, .. } => Some(e),
+            _ => None,
+        })
+        .collect();
+    if groups
+        || items.iter().any(|e| aggregates(e))
+        || inner_select.distinct.is_some()
+        || inner_select.having.is_some()
+    {
+        return None;
+    }
+    let inner = inner_names(inner_select);
+    if inner.is_empty()
+        || items.iter().any(|e| reads_outer(e, &inner))
+        || order.iter().any(|o| reads_outer(&o.expr, &inner))
+    {
+        return None;
+    }
+    let mut conditions = Vec::new();
+    conjuncts(inner_select.selection.clone()?, &mut conditions);
+    let (mut kept, mut keys) = (Vec::new(), Vec::new());
+    for c in conditions {
+        match outer_equality(&c, &inner) {
+            Some(pair) => keys.push(pair),
+            None if reads_outer(&c, &inner) => return None,
+            None => kept.push(c),
+        }
+    }
+    if keys.is_empty() {
+        return None;
+    }
+    // The window's order: select-list names and positions as what they name.
+    let named = |e: &Expr| -> Option<Expr> {
+        let item = match e {
+            Expr::Value(_) => inner_select.projection.get(integer(e)?.checked_sub(1)? as usize)?,
+            Expr::Identifier(name) => inner_select.projection.iter().find(|item| {
+                matches!(item, SelectItem::ExprWithAlias { alias, .. } if alias.value.eq_ignore_ascii_case(&name.value))
+            })?,
+            _ => return None,
+        };
+        match item {
+            SelectItem::UnnamedExpr(e) | SelectItem::ExprWithAlias { expr: e, .. } => {
+                Some(e.clone())
+            }
+            _ => None,
+        }
+    };
+    let order: Vec<_> = order
+        .into_iter()
+        .map(|mut o| {
+            if let Some(e) = named(&o.expr) {
+                o.expr = e;
+            }
+            o
+        })
+        .collect();
+    inner_select.selection = and_all(kept);
+    let column = |name: &str| Expr::CompoundIdentifier(vec![alias.name.clone(), Ident::new(name)]);
+    let mut moved = Vec::new();
+    let partition: Vec<Expr> = keys
+        .iter()
+        .map(|(inner_side, _)| inner_side.clone())
+        .collect();
+    for (n, (inner_side, outer_side)) in keys.into_iter().enumerate() {
+        let key = format!("{OUTER_KEY}{}", n + 1);
+        inner_select.projection.push(SelectItem::ExprWithAlias {
+            expr: inner_side,
+            alias: Ident::new(&key),
+        });
+        moved.push(Expr::BinaryOp {
+            left: Box::new(column(&key)),
+            op: BinaryOperator::Eq,
+            right: Box::new(outer_side),
+        });
+    }
+    if limit.is_some() || offset > 0 {
+        let rank = format!("{OUTER_KEY}_rank");
+        let Expr::Function(mut row_number) = call("row_number", vec![]) else {
+            unreachable!("call makes a function")
+        };
+        row_number.over = Some(WindowType::WindowSpec(WindowSpec {
+            window_name: None,
+            partition_by: partition,
+            order_by: order,
+            window_frame: None,
+        }));
+        inner_select.projection.push(SelectItem::ExprWithAlias {
+            expr: Expr::Function(row_number),
+            alias: Ident::new(&rank),
+        });
+        let number = |n: u64| Expr::Value(Value::Number(n.to_string(), false).into());
+        if let Some(limit) = limit {
             moved.push(Expr::BinaryOp {
-                left: Box::new(Expr::CompoundIdentifier(vec![alias.name.clone(), key])),
-                op: BinaryOperator::Eq,
-                right: Box::new(outer_side),
+                left: Box::new(column(&rank)),
+                op: BinaryOperator::LtEq,
+                right: Box::new(number(limit + offset)),
             });
         }
+        if offset > 0 {
+            moved.push(Expr::BinaryOp {
+                left: Box::new(column(&rank)),
+                op: BinaryOperator::Gt,
+                right: Box::new(number(offset)),
+            });
+        }
+        subquery.limit_clause = None;
+        subquery.order_by = None;
     }
-    if !moved.is_empty() {
-        moved.extend(select.selection.take());
-        select.selection = and_all(moved);
-    }
+    Some(moved)
 }
 
 /// `inner = outer` (either way round): the inner side's columns all the
@@ -2493,6 +2701,12 @@ mod tests {
             rewritten("SELECT (SELECT count(*) FROM (SELECT id FROM c WHERE c.p = o.id AND k > 1) x) FROM o"),
             "SELECT (SELECT count(*) FROM (SELECT id, c.p AS __tablegate_outer_key1 FROM c WHERE k > 1) x \
              WHERE x.__tablegate_outer_key1 = o.id) FROM o"
+        );
+        assert_eq!(
+            rewritten("SELECT o.k, x.* FROM o LEFT JOIN LATERAL (SELECT v AS w FROM c WHERE c.p = o.id ORDER BY w DESC LIMIT 2) x ON true"),
+            "SELECT o.k, x.\"w\" FROM o LEFT OUTER JOIN (SELECT v AS w, c.p AS __tablegate_outer_key1, \
+             row_number() OVER (PARTITION BY c.p ORDER BY v DESC) AS __tablegate_outer_key_rank FROM c) x \
+             ON x.__tablegate_outer_key1 = o.id AND x.__tablegate_outer_key_rank <= 2"
         );
         // Not when the subquery aggregates, or compares otherwise with the
         // outer row.

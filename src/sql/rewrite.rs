@@ -556,7 +556,9 @@ fn and_all(mut exprs: Vec<Expr>) -> Option<Expr> {
 }
 
 /// Wraps the expression of a scalar subquery that returns its rows as they
-/// are (no aggregate, grouping, DISTINCT, ORDER BY or LIMIT) in
+/// are (no grouping, DISTINCT, ORDER BY or LIMIT, and no aggregate: an
+/// aggregate's conditions only get the outer side of a join equality put
+/// for its outer expression, as below) in
 /// `single_value`, and takes out the conditions of its WHERE that only test
 /// the outer row: returned, to guard the whole subquery (`CASE WHEN cond
 /// THEN (subquery) END`: a false or NULL condition leaves no rows, hence
@@ -588,6 +590,15 @@ fn single_value(query: &mut Query) -> (Option<Expr>, Option<Expr>) {
         _ => return (None, None),
     };
     if aggregates(expr) {
+        // An aggregate's rows are filtered all the same with the outer
+        // side of a join equality in place of the outer expression, and
+        // the comparison then one DataFusion can decorrelate.
+        if let Some(selection) = select.selection.take() {
+            let mut all = Vec::new();
+            conjuncts(selection, &mut all);
+            substitute_joined(&mut all, &inner);
+            select.selection = and_all(all);
+        }
         return (None, None);
     }
     let outside = if inner.is_empty() {

@@ -749,7 +749,9 @@ pub fn register_all(
     ctx.register_udaf(variance.as_ref().clone().with_aliases(["variance"]));
     ctx.register_udf(ScalarUDF::new_from_impl(super::templates::ToChar::new()));
     ctx.register_udf(ScalarUDF::new_from_impl(PgTypeOf::default()));
-    ctx.register_udf(ScalarUDF::new_from_impl(super::records::RowValue::default()));
+    for row in super::records::RowValue::both() {
+        ctx.register_udf(ScalarUDF::new_from_impl(row));
+    }
     ctx.register_udf(ScalarUDF::new_from_impl(AtTimeZone::default()));
     ctx.register_udf(ScalarUDF::new_from_impl(
         super::ordered_sets::MostFrequent::default(),

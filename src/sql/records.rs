@@ -4,7 +4,7 @@
 //!
 //! PostgreSQL reads a table's alias used as a value as the row of its
 //! columns. DataFusion has no such reference, so each becomes
-//! `row_value('a', t.a, 'b', t.b)`, in two steps around planning the
+//! `table_row('a', t.a, 'b', t.b)`, in two steps around planning the
 //! relations: [`mark_whole_rows`] puts a numbered place holder where a
 //! select reads one of its FROM aliases as a value and says which FROM
 //! lists the alias's columns; the session plans each of those FROM lists
@@ -17,7 +17,8 @@
 use std::ops::ControlFlow;
 use std::sync::Arc;
 
-use datafusion::arrow::array::StructArray;
+use datafusion::arrow::array::{Array, StructArray};
+use datafusion::arrow::buffer::NullBuffer;
 use datafusion::arrow::datatypes::{DataType, Field, FieldRef, Fields};
 use datafusion::common::{exec_err, DFSchema, Result as DfResult};
 use datafusion::logical_expr::{
@@ -32,31 +33,39 @@ use datafusion::sql::sqlparser::ast::{
 
 use super::rewrite::{call, OUTER_KEY};
 
-/// The function a row value is made with.
+/// The function `ROW(x, y)` becomes.
 pub const ROW_VALUE: &str = "row_value";
+
+/// The function a whole-row reference becomes: NULL where every column is
+/// NULL, which is how a table's row reads on the NULL side of an outer
+/// join (`a LEFT JOIN b ... WHERE b IS NULL`, `count(b)`).
+pub const TABLE_ROW: &str = "table_row";
 
 /// The place holder [`mark_whole_rows`] leaves, numbered.
 const WHOLE_ROW: &str = "__tablegate_whole_row";
 
 /// `row_value('a', x, 'b', y)`: a row of named values. Unlike DataFusion's
 /// `named_struct`, each field keeps its value's declared type, so a json
-/// column stays json in the row (and in `row_to_json`'s object).
+/// column stays json in the row (and in `row_to_json`'s object). As
+/// [`TABLE_ROW`], a row whose fields are all NULL is NULL.
 #[derive(Debug, PartialEq, Eq, Hash)]
 pub struct RowValue {
+    name: &'static str,
     signature: Signature,
 }
 
-impl Default for RowValue {
-    fn default() -> Self {
-        RowValue {
+impl RowValue {
+    pub fn both() -> [RowValue; 2] {
+        [ROW_VALUE, TABLE_ROW].map(|name| RowValue {
+            name,
             signature: Signature::variadic_any(Volatility::Immutable),
-        }
+        })
     }
 }
 
 impl ScalarUDFImpl for RowValue {
     fn name(&self) -> &str {
-        ROW_VALUE
+        self.name
     }
 
     fn signature(&self) -> &Signature {
@@ -97,10 +106,14 @@ impl ScalarUDFImpl for RowValue {
         };
         let values: Vec<ColumnarValue> = args.args.chunks(2).map(|c| c[1].clone()).collect();
         let arrays = ColumnarValue::values_to_arrays(&values)?;
+        let nulls = (self.name == TABLE_ROW).then(|| {
+            let rows = arrays.first().map_or(0, |a| a.len());
+            NullBuffer::from_iter((0..rows).map(|i| arrays.iter().any(|a| a.is_valid(i))))
+        });
         Ok(ColumnarValue::Array(Arc::new(StructArray::try_new(
             fields.clone(),
             arrays,
-            None,
+            nulls,
         )?)))
     }
 }
@@ -114,6 +127,51 @@ pub fn row_constructor(values: Vec<Expr>) -> Expr {
         .flat_map(|(i, value)| [text(&format!("f{}", i + 1)), value])
         .collect();
     call(ROW_VALUE, args)
+}
+
+/// `row IS NULL` (`IS NOT NULL`) of a row made here, as PostgreSQL tests a
+/// row: every field NULL (every field not NULL).
+pub fn row_nullness(expr: &mut Expr) {
+    let (row, is_null) = match expr {
+        Expr::IsNull(row) => (row, true),
+        Expr::IsNotNull(row) => (row, false),
+        _ => return,
+    };
+    let Expr::Function(f) = row.as_ref() else {
+        return;
+    };
+    let name = f.name.to_string();
+    if name != ROW_VALUE && name != TABLE_ROW {
+        return;
+    }
+    let FunctionArguments::List(list) = &f.args else {
+        return;
+    };
+    let tests: Vec<Expr> = list
+        .args
+        .iter()
+        .skip(1)
+        .step_by(2)
+        .filter_map(|arg| match arg {
+            FunctionArg::Unnamed(FunctionArgExpr::Expr(value)) => Some(match is_null {
+                true => Expr::IsNull(Box::new(value.clone())),
+                false => Expr::IsNotNull(Box::new(value.clone())),
+            }),
+            _ => None,
+        })
+        .collect();
+    let Some(first) = tests.first().cloned() else {
+        return;
+    };
+    let all = tests
+        .into_iter()
+        .skip(1)
+        .fold(first, |all, test| Expr::BinaryOp {
+            left: Box::new(all),
+            op: datafusion::sql::sqlparser::ast::BinaryOperator::And,
+            right: Box::new(test),
+        });
+    *expr = Expr::Nested(Box::new(all));
 }
 
 fn text(s: &str) -> Expr {
@@ -417,6 +475,11 @@ pub fn resolve_whole_rows(
         *e = row.unwrap_or_else(|| Expr::Identifier(alias.clone()));
         ControlFlow::Continue(())
     });
+    // Children first: a tested row is made by now.
+    let _ = visit_expressions_mut(statement, |e| {
+        row_nullness(e);
+        ControlFlow::<()>::Continue(())
+    });
 }
 
 fn place_holder(e: &Expr) -> Option<usize> {
@@ -436,7 +499,7 @@ fn place_holder(e: &Expr) -> Option<usize> {
     }
 }
 
-/// `row_value('a', t.a, ...)` over the columns qualified by `alias`, or
+/// `table_row('a', t.a, ...)` over the columns qualified by `alias`, or
 /// `None` when the alias names a column too (it reads as the column) or
 /// has no columns.
 fn whole_row(alias: &Ident, schema: &DFSchema) -> Option<Expr> {
@@ -453,7 +516,7 @@ fn whole_row(alias: &Ident, schema: &DFSchema) -> Option<Expr> {
     (!columns.is_empty()).then(|| row_of(alias, columns.into_iter()))
 }
 
-/// `row_value('a', t.a, ...)`.
+/// `table_row('a', t.a, ...)`.
 fn row_of<'a>(alias: &Ident, columns: impl Iterator<Item = &'a String>) -> Expr {
     let mut args = Vec::new();
     for column in columns {
@@ -463,7 +526,7 @@ fn row_of<'a>(alias: &Ident, columns: impl Iterator<Item = &'a String>) -> Expr 
             Ident::with_quote('"', column),
         ]));
     }
-    call(ROW_VALUE, args)
+    call(TABLE_ROW, args)
 }
 
 #[cfg(test)]
@@ -515,7 +578,7 @@ mod tests {
         assert_eq!(
             s.to_string(),
             "WITH w AS (SELECT 1 AS a) \
-             SELECT row_to_json(row_value('k', t.\"k\", 'v', t.\"v\")), \
+             SELECT row_to_json(table_row('k', t.\"k\", 'v', t.\"v\")), \
              (SELECT count(x) FROM u x WHERE x IS NOT NULL), t.k, k, t.a[1] FROM t JOIN w ON true"
         );
     }
@@ -527,7 +590,7 @@ mod tests {
         resolve_whole_rows(&mut s, &found, &[None]);
         assert_eq!(
             s.to_string(),
-            "SELECT json_agg(row_value('a', x.\"a\", 'b', x.\"b\", 'C', x.\"C\")) \
+            "SELECT json_agg(table_row('a', x.\"a\", 'b', x.\"b\", 'C', x.\"C\")) \
              FROM (SELECT a, t.b, c + 1 AS \"C\" FROM t) x"
         );
     }

@@ -834,6 +834,7 @@ fn regclass_of_value(expr: &Expr) -> Option<Expr> {
 }
 
 fn rewrite_expr(expr: &mut Expr) {
+    super::records::row_nullness(expr);
     match expr {
         // JSON's operators, as calls of tablegate's functions.
         Expr::BinaryOp { left, op, right }

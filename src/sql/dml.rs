@@ -9,6 +9,9 @@
 //! - INSERT: `SELECT <each column, cast to its type> FROM (<VALUES or query>) AS src(...)`
 //! - UPDATE: `SELECT <new values>, <old key columns>, <ETag> FROM <table> WHERE ...`
 //! - DELETE: `SELECT <key columns>, <ETag> FROM <table> WHERE ...`
+//! - MERGE: `SELECT <each column's value under the WHEN clause that
+//!   applies>, <that clause's number>, <ETag> FROM <source> LEFT JOIN
+//!   <table> ON ...`
 //!
 //! A row whose key columns change is deleted under its old key and inserted
 //! under the new one.
@@ -30,8 +33,9 @@ use datafusion::optimizer::simplify_expressions::ExprSimplifier;
 use datafusion::physical_expr::{create_physical_expr, PhysicalExpr};
 use datafusion::physical_plan::memory::MemoryStream;
 use datafusion::sql::sqlparser::ast::{
-    AssignmentTarget, ConflictTarget, Delete, Expr as AstExpr, FromTable, Insert, OnConflictAction,
-    OnInsert, SelectItem, SetExpr, Statement, TableFactor, TableObject, TableWithJoins, Update,
+    AssignmentTarget, ConflictTarget, Delete, Expr as AstExpr, FromTable, Insert, Merge,
+    MergeAction, MergeClauseKind, MergeInsertKind, OnConflictAction, OnInsert, SelectItem, SetExpr,
+    Statement, TableFactor, TableObject, TableWithJoins, Update,
 };
 use futures::TryStreamExt;
 
@@ -49,7 +53,7 @@ use crate::model::ETag;
 pub fn is_dml(statement: &Statement) -> bool {
     matches!(
         statement,
-        Statement::Insert(_) | Statement::Update(_) | Statement::Delete(_)
+        Statement::Insert(_) | Statement::Update(_) | Statement::Delete(_) | Statement::Merge(_)
     )
 }
 
@@ -87,6 +91,8 @@ struct Rewrite {
     alias: String,
     on_conflict: Conflict,
     kind: Kind,
+    /// For MERGE: what each WHEN clause does, in order.
+    merged: Vec<Kind>,
     /// For an INSERT whose rows are only parameters and NULLs (the prepared
     /// single-row insert): each row's value sources, by output column. Its
     /// rows are built without planning the SELECT.
@@ -116,6 +122,9 @@ enum Kind {
     Insert,
     Update,
     Delete,
+    /// Each row is changed as its WHEN clause says, in
+    /// [`Rewrite::merged`]; a row no clause takes is left as it is.
+    Merge,
 }
 
 /// What INSERT does with a row whose key exists.
@@ -423,6 +432,7 @@ fn rewrite_insert(session: &Session, insert: &Insert) -> Result<Rewrite> {
         returning: insert.returning.clone(),
         on_conflict,
         kind: Kind::Insert,
+        merged: Vec::new(),
         direct,
     })
 }
@@ -829,6 +839,7 @@ fn rewrite_update(session: &Session, update: &Update) -> Result<Rewrite> {
         alias,
         on_conflict: Conflict::Error,
         kind: Kind::Update,
+        merged: Vec::new(),
         direct: None,
     })
 }
@@ -877,6 +888,167 @@ fn rewrite_delete(session: &Session, delete: &Delete) -> Result<Rewrite> {
         alias,
         on_conflict: Conflict::Error,
         kind: Kind::Delete,
+        merged: Vec::new(),
+        direct: None,
+    })
+}
+
+/// `MERGE INTO t USING s ON ... WHEN [NOT] MATCHED [AND ...] THEN ...`:
+/// the source joined with the table's rows (`LEFT JOIN`, so a source row
+/// without one is there, NOT MATCHED), each row numbered with the first
+/// clause whose kind and condition hold (0 for none), and its columns'
+/// values as that clause makes them: an UPDATE's assignments over the
+/// table's row, an INSERT's values (or the columns' defaults), the row as
+/// it is for a DELETE.
+fn rewrite_merge(session: &Session, merge: &Merge) -> Result<Rewrite> {
+    let TableFactor::Table { name, alias, .. } = &merge.table else {
+        return Err(SqlError::FeatureNotSupported(
+            "MERGE needs a table name".into(),
+        ));
+    };
+    let table = table_name(name)?;
+    let alias = alias
+        .as_ref()
+        .map(|a| normalize(&a.name))
+        .unwrap_or_else(|| table.clone());
+    let def = session.table(&table)?;
+    let columns: Vec<usize> = (0..def.columns.len())
+        .filter(|&i| def.columns[i].system.is_none())
+        .collect();
+    let own = |column: usize| format!("{}.{}", quote(&alias), quote(&def.columns[column].name));
+    let matched = format!("{}.{} IS NOT NULL", quote(&alias), quote(ROW_COLUMN));
+    let mut clause_tests = Vec::new();
+    // Each clause's value of each column.
+    let mut values: Vec<Vec<String>> = Vec::new();
+    let mut merged = Vec::new();
+    let mut hints = HashMap::new();
+    for (n, clause) in merge.clauses.iter().enumerate() {
+        let kind_test = match clause.clause_kind {
+            MergeClauseKind::Matched => matched.clone(),
+            MergeClauseKind::NotMatched | MergeClauseKind::NotMatchedByTarget => {
+                format!("NOT ({matched})")
+            }
+            MergeClauseKind::NotMatchedBySource => {
+                return Err(SqlError::FeatureNotSupported(
+                    "WHEN NOT MATCHED BY SOURCE is not supported".into(),
+                ))
+            }
+        };
+        let test = match &clause.predicate {
+            Some(p) => format!("{kind_test} AND ({p})"),
+            None => kind_test,
+        };
+        clause_tests.push(format!("WHEN {test} THEN {}", n + 1));
+        let mut row: Vec<String> = columns.iter().map(|&c| own(c)).collect();
+        let kind = match &clause.action {
+            MergeAction::Update(update) => {
+                for a in &update.assignments {
+                    let AssignmentTarget::ColumnName(name) = &a.target else {
+                        return Err(SqlError::FeatureNotSupported(
+                            "tuple assignments in MERGE are not supported".into(),
+                        ));
+                    };
+                    let ident = name
+                        .0
+                        .last()
+                        .and_then(|p| p.as_ident())
+                        .ok_or_else(|| SqlError::Syntax(format!("invalid column {name}")))?;
+                    let column = writable_column(&def, &normalize(ident))?;
+                    if let Some(p) = placeholder_index(&a.value) {
+                        hints.insert(p, arrow_type(def.columns[column].ty));
+                    }
+                    let at = columns
+                        .iter()
+                        .position(|&c| c == column)
+                        .unwrap_or_default();
+                    row[at] = match is_default(&a.value) {
+                        true => default_of(&def, column),
+                        false => value_sql(&def, column, &a.value),
+                    };
+                }
+                Kind::Update
+            }
+            MergeAction::Delete { .. } => Kind::Delete,
+            MergeAction::Insert(insert) => {
+                let MergeInsertKind::Values(given) = &insert.kind else {
+                    return Err(SqlError::FeatureNotSupported(
+                        "MERGE's INSERT needs VALUES".into(),
+                    ));
+                };
+                let [given] = given.rows.as_slice() else {
+                    return Err(SqlError::Syntax(
+                        "MERGE's INSERT takes one row of VALUES".into(),
+                    ));
+                };
+                let targets: Vec<usize> = match insert.columns.is_empty() {
+                    true => columns.clone(),
+                    false => insert
+                        .columns
+                        .iter()
+                        .map(|name| match name.0.last().and_then(|p| p.as_ident()) {
+                            Some(ident) => writable_column(&def, &normalize(ident)),
+                            None => Err(SqlError::Syntax(format!("invalid column {name}"))),
+                        })
+                        .collect::<Result<_>>()?,
+                };
+                if given.len() != targets.len() {
+                    return Err(SqlError::Syntax(format!(
+                        "INSERT has {} target columns and {} values",
+                        targets.len(),
+                        given.len()
+                    )));
+                }
+                row = columns.iter().map(|&c| default_of(&def, c)).collect();
+                for (&column, value) in targets.iter().zip(given.iter()) {
+                    if let Some(p) = placeholder_index(value) {
+                        hints.insert(p, arrow_type(def.columns[column].ty));
+                    }
+                    let at = columns
+                        .iter()
+                        .position(|&c| c == column)
+                        .unwrap_or_default();
+                    if !is_default(value) {
+                        row[at] = value_sql(&def, column, value);
+                    }
+                }
+                Kind::Insert
+            }
+        };
+        merged.push(kind);
+        values.push(row);
+    }
+    let clause = format!("CASE {} ELSE 0 END", clause_tests.join(" "));
+    let mut select: Vec<String> = (0..columns.len())
+        .map(|at| {
+            let arms: Vec<String> = values
+                .iter()
+                .enumerate()
+                .map(|(n, row)| format!("WHEN {} THEN {}", n + 1, row[at]))
+                .collect();
+            format!("CASE {clause} {} END", arms.join(" "))
+        })
+        .collect();
+    select.push(clause);
+    select.push(format!("{}.{}", quote(&alias), quote(ROW_COLUMN)));
+    let sql = format!(
+        "SELECT {} FROM {} LEFT JOIN {} AS {} ON {}",
+        aliased(&select),
+        merge.source,
+        quote(&dml_table_name(&table)),
+        quote(&alias),
+        merge.on
+    );
+    Ok(Rewrite {
+        def,
+        sql,
+        columns,
+        with_row: true,
+        hints,
+        returning: None,
+        alias,
+        on_conflict: Conflict::Error,
+        kind: Kind::Merge,
+        merged,
         direct: None,
     })
 }
@@ -915,6 +1087,7 @@ fn rewrite(session: &Session, statement: &Statement) -> Result<Rewrite> {
         Statement::Insert(i) => rewrite_insert(session, i),
         Statement::Update(u) => rewrite_update(session, u),
         Statement::Delete(d) => rewrite_delete(session, d),
+        Statement::Merge(m) => rewrite_merge(session, m),
         other => Err(SqlError::FeatureNotSupported(format!(
             "not a DML statement: {other}"
         ))),
@@ -983,6 +1156,15 @@ pub async fn plan_changes(
     if let Some(privilege) = super::access::privilege_of(statement) {
         session.require(&def, privilege)?;
     }
+    for kind in &rewrite.merged {
+        use crate::catalog::Privilege;
+        let privilege = match kind {
+            Kind::Insert => Privilege::Insert,
+            Kind::Update => Privilege::Update,
+            _ => Privilege::Delete,
+        };
+        session.require(&def, privilege)?;
+    }
     let mut stream: datafusion::physical_plan::SendableRecordBatchStream = match &rewrite.direct {
         Some(rows) => {
             let started = (std::time::SystemTime::now(), std::time::Instant::now());
@@ -1013,8 +1195,10 @@ pub async fn plan_changes(
             &rewrite.columns,
             &cast_columns(&def, &rewrite.columns, &batch, 0)?,
         )?;
-        // UPDATE and DELETE read each row's key and ETag in a last column.
-        let identities: Option<Vec<(crate::model::EntityKey, Option<ETag>)>> = if rewrite.with_row {
+        // UPDATE, DELETE and MERGE read each row's key and ETag in a last
+        // column (NULL for MERGE's source rows without one).
+        type Identity = Option<(crate::model::EntityKey, Option<ETag>)>;
+        let identities: Option<Vec<Identity>> = if rewrite.with_row {
             let column = batch.column(batch.num_columns() - 1);
             let values = column
                 .as_any()
@@ -1023,24 +1207,53 @@ pub async fn plan_changes(
             Some(
                 (0..values.len())
                     .map(|i| {
-                        parse_row_identity(values.value(i)).ok_or_else(|| {
-                            SqlError::Internal(format!(
-                                "malformed row column {:?}",
-                                values.value(i)
-                            ))
-                        })
+                        if values.is_null(i) {
+                            return Ok(None);
+                        }
+                        parse_row_identity(values.value(i))
+                            .map(Some)
+                            .ok_or_else(|| {
+                                SqlError::Internal(format!(
+                                    "malformed row column {:?}",
+                                    values.value(i)
+                                ))
+                            })
                     })
                     .collect::<Result<_>>()?,
             )
         } else {
             None
         };
+        // MERGE: the number of the clause each row takes, before the row column.
+        let clauses = match rewrite.kind {
+            Kind::Merge => {
+                let column = batch.column(batch.num_columns() - 2);
+                let numbers = cast_with_options(column, &DataType::Int64, &CastOptions::default())?;
+                numbers.as_any().downcast_ref::<Int64Array>().cloned()
+            }
+            _ => None,
+        };
         for (r, row) in rows.into_iter().enumerate() {
-            let (old, read) = match &identities {
-                Some(ids) => (Some(ids[r].0.clone()), ids[r].1.clone()),
+            let (old, read) = match identities.as_ref().and_then(|ids| ids[r].as_ref()) {
+                Some((key, etag)) => (Some(key.clone()), etag.clone()),
                 None => (None, None),
             };
-            match rewrite.kind {
+            let kind = match (&clauses, rewrite.kind) {
+                (Some(clauses), Kind::Merge) => match clauses.value(r) {
+                    0 => continue,
+                    n => rewrite.merged[n as usize - 1],
+                },
+                (_, kind) => kind,
+            };
+            // MERGE changes a row of the table once at most.
+            let again = || match rewrite.kind {
+                Kind::Merge => Err(SqlError::value(
+                    "21000",
+                    "MERGE command cannot affect row a second time",
+                )),
+                _ => Ok(()),
+            };
+            match kind {
                 Kind::Insert => {
                     def.check_row(&row)?;
                     let key = def.entity_key(&row)?;
@@ -1088,6 +1301,7 @@ pub async fn plan_changes(
                     let old =
                         old.ok_or_else(|| SqlError::Internal("UPDATE without row keys".into()))?;
                     if !seen.insert(old.clone()) {
+                        again()?;
                         continue;
                     }
                     def.check_row(&row)?;
@@ -1103,6 +1317,7 @@ pub async fn plan_changes(
                     let key =
                         old.ok_or_else(|| SqlError::Internal("DELETE without row keys".into()))?;
                     if !seen.insert(key.clone()) {
+                        again()?;
                         continue;
                     }
                     changes.push(Change {
@@ -1112,6 +1327,9 @@ pub async fn plan_changes(
                         new: None,
                         creates: false,
                     });
+                }
+                Kind::Merge => {
+                    return Err(SqlError::Internal("a MERGE clause that is a MERGE".into()))
                 }
             }
             count += 1;
@@ -1139,6 +1357,7 @@ pub async fn plan_changes(
         Kind::Insert => "INSERT 0".to_owned(),
         Kind::Update => "UPDATE".to_owned(),
         Kind::Delete => "DELETE".to_owned(),
+        Kind::Merge => "MERGE".to_owned(),
     };
     let output = match &rewrite.returning {
         None => Output::Command(format!("{tag} {count}")),

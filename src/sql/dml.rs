@@ -741,9 +741,16 @@ fn column_batch(
 
 /// The table, its alias and the other FROM items of an UPDATE or DELETE.
 fn target(relation: &TableWithJoins) -> Result<(String, String, String)> {
-    let TableFactor::Table { name, alias, .. } = &relation.relation else {
+    let (table, alias) = target_table(&relation.relation)?;
+    let joins: Vec<String> = relation.joins.iter().map(|j| j.to_string()).collect();
+    Ok((table, alias, joins.join(" ")))
+}
+
+/// The table an UPDATE, DELETE or MERGE writes, and its alias.
+fn target_table(factor: &TableFactor) -> Result<(String, String)> {
+    let TableFactor::Table { name, alias, .. } = factor else {
         return Err(SqlError::FeatureNotSupported(
-            "UPDATE and DELETE need a table name".into(),
+            "UPDATE, DELETE and MERGE need a table name".into(),
         ));
     };
     let table = table_name(name)?;
@@ -751,8 +758,7 @@ fn target(relation: &TableWithJoins) -> Result<(String, String, String)> {
         .as_ref()
         .map(|a| normalize(&a.name))
         .unwrap_or_else(|| table.clone());
-    let joins: Vec<String> = relation.joins.iter().map(|j| j.to_string()).collect();
-    Ok((table, alias, joins.join(" ")))
+    Ok((table, alias))
 }
 
 /// The SELECT that reads the rows an UPDATE or DELETE touches, with their ETags.
@@ -774,31 +780,42 @@ fn scan_sql(
     )
 }
 
+/// `column = value` of an UPDATE or a MERGE: the column, and the value's
+/// SQL cast to the column's type (its default for `DEFAULT`); a parameter
+/// that is the whole value takes the column's type.
+fn assignment(
+    def: &TableDef,
+    a: &datafusion::sql::sqlparser::ast::Assignment,
+    hints: &mut HashMap<usize, DataType>,
+) -> Result<(usize, String)> {
+    let AssignmentTarget::ColumnName(name) = &a.target else {
+        return Err(SqlError::FeatureNotSupported(
+            "tuple assignments are not supported".into(),
+        ));
+    };
+    let ident = name
+        .0
+        .last()
+        .and_then(|p| p.as_ident())
+        .ok_or_else(|| SqlError::Syntax(format!("invalid column {name}")))?;
+    let column = writable_column(def, &normalize(ident))?;
+    if let Some(n) = placeholder_index(&a.value) {
+        hints.insert(n, arrow_type(def.columns[column].ty));
+    }
+    let value = match is_default(&a.value) {
+        true => default_of(def, column),
+        false => value_sql(def, column, &a.value),
+    };
+    Ok((column, value))
+}
+
 fn rewrite_update(session: &Session, update: &Update) -> Result<Rewrite> {
     let (table, alias, joins) = target(&update.table)?;
     let def = session.table(&table)?;
     let mut assigned: HashMap<usize, String> = HashMap::new();
     let mut hints = HashMap::new();
     for a in &update.assignments {
-        let AssignmentTarget::ColumnName(name) = &a.target else {
-            return Err(SqlError::FeatureNotSupported(
-                "tuple assignments in UPDATE are not supported".into(),
-            ));
-        };
-        let ident = name
-            .0
-            .last()
-            .and_then(|p| p.as_ident())
-            .ok_or_else(|| SqlError::Syntax(format!("invalid column {name}")))?;
-        let column = writable_column(&def, &normalize(ident))?;
-        if let Some(n) = placeholder_index(&a.value) {
-            hints.insert(n, arrow_type(def.columns[column].ty));
-        }
-        let value = if is_default(&a.value) {
-            default_of(&def, column)
-        } else {
-            value_sql(&def, column, &a.value)
-        };
+        let (column, value) = assignment(&def, a, &mut hints)?;
         assigned.insert(column, value);
     }
     let columns: Vec<usize> = (0..def.columns.len())
@@ -901,16 +918,7 @@ fn rewrite_delete(session: &Session, delete: &Delete) -> Result<Rewrite> {
 /// table's row, an INSERT's values (or the columns' defaults), the row as
 /// it is for a DELETE.
 fn rewrite_merge(session: &Session, merge: &Merge) -> Result<Rewrite> {
-    let TableFactor::Table { name, alias, .. } = &merge.table else {
-        return Err(SqlError::FeatureNotSupported(
-            "MERGE needs a table name".into(),
-        ));
-    };
-    let table = table_name(name)?;
-    let alias = alias
-        .as_ref()
-        .map(|a| normalize(&a.name))
-        .unwrap_or_else(|| table.clone());
+    let (table, alias) = target_table(&merge.table)?;
     let def = session.table(&table)?;
     let columns: Vec<usize> = (0..def.columns.len())
         .filter(|&i| def.columns[i].system.is_none())
@@ -943,28 +951,12 @@ fn rewrite_merge(session: &Session, merge: &Merge) -> Result<Rewrite> {
         let kind = match &clause.action {
             MergeAction::Update(update) => {
                 for a in &update.assignments {
-                    let AssignmentTarget::ColumnName(name) = &a.target else {
-                        return Err(SqlError::FeatureNotSupported(
-                            "tuple assignments in MERGE are not supported".into(),
-                        ));
-                    };
-                    let ident = name
-                        .0
-                        .last()
-                        .and_then(|p| p.as_ident())
-                        .ok_or_else(|| SqlError::Syntax(format!("invalid column {name}")))?;
-                    let column = writable_column(&def, &normalize(ident))?;
-                    if let Some(p) = placeholder_index(&a.value) {
-                        hints.insert(p, arrow_type(def.columns[column].ty));
-                    }
+                    let (column, value) = assignment(&def, a, &mut hints)?;
                     let at = columns
                         .iter()
                         .position(|&c| c == column)
                         .unwrap_or_default();
-                    row[at] = match is_default(&a.value) {
-                        true => default_of(&def, column),
-                        false => value_sql(&def, column, &a.value),
-                    };
+                    row[at] = value;
                 }
                 Kind::Update
             }

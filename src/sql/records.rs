@@ -31,7 +31,7 @@ use datafusion::sql::sqlparser::ast::{
     VisitMut, VisitorMut, WildcardAdditionalOptions, With,
 };
 
-use super::rewrite::{call, OUTER_KEY};
+use super::rewrite::{call, value_expressions, OUTER_KEY};
 
 /// The function `ROW(x, y)` becomes.
 pub const ROW_VALUE: &str = "row_value";
@@ -347,16 +347,7 @@ fn mark_select(select: &mut Select, scopes: &[Option<With>], found: &mut WholeRo
         .collect();
     let from_list = found.from_lists.len();
     let mut marked = false;
-    let exprs = select
-        .projection
-        .iter_mut()
-        .filter_map(|item| match item {
-            SelectItem::UnnamedExpr(e) | SelectItem::ExprWithAlias { expr: e, .. } => Some(e),
-            _ => None,
-        })
-        .chain(select.selection.as_mut())
-        .chain(select.having.as_mut());
-    for expr in exprs {
+    for expr in value_expressions(select) {
         let mut depth = 0usize;
         // `t.a[1]` is a compound access whose root is `t`: a qualifier,
         // not a value.
@@ -532,14 +523,7 @@ fn row_of<'a>(alias: &Ident, columns: impl Iterator<Item = &'a String>) -> Expr 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn statement(sql: &str) -> Statement {
-        let mut statements = crate::sql::Session::parse(sql).unwrap();
-        let datafusion::sql::parser::Statement::Statement(s) = statements.pop().unwrap() else {
-            panic!()
-        };
-        *s
-    }
+    use crate::sql::rewrite::tests::statement;
 
     #[test]
     fn each_select_marks_its_own_aliases_and_lists_its_from() {

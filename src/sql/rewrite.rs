@@ -470,8 +470,16 @@ fn only_inner(expr: &Expr, inner: &[String]) -> bool {
     side(expr, inner) == Some(true)
 }
 
-/// Whether a condition equates an inner expression with an outer one.
+/// Whether a condition equates an inner expression with an outer one:
+/// the outer side, then the inner.
 fn joins(c: &Expr, inner: &[String]) -> Option<(Expr, Expr)> {
+    equated(c, inner, None)
+}
+
+/// `inner = outer` either way round, as (outer, inner): the inner side's
+/// columns all qualified by `inner`'s tables, the outer side's by others;
+/// unqualified columns on side `unqualified` (see [`side_of`]).
+fn equated(c: &Expr, inner: &[String], unqualified: Option<bool>) -> Option<(Expr, Expr)> {
     let Expr::BinaryOp {
         left,
         op: BinaryOperator::Eq,
@@ -480,12 +488,13 @@ fn joins(c: &Expr, inner: &[String]) -> Option<(Expr, Expr)> {
     else {
         return None;
     };
-    if only_inner(left, inner) && only_outer(right, inner) {
-        Some(((**right).clone(), (**left).clone()))
-    } else if only_outer(left, inner) && only_inner(right, inner) {
-        Some(((**left).clone(), (**right).clone()))
-    } else {
-        None
+    match (
+        side_of(left, inner, unqualified),
+        side_of(right, inner, unqualified),
+    ) {
+        (Some(true), Some(false)) => Some(((**right).clone(), (**left).clone())),
+        (Some(false), Some(true)) => Some(((**left).clone(), (**right).clone())),
+        _ => None,
     }
 }
 
@@ -1765,8 +1774,9 @@ fn outer_keys_moved_out(
     conjuncts(inner_select.selection.clone()?, &mut conditions);
     let (mut kept, mut keys) = (Vec::new(), Vec::new());
     for c in conditions {
-        match outer_equality(&c, &inner) {
-            Some(pair) => keys.push(pair),
+        // Unqualified columns are the subquery's.
+        match equated(&c, &inner, Some(true)) {
+            Some((outer_side, inner_side)) => keys.push((inner_side, outer_side)),
             None if reads_outer(&c, &inner) => return None,
             None => kept.push(c),
         }
@@ -1852,28 +1862,6 @@ fn outer_keys_moved_out(
         subquery.order_by = None;
     }
     Some(moved)
-}
-
-/// `inner = outer` (either way round): the inner side's columns all the
-/// subquery's (or unqualified), the outer side's all qualified by other
-/// tables.
-fn outer_equality(c: &Expr, inner: &[String]) -> Option<(Expr, Expr)> {
-    let Expr::BinaryOp {
-        left,
-        op: BinaryOperator::Eq,
-        right,
-    } = c
-    else {
-        return None;
-    };
-    match (
-        side_of(left, inner, Some(true)),
-        side_of(right, inner, Some(true)),
-    ) {
-        (Some(true), Some(false)) => Some(((**left).clone(), (**right).clone())),
-        (Some(false), Some(true)) => Some(((**right).clone(), (**left).clone())),
-        _ => None,
-    }
 }
 
 /// Whether an expression reads a column qualified by a table not in
@@ -2445,15 +2433,7 @@ impl Selects {
         if tables.is_empty() {
             return;
         }
-        let exprs = select
-            .projection
-            .iter_mut()
-            .filter_map(|item| match item {
-                SelectItem::UnnamedExpr(e) | SelectItem::ExprWithAlias { expr: e, .. } => Some(e),
-                _ => None,
-            })
-            .chain(select.selection.as_mut());
-        for expr in exprs {
+        for expr in value_expressions(select) {
             let _ = visit_expressions_mut(expr, |e| {
                 let subquery = match e {
                     Expr::Subquery(q) => Some(q.as_mut()),
@@ -2473,6 +2453,19 @@ impl Selects {
             });
         }
     }
+}
+
+/// The expressions of a select's list, WHERE and HAVING.
+pub(super) fn value_expressions(select: &mut Select) -> impl Iterator<Item = &mut Expr> {
+    select
+        .projection
+        .iter_mut()
+        .filter_map(|item| match item {
+            SelectItem::UnnamedExpr(e) | SelectItem::ExprWithAlias { expr: e, .. } => Some(e),
+            _ => None,
+        })
+        .chain(select.selection.as_mut())
+        .chain(select.having.as_mut())
 }
 
 /// In a subquery's WHERE, replaces `x = ANY(o.a)`, with `o` a table of the
@@ -2577,15 +2570,20 @@ pub fn rewrite(statement: &mut Statement) {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
 
-    fn rewritten(sql: &str) -> String {
+    /// The one statement of `sql`, parsed.
+    pub(in crate::sql) fn statement(sql: &str) -> Statement {
         let mut statements = crate::sql::Session::parse(sql).unwrap();
         let datafusion::sql::parser::Statement::Statement(s) = statements.pop().unwrap() else {
             panic!()
         };
-        let mut s = *s;
+        *s
+    }
+
+    fn rewritten(sql: &str) -> String {
+        let mut s = statement(sql);
         rewrite(&mut s);
         s.to_string()
     }

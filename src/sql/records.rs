@@ -460,8 +460,11 @@ pub fn resolve_whole_rows(
         let alias = &reference.alias;
         let row = match (columns[reference.from_list].as_deref(), &reference.listed) {
             (Some(schema), _) => whole_row(alias, schema),
-            (None, Some(listed)) => Some(row_of(alias, listed.iter())),
-            (None, None) => None,
+            // A column of the alias's name reads as the column.
+            (None, Some(listed)) if !listed.contains(&normalized(alias)) => {
+                Some(row_of(alias, listed.iter()))
+            }
+            (None, _) => None,
         };
         *e = row.unwrap_or_else(|| Expr::Identifier(alias.clone()));
         ControlFlow::Continue(())

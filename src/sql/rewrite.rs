@@ -1592,7 +1592,7 @@ fn correlated_derived_tables(select: &mut Select) {
         })
         .collect();
     let mut listed: Vec<(Ident, Vec<String>)> = Vec::new();
-    let mut moved_out = |factor: &mut TableFactor, lateral: bool| -> Option<Vec<Expr>> {
+    let mut moved_out = |factor: &mut TableFactor, lateral: bool| -> Option<Expr> {
         let TableFactor::Derived {
             lateral: is_lateral,
             subquery,
@@ -1611,10 +1611,10 @@ fn correlated_derived_tables(select: &mut Select) {
         } else {
             None
         };
-        let conditions = outer_keys_moved_out(subquery, alias)?;
+        let condition = outer_keys_moved_out(subquery, alias)?;
         *is_lateral = false;
         listed.extend(columns.map(|c| (alias.name.clone(), c)));
-        Some(conditions)
+        Some(condition)
     };
     let mut to_where = Vec::new();
     let mut i = 0;
@@ -1622,14 +1622,12 @@ fn correlated_derived_tables(select: &mut Select) {
         let table = &mut select.from[i];
         // `, LATERAL (...) x`: joined to the items before it.
         if i > 0 && table.joins.is_empty() {
-            if let Some(conditions) = moved_out(&mut table.relation, true) {
+            if let Some(condition) = moved_out(&mut table.relation, true) {
                 let relation = select.from.remove(i).relation;
                 select.from[i - 1].joins.push(Join {
                     relation,
                     global: false,
-                    join_operator: JoinOperator::Inner(JoinConstraint::On(
-                        and_all(conditions).expect("a moved key"),
-                    )),
+                    join_operator: JoinOperator::Inner(JoinConstraint::On(condition)),
                 });
                 continue;
             }
@@ -1646,8 +1644,8 @@ fn correlated_derived_tables(select: &mut Select) {
             )
         });
         if !joined_from_right {
-            if let Some(conditions) = moved_out(&mut table.relation, false) {
-                to_where.extend(conditions);
+            if let Some(condition) = moved_out(&mut table.relation, false) {
+                to_where.push(condition);
             }
         }
         for join in &mut table.joins {
@@ -1659,12 +1657,19 @@ fn correlated_derived_tables(select: &mut Select) {
                 JoinOperator::CrossJoin(JoinConstraint::None) => (None, false),
                 _ => continue,
             };
-            let Some(mut conditions) = moved_out(&mut join.relation, true) else {
+            let Some(condition) = moved_out(&mut join.relation, true) else {
                 continue;
             };
             let always = |e: &Expr| matches!(e, Expr::Value(v) if v.value == Value::Boolean(true));
-            conditions.extend(on.filter(|on| !always(on)));
-            let on = JoinConstraint::On(and_all(conditions).expect("a moved key"));
+            let on = match on.filter(|on| !always(on)) {
+                Some(on) => Expr::BinaryOp {
+                    left: Box::new(condition),
+                    op: BinaryOperator::And,
+                    right: Box::new(on),
+                },
+                None => condition,
+            };
+            let on = JoinConstraint::On(on);
             join.join_operator = match left {
                 true => JoinOperator::LeftOuter(on),
                 false => JoinOperator::Inner(on),
@@ -1697,17 +1702,17 @@ fn correlated_derived_tables(select: &mut Select) {
 /// Moves the equalities of a subquery in FROM with the outer query
 /// (`c.p = o.id`) out of it, for DataFusion to decorrelate: each inner
 /// side becomes a column of the subquery (`c.p AS
-/// __tablegate_outer_key1`), and the conditions returned compare it with
-/// the outer side (`x.__tablegate_outer_key1 = o.id`). A LIMIT (and
-/// OFFSET) becomes a rank among the rows of the same keys, in the
-/// subquery's order, and conditions on it. `None`, and the subquery left
+/// __tablegate_outer_key1`), and the condition returned compares it with
+/// the outer side (`x.__tablegate_outer_key1 = o.id`, ANDed for several).
+/// A LIMIT (and OFFSET) becomes a rank among the rows of the same keys, in
+/// the subquery's order, compared too. `None`, and the subquery left
 /// as it was, unless it is a plain select that does not group, aggregate
 /// or de-duplicate, reads the outer query only in equalities of its
 /// WHERE, and has at least one.
 fn outer_keys_moved_out(
     subquery: &mut Query,
     alias: &datafusion::sql::sqlparser::ast::TableAlias,
-) -> Option<Vec<Expr>> {
+) -> Option<Expr> {
     use datafusion::sql::sqlparser::ast::{LimitClause, OrderByKind, WindowSpec, WindowType};
     if !alias.columns.is_empty() || subquery.with.is_some() || subquery.fetch.is_some() {
         return None;
@@ -1861,7 +1866,7 @@ fn outer_keys_moved_out(
         subquery.limit_clause = None;
         subquery.order_by = None;
     }
-    Some(moved)
+    and_all(moved)
 }
 
 /// Whether an expression reads a column qualified by a table not in

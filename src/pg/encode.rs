@@ -12,7 +12,7 @@ use std::sync::Arc;
 use bytes::{BufMut, BytesMut};
 use datafusion::arrow::array::{
     Array, AsArray, Decimal128Array, Float32Array, Float64Array, Int16Array, Int32Array,
-    Int64Array, RecordBatch, StringArray,
+    Int64Array, RecordBatch, StringArray, StructArray,
 };
 use datafusion::arrow::datatypes::{DataType, Field, Schema, TimeUnit};
 use futures::{Stream, StreamExt};
@@ -481,13 +481,10 @@ impl ToSqlText for RecordText {
     }
 }
 
-/// The text of row `row` of a struct column, if the column is one.
-fn record_at(array: &dyn Array, row: usize) -> PgWireResult<Option<Option<RecordText>>> {
-    let Some(records) = array.as_struct_opt() else {
-        return Ok(None);
-    };
+/// The text of row `row` of a struct column (`None` for NULL).
+fn record_text(records: &StructArray, row: usize) -> PgWireResult<Option<RecordText>> {
     if records.is_null(row) {
-        return Ok(Some(None));
+        return Ok(None);
     }
     let batch = RecordBatch::from(records.slice(row, 1));
     let fields = fields(batch.schema_ref(), &Format::UnifiedText)?;
@@ -524,7 +521,7 @@ fn record_at(array: &dyn Array, row: usize) -> PgWireResult<Option<Option<Record
         out.put_u8(b'"');
     }
     out.put_u8(b')');
-    Ok(Some(Some(RecordText(out))))
+    Ok(Some(RecordText(out)))
 }
 
 /// The texts of one row's fields, NULL as `None`.
@@ -590,12 +587,6 @@ fn encode_row<E: arrow_pg::encoder::Encoder>(
             encoder.encode_field(&value, pg_field)?;
         } else if let Some(value) = time_at(array.as_ref(), row) {
             encoder.encode_field(&value, pg_field)?;
-        } else if let Some(value) = (pg_field.format() == FieldFormat::Text)
-            .then(|| record_at(array.as_ref(), row))
-            .transpose()?
-            .flatten()
-        {
-            encoder.encode_field(&value, pg_field)?;
         } else if let Some(floats) = array.as_any().downcast_ref::<Float64Array>() {
             let value = floats.is_valid(row).then(|| Number::F64(floats.value(row)));
             encoder.encode_field(&value, pg_field)?;
@@ -618,6 +609,10 @@ fn encode_row<E: arrow_pg::encoder::Encoder>(
                 })?;
             let value = strings.is_valid(row).then(|| TypedText(strings.value(row)));
             encoder.encode_field(&value, pg_field)?;
+        } else if let (FieldFormat::Text, Some(records)) =
+            (pg_field.format(), array.as_struct_opt())
+        {
+            encoder.encode_field(&record_text(records, row)?, pg_field)?;
         } else {
             arrow_pg::encoder::encode_value(encoder, array, row, schema.field(col), pg_field)?;
         }

@@ -35,16 +35,6 @@ fn denied(message: String) -> SqlError {
     SqlError::value("42501", message)
 }
 
-/// The privilege a DML statement needs on its target table.
-pub fn privilege_of(statement: &Statement) -> Option<Privilege> {
-    match statement {
-        Statement::Insert(_) => Some(Privilege::Insert),
-        Statement::Update(_) => Some(Privilege::Update),
-        Statement::Delete(_) => Some(Privilege::Delete),
-        _ => None,
-    }
-}
-
 impl Session {
     /// Fails unless the session may do `privilege` on `table`.
     pub(super) fn require(&self, table: &TableDef, privilege: Privilege) -> Result<()> {

@@ -199,12 +199,21 @@ fn checked_operations(
         // (DataFusion's coercion makes a numeric of an integer divided
         // with one).
         let ty = |side: &Expr| side.get_type(inputs).ok();
+        // Two intervals compared: their spans.
         if compares(op) {
-            let expr = Expr::BinaryExpr(BinaryExpr { left, op, right });
-            return Ok(match compared_by_span(&expr, inputs) {
-                Some(compared) => Transformed::yes(compared),
-                None => Transformed::no(expr),
-            });
+            let interval = |side: &Expr| ty(side).is_some_and(|t| is_interval(&t));
+            if interval(&left) && interval(&right) {
+                return Ok(Transformed::yes(Expr::BinaryExpr(BinaryExpr::new(
+                    Box::new(span_of(*left)),
+                    op,
+                    Box::new(span_of(*right)),
+                ))));
+            }
+            return Ok(Transformed::no(Expr::BinaryExpr(BinaryExpr {
+                left,
+                op,
+                right,
+            })));
         }
         let function = match (ty(&left), ty(&right), checked(op)) {
             (Some(l), Some(r), Some(function)) if l == r && l.is_integer() => function,
@@ -247,22 +256,6 @@ fn span_of(interval: Expr) -> Expr {
     static SPAN: OnceLock<Arc<ScalarUDF>> = OnceLock::new();
     let span = SPAN.get_or_init(|| Arc::new(ScalarUDF::from(IntervalSpan::new())));
     Expr::ScalarFunction(ScalarFunction::new_udf(span.clone(), vec![interval]))
-}
-
-/// A comparison of two intervals as the comparison of their spans.
-fn compared_by_span(expr: &Expr, inputs: &DFSchema) -> Option<Expr> {
-    let Expr::BinaryExpr(BinaryExpr { left, op, right }) = expr else {
-        return None;
-    };
-    let interval = |side: &Expr| side.get_type(inputs).is_ok_and(|t| is_interval(&t));
-    if !(compares(*op) && interval(left) && interval(right)) {
-        return None;
-    }
-    Some(Expr::BinaryExpr(BinaryExpr::new(
-        Box::new(span_of((**left).clone())),
-        *op,
-        Box::new(span_of((**right).clone())),
-    )))
 }
 
 /// `plan` with each sort by an interval a sort by its span.

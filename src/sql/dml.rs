@@ -924,6 +924,13 @@ fn rewrite_merge(session: &Session, merge: &Merge) -> Result<Rewrite> {
         .filter(|&i| def.columns[i].system.is_none())
         .collect();
     let own = |column: usize| format!("{}.{}", quote(&alias), quote(&def.columns[column].name));
+    // Where a writable column is among `columns`.
+    let slot = |column: usize| {
+        columns
+            .iter()
+            .position(|&c| c == column)
+            .ok_or_else(|| SqlError::Internal(format!("column {column} is not written")))
+    };
     let matched = format!("{}.{} IS NOT NULL", quote(&alias), quote(ROW_COLUMN));
     let mut clause_tests = Vec::new();
     // Each clause's value of each column.
@@ -952,11 +959,7 @@ fn rewrite_merge(session: &Session, merge: &Merge) -> Result<Rewrite> {
             MergeAction::Update(update) => {
                 for a in &update.assignments {
                     let (column, value) = assignment(&def, a, &mut hints)?;
-                    let at = columns
-                        .iter()
-                        .position(|&c| c == column)
-                        .unwrap_or_default();
-                    row[at] = value;
+                    row[slot(column)?] = value;
                 }
                 Kind::Update
             }
@@ -995,12 +998,8 @@ fn rewrite_merge(session: &Session, merge: &Merge) -> Result<Rewrite> {
                     if let Some(p) = placeholder_index(value) {
                         hints.insert(p, arrow_type(def.columns[column].ty));
                     }
-                    let at = columns
-                        .iter()
-                        .position(|&c| c == column)
-                        .unwrap_or_default();
                     if !is_default(value) {
-                        row[at] = value_sql(&def, column, value);
+                        row[slot(column)?] = value_sql(&def, column, value);
                     }
                 }
                 Kind::Insert
@@ -1145,15 +1144,18 @@ pub async fn plan_changes(
         None => Arc::new(rewrite(session, statement)?),
     };
     let def = rewrite.def.clone();
-    if let Some(privilege) = super::access::privilege_of(statement) {
-        session.require(&def, privilege)?;
-    }
-    for kind in &rewrite.merged {
+    // The privilege of each change the statement may make: its kind's,
+    // or each MERGE clause's.
+    let kinds = match rewrite.kind {
+        Kind::Merge => rewrite.merged.as_slice(),
+        _ => std::slice::from_ref(&rewrite.kind),
+    };
+    for kind in kinds {
         use crate::catalog::Privilege;
         let privilege = match kind {
             Kind::Insert => Privilege::Insert,
             Kind::Update => Privilege::Update,
-            _ => Privilege::Delete,
+            Kind::Delete | Kind::Merge => Privilege::Delete,
         };
         session.require(&def, privilege)?;
     }

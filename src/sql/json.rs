@@ -179,9 +179,8 @@ impl JsonBuild {
                     _ => text,
                 }));
             }
-            Shape::Row if values[0] == ScalarValue::Null => return Ok(None),
+            // NULL, or a NULL row (planning refused anything else).
             Shape::Row => {
-                // Planning refused anything else.
                 let ScalarValue::Struct(row) = &values[0] else {
                     return Ok(None);
                 };

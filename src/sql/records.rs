@@ -31,7 +31,8 @@ use datafusion::sql::sqlparser::ast::{
     VisitMut, VisitorMut, WildcardAdditionalOptions, With,
 };
 
-use super::rewrite::{call, value_expressions, OUTER_KEY};
+use super::rewrite::{and_all, call, value_expressions, OUTER_KEY};
+use super::session::normalize;
 
 /// The function `ROW(x, y)` becomes.
 pub const ROW_VALUE: &str = "row_value";
@@ -73,12 +74,12 @@ impl ScalarUDFImpl for RowValue {
     }
 
     fn return_type(&self, _: &[DataType]) -> DfResult<DataType> {
-        exec_err!("{ROW_VALUE} takes its type from its arguments")
+        exec_err!("{} takes its type from its arguments", self.name)
     }
 
     fn return_field_from_args(&self, args: ReturnFieldArgs) -> DfResult<FieldRef> {
         if args.arg_fields.is_empty() || args.arg_fields.len() % 2 != 0 {
-            return exec_err!("{ROW_VALUE} takes names and values in turn");
+            return exec_err!("{} takes names and values in turn", self.name);
         }
         let fields = args
             .scalar_arguments
@@ -86,7 +87,7 @@ impl ScalarUDFImpl for RowValue {
             .zip(args.arg_fields.chunks(2))
             .map(|(names, values)| {
                 let Some(name) = names[0].and_then(|n| n.try_as_str().flatten()) else {
-                    return exec_err!("{ROW_VALUE} takes constant names");
+                    return exec_err!("{} takes constant names", self.name);
                 };
                 let value = &values[1];
                 Ok(Field::new(name, value.data_type().clone(), true)
@@ -94,7 +95,7 @@ impl ScalarUDFImpl for RowValue {
             })
             .collect::<DfResult<Fields>>()?;
         Ok(Arc::new(Field::new(
-            ROW_VALUE,
+            self.name,
             DataType::Struct(fields),
             true,
         )))
@@ -102,7 +103,7 @@ impl ScalarUDFImpl for RowValue {
 
     fn invoke_with_args(&self, args: ScalarFunctionArgs) -> DfResult<ColumnarValue> {
         let DataType::Struct(fields) = args.return_type() else {
-            return exec_err!("{ROW_VALUE} makes a struct");
+            return exec_err!("{} makes a struct", self.name);
         };
         let values: Vec<ColumnarValue> = args.args.chunks(2).map(|c| c[1].clone()).collect();
         let arrays = ColumnarValue::values_to_arrays(&values)?;
@@ -160,18 +161,9 @@ pub fn row_nullness(expr: &mut Expr) {
             _ => None,
         })
         .collect();
-    let Some(first) = tests.first().cloned() else {
-        return;
-    };
-    let all = tests
-        .into_iter()
-        .skip(1)
-        .fold(first, |all, test| Expr::BinaryOp {
-            left: Box::new(all),
-            op: datafusion::sql::sqlparser::ast::BinaryOperator::And,
-            right: Box::new(test),
-        });
-    *expr = Expr::Nested(Box::new(all));
+    if let Some(all) = and_all(tests) {
+        *expr = Expr::Nested(Box::new(all));
+    }
 }
 
 fn text(s: &str) -> Expr {
@@ -213,14 +205,6 @@ pub fn from_list_columns(plan: &LogicalPlan) -> Arc<DFSchema> {
     }
 }
 
-/// An identifier as DataFusion reads it: unquoted ones in lower case.
-fn normalized(ident: &Ident) -> String {
-    match ident.quote_style {
-        Some(_) => ident.value.clone(),
-        None => ident.value.to_lowercase(),
-    }
-}
-
 /// The name a FROM item's columns are qualified with, if it has one.
 fn relation_name(factor: &TableFactor) -> Option<&Ident> {
     match factor {
@@ -247,7 +231,7 @@ fn named_relations<'a>(from: &'a [TableWithJoins], named: &mut Vec<(String, &'a 
                     table_with_joins,
                     alias: None,
                 } => named_relations(std::slice::from_ref(table_with_joins), named),
-                factor => named.extend(relation_name(factor).map(|n| (normalized(n), factor))),
+                factor => named.extend(relation_name(factor).map(|n| (normalize(n), factor))),
             }
         }
     }
@@ -264,7 +248,7 @@ fn listed_columns(factor: &TableFactor) -> Option<Vec<String>> {
     };
     let named = alias.as_ref().map(|a| &a.columns).filter(|c| !c.is_empty());
     if let Some(columns) = named {
-        return Some(columns.iter().map(|c| normalized(&c.name)).collect());
+        return Some(columns.iter().map(|c| normalize(&c.name)).collect());
     }
     named_columns(subquery)
 }
@@ -282,10 +266,10 @@ pub(super) fn named_columns(subquery: &Query) -> Option<Vec<String>> {
             !matches!(item, SelectItem::ExprWithAlias { alias, .. } if alias.value.starts_with(OUTER_KEY))
         })
         .map(|item| match item {
-            SelectItem::ExprWithAlias { alias, .. } => Some(normalized(alias)),
-            SelectItem::UnnamedExpr(Expr::Identifier(column)) => Some(normalized(column)),
+            SelectItem::ExprWithAlias { alias, .. } => Some(normalize(alias)),
+            SelectItem::UnnamedExpr(Expr::Identifier(column)) => Some(normalize(column)),
             SelectItem::UnnamedExpr(Expr::CompoundIdentifier(parts)) => {
-                parts.last().map(normalized)
+                parts.last().map(normalize)
             }
             _ => None,
         })
@@ -348,11 +332,10 @@ fn mark_select(select: &mut Select, scopes: &[Option<With>], found: &mut WholeRo
     let from_list = found.from_lists.len();
     let mut marked = false;
     for expr in value_expressions(select) {
-        let mut depth = 0usize;
         // `t.a[1]` is a compound access whose root is `t`: a qualifier,
         // not a value.
         let mut qualifiers = std::collections::HashSet::new();
-        let _ = visit_outside_subqueries(expr, &mut depth, &mut |e| {
+        visit_outside_subqueries(expr, |e| {
             if let Expr::CompoundFieldAccess { root, .. } = e {
                 qualifiers.insert(std::ptr::from_ref(root.as_ref()));
             }
@@ -360,7 +343,7 @@ fn mark_select(select: &mut Select, scopes: &[Option<With>], found: &mut WholeRo
                 return;
             }
             let Expr::Identifier(ident) = e else { return };
-            let name = normalized(ident);
+            let name = normalize(ident);
             let Some((_, listed)) = named.iter().find(|(n, _)| *n == name) else {
                 return;
             };
@@ -380,33 +363,30 @@ fn mark_select(select: &mut Select, scopes: &[Option<With>], found: &mut WholeRo
 }
 
 /// Calls `visit` on each expression of `expr` outside its subqueries.
-fn visit_outside_subqueries(
-    expr: &mut Expr,
-    depth: &mut usize,
-    visit: &mut impl FnMut(&mut Expr),
-) -> ControlFlow<()> {
-    struct Outside<'a, F> {
-        depth: &'a mut usize,
-        visit: &'a mut F,
+fn visit_outside_subqueries(expr: &mut Expr, visit: impl FnMut(&mut Expr)) {
+    /// How many subqueries deep the visit is.
+    struct Outside<F> {
+        depth: usize,
+        visit: F,
     }
-    impl<F: FnMut(&mut Expr)> VisitorMut for Outside<'_, F> {
+    impl<F: FnMut(&mut Expr)> VisitorMut for Outside<F> {
         type Break = ();
         fn pre_visit_query(&mut self, _: &mut Query) -> ControlFlow<()> {
-            *self.depth += 1;
+            self.depth += 1;
             ControlFlow::Continue(())
         }
         fn post_visit_query(&mut self, _: &mut Query) -> ControlFlow<()> {
-            *self.depth -= 1;
+            self.depth -= 1;
             ControlFlow::Continue(())
         }
         fn pre_visit_expr(&mut self, expr: &mut Expr) -> ControlFlow<()> {
-            if *self.depth == 0 {
+            if self.depth == 0 {
                 (self.visit)(expr);
             }
             ControlFlow::Continue(())
         }
     }
-    expr.visit(&mut Outside { depth, visit })
+    let _ = expr.visit(&mut Outside { depth: 0, visit });
 }
 
 /// `WITH <every enclosing CTE> SELECT * FROM <the select's FROM>`.
@@ -461,7 +441,7 @@ pub fn resolve_whole_rows(
         let row = match (columns[reference.from_list].as_deref(), &reference.listed) {
             (Some(schema), _) => whole_row(alias, schema),
             // A column of the alias's name reads as the column.
-            (None, Some(listed)) if !listed.contains(&normalized(alias)) => {
+            (None, Some(listed)) if !listed.contains(&normalize(alias)) => {
                 Some(row_of(alias, listed.iter()))
             }
             (None, _) => None,
@@ -497,7 +477,7 @@ fn place_holder(e: &Expr) -> Option<usize> {
 /// `None` when the alias names a column too (it reads as the column) or
 /// has no columns.
 fn whole_row(alias: &Ident, schema: &DFSchema) -> Option<Expr> {
-    let name = normalized(alias);
+    let name = normalize(alias);
     if schema.fields().iter().any(|f| *f.name() == name) {
         return None;
     }

@@ -550,7 +550,7 @@ fn conjuncts(expr: Expr, out: &mut Vec<Expr>) {
     }
 }
 
-fn and_all(mut exprs: Vec<Expr>) -> Option<Expr> {
+pub(super) fn and_all(mut exprs: Vec<Expr>) -> Option<Expr> {
     let first = exprs.pop()?;
     Some(
         exprs

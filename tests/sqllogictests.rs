@@ -2,7 +2,8 @@
 //! PostgreSQL client (tokio-postgres, simple query protocol), over each
 //! backend: the native engine (a fresh data dir per file) and the Azure
 //! Table service (a fresh Azurite per file). Errors are reported as
-//! `SQLSTATE: message`, so `statement error 23505` asserts the code.
+//! `SQLSTATE: message`, followed by ` DETAIL: detail` when the error has
+//! one, so `statement error 23505` asserts the code.
 //!
 //! Records where the Azure service's semantics differ are marked
 //! `skipif azure` / `onlyif azure` (the engine names are `native` and
@@ -64,7 +65,12 @@ impl AsyncDB for Postgres {
             .simple_query(sql)
             .await
             .map_err(|e| match e.as_db_error() {
-                Some(db) => PgError(format!("{}: {}", db.code().code(), db.message())),
+                Some(db) => PgError(match db.detail() {
+                    Some(detail) => {
+                        format!("{}: {} DETAIL: {detail}", db.code().code(), db.message())
+                    }
+                    None => format!("{}: {}", db.code().code(), db.message()),
+                }),
                 None => PgError(e.to_string()),
             })?;
         let mut rows = Vec::new();

@@ -11,7 +11,22 @@ use crate::sql::SqlError;
 use crate::store::StoreError;
 
 pub fn error_info(e: &SqlError) -> ErrorInfo {
-    ErrorInfo::new("ERROR".to_owned(), sqlstate(e).to_owned(), message(e))
+    let (message, detail) = with_detail(message(e));
+    let mut info = ErrorInfo::new("ERROR".to_owned(), sqlstate(e).to_owned(), message);
+    info.detail = detail;
+    info
+}
+
+/// A unique violation's key goes in the error's DETAIL, as PostgreSQL
+/// sends it ("Key (id)=(5) already exists.").
+fn with_detail(message: String) -> (String, Option<String>) {
+    const UNIQUE: &str = "duplicate key value violates unique constraint ";
+    match message.split_once(": Key (") {
+        Some((head, key)) if head.starts_with(UNIQUE) => {
+            (head.to_owned(), Some(format!("Key ({key}")))
+        }
+        _ => (message, None),
+    }
 }
 
 /// The message of an error; one of tablegate's own raised inside DataFusion
@@ -296,5 +311,21 @@ mod tests {
             "numeric field overflow: a field with precision 10, scale 2 must round to an \
              absolute value less than 10^8"
         );
+    }
+
+    #[test]
+    fn a_unique_violation_names_its_key_in_the_detail() {
+        let e = SqlError::UniqueViolation {
+            table: "t".into(),
+            key: "(id)=(5)".into(),
+        };
+        let info = error_info(&e);
+        assert_eq!(
+            info.message,
+            "duplicate key value violates unique constraint \"t_pkey\""
+        );
+        assert_eq!(info.detail.as_deref(), Some("Key (id)=(5) already exists."));
+        let other = error_info(&SqlError::Syntax("Key (x)".into()));
+        assert_eq!(other.detail, None);
     }
 }

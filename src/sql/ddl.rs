@@ -352,18 +352,33 @@ pub(super) fn define(session: &mut Session, name: &str, after: Option<TableDef>)
 }
 
 /// Whether a CREATE finds its name taken: `Ok(true)` to do nothing (IF NOT
-/// EXISTS), an error without it, `Ok(false)` when the name is free.
-pub(super) fn exists(taken: bool, if_not_exists: bool, name: &str) -> Result<bool> {
+/// EXISTS, with PostgreSQL's notice), an error without it, `Ok(false)` when
+/// the name is free.
+pub(super) fn exists(
+    session: &Session,
+    taken: bool,
+    if_not_exists: bool,
+    name: &str,
+) -> Result<bool> {
     match (taken, if_not_exists) {
         (false, _) => Ok(false),
-        (true, true) => Ok(true),
+        (true, true) => {
+            session.notice(format!("relation \"{name}\" already exists, skipping"));
+            Ok(true)
+        }
         (true, false) => Err(CatalogError::TableExists(name.to_owned()).into()),
     }
+}
+
+/// What DROP ... IF EXISTS says of a name it does not find.
+pub(super) fn skipped(session: &Session, kind: &str, name: &str) {
+    session.notice(format!("{kind} \"{name}\" does not exist, skipping"));
 }
 
 pub async fn create_table(session: &mut Session, create: CreateTable) -> Result<Output> {
     let name = table_name(&create.name)?;
     if exists(
+        session,
         session.table_def(&name).is_some(),
         create.if_not_exists,
         &name,
@@ -525,7 +540,7 @@ pub async fn drop_tables(
                 }
                 define(session, &name, None)?
             }
-            None if if_exists => {}
+            None if if_exists => skipped(session, "table", &name),
             None => return Err(CatalogError::TableNotFound(name).into()),
         }
     }
@@ -750,7 +765,7 @@ pub fn create_index(
             .flat_map(|t| indexes_of(t))
             .any(|i| i.name == name);
     let done = Output::Command("CREATE INDEX".into());
-    if exists(taken, create.if_not_exists, &name)? {
+    if exists(session, taken, create.if_not_exists, &name)? {
         return Ok((done, None));
     }
     let mut def = (*current).clone();
@@ -873,6 +888,7 @@ pub fn drop_indexes(
         let name = table_name(name)?;
         let Some(current) = table_of_index(session, &name) else {
             if if_exists {
+                skipped(session, "index", &name);
                 continue;
             }
             return Err(CatalogError::TableNotFound(name).into());
@@ -1134,10 +1150,12 @@ async fn sequence_statement(
     let sequences = &session.engine().catalog.sequences;
     let existing = sequences.get(&name);
     if create && if_exists && existing.is_some() {
+        session.notice(format!("relation \"{name}\" already exists, skipping"));
         return Ok(Output::Command("CREATE SEQUENCE".into()));
     }
     if !create && existing.is_none() {
         if if_exists {
+            skipped(session, "relation", &name);
             return Ok(Output::Command("ALTER SEQUENCE".into()));
         }
         return Err(CatalogError::TableNotFound(name).into());
@@ -1267,7 +1285,7 @@ pub async fn drop_sequences(
                 Some(txn) => txn.sequences.dropped.push(name),
                 None => engine.catalog.sequences.drop(&name).await?,
             },
-            None if if_exists => {}
+            None if if_exists => skipped(session, "sequence", &name),
             None => return Err(CatalogError::TableNotFound(name).into()),
         }
     }

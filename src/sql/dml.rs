@@ -47,14 +47,24 @@ use super::provider::{dml_table_name, parse_row_identity, ROW_COLUMN};
 use super::session::{normalize, table_name, Output, Session};
 use super::txn::Change;
 use super::types::{arrow_type, cast_name, timestamp_inputs};
+use super::writing_ctes;
 use crate::catalog::{Row, TableDef};
 use crate::model::ETag;
 
+/// INSERT, UPDATE, DELETE or MERGE, also after a WITH whose parts only
+/// read (a WITH with writing parts runs part by part, see
+/// [`super::writing_ctes`]).
 pub fn is_dml(statement: &Statement) -> bool {
-    matches!(
-        statement,
-        Statement::Insert(_) | Statement::Update(_) | Statement::Delete(_) | Statement::Merge(_)
-    )
+    match statement {
+        Statement::Insert(_)
+        | Statement::Update(_)
+        | Statement::Delete(_)
+        | Statement::Merge(_) => true,
+        Statement::Query(query) => {
+            writing_ctes::dml_body(query).is_some() && !writing_ctes::has_writing_ctes(query)
+        }
+        _ => false,
+    }
 }
 
 /// Select items with unique names (`AS "__0"`, ...), as DataFusion requires.
@@ -69,7 +79,11 @@ fn aliased(items: &[String]) -> String {
 
 /// `INSERT ... ON CONFLICT`.
 pub fn is_upsert(statement: &Statement) -> bool {
-    matches!(statement, Statement::Insert(i) if i.on.is_some())
+    match statement {
+        Statement::Insert(i) => i.on.is_some(),
+        Statement::Query(query) => writing_ctes::dml_body(query).is_some_and(is_upsert),
+        _ => false,
+    }
 }
 
 fn quote(ident: &str) -> String {
@@ -1079,6 +1093,16 @@ fn rewrite(session: &Session, statement: &Statement) -> Result<Rewrite> {
         Statement::Update(u) => rewrite_update(session, u),
         Statement::Delete(d) => rewrite_delete(session, d),
         Statement::Merge(m) => rewrite_merge(session, m),
+        // `WITH ... INSERT/UPDATE/DELETE/MERGE`: the rows' SELECT under the same WITH.
+        Statement::Query(query) if query.with.is_some() => {
+            let (Some(with), Some(body)) = (&query.with, writing_ctes::dml_body(query)) else {
+                return Err(SqlError::Internal(format!("not a DML statement: {query}")));
+            };
+            let mut rewrite = rewrite(session, body)?;
+            rewrite.sql = format!("{with} {}", rewrite.sql);
+            rewrite.direct = None;
+            Ok(rewrite)
+        }
         other => Err(SqlError::FeatureNotSupported(format!(
             "not a DML statement: {other}"
         ))),

@@ -33,6 +33,7 @@ use crate::catalog::{
 pub async fn create(session: &mut Session, create: CreateView) -> Result<Output> {
     let name = table_name(&create.name)?;
     if super::ddl::exists(
+        session,
         session.table_def(&name).is_some(),
         create.if_not_exists,
         &name,
@@ -765,7 +766,10 @@ pub fn drop(
     for name in names {
         let name = table_name(name)?;
         match session.table_def(&name) {
-            None if if_exists => continue,
+            None if if_exists => {
+                super::ddl::skipped(session, "materialized view", &name);
+                continue;
+            }
             None => return Err(CatalogError::TableNotFound(name).into()),
             Some(def) if def.view.is_none() => {
                 return Err(SqlError::WrongObjectType(format!(

@@ -48,6 +48,7 @@ mod sums;
 mod templates;
 mod txn;
 pub mod types;
+mod writing_ctes;
 
 pub use error::{Result, SqlError};
 pub use pushdown::{access_path, AccessPath};

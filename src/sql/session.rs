@@ -333,6 +333,8 @@ pub struct Session {
     prepared_writes: HashMap<String, Arc<Prepared>>,
     /// The result column names of queries prepared with SQL's `PREPARE`.
     prepared_names: HashMap<String, ColumnNames>,
+    /// The RETURNING rows of the writing parts of the statement running.
+    pub(super) statement_tables: super::writing_ctes::StatementTables,
 }
 
 /// The statement that query texts of one shape run as, when their literals
@@ -423,6 +425,8 @@ impl Session {
                 engine.copies.clone(),
             )),
         );
+        let statement_tables = super::writing_ctes::StatementTables::default();
+        let _ = catalog.register_schema(super::writing_ctes::SCHEMA, statement_tables.schema());
         let _ = catalog.register_schema(
             SCHEMA_NAME,
             Arc::new(TablegateSchema::new(
@@ -462,6 +466,7 @@ impl Session {
             key_shapes: HashMap::new(),
             prepared_writes: HashMap::new(),
             prepared_names: HashMap::new(),
+            statement_tables,
         }
     }
 
@@ -492,7 +497,7 @@ impl Session {
     /// [`with_one_type_per_parameter`]), literals typed as PostgreSQL types
     /// them (see [`super::arithmetic`]) and sums of bigints exact (see
     /// [`super::sums`]).
-    async fn to_plan(&self, mut statement: DfStatement) -> Result<LogicalPlan> {
+    pub(super) async fn to_plan(&self, mut statement: DfStatement) -> Result<LogicalPlan> {
         if let DfStatement::Statement(s) = &mut statement {
             self.expand_whole_rows(s).await;
         }
@@ -802,6 +807,10 @@ impl Session {
         match &statement {
             DfStatement::Statement(s) if dml::is_dml(s) => {
                 (prepared.param_types, prepared.result) = dml::describe(self, s).await?;
+            }
+            DfStatement::Statement(s) if writing_query(s).is_some() => {
+                let query = writing_query(s).expect("a query whose WITH writes");
+                (prepared.param_types, prepared.result) = self.describe_writing_ctes(query).await?;
             }
             _ if is_query(&statement) => {
                 let plan = self.to_plan(statement.clone()).await?;
@@ -1144,7 +1153,9 @@ impl Session {
         if self.txn.is_some() {
             return false;
         }
-        self.txn = Some(Transaction::new(self.engine.store().read_view()));
+        let mut txn = Transaction::new(self.engine.store().read_view());
+        txn.implicit = true;
+        self.txn = Some(txn);
         self.refresh_view();
         true
     }
@@ -1203,7 +1214,7 @@ impl Session {
     /// may write only what one entity group transaction holds: rows of one
     /// partition of one table that derives no index entries or view rows.
     fn check_block_write(&mut self, changes: &[Change]) -> Result<()> {
-        if self.engine.store().atomic_across_partitions() {
+        if self.engine.store().atomic_across_partitions() || self.transaction()?.implicit {
             return Ok(());
         }
         let mut partitions = self.transaction()?.written_partitions();
@@ -1468,6 +1479,9 @@ impl Session {
                 }
                 Ok(Output::Command("CLOSE CURSOR".into()))
             }
+            Statement::Query(query) if super::writing_ctes::has_writing_ctes(&query) => {
+                self.run_writing_ctes(*query, params, names).await
+            }
             s if dml::is_dml(&s) => self.run_dml(&s, None, params).await,
             Statement::Query(query) if params.is_none() => {
                 match self.run_by_key_with_literals(&query).await? {
@@ -1513,7 +1527,7 @@ impl Session {
             .collect()
     }
 
-    async fn run_query(
+    pub(super) async fn run_query(
         &mut self,
         statement: DfStatement,
         params: Option<ParamValues>,
@@ -1612,7 +1626,7 @@ impl Session {
     /// re-running the statement on a fresh snapshot when a concurrent writer
     /// changed a row it read (as PostgreSQL's READ COMMITTED re-checks rows).
     /// A prepared statement passes where its rewrite is kept.
-    async fn run_dml(
+    pub(super) async fn run_dml(
         &mut self,
         statement: &Statement,
         kept: Option<&dml::KeptRewrite>,
@@ -2351,7 +2365,15 @@ fn with_one_type_per_parameter(plan: LogicalPlan) -> Result<LogicalPlan> {
 }
 
 /// Parameter types of a plan, in `$1, $2, ...` order.
-fn param_types(plan: &LogicalPlan) -> Result<Vec<Option<DataType>>> {
+/// The query, if the statement is one whose WITH writes.
+fn writing_query(statement: &Statement) -> Option<&datafusion::sql::sqlparser::ast::Query> {
+    match statement {
+        Statement::Query(query) if super::writing_ctes::has_writing_ctes(query) => Some(query),
+        _ => None,
+    }
+}
+
+pub(super) fn param_types(plan: &LogicalPlan) -> Result<Vec<Option<DataType>>> {
     let types = plan.get_parameter_types()?;
     let count = types
         .keys()

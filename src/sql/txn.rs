@@ -131,6 +131,9 @@ pub struct Transaction {
     pub sequences: SequenceChanges,
     /// Set after an error: statements are refused until ROLLBACK.
     pub failed: bool,
+    /// One statement's own transaction, committed when it ends, not a
+    /// block: its writes are one statement's, made whole as a statement's.
+    pub implicit: bool,
 }
 
 /// Sequences a transaction created (at once, so that it can draw from
@@ -165,6 +168,7 @@ impl Transaction {
             definitions: BTreeMap::new(),
             savepoints: Vec::new(),
             failed: false,
+            implicit: false,
         }
     }
 

@@ -538,6 +538,96 @@ async fn notices_reach_extended_protocol_clients() {
     );
 }
 
+/// IF EXISTS and IF NOT EXISTS that skip say so, as PostgreSQL's do; a
+/// unique violation names its key in the error's DETAIL.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn skipped_commands_notice_and_violations_detail() {
+    let server = TestServer::start().await;
+    let (client, mut received) = server.client_with_notices().await;
+    client
+        .batch_execute(
+            "CREATE TABLE t (k int PRIMARY KEY); CREATE TABLE IF NOT EXISTS t (k int PRIMARY KEY)",
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        received.recv().await.unwrap(),
+        "relation \"t\" already exists, skipping"
+    );
+    client
+        .batch_execute("DROP TABLE IF EXISTS nothing")
+        .await
+        .unwrap();
+    assert_eq!(
+        received.recv().await.unwrap(),
+        "table \"nothing\" does not exist, skipping"
+    );
+    client
+        .batch_execute("DROP INDEX IF EXISTS nothing")
+        .await
+        .unwrap();
+    assert_eq!(
+        received.recv().await.unwrap(),
+        "index \"nothing\" does not exist, skipping"
+    );
+    let e = client
+        .batch_execute("INSERT INTO t VALUES (1); INSERT INTO t VALUES (1)")
+        .await
+        .unwrap_err();
+    let db = e.as_db_error().expect("an error from the server");
+    assert_eq!(
+        db.message(),
+        "duplicate key value violates unique constraint \"t_pkey\""
+    );
+    assert_eq!(db.detail(), Some("Key (k)=(1) already exists."));
+}
+
+/// A statement whose WITH writes, prepared: Describe gives its parameters'
+/// types and its result columns without writing; each execution writes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn prepared_statements_whose_with_writes() {
+    let server = TestServer::start().await;
+    let client = server.client().await;
+    client
+        .batch_execute(
+            "CREATE TABLE queue (id int PRIMARY KEY, job text); \
+             CREATE TABLE done (id int PRIMARY KEY, job text); \
+             INSERT INTO queue VALUES (1, 'a'), (2, 'b'), (3, 'c')",
+        )
+        .await
+        .unwrap();
+    let take = client
+        .prepare(
+            "WITH taken AS (DELETE FROM queue WHERE id <= $1 RETURNING id, job), \
+             kept AS (INSERT INTO done SELECT id, job FROM taken RETURNING id) \
+             SELECT count(*) AS moved, $2::text AS note FROM kept",
+        )
+        .await
+        .unwrap();
+    assert_eq!(take.params(), &[Type::INT4, Type::TEXT]);
+    let columns: Vec<(&str, &Type)> = take
+        .columns()
+        .iter()
+        .map(|c| (c.name(), c.type_()))
+        .collect();
+    assert_eq!(columns, [("moved", &Type::INT8), ("note", &Type::TEXT)]);
+    let count = |sql: &'static str| {
+        let client = &client;
+        async move { client.query_one(sql, &[]).await.unwrap().get::<_, i64>(0) }
+    };
+    assert_eq!(
+        count("SELECT count(*) FROM queue").await,
+        3,
+        "Describe wrote nothing"
+    );
+    let row = client.query_one(&take, &[&2i32, &"first"]).await.unwrap();
+    assert_eq!((row.get::<_, i64>(0), row.get::<_, &str>(1)), (2, "first"));
+    let row = client.query_one(&take, &[&3i32, &"second"]).await.unwrap();
+    assert_eq!(row.get::<_, i64>(0), 1);
+    assert_eq!(count("SELECT count(*) FROM queue").await, 0);
+    assert_eq!(count("SELECT count(*) FROM done").await, 3);
+}
+
 /// A read by key answered in text (simple protocol) and in binary (the
 /// extended protocol, as tokio-postgres asks), turn about on one
 /// connection: both run the same prepared read, and each gets its rows in

@@ -21,6 +21,7 @@ mod casts;
 mod columnar;
 mod convert;
 pub mod copy;
+mod correlated;
 mod cursor;
 mod ddl;
 pub mod decimals;

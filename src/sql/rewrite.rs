@@ -380,7 +380,7 @@ const AGGREGATES: &[&str] = &[
     "last_value",
 ];
 
-fn aggregates(expr: &Expr) -> bool {
+pub(super) fn aggregates(expr: &Expr) -> bool {
     let mut found = false;
     let _ = datafusion::sql::sqlparser::ast::visit_expressions(expr, |e| {
         if let Expr::Function(f) = e {
@@ -397,7 +397,7 @@ fn aggregates(expr: &Expr) -> bool {
 
 /// The names a subquery's FROM clause gives its tables (aliases, or the
 /// table names).
-fn inner_names(select: &datafusion::sql::sqlparser::ast::Select) -> Vec<String> {
+pub(super) fn inner_names(select: &datafusion::sql::sqlparser::ast::Select) -> Vec<String> {
     use datafusion::sql::sqlparser::ast::TableFactor;
     let mut names = Vec::new();
     let factors = select
@@ -525,7 +525,7 @@ fn substitute_joined(conditions: &mut [Expr], inner: &[String]) {
     }
 }
 
-fn conjuncts(expr: Expr, out: &mut Vec<Expr>) {
+pub(super) fn conjuncts(expr: Expr, out: &mut Vec<Expr>) {
     match expr {
         Expr::BinaryOp {
             left,

@@ -500,6 +500,13 @@ impl Session {
     pub(super) async fn to_plan(&self, mut statement: DfStatement) -> Result<LogicalPlan> {
         if let DfStatement::Statement(s) = &mut statement {
             self.expand_whole_rows(s).await;
+            let tables = |table: &str| {
+                self.table_def(table).map(|def| super::correlated::Shape {
+                    keys: def.key_column_names(),
+                    columns: def.columns.iter().map(|c| c.name.clone()).collect(),
+                })
+            };
+            super::correlated::rewrite(s, &tables);
         }
         let plan = self.ctx.state().statement_to_plan(statement).await?;
         let plan = super::arithmetic::integer_literals(plan)?;

@@ -145,6 +145,7 @@ mod tests {
             indexes: vec![],
             view: None,
             grants: Vec::new(),
+            temporary: None,
         }
     }
 

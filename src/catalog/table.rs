@@ -95,6 +95,10 @@ pub struct TableDef {
     /// anything).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub grants: Vec<Grant>,
+    /// Set for a temporary table: the session that made it, which drops it
+    /// when it ends.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub temporary: Option<String>,
 }
 
 /// `FOREIGN KEY (columns) REFERENCES table (referenced)`, by column names.

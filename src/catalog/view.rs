@@ -613,6 +613,7 @@ mod tests {
             indexes: vec![],
             view: None,
             grants: Vec::new(),
+            temporary: None,
         }
     }
 

@@ -637,6 +637,7 @@ mod tests {
             indexes: Vec::new(),
             view: None,
             grants: Vec::new(),
+            temporary: None,
         })
     }
 

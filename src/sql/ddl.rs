@@ -417,6 +417,7 @@ pub async fn create_table(session: &mut Session, create: CreateTable) -> Result<
         }
     }
     let partition = partition_option(&create.table_options)?;
+    let temporary = temporary_owner(session, &create)?;
 
     let Some(query) = &create.query else {
         let keys = keys_of(&mut columns, primary, partition)?;
@@ -429,6 +430,7 @@ pub async fn create_table(session: &mut Session, create: CreateTable) -> Result<
             indexes: Vec::new(),
             view: None,
             grants: Vec::new(),
+            temporary,
         };
         for fk in &references {
             let fk = foreign_key(session, &def, fk)?;
@@ -469,11 +471,34 @@ pub async fn create_table(session: &mut Session, create: CreateTable) -> Result<
         indexes: Vec::new(),
         view: None,
         grants: Vec::new(),
+        temporary,
     };
     check_definition(&def)?;
     define(session, &name, Some(def.clone()))?;
     let rows = fill(session, &def, plan).await?;
     Ok(Output::Command(format!("SELECT {rows}")))
+}
+
+/// The owner of a table `CREATE TEMPORARY TABLE` makes: the session,
+/// which drops it when it ends. Its rows stay at commits (ON COMMIT
+/// PRESERVE ROWS, the default); the other ON COMMIT actions are refused.
+fn temporary_owner(session: &mut Session, create: &CreateTable) -> Result<Option<String>> {
+    use datafusion::sql::sqlparser::ast::OnCommit;
+    if !create.temporary {
+        return Ok(None);
+    }
+    if matches!(
+        create.on_commit,
+        Some(OnCommit::DeleteRows | OnCommit::Drop)
+    ) {
+        return Err(SqlError::FeatureNotSupported(
+            "ON COMMIT DELETE ROWS and ON COMMIT DROP are not supported; a temporary table \
+             keeps its rows until the session ends"
+                .into(),
+        ));
+    }
+    let name = table_name(&create.name)?;
+    Ok(Some(session.own_temporary_table(&name)))
 }
 
 /// Inserts a query's rows into a new table.

@@ -124,6 +124,7 @@ pub async fn create(session: &mut Session, create: CreateView) -> Result<Output>
             maintained: maintained.clone(),
         }),
         grants: Vec::new(),
+        temporary: None,
     };
     check_definition(&def)?;
     define(session, &name, Some(def.clone()))?;

@@ -1366,6 +1366,10 @@ fn namespaces() -> Vec<Vec<Cell>> {
         .collect()
 }
 
+/// Where `relpersistence` is in a `pg_class` row: `p`, or `t` for a
+/// temporary table.
+const RELPERSISTENCE: usize = 15;
+
 /// A `pg_class` row. `has_triggers` is what PostgreSQL sets for tables
 /// with foreign keys (its foreign keys are triggers), and what makes psql
 /// list them.
@@ -1426,14 +1430,18 @@ fn classes(tables: &[Arc<TableDef>]) -> Vec<Vec<Cell>> {
             .iter()
             .any(|other| other.foreign_keys.iter().any(|fk| fk.table == t.name));
         let indexes = indexes_of(t);
-        rows.push(class_row(
+        let mut row = class_row(
             table_oid(&t.name),
             &t.name,
             if t.view.is_some() { "m" } else { "r" },
             t.columns.len(),
             !indexes.is_empty(),
             referenced || !t.foreign_keys.is_empty(),
-        ));
+        );
+        if t.temporary.is_some() {
+            row[RELPERSISTENCE] = "t".into();
+        }
+        rows.push(row);
         for index in indexes {
             rows.push(class_row(
                 index.oid,
@@ -1706,6 +1714,11 @@ mod tests {
     use super::*;
 
     #[test]
+    fn relpersistence_is_where_pg_class_has_it() {
+        assert_eq!(PG_CLASS[RELPERSISTENCE].0, "relpersistence");
+    }
+
+    #[test]
     fn oids_are_stable_and_outside_the_reserved_range() {
         assert_eq!(table_oid("employees"), table_oid("employees"));
         assert_ne!(table_oid("employees"), table_oid("employee"));
@@ -1773,6 +1786,7 @@ mod tests {
             indexes: Vec::new(),
             view: None,
             grants: Vec::new(),
+            temporary: None,
         });
         let tables = vec![def];
         for (columns, rows) in [

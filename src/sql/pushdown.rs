@@ -1018,6 +1018,7 @@ mod tests {
             indexes: Vec::new(),
             view: None,
             grants: Vec::new(),
+            temporary: None,
         }
     }
 

@@ -14,7 +14,7 @@ use datafusion::physical_plan::SendableRecordBatchStream;
 use datafusion::prelude::{SessionConfig, SessionContext};
 use datafusion::sql::parser::Statement as DfStatement;
 use datafusion::sql::sqlparser::ast::{
-    CopyLegacyOption, CopyOption, CopySource, CopyTarget, ObjectName, Statement,
+    CopyLegacyOption, CopyOption, CopySource, CopyTarget, Ident, ObjectName, Statement,
 };
 use datafusion::sql::sqlparser::dialect::PostgreSqlDialect;
 
@@ -82,13 +82,58 @@ impl Engine {
                 .ok()
                 .map(Arc::new)
         });
-        Ok(Arc::new(Engine {
+        let shared = store.shared();
+        let engine = Arc::new(Engine {
             catalog: Arc::new(Catalog::open(store).await?),
             monitor: Arc::default(),
             runtime,
             tasks,
             copies,
-        }))
+        });
+        // No session is left from before: their temporary tables go. Over
+        // a shared store, other gateways' sessions may be using theirs.
+        if !shared {
+            engine.drop_temporary_tables(None).await?;
+        }
+        Ok(engine)
+    }
+
+    /// Drops the temporary tables of the session marked `owner`, or all
+    /// of them (`None`), each only while it is still that session's.
+    pub async fn drop_temporary_tables(self: &Arc<Self>, owner: Option<&str>) -> Result<()> {
+        let owned = |def: &TableDef| match (&def.temporary, owner) {
+            (Some(mark), Some(owner)) => mark == owner,
+            (Some(_), None) => true,
+            (None, _) => false,
+        };
+        let names: Vec<String> = self
+            .catalog
+            .list()
+            .iter()
+            .filter(|def| owned(def))
+            .map(|def| def.name.clone())
+            .collect();
+        if names.is_empty() {
+            return Ok(());
+        }
+        let mut session = Session::new(self.clone());
+        session.open_implicit();
+        let mut result = Ok(());
+        for name in names {
+            // Read again in the transaction, whose commit checks it still is.
+            if !session.table_def(&name).is_some_and(|def| owned(&def)) {
+                continue;
+            }
+            let name = ObjectName::from(vec![Ident::with_quote('"', name)]);
+            result = ddl::drop_tables(&mut session, &[name], true, true)
+                .await
+                .map(|_| ());
+            if result.is_err() {
+                break;
+            }
+        }
+        session.close_implicit(result.is_ok()).await?;
+        result
     }
 
     pub fn store(&self) -> &Arc<dyn TableStore> {
@@ -335,6 +380,8 @@ pub struct Session {
     prepared_names: HashMap<String, ColumnNames>,
     /// The RETURNING rows of the writing parts of the statement running.
     pub(super) statement_tables: super::writing_ctes::StatementTables,
+    /// The session's mark on the temporary tables it makes, and their names.
+    temporary: (String, Vec<String>),
 }
 
 /// The statement that query texts of one shape run as, when their literals
@@ -356,6 +403,39 @@ const MAX_SHAPED_READS: usize = 8;
 const MAX_KEY_READS: usize = 256;
 
 /// A number for each session, reported by `pg_backend_pid()`.
+impl Drop for Session {
+    /// The session's temporary tables go with it, in a task of their own
+    /// (dropping them commits to the catalog).
+    fn drop(&mut self) {
+        let (mark, names) = &self.temporary;
+        if names.is_empty() {
+            return;
+        }
+        let (engine, mark) = (self.engine.clone(), mark.clone());
+        self.engine.tasks.spawn(async move {
+            if let Err(e) = engine.drop_temporary_tables(Some(&mark)).await {
+                tracing::warn!("could not drop a closed session's temporary tables: {e}");
+            }
+        });
+    }
+}
+
+/// A mark for one session's temporary tables, unique across sessions and
+/// gateways: this process's start, its id, and the session's number.
+fn temporary_owner() -> String {
+    static PROCESS: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+    let process = PROCESS.get_or_init(|| {
+        let started = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default()
+            .as_nanos();
+        format!("{started:x}.{}", std::process::id())
+    });
+    let session = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    format!("{process}.{session}")
+}
+
 fn next_backend_pid() -> i32 {
     static NEXT: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(1);
     NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
@@ -467,11 +547,22 @@ impl Session {
             prepared_writes: HashMap::new(),
             prepared_names: HashMap::new(),
             statement_tables,
+            temporary: (temporary_owner(), Vec::new()),
         }
     }
 
     pub fn engine(&self) -> &Arc<Engine> {
         &self.engine
+    }
+
+    /// Makes `name` one of the session's temporary tables, dropped when it
+    /// ends; returns the mark its definition carries.
+    pub(super) fn own_temporary_table(&mut self, name: &str) -> String {
+        let (mark, names) = &mut self.temporary;
+        if !names.iter().any(|n| n == name) {
+            names.push(name.to_owned());
+        }
+        mark.clone()
     }
 
     /// Adds a notice for the client.
@@ -1424,12 +1515,19 @@ impl Session {
                 Ok(Output::Command("RESET".into()))
             }
             Statement::Discard { object_type } => {
+                use datafusion::sql::sqlparser::ast::DiscardObject;
                 // Settings go back to their start; prepared statements and
                 // portals belong to the protocol layer, which keeps them.
-                if object_type == datafusion::sql::sqlparser::ast::DiscardObject::ALL {
+                if object_type == DiscardObject::ALL {
                     self.settings.reset_all();
                     self.view.set_pushdown(true);
                     self.cursors.clear();
+                }
+                if matches!(object_type, DiscardObject::ALL | DiscardObject::TEMP) {
+                    let (mark, names) = &mut self.temporary;
+                    names.clear();
+                    let mark = mark.clone();
+                    self.engine.drop_temporary_tables(Some(&mark)).await?;
                 }
                 Ok(Output::Command(format!("DISCARD {object_type}")))
             }

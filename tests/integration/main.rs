@@ -32,5 +32,6 @@ mod psql_client;
 mod pushdown_equivalence;
 mod range_queries;
 mod resource_limits;
+mod temporary_tables;
 mod unix_socket;
 mod wire_protocol;

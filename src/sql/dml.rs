@@ -967,9 +967,15 @@ fn rewrite_merge(session: &Session, merge: &Merge) -> Result<Rewrite> {
             Some(p) => format!("{kind_test} AND ({p})"),
             None => kind_test,
         };
-        clause_tests.push(format!("WHEN {test} THEN {}", n + 1));
         let mut row: Vec<String> = columns.iter().map(|&c| own(c)).collect();
+        // A row the clause takes is left as it is: its number is 0.
+        let number = match does_nothing(&clause.action) {
+            true => 0,
+            false => n + 1,
+        };
+        clause_tests.push(format!("WHEN {test} THEN {number}"));
         let kind = match &clause.action {
+            action if does_nothing(action) => Kind::Update,
             MergeAction::Update(update) => {
                 for a in &update.assignments {
                     let (column, value) = assignment(&def, a, &mut hints)?;
@@ -1056,6 +1062,75 @@ fn rewrite_merge(session: &Session, merge: &Merge) -> Result<Rewrite> {
         merged,
         direct: None,
     })
+}
+
+/// What MERGE's `THEN DO NOTHING` is read as: the parser knows only
+/// UPDATE, DELETE and INSERT there, so it is written as an UPDATE (of a
+/// MATCHED clause) or an INSERT (of a NOT MATCHED one) of this column,
+/// which no table may have (see [`readable_merge`]).
+const DO_NOTHING: &str = "__tablegate_do_nothing";
+
+/// The text with each `THEN DO NOTHING` (of MERGE's clauses) written so
+/// that the parser reads it (see [`DO_NOTHING`]).
+pub fn readable_merge(sql: &str) -> std::borrow::Cow<'_, str> {
+    use datafusion::sql::sqlparser::tokenizer::{Token, Tokenizer};
+    let lower = sql.to_ascii_lowercase();
+    if !lower.contains("nothing") || !lower.contains("merge") {
+        return sql.into();
+    }
+    let dialect = datafusion::sql::sqlparser::dialect::PostgreSqlDialect {};
+    let Ok(mut tokens) = Tokenizer::new(&dialect, sql).tokenize() else {
+        return sql.into();
+    };
+    let is = |token: &Token, keyword: &str| matches!(token, Token::Word(w) if w.quote_style.is_none() && w.value.eq_ignore_ascii_case(keyword));
+    let words: Vec<usize> = (0..tokens.len())
+        .filter(|&i| !matches!(tokens[i], Token::Whitespace(_)))
+        .collect();
+    let mut found = false;
+    for (at, w) in words.windows(3).enumerate() {
+        if is(&tokens[w[0]], "then") && is(&tokens[w[1]], "do") && is(&tokens[w[2]], "nothing") {
+            // The clause's kind: the words after the WHEN before it.
+            let word =
+                |i: usize, keyword: &str| words.get(i).is_some_and(|&t| is(&tokens[t], keyword));
+            let when = (0..at)
+                .rev()
+                .find(|&i| word(i, "when") && (word(i + 1, "matched") || word(i + 2, "matched")));
+            let not_matched = when.is_some_and(|i| {
+                word(i + 1, "not") && !(word(i + 3, "by") && word(i + 4, "source"))
+            });
+            let nothing = match not_matched {
+                true => format!("INSERT (\"{DO_NOTHING}\") VALUES (NULL)"),
+                false => format!("UPDATE SET \"{DO_NOTHING}\" = NULL"),
+            };
+            tokens[w[1]] = Token::make_word(&nothing, None);
+            for t in &mut tokens[w[1] + 1..=w[2]] {
+                *t = Token::make_word("", None);
+            }
+            found = true;
+        }
+    }
+    match found {
+        true => tokens
+            .iter()
+            .map(|t| t.to_string())
+            .collect::<String>()
+            .into(),
+        false => sql.into(),
+    }
+}
+
+/// Whether a MERGE clause's action stands for `DO NOTHING`.
+fn does_nothing(action: &MergeAction) -> bool {
+    let nothing = format!("\"{DO_NOTHING}\"");
+    match action {
+        MergeAction::Update(update) => {
+            matches!(update.assignments.as_slice(), [a] if a.target.to_string() == nothing)
+        }
+        MergeAction::Insert(insert) => {
+            matches!(insert.columns.as_slice(), [c] if c.to_string() == nothing)
+        }
+        MergeAction::Delete { .. } => false,
+    }
 }
 
 /// A prepared statement's rewrite, kept while the definition of its table
@@ -1545,4 +1620,27 @@ async fn returning(
         stream: Box::pin(stream),
         tag,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn merge_do_nothing_is_written_as_the_parser_reads_it() {
+        let sql = "MERGE INTO t USING s ON t.k = s.k WHEN MATCHED THEN\n  DO NOTHING WHEN NOT MATCHED THEN do  nothing";
+        assert_eq!(
+            readable_merge(sql),
+            "MERGE INTO t USING s ON t.k = s.k WHEN MATCHED THEN\n  UPDATE SET \"__tablegate_do_nothing\" = NULL \
+             WHEN NOT MATCHED THEN INSERT (\"__tablegate_do_nothing\") VALUES (NULL)"
+        );
+        // Other texts are left as they are, strings and ON CONFLICT too.
+        for sql in [
+            "INSERT INTO t VALUES (1) ON CONFLICT DO NOTHING",
+            "SELECT 'merge then do nothing'",
+            "SELECT CASE WHEN true THEN \"do\" END AS nothing FROM merge",
+        ] {
+            assert_eq!(readable_merge(sql), sql);
+        }
+    }
 }

@@ -737,8 +737,9 @@ impl Session {
 
     /// Parses a query string into statements, in PostgreSQL's dialect.
     pub fn parse(sql: &str) -> Result<Vec<DfStatement>> {
+        let sql = dml::readable_merge(sql);
         let statements =
-            datafusion::sql::sqlparser::parser::Parser::parse_sql(&PostgreSqlDialect {}, sql)
+            datafusion::sql::sqlparser::parser::Parser::parse_sql(&PostgreSqlDialect {}, &sql)
                 .map_err(|e| SqlError::Syntax(e.to_string()))?;
         Ok(statements
             .into_iter()

@@ -1074,8 +1074,12 @@ const DO_NOTHING: &str = "__tablegate_do_nothing";
 /// that the parser reads it (see [`DO_NOTHING`]).
 pub fn readable_merge(sql: &str) -> std::borrow::Cow<'_, str> {
     use datafusion::sql::sqlparser::tokenizer::{Token, Tokenizer};
-    let lower = sql.to_ascii_lowercase();
-    if !lower.contains("nothing") || !lower.contains("merge") {
+    let has = |word: &str| {
+        sql.as_bytes()
+            .windows(word.len())
+            .any(|w| w.eq_ignore_ascii_case(word.as_bytes()))
+    };
+    if !has("nothing") || !has("merge") {
         return sql.into();
     }
     let dialect = datafusion::sql::sqlparser::dialect::PostgreSqlDialect {};

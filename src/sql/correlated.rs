@@ -33,6 +33,7 @@ use datafusion::sql::sqlparser::ast::{
     TableWithJoins, Value, VisitMut, VisitorMut,
 };
 
+use super::records::visit_outside_subqueries;
 use super::rewrite::{aggregates, and_all, conjuncts, inner_names};
 use super::session::{normalize, table_name};
 
@@ -349,7 +350,7 @@ impl Scopes<'_> {
             columns.push((read_as, shape.columns));
         }
         let mut ambiguous = false;
-        own_expressions(select, &mut |e| {
+        visit_outside_subqueries(select, |e| {
             let Expr::Identifier(ident) = e else {
                 return;
             };
@@ -368,32 +369,6 @@ impl Scopes<'_> {
         });
         !ambiguous
     }
-}
-
-/// Calls `f` on each expression of a SELECT outside its subqueries.
-fn own_expressions(select: &mut Select, f: &mut dyn FnMut(&mut Expr)) {
-    struct Own<'f> {
-        depth: usize,
-        f: &'f mut dyn FnMut(&mut Expr),
-    }
-    impl VisitorMut for Own<'_> {
-        type Break = ();
-        fn pre_visit_query(&mut self, _: &mut Query) -> ControlFlow<()> {
-            self.depth += 1;
-            ControlFlow::Continue(())
-        }
-        fn post_visit_query(&mut self, _: &mut Query) -> ControlFlow<()> {
-            self.depth -= 1;
-            ControlFlow::Continue(())
-        }
-        fn post_visit_expr(&mut self, expr: &mut Expr) -> ControlFlow<()> {
-            if self.depth == 0 {
-                (self.f)(expr);
-            }
-            ControlFlow::Continue(())
-        }
-    }
-    let _ = select.visit(&mut Own { depth: 0, f });
 }
 
 /// An aggregate subquery whose value reads the outer row outside its

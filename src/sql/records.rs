@@ -362,8 +362,9 @@ fn mark_select(select: &mut Select, scopes: &[Option<With>], found: &mut WholeRo
     }
 }
 
-/// Calls `visit` on each expression of `expr` outside its subqueries.
-fn visit_outside_subqueries(expr: &mut Expr, visit: impl FnMut(&mut Expr)) {
+/// Calls `visit` on each expression of `node` (an expression, a SELECT)
+/// outside its subqueries.
+pub(super) fn visit_outside_subqueries<N: VisitMut>(node: &mut N, visit: impl FnMut(&mut Expr)) {
     /// How many subqueries deep the visit is.
     struct Outside<F> {
         depth: usize,
@@ -386,7 +387,7 @@ fn visit_outside_subqueries(expr: &mut Expr, visit: impl FnMut(&mut Expr)) {
             ControlFlow::Continue(())
         }
     }
-    let _ = expr.visit(&mut Outside { depth: 0, visit });
+    let _ = node.visit(&mut Outside { depth: 0, visit });
 }
 
 /// `WITH <every enclosing CTE> SELECT * FROM <the select's FROM>`.

@@ -142,31 +142,12 @@ impl Session {
 
     async fn run_parts(
         &mut self,
-        mut query: Query,
+        query: Query,
         params: Option<ParamValues>,
         names: Option<ColumnNames>,
     ) -> Result<Output> {
-        let with = query.with.take().unwrap_or_else(|| with_of(false, vec![]));
-        let mut parts: Vec<Cte> = Vec::new();
-        for cte in with.cte_tables {
-            if dml_body(&cte.query).is_none() {
-                parts.push(cte);
-                continue;
-            }
-            let statement = under(with.recursive, &parts, (*cte.query).clone());
-            self.refresh_view();
-            match self.run_dml(&statement, None, params.clone()).await? {
-                Output::Rows { schema, stream, .. } => {
-                    let batches: Vec<_> = stream.try_collect().await?;
-                    let kept = self.statement_tables.keep(schema, batches)?;
-                    parts.push(reading(cte, kept));
-                }
-                // Without RETURNING there is nothing to read.
-                _ => {}
-            }
-        }
+        let statement = self.after_parts(query, Parts::Run(&params)).await?;
         self.refresh_view();
-        let statement = under(with.recursive, &parts, query);
         match dml::is_dml(&statement) {
             true => self.run_dml(&statement, None, params).await,
             false => {
@@ -190,20 +171,31 @@ impl Session {
 
     async fn describe_parts(
         &mut self,
-        mut query: Query,
+        query: Query,
     ) -> Result<(Vec<Option<DataType>>, Option<SchemaRef>)> {
-        let with = query.with.take().unwrap_or_else(|| with_of(false, vec![]));
-        let mut types: Vec<Option<DataType>> = Vec::new();
-        let mut learn = |found: Vec<Option<DataType>>| {
-            if types.len() < found.len() {
-                types.resize(found.len(), None);
+        let mut types = Vec::new();
+        let statement = self.after_parts(query, Parts::Describe(&mut types)).await?;
+        let result = match dml::is_dml(&statement) {
+            true => {
+                let (found, result) = dml::describe(self, &statement).await?;
+                learn(&mut types, found);
+                result
             }
-            for (known, found) in types.iter_mut().zip(found) {
-                if known.is_none() {
-                    *known = found;
-                }
+            false => {
+                let plan = self
+                    .to_plan(DfStatement::Statement(Box::new(statement)))
+                    .await?;
+                learn(&mut types, super::session::param_types(&plan)?);
+                Some(Arc::new(plan.schema().as_arrow().clone()))
             }
         };
+        Ok((types, result))
+    }
+
+    /// Runs (or describes) the writing parts of the query's WITH in their
+    /// order, and returns its last part under the parts that read.
+    async fn after_parts(&mut self, mut query: Query, mut how: Parts<'_>) -> Result<Statement> {
+        let with = query.with.take().unwrap_or_else(|| with_of(false, vec![]));
         let mut parts: Vec<Cte> = Vec::new();
         for cte in with.cte_tables {
             if dml_body(&cte.query).is_none() {
@@ -211,29 +203,49 @@ impl Session {
                 continue;
             }
             let statement = under(with.recursive, &parts, (*cte.query).clone());
-            let (found, result) = dml::describe(self, &statement).await?;
-            learn(found);
-            if let Some(schema) = result {
-                let kept = self.statement_tables.keep(schema, vec![])?;
+            let returned = match &mut how {
+                Parts::Run(params) => {
+                    self.refresh_view();
+                    match self.run_dml(&statement, None, (*params).clone()).await? {
+                        Output::Rows { schema, stream, .. } => {
+                            Some((schema, stream.try_collect().await?))
+                        }
+                        _ => None,
+                    }
+                }
+                Parts::Describe(types) => {
+                    let (found, result) = dml::describe(self, &statement).await?;
+                    learn(types, found);
+                    result.map(|schema| (schema, vec![]))
+                }
+            };
+            // Without RETURNING there is nothing to read.
+            if let Some((schema, batches)) = returned {
+                let kept = self.statement_tables.keep(schema, batches)?;
                 parts.push(reading(cte, kept));
             }
         }
-        let statement = under(with.recursive, &parts, query);
-        let result = match dml::is_dml(&statement) {
-            true => {
-                let (found, result) = dml::describe(self, &statement).await?;
-                learn(found);
-                result
-            }
-            false => {
-                let plan = self
-                    .to_plan(DfStatement::Statement(Box::new(statement)))
-                    .await?;
-                learn(super::session::param_types(&plan)?);
-                Some(Arc::new(plan.schema().as_arrow().clone()))
-            }
-        };
-        Ok((types, result))
+        Ok(under(with.recursive, &parts, query))
+    }
+}
+
+/// What [`Session::after_parts`] does with each writing part: runs it with
+/// the statement's parameters, or learns its parameters' types.
+enum Parts<'a> {
+    Run(&'a Option<ParamValues>),
+    Describe(&'a mut Vec<Option<DataType>>),
+}
+
+/// Adds the parameter types a part found to those known (the first type
+/// found for a parameter is its type).
+fn learn(types: &mut Vec<Option<DataType>>, found: Vec<Option<DataType>>) {
+    if types.len() < found.len() {
+        types.resize(found.len(), None);
+    }
+    for (known, found) in types.iter_mut().zip(found) {
+        if known.is_none() {
+            *known = found;
+        }
     }
 }
 

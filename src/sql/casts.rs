@@ -9,8 +9,10 @@
 //!   `2024-01-01T10:00:00.500`).
 //! - A value cast to `real` that f32 cannot hold is an error (22003), where
 //!   Arrow's cast makes it infinite or zero.
-//! - A literal text cast to a timestamp may leave out the seconds, one cast
-//!   to an interval may be written as PostgreSQL prints it (`1 day 01:30:00`).
+//! - A text cast to a timestamp may leave out the seconds, one cast to an
+//!   interval may be written as PostgreSQL prints it (`1 day 01:30:00`):
+//!   a literal's text is made one Arrow reads when planned, a column's
+//!   texts when they are read.
 //! - A number cast to an integer is rounded (`3.7::int` is 4), a numeric's
 //!   half away from zero and a double's to even, where Arrow truncates it.
 
@@ -55,34 +57,45 @@ impl AnalyzerRule for PostgresCasts {
 /// `expr`, over columns of `inputs`, with a [`PostgresCast`] in place of
 /// each cast PostgreSQL does otherwise (see [`PostgresCasts`]).
 pub fn postgres_casts(expr: Expr, inputs: &DFSchema) -> Result<Transformed<Expr>> {
-    static CASTS: OnceLock<[Arc<ScalarUDF>; 5]> = OnceLock::new();
-    let [float_text, decimal_text, timestamp_text, real, rounded] = CASTS.get_or_init(|| {
-        let cast = |name, returns, cast| {
-            Arc::new(
-                PostgresCast {
-                    name,
-                    returns,
-                    cast,
-                }
-                .into(),
-            )
-        };
-        [
-            cast("__tablegate_float_text", Some(DataType::Utf8), float_texts),
-            cast(
-                "__tablegate_decimal_text",
-                Some(DataType::Utf8),
-                decimal_texts,
-            ),
-            cast(
-                "__tablegate_timestamp_text",
-                Some(DataType::Utf8),
-                timestamp_texts,
-            ),
-            cast("__tablegate_real", Some(DataType::Float32), to_real),
-            cast("__tablegate_rounded", None, rounded_numbers),
-        ]
-    });
+    static CASTS: OnceLock<[Arc<ScalarUDF>; 7]> = OnceLock::new();
+    let [float_text, decimal_text, timestamp_text, real, rounded, timestamp_input, interval_input] =
+        CASTS.get_or_init(|| {
+            let cast = |name, returns, cast| {
+                Arc::new(
+                    PostgresCast {
+                        name,
+                        returns,
+                        cast,
+                    }
+                    .into(),
+                )
+            };
+            [
+                cast("__tablegate_float_text", Some(DataType::Utf8), float_texts),
+                cast(
+                    "__tablegate_decimal_text",
+                    Some(DataType::Utf8),
+                    decimal_texts,
+                ),
+                cast(
+                    "__tablegate_timestamp_text",
+                    Some(DataType::Utf8),
+                    timestamp_texts,
+                ),
+                cast("__tablegate_real", Some(DataType::Float32), to_real),
+                cast("__tablegate_rounded", None, rounded_numbers),
+                cast(
+                    "__tablegate_timestamp_input",
+                    Some(DataType::Utf8),
+                    timestamp_input_texts,
+                ),
+                cast(
+                    "__tablegate_interval_input",
+                    Some(DataType::Utf8),
+                    interval_input_texts,
+                ),
+            ]
+        });
     expr.transform_up(|e| match e {
         Expr::Cast(Cast { expr, field }) if is_text(field.data_type()) => {
             let text = match expr.get_type(inputs) {
@@ -108,9 +121,10 @@ pub fn postgres_casts(expr: Expr, inputs: &DFSchema) -> Result<Transformed<Expr>
                 DataType::Timestamp(..) | DataType::Interval(_)
             ) =>
         {
-            let input = match field.data_type() {
-                DataType::Interval(_) => super::types::interval_input,
-                _ => super::types::timestamp_input,
+            type Input = fn(&str) -> std::borrow::Cow<'_, str>;
+            let (input, inputs_of): (Input, _) = match field.data_type() {
+                DataType::Interval(_) => (super::types::interval_input, interval_input),
+                _ => (super::types::timestamp_input, timestamp_input),
             };
             match *expr {
                 Expr::Literal(ScalarValue::Utf8(Some(text)), meta) => {
@@ -119,6 +133,12 @@ pub fn postgres_casts(expr: Expr, inputs: &DFSchema) -> Result<Transformed<Expr>
                     let literal = Expr::Literal(ScalarValue::Utf8(Some(read)), meta);
                     let cast = Expr::Cast(Cast::new_from_field(Box::new(literal), field));
                     Ok(Transformed::new_transformed(cast, changed))
+                }
+                // A column's texts, each made one Arrow reads.
+                expr if expr.get_type(inputs).is_ok_and(|t| t == DataType::Utf8) => {
+                    let read = ScalarFunction::new_udf(inputs_of.clone(), vec![expr]);
+                    let cast = Cast::new_from_field(Box::new(Expr::ScalarFunction(read)), field);
+                    Ok(Transformed::yes(Expr::Cast(cast)))
                 }
                 expr => Ok(Transformed::no(Expr::Cast(Cast::new_from_field(
                     Box::new(expr),
@@ -303,6 +323,26 @@ fn to_real(values: &ArrayRef) -> Result<ArrayRef> {
 }
 
 /// Timestamps' text, as PostgreSQL prints them.
+/// Texts as Arrow reads them as timestamps (see [`super::types::timestamp_input`]).
+fn timestamp_input_texts(texts: &ArrayRef) -> Result<ArrayRef> {
+    Ok(texts_read_as(texts, super::types::timestamp_input))
+}
+
+/// Texts as Arrow reads them as intervals (see [`super::types::interval_input`]).
+fn interval_input_texts(texts: &ArrayRef) -> Result<ArrayRef> {
+    Ok(texts_read_as(texts, super::types::interval_input))
+}
+
+fn texts_read_as(texts: &ArrayRef, input: fn(&str) -> std::borrow::Cow<'_, str>) -> ArrayRef {
+    Arc::new(
+        texts
+            .as_string::<i32>()
+            .iter()
+            .map(|t| t.map(input))
+            .collect::<datafusion::arrow::array::StringArray>(),
+    )
+}
+
 fn timestamp_texts(times: &ArrayRef) -> Result<ArrayRef> {
     let DataType::Timestamp(_, zone) = times.data_type() else {
         return exec_err!("timestamp text of a {}", times.data_type());

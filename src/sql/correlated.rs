@@ -34,7 +34,7 @@ use datafusion::sql::sqlparser::ast::{
 };
 
 use super::records::visit_outside_subqueries;
-use super::rewrite::{aggregates, and_all, conjuncts, inner_names};
+use super::rewrite::{aggregates, and_all, conjuncts, inner_names, parse_expr};
 use super::session::{normalize, table_name};
 
 /// What the rewrite needs of a table.
@@ -207,16 +207,6 @@ fn first_row_as_aggregate(query: &mut Query, outer: &HashMap<String, String>) {
     *value = first;
     query.order_by = None;
     query.limit_clause = None;
-}
-
-fn parse_expr(sql: &str) -> Option<Expr> {
-    datafusion::sql::sqlparser::parser::Parser::new(
-        &datafusion::sql::sqlparser::dialect::PostgreSqlDialect {},
-    )
-    .try_with_sql(sql)
-    .ok()?
-    .parse_expr()
-    .ok()
 }
 
 impl Scopes<'_> {

@@ -41,6 +41,7 @@ mod plan_nodes;
 mod provider;
 pub mod pushdown;
 mod records;
+mod recordsets;
 mod rewrite;
 mod scan;
 pub mod session;

@@ -269,6 +269,15 @@ fn rows_counted(subquery: &Query) -> Option<Expr> {
     Some(Expr::Subquery(Box::new(counted)))
 }
 
+/// An expression from its text, in PostgreSQL's dialect.
+pub(super) fn parse_expr(sql: &str) -> Option<Expr> {
+    datafusion::sql::sqlparser::parser::Parser::new(&PostgreSqlDialect {})
+        .try_with_sql(sql)
+        .ok()?
+        .parse_expr()
+        .ok()
+}
+
 pub(super) fn call(name: &str, args: Vec<Expr>) -> Expr {
     let args = args
         .into_iter()
@@ -1528,6 +1537,7 @@ impl datafusion::sql::sqlparser::ast::VisitorMut for Selects {
 
     fn pre_visit_query(&mut self, query: &mut Query) -> ControlFlow<()> {
         fetch_as_limit(query);
+        super::recordsets::recordsets_as_elements(query);
         lateral_set_functions(query);
         for_each_select(query.body.as_mut(), &mut |select| {
             for item in &mut select.projection {
@@ -2587,7 +2597,7 @@ pub(super) mod tests {
         *s
     }
 
-    fn rewritten(sql: &str) -> String {
+    pub(in crate::sql) fn rewritten(sql: &str) -> String {
         let mut s = statement(sql);
         rewrite(&mut s);
         s.to_string()

@@ -23,6 +23,7 @@ mod convert;
 pub mod copy;
 mod correlated;
 mod cursor;
+mod date_fields;
 mod ddl;
 pub mod decimals;
 mod diagnostics;

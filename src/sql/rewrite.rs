@@ -853,6 +853,7 @@ fn regclass_of_value(expr: &Expr) -> Option<Expr> {
 
 fn rewrite_expr(expr: &mut Expr) {
     super::records::row_nullness(expr);
+    super::date_fields::postgres_date_fields(expr);
     match expr {
         // JSON's operators, as calls of tablegate's functions.
         Expr::BinaryOp { left, op, right }
@@ -1498,6 +1499,8 @@ fn name_in_plan(expr: &Expr) -> String {
     }
     let mut named = expr.clone();
     let _ = visit_expressions_mut(&mut named, |e| {
+        // As `rewrite_expr` will write it.
+        super::date_fields::postgres_date_fields(e);
         if let Expr::Subquery(_) = e {
             *e = Expr::Identifier(Ident::new("(<subquery>)"));
         }

@@ -1,0 +1,94 @@
+//! `extract(field FROM x)` and `date_part('field', x)` as PostgreSQL 15
+//! answers them, over DataFusion's `date_part`, whose fields are whole
+//! numbers (a second without its fraction: `extract(second FROM
+//! '10:00:05.25')` was 5):
+//!
+//! - `extract` is a `numeric`: six decimals for `epoch` and `second`
+//!   (`1767261600.500000`, `5.250000`), three for `milliseconds`, none
+//!   for the other fields;
+//! - `date_part` is a `double precision`, seconds and milliseconds with
+//!   their fractions.
+//!
+//! The second and its parts are read from the microseconds (the second's
+//! and its fraction's), which DataFusion gives whole.
+
+use datafusion::sql::sqlparser::ast::{
+    Expr, FunctionArg, FunctionArgExpr, FunctionArguments, Value,
+};
+
+use super::rewrite::parse_expr;
+
+/// Rewrites an `extract` or a `date_part` call (see the module's comment).
+pub(super) fn postgres_date_fields(expr: &mut Expr) {
+    let rewritten = match &*expr {
+        Expr::Extract {
+            field, expr: value, ..
+        } => extract(&field.to_string().to_lowercase(), value),
+        Expr::Function(f) if f.name.to_string().eq_ignore_ascii_case("date_part") => {
+            let FunctionArguments::List(list) = &f.args else {
+                return;
+            };
+            match list.args.as_slice() {
+                [FunctionArg::Unnamed(FunctionArgExpr::Expr(Expr::Value(field))), FunctionArg::Unnamed(FunctionArgExpr::Expr(value))] => {
+                    match &field.value {
+                        Value::SingleQuotedString(field) => date_part(&field.to_lowercase(), value),
+                        _ => None,
+                    }
+                }
+                _ => None,
+            }
+        }
+        _ => None,
+    };
+    if let Some(rewritten) = rewritten {
+        *expr = rewritten;
+    }
+}
+
+/// The field's value as a double, and the number of decimals
+/// PostgreSQL's `extract` gives it.
+fn field_value(field: &str, value: &Expr) -> (String, u8) {
+    let micros = format!("CAST(date_part('microsecond', {value}) AS DOUBLE PRECISION)");
+    match field {
+        // DataFusion's epoch misses a fraction by a little
+        // (`1767261605.2499998` for `...:05.25`): to the microsecond.
+        "epoch" => (format!("round(date_part('epoch', {value}), 6)"), 6),
+        "second" | "seconds" => (format!("{micros} / 1000000"), 6),
+        "millisecond" | "milliseconds" => (format!("{micros} / 1000"), 3),
+        "microsecond" | "microseconds" => (micros, 0),
+        field => (
+            format!("CAST(date_part('{field}', {value}) AS DOUBLE PRECISION)"),
+            0,
+        ),
+    }
+}
+
+fn extract(field: &str, value: &Expr) -> Option<Expr> {
+    let (value, decimals) = field_value(field, value);
+    parse_expr(&format!("CAST({value} AS NUMERIC(38, {decimals}))"))
+}
+
+fn date_part(field: &str, value: &Expr) -> Option<Expr> {
+    let (value, _) = field_value(field, value);
+    parse_expr(&format!("CAST({value} AS DOUBLE PRECISION)"))
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::sql::rewrite::tests::rewritten;
+
+    #[test]
+    fn extract_is_a_numeric_and_date_part_a_double() {
+        assert_eq!(
+            rewritten("SELECT extract(epoch FROM t), extract(second FROM t), extract(year FROM t) FROM x"),
+            "SELECT CAST(round(date_part('epoch', t), 6) AS NUMERIC(38,6)), \
+             CAST(CAST(date_part('microsecond', t) AS DOUBLE PRECISION) / 1000000 AS NUMERIC(38,6)), \
+             CAST(CAST(date_part('year', t) AS DOUBLE PRECISION) AS NUMERIC(38,0)) FROM x"
+        );
+        assert_eq!(
+            rewritten("SELECT date_part('milliseconds', t), date_part('dow', t), date_part(f, t) FROM x"),
+            "SELECT CAST(CAST(date_part('microsecond', t) AS DOUBLE PRECISION) / 1000 AS DOUBLE PRECISION), \
+             CAST(CAST(date_part('dow', t) AS DOUBLE PRECISION) AS DOUBLE PRECISION), date_part(f, t) FROM x"
+        );
+    }
+}

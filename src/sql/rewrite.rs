@@ -192,8 +192,31 @@ fn regex_syntax_escape(c: char) -> String {
 /// correlation with the outer row kept), else counted from it as a
 /// derived table. Found in the item itself and in the NOT, AND / OR,
 /// comparisons, parentheses, casts and CASE around it.
+///
+/// `x [NOT] IN (subquery)` there, which DataFusion plans only in a WHERE
+/// too, is read as EXISTS tests with PostgreSQL's three values: true when
+/// a row equals `x`; else NULL when `x` is NULL and there are rows, or
+/// when a row is NULL; else false.
 fn exists_counted(expr: &mut Expr) {
     match expr {
+        Expr::InSubquery {
+            expr: tested,
+            subquery,
+            negated,
+        } => {
+            let rows = format!("SELECT 1 FROM ({subquery}) AS \"__tablegate_in\"(\"v\")");
+            let sql = format!(
+                "{not}(CASE WHEN EXISTS ({rows} WHERE \"__tablegate_in\".\"v\" = ({tested})) THEN true \
+                 WHEN ({tested}) IS NULL AND EXISTS ({rows}) THEN NULL \
+                 WHEN EXISTS ({rows} WHERE \"__tablegate_in\".\"v\" IS NULL) THEN NULL \
+                 ELSE false END)",
+                not = if *negated { "NOT " } else { "" },
+            );
+            if let Some(mut tests) = parse_expr(&sql) {
+                exists_counted(&mut tests);
+                *expr = tests;
+            }
+        }
         Expr::Exists { subquery, negated } => {
             if let Some(counted) = rows_counted(subquery) {
                 *expr = Expr::BinaryOp {

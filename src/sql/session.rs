@@ -468,7 +468,22 @@ impl Session {
             .set_str("datafusion.sql_parser.dialect", "postgres")
             // `2.5` is a numeric, as in PostgreSQL.
             .set_bool("datafusion.sql_parser.parse_float_as_decimal", true)
-            .set_str("datafusion.execution.time_zone", super::types::UTC);
+            .set_str("datafusion.execution.time_zone", super::types::UTC)
+            // A scan takes a hash join's dynamic filter to read only the
+            // keys the join's other side holds, waiting until that side
+            // is read (see `scan::key_lookup`). The filters an aggregate's
+            // min / max or a TopK make are never complete before the scan
+            // has given its rows: a scan that took one waited for ever
+            // (`SELECT max(id) FROM t` of a key never answered). A scan
+            // prunes nothing with them, so they are not made.
+            .set_bool(
+                "datafusion.optimizer.enable_aggregate_dynamic_filter_pushdown",
+                false,
+            )
+            .set_bool(
+                "datafusion.optimizer.enable_topk_dynamic_filter_pushdown",
+                false,
+            );
         let state = SessionStateBuilder::new()
             .with_config(config)
             .with_runtime_env(engine.runtime.clone())

@@ -521,6 +521,15 @@ fn regexp_split_to_array(args: &[ScalarValue]) -> DfResult<ScalarValue> {
     ))
 }
 
+/// `regexp_substr(text, pattern)`: the text of the pattern's first match
+/// (NULL without one).
+fn regexp_substr(args: &[ScalarValue]) -> DfResult<ScalarValue> {
+    let Some((value, regex, _)) = regex_arguments(args)? else {
+        return Ok(utf8(None));
+    };
+    Ok(utf8(regex.find(&value).map(|m| m.as_str().to_owned())))
+}
+
 /// What `regexp_matches(text, pattern [, flags])` becomes inside
 /// `unnest(...)`: its set as a list.
 pub const REGEXP_MATCHES_LIST: &str = "__tablegate_regexp_matches";
@@ -774,6 +783,7 @@ pub fn register_all(
         Immutable,
         regexp_split_to_array,
     );
+    register(ctx, "regexp_substr", &[2], Utf8, Immutable, regexp_substr);
     register(
         ctx,
         REGEXP_MATCHES_LIST,

@@ -874,9 +874,34 @@ fn regclass_of_value(expr: &Expr) -> Option<Expr> {
     only_argument_of(expr).filter(|v| is_value(v)).cloned()
 }
 
+/// `div(a, b)`: PostgreSQL's quotient of two numbers truncated toward
+/// zero, a numeric.
+fn integer_quotient(expr: &Expr) -> Option<Expr> {
+    if !is_call(expr, "div") {
+        return None;
+    }
+    let Expr::Function(f) = expr else {
+        return None;
+    };
+    let FunctionArguments::List(list) = &f.args else {
+        return None;
+    };
+    let [FunctionArg::Unnamed(FunctionArgExpr::Expr(a)), FunctionArg::Unnamed(FunctionArgExpr::Expr(b))] =
+        list.args.as_slice()
+    else {
+        return None;
+    };
+    parse_expr(&format!(
+        "trunc(CAST({a} AS NUMERIC) / CAST({b} AS NUMERIC))"
+    ))
+}
+
 fn rewrite_expr(expr: &mut Expr) {
     super::records::row_nullness(expr);
     super::date_fields::postgres_date_fields(expr);
+    if let Some(quotient) = integer_quotient(expr) {
+        *expr = quotient;
+    }
     match expr {
         // JSON's operators, as calls of tablegate's functions.
         Expr::BinaryOp { left, op, right }

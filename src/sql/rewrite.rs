@@ -874,33 +874,40 @@ fn regclass_of_value(expr: &Expr) -> Option<Expr> {
     only_argument_of(expr).filter(|v| is_value(v)).cloned()
 }
 
-/// `div(a, b)`: PostgreSQL's quotient of two numbers truncated toward
-/// zero, a numeric.
-fn integer_quotient(expr: &Expr) -> Option<Expr> {
-    if !is_call(expr, "div") {
-        return None;
-    }
+/// PostgreSQL's functions that DataFusion lacks, written with its own:
+/// `div(a, b)`, the quotient truncated toward zero (a numeric), and
+/// `make_timestamp(year, month, day, hour, min, sec)`.
+fn postgres_function(expr: &Expr) -> Option<Expr> {
     let Expr::Function(f) = expr else {
         return None;
     };
     let FunctionArguments::List(list) = &f.args else {
         return None;
     };
-    let [FunctionArg::Unnamed(FunctionArgExpr::Expr(a)), FunctionArg::Unnamed(FunctionArgExpr::Expr(b))] =
-        list.args.as_slice()
-    else {
-        return None;
+    let args: Vec<&Expr> = list
+        .args
+        .iter()
+        .map(|arg| match arg {
+            FunctionArg::Unnamed(FunctionArgExpr::Expr(e)) => Some(e),
+            _ => None,
+        })
+        .collect::<Option<_>>()?;
+    let sql = match (f.name.to_string().to_lowercase().as_str(), args.as_slice()) {
+        ("div", [a, b]) => format!("trunc(CAST({a} AS NUMERIC) / CAST({b} AS NUMERIC))"),
+        ("make_timestamp", [year, month, day, hour, min, sec]) => format!(
+            "CAST(make_date({year}, {month}, {day}) AS TIMESTAMP) + ({hour}) * INTERVAL '1 hour' \
+             + ({min}) * INTERVAL '1 minute' + CAST({sec} AS DOUBLE PRECISION) * INTERVAL '1 second'"
+        ),
+        _ => return None,
     };
-    parse_expr(&format!(
-        "trunc(CAST({a} AS NUMERIC) / CAST({b} AS NUMERIC))"
-    ))
+    parse_expr(&sql)
 }
 
 fn rewrite_expr(expr: &mut Expr) {
     super::records::row_nullness(expr);
     super::date_fields::postgres_date_fields(expr);
-    if let Some(quotient) = integer_quotient(expr) {
-        *expr = quotient;
+    if let Some(written) = postgres_function(expr) {
+        *expr = written;
     }
     match expr {
         // JSON's operators, as calls of tablegate's functions.

@@ -146,6 +146,15 @@ pub fn postgres_casts(expr: Expr, inputs: &DFSchema) -> Result<Transformed<Expr>
                 )))),
             }
         }
+        // `extract(epoch FROM d)` of a date is a whole number of seconds,
+        // printed without decimals as PostgreSQL's (see `date_fields`).
+        Expr::Cast(Cast { expr, field })
+            if field.data_type() == &DataType::Decimal128(38, 6)
+                && epoch_of_date(&expr, inputs) =>
+        {
+            let whole = Cast::new(expr, DataType::Decimal128(38, 0));
+            Ok(Transformed::yes(Expr::Cast(whole)))
+        }
         Expr::Cast(Cast { expr, field })
             if field.data_type() == &DataType::Float32
                 && expr.get_type(inputs).is_ok_and(|t| narrows_to_real(&t)) =>
@@ -323,6 +332,24 @@ fn to_real(values: &ArrayRef) -> Result<ArrayRef> {
 }
 
 /// Timestamps' text, as PostgreSQL prints them.
+/// Whether `expr` is `round(date_part('epoch', d), 6)` of a date `d`, as
+/// `extract(epoch FROM d)` is written.
+fn epoch_of_date(expr: &Expr, inputs: &DFSchema) -> bool {
+    let Expr::ScalarFunction(round) = expr else {
+        return false;
+    };
+    let Some(Expr::ScalarFunction(part)) = round.args.first() else {
+        return false;
+    };
+    round.name() == "round"
+        && part.name() == "date_part"
+        && matches!(
+            part.args.as_slice(),
+            [Expr::Literal(ScalarValue::Utf8(Some(field)), _), value]
+                if field == "epoch" && value.get_type(inputs).is_ok_and(|t| t == DataType::Date32)
+        )
+}
+
 /// Texts as Arrow reads them as timestamps (see [`super::types::timestamp_input`]).
 fn timestamp_input_texts(texts: &ArrayRef) -> Result<ArrayRef> {
     Ok(texts_read_as(texts, super::types::timestamp_input))

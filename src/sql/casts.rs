@@ -150,7 +150,7 @@ pub fn postgres_casts(expr: Expr, inputs: &DFSchema) -> Result<Transformed<Expr>
         // printed without decimals as PostgreSQL's (see `date_fields`).
         Expr::Cast(Cast { expr, field })
             if field.data_type() == &DataType::Decimal128(38, 6)
-                && epoch_of_date(&expr, inputs) =>
+                && super::date_fields::epoch_of_date(&expr, inputs) =>
         {
             let whole = Cast::new(expr, DataType::Decimal128(38, 0));
             Ok(Transformed::yes(Expr::Cast(whole)))
@@ -331,45 +331,24 @@ fn to_real(values: &ArrayRef) -> Result<ArrayRef> {
     Ok(real)
 }
 
-/// Timestamps' text, as PostgreSQL prints them.
-/// Whether `expr` is `round(date_part('epoch', d), 6)` of a date `d`, as
-/// `extract(epoch FROM d)` is written.
-fn epoch_of_date(expr: &Expr, inputs: &DFSchema) -> bool {
-    let Expr::ScalarFunction(round) = expr else {
-        return false;
-    };
-    let Some(Expr::ScalarFunction(part)) = round.args.first() else {
-        return false;
-    };
-    round.name() == "round"
-        && part.name() == "date_part"
-        && matches!(
-            part.args.as_slice(),
-            [Expr::Literal(ScalarValue::Utf8(Some(field)), _), value]
-                if field == "epoch" && value.get_type(inputs).is_ok_and(|t| t == DataType::Date32)
-        )
-}
-
 /// Texts as Arrow reads them as timestamps (see [`super::types::timestamp_input`]).
 fn timestamp_input_texts(texts: &ArrayRef) -> Result<ArrayRef> {
-    Ok(texts_read_as(texts, super::types::timestamp_input))
+    read_as(texts, super::types::timestamp_input)
 }
 
 /// Texts as Arrow reads them as intervals (see [`super::types::interval_input`]).
 fn interval_input_texts(texts: &ArrayRef) -> Result<ArrayRef> {
-    Ok(texts_read_as(texts, super::types::interval_input))
+    read_as(texts, super::types::interval_input)
 }
 
-fn texts_read_as(texts: &ArrayRef, input: fn(&str) -> std::borrow::Cow<'_, str>) -> ArrayRef {
-    Arc::new(
-        texts
-            .as_string::<i32>()
-            .iter()
-            .map(|t| t.map(input))
-            .collect::<datafusion::arrow::array::StringArray>(),
-    )
+fn read_as(texts: &ArrayRef, input: fn(&str) -> std::borrow::Cow<'_, str>) -> Result<ArrayRef> {
+    match texts.as_string_opt::<i32>() {
+        Some(texts) => Ok(super::types::texts_read_as(texts, input)),
+        None => exec_err!("texts to read as a time of a {}", texts.data_type()),
+    }
 }
 
+/// Timestamps' text, as PostgreSQL prints them.
 fn timestamp_texts(times: &ArrayRef) -> Result<ArrayRef> {
     let DataType::Timestamp(_, zone) = times.data_type() else {
         return exec_err!("timestamp text of a {}", times.data_type());

@@ -28,13 +28,13 @@ use std::collections::{HashMap, HashSet};
 use std::ops::ControlFlow;
 
 use datafusion::sql::sqlparser::ast::{
-    visit_expressions_mut, BinaryOperator, Expr, GroupByExpr, Ident, LimitClause, ObjectName,
-    OrderByKind, Query, Select, SelectItem, SetExpr, Statement, TableAlias, TableFactor,
-    TableWithJoins, Value, VisitMut, VisitorMut,
+    visit_expressions_mut, BinaryOperator, Expr, Ident, LimitClause, ObjectName, OrderByKind,
+    Query, Select, SelectItem, SetExpr, Statement, TableAlias, TableFactor, TableWithJoins, Value,
+    VisitMut, VisitorMut,
 };
 
 use super::records::visit_outside_subqueries;
-use super::rewrite::{aggregates, and_all, conjuncts, inner_names, parse_expr};
+use super::rewrite::{aggregates, and_all, conjuncts, factors, inner_names, parse_expr, ungrouped};
 use super::session::{normalize, table_name};
 
 /// What the rewrite needs of a table.
@@ -108,11 +108,8 @@ impl VisitorMut for Scopes<'_> {
 
 /// The plain tables of a FROM list, by the name columns qualify them with.
 fn tables_of(from: &[TableWithJoins], ctes: &HashSet<String>) -> HashMap<String, String> {
-    let factors = from
-        .iter()
-        .flat_map(|t| std::iter::once(&t.relation).chain(t.joins.iter().map(|j| &j.relation)));
     let mut tables = HashMap::new();
-    for factor in factors {
+    for factor in factors(from) {
         if let TableFactor::Table { name, alias, .. } = factor {
             let Ok(table) = table_name(name) else {
                 continue;
@@ -179,9 +176,7 @@ fn first_row_as_aggregate(query: &mut Query, outer: &HashMap<String, String>) {
     let SetExpr::Select(select) = query.body.as_mut() else {
         return;
     };
-    let ungrouped =
-        matches!(&select.group_by, GroupByExpr::Expressions(e, m) if e.is_empty() && m.is_empty());
-    if !ungrouped || select.having.is_some() || select.distinct.is_some() {
+    if !ungrouped(select) || select.having.is_some() || select.distinct.is_some() {
         return;
     }
     let inner = inner_names(select);
@@ -220,14 +215,13 @@ impl Scopes<'_> {
         let SetExpr::Select(select) = query.body.as_mut() else {
             return;
         };
-        let ungrouped = matches!(&select.group_by, GroupByExpr::Expressions(e, m) if e.is_empty() && m.is_empty());
         let inner = inner_names(select);
         let [SelectItem::UnnamedExpr(value) | SelectItem::ExprWithAlias { expr: value, .. }] =
             select.projection.as_slice()
         else {
             return;
         };
-        if !ungrouped || inner.is_empty() || !aggregates(value) {
+        if !ungrouped(select) || inner.is_empty() || !aggregates(value) {
             return;
         }
         // Which outer tables it reads, and whether only in equalities.
@@ -314,19 +308,13 @@ impl Scopes<'_> {
         }
         select.selection = and_all(conditions);
     }
-}
 
-impl Scopes<'_> {
     /// Names the table of each column a subquery names without one, where
     /// one of its own tables has the column; false (nothing changed) when
     /// its FROM list is not plain tables, or two of them have the column.
     fn qualify_inner_columns(&self, select: &mut Select) -> bool {
         let mut columns: Vec<(String, Vec<String>)> = Vec::new();
-        let factors = select
-            .from
-            .iter()
-            .flat_map(|t| std::iter::once(&t.relation).chain(t.joins.iter().map(|j| &j.relation)));
-        for factor in factors {
+        for factor in factors(&select.from) {
             let TableFactor::Table { name, alias, .. } = factor else {
                 return false;
             };
@@ -371,14 +359,12 @@ fn aggregates_apart(query: &Query, outer: &HashMap<String, String>) -> Option<Ex
     let SetExpr::Select(select) = query.body.as_ref() else {
         return None;
     };
-    let ungrouped =
-        matches!(&select.group_by, GroupByExpr::Expressions(e, m) if e.is_empty() && m.is_empty());
     let [SelectItem::UnnamedExpr(value) | SelectItem::ExprWithAlias { expr: value, .. }] =
         select.projection.as_slice()
     else {
         return None;
     };
-    if !ungrouped || select.having.is_some() || !aggregates(value) {
+    if !ungrouped(select) || select.having.is_some() || !aggregates(value) {
         return None;
     }
     let inner = inner_names(select);

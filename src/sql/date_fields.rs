@@ -16,6 +16,10 @@ use datafusion::sql::sqlparser::ast::{
     Expr, FunctionArg, FunctionArgExpr, FunctionArguments, Value,
 };
 
+use datafusion::arrow::datatypes::DataType;
+use datafusion::common::{DFSchema, ScalarValue};
+use datafusion::logical_expr::{Expr as PlannedExpr, ExprSchemable};
+
 use super::rewrite::parse_expr;
 
 /// Rewrites an `extract` or a `date_part` call (see the module's comment).
@@ -61,6 +65,25 @@ fn field_value(field: &str, value: &Expr) -> (String, u8) {
             0,
         ),
     }
+}
+
+/// Whether a planned expression is `round(date_part('epoch', d), 6)` of a
+/// date `d`, as [`field_value`] writes `extract(epoch FROM d)`: its cast
+/// to a numeric then takes no decimals (see `casts::postgres_casts`).
+pub(super) fn epoch_of_date(expr: &PlannedExpr, inputs: &DFSchema) -> bool {
+    let PlannedExpr::ScalarFunction(round) = expr else {
+        return false;
+    };
+    let Some(PlannedExpr::ScalarFunction(part)) = round.args.first() else {
+        return false;
+    };
+    round.name() == "round"
+        && part.name() == "date_part"
+        && matches!(
+            part.args.as_slice(),
+            [PlannedExpr::Literal(ScalarValue::Utf8(Some(field)), _), value]
+                if field == "epoch" && value.get_type(inputs).is_ok_and(|t| t == DataType::Date32)
+        )
 }
 
 fn extract(field: &str, value: &Expr) -> Option<Expr> {

@@ -417,7 +417,7 @@ pub async fn create_table(session: &mut Session, create: CreateTable) -> Result<
         }
     }
     let partition = partition_option(&create.table_options)?;
-    let temporary = temporary_owner(session, &create)?;
+    let temporary = temporary_owner(session, &create, &name)?;
 
     let Some(query) = &create.query else {
         let keys = keys_of(&mut columns, primary, partition)?;
@@ -482,7 +482,11 @@ pub async fn create_table(session: &mut Session, create: CreateTable) -> Result<
 /// The owner of a table `CREATE TEMPORARY TABLE` makes: the session,
 /// which drops it when it ends. Its rows stay at commits (ON COMMIT
 /// PRESERVE ROWS, the default); the other ON COMMIT actions are refused.
-fn temporary_owner(session: &mut Session, create: &CreateTable) -> Result<Option<String>> {
+fn temporary_owner(
+    session: &mut Session,
+    create: &CreateTable,
+    name: &str,
+) -> Result<Option<String>> {
     use datafusion::sql::sqlparser::ast::OnCommit;
     if !create.temporary {
         return Ok(None);
@@ -497,8 +501,7 @@ fn temporary_owner(session: &mut Session, create: &CreateTable) -> Result<Option
                 .into(),
         ));
     }
-    let name = table_name(&create.name)?;
-    Ok(Some(session.own_temporary_table(&name)))
+    Ok(Some(session.own_temporary_table(name)))
 }
 
 /// Inserts a query's rows into a new table.
@@ -1174,8 +1177,7 @@ async fn sequence_statement(
     let name = words.name()?.pop().unwrap_or_default();
     let sequences = &session.engine().catalog.sequences;
     let existing = sequences.get(&name);
-    if create && if_exists && existing.is_some() {
-        session.notice(format!("relation \"{name}\" already exists, skipping"));
+    if create && if_exists && exists(session, existing.is_some(), true, &name)? {
         return Ok(Output::Command("CREATE SEQUENCE".into()));
     }
     if !create && existing.is_none() {

@@ -260,7 +260,7 @@ pub fn parameterize(query: &mut ast::Query) -> Option<Vec<ScalarValue>> {
             && matches!(from.relation, ast::TableFactor::Table { args: None, .. }))
         && select.distinct.is_none()
         && select.having.is_none()
-        && matches!(&select.group_by, ast::GroupByExpr::Expressions(e, m) if e.is_empty() && m.is_empty());
+        && super::rewrite::ungrouped(select);
     if !plain {
         return None;
     }

@@ -45,15 +45,11 @@ type Columns = HashMap<(Option<String>, String), Expr>;
 /// columns; returns what each column became.
 fn columns_as_elements(select: &mut Select) -> Columns {
     let mut columns = Columns::new();
-    let factors = select.from.iter().map(|t| 1 + t.joins.len()).sum::<usize>();
+    let factors = super::rewrite::factors(&select.from).count();
     let mut items = Vec::new();
-    for table in &mut select.from {
-        let factors = std::iter::once(&mut table.relation)
-            .chain(table.joins.iter_mut().map(|j| &mut j.relation));
-        for factor in factors {
-            if let Some(named) = as_elements(factor, &mut columns) {
-                items.push(named);
-            }
+    for factor in super::rewrite::factors_mut(&mut select.from) {
+        if let Some(named) = as_elements(factor, &mut columns) {
+            items.push(named);
         }
     }
     if columns.is_empty() {

@@ -88,7 +88,8 @@ use std::ops::ControlFlow;
 use datafusion::sql::sqlparser::ast::{
     visit_expressions_mut, BinaryOperator, CastKind, DataType, Expr, Function, FunctionArg,
     FunctionArgExpr, FunctionArguments, GroupByExpr, Ident, ObjectName, ObjectNamePart, Query,
-    Select, SelectItem, SetExpr, Statement, TimezoneInfo, UnaryOperator, Value,
+    Select, SelectItem, SetExpr, Statement, TableFactor, TableWithJoins, TimezoneInfo,
+    UnaryOperator, Value,
 };
 
 use datafusion::sql::sqlparser::dialect::PostgreSqlDialect;
@@ -427,16 +428,30 @@ pub(super) fn aggregates(expr: &Expr) -> bool {
     found
 }
 
+/// Each table factor of a FROM list: an item's first relation, then its
+/// joins'.
+pub(super) fn factors(from: &[TableWithJoins]) -> impl Iterator<Item = &TableFactor> {
+    from.iter()
+        .flat_map(|t| std::iter::once(&t.relation).chain(t.joins.iter().map(|j| &j.relation)))
+}
+
+/// [`factors`], to change them.
+pub(super) fn factors_mut(from: &mut [TableWithJoins]) -> impl Iterator<Item = &mut TableFactor> {
+    from.iter_mut().flat_map(|t| {
+        std::iter::once(&mut t.relation).chain(t.joins.iter_mut().map(|j| &mut j.relation))
+    })
+}
+
+/// Whether a SELECT has no GROUP BY.
+pub(super) fn ungrouped(select: &Select) -> bool {
+    matches!(&select.group_by, GroupByExpr::Expressions(e, m) if e.is_empty() && m.is_empty())
+}
+
 /// The names a subquery's FROM clause gives its tables (aliases, or the
 /// table names).
-pub(super) fn inner_names(select: &datafusion::sql::sqlparser::ast::Select) -> Vec<String> {
-    use datafusion::sql::sqlparser::ast::TableFactor;
+pub(super) fn inner_names(select: &Select) -> Vec<String> {
     let mut names = Vec::new();
-    let factors = select
-        .from
-        .iter()
-        .flat_map(|t| std::iter::once(&t.relation).chain(t.joins.iter().map(|j| &j.relation)));
-    for factor in factors {
+    for factor in factors(&select.from) {
         match factor {
             TableFactor::Table { name, alias, .. } => {
                 if let Some(last) = name.0.last().and_then(|p| p.as_ident()) {
@@ -617,9 +632,7 @@ fn single_value(query: &mut Query) -> (Option<Expr>, Option<Expr>) {
     let SetExpr::Select(select) = query.body.as_mut() else {
         return (None, None);
     };
-    let ungrouped =
-        matches!(&select.group_by, GroupByExpr::Expressions(e, m) if e.is_empty() && m.is_empty());
-    if !ungrouped || select.having.is_some() || select.distinct.is_some() {
+    if !ungrouped(select) || select.having.is_some() || select.distinct.is_some() {
         return (None, None);
     }
     let inner = inner_names(select);
@@ -2366,45 +2379,41 @@ impl Moved {
 /// PostgreSQL names a function's column: by the table alias (`FROM
 /// generate_series(1, 3) g` reads `g`), else by the function.
 fn name_table_functions(select: &mut Select) {
-    use datafusion::sql::sqlparser::ast::{TableAlias, TableAliasColumnDef, TableFactor};
-    for t in &mut select.from {
-        for factor in
-            std::iter::once(&mut t.relation).chain(t.joins.iter_mut().map(|j| &mut j.relation))
+    use datafusion::sql::sqlparser::ast::{TableAlias, TableAliasColumnDef};
+    for factor in factors_mut(&mut select.from) {
+        let TableFactor::Table {
+            name,
+            args: Some(_),
+            alias,
+            ..
+        } = factor
+        else {
+            continue;
+        };
+        if name.0.len() == 2 && is_pg_catalog(&name.0[0]) {
+            name.0.remove(0);
+        }
+        let [part] = name.0.as_slice() else {
+            continue;
+        };
+        if !part
+            .as_ident()
+            .is_some_and(|f| f.value.eq_ignore_ascii_case("generate_series"))
         {
-            let TableFactor::Table {
-                name,
-                args: Some(_),
-                alias,
-                ..
-            } = factor
-            else {
-                continue;
-            };
-            if name.0.len() == 2 && is_pg_catalog(&name.0[0]) {
-                name.0.remove(0);
-            }
-            let [part] = name.0.as_slice() else {
-                continue;
-            };
-            if !part
-                .as_ident()
-                .is_some_and(|f| f.value.eq_ignore_ascii_case("generate_series"))
-            {
-                continue;
-            }
-            let alias = alias.get_or_insert_with(|| TableAlias {
-                explicit: false,
-                name: Ident::new("generate_series"),
-                columns: Vec::new(),
-                at: None,
+            continue;
+        }
+        let alias = alias.get_or_insert_with(|| TableAlias {
+            explicit: false,
+            name: Ident::new("generate_series"),
+            columns: Vec::new(),
+            at: None,
+        });
+        if alias.columns.is_empty() {
+            let column = alias.name.clone();
+            alias.columns.push(TableAliasColumnDef {
+                name: column,
+                data_type: None,
             });
-            if alias.columns.is_empty() {
-                let column = alias.name.clone();
-                alias.columns.push(TableAliasColumnDef {
-                    name: column,
-                    data_type: None,
-                });
-            }
         }
     }
 }
@@ -2415,7 +2424,7 @@ fn name_table_functions(select: &mut Select) {
 /// hold subqueries (which DataFusion may be unable to plan) become NULL.
 /// Returns whether it did so.
 fn over_empty_catalog(select: &mut Select) -> bool {
-    use datafusion::sql::sqlparser::ast::{JoinOperator, TableFactor};
+    use datafusion::sql::sqlparser::ast::JoinOperator;
     let empty = |factor: &TableFactor| {
         matches!(factor, TableFactor::Table { name, args: None, .. }
             if name.0.len() == 2
@@ -2431,8 +2440,7 @@ fn over_empty_catalog(select: &mut Select) -> bool {
                 ) && empty(&j.relation)
             })
     });
-    let grouped =
-        !matches!(&select.group_by, GroupByExpr::Expressions(e, m) if e.is_empty() && m.is_empty());
+    let grouped = !ungrouped(select);
     let aggregated = select.projection.iter().any(|item| match item {
         SelectItem::UnnamedExpr(e) | SelectItem::ExprWithAlias { expr: e, .. } => {
             aggregates(&without_subqueries(e))
@@ -2486,21 +2494,18 @@ fn for_each_select(body: &mut SetExpr, visit: &mut impl FnMut(&mut Select)) {
 
 impl Selects {
     fn outer_arrays(&mut self, select: &mut Select) {
-        use datafusion::sql::sqlparser::ast::TableFactor;
         // The outer query's tables, by the name its columns are qualified with.
         let mut tables = Vec::new();
-        for t in &select.from {
-            for factor in std::iter::once(&t.relation).chain(t.joins.iter().map(|j| &j.relation)) {
-                if let TableFactor::Table { name, alias, .. } = factor {
-                    let shown = match alias {
-                        Some(a) => a.name.value.to_lowercase(),
-                        None => match name.0.last().and_then(|p| p.as_ident()) {
-                            Some(i) => i.value.to_lowercase(),
-                            None => continue,
-                        },
-                    };
-                    tables.push((shown, name.clone()));
-                }
+        for factor in factors(&select.from) {
+            if let TableFactor::Table { name, alias, .. } = factor {
+                let shown = match alias {
+                    Some(a) => a.name.value.to_lowercase(),
+                    None => match name.0.last().and_then(|p| p.as_ident()) {
+                        Some(i) => i.value.to_lowercase(),
+                        None => continue,
+                    },
+                };
+                tables.push((shown, name.clone()));
             }
         }
         if tables.is_empty() {

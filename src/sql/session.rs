@@ -402,7 +402,6 @@ const MAX_SHAPED_READS: usize = 8;
 /// `key_shapes`) before it forgets them all.
 const MAX_KEY_READS: usize = 256;
 
-/// A number for each session, reported by `pg_backend_pid()`.
 impl Drop for Session {
     /// The session's temporary tables go with it, in a task of their own
     /// (dropping them commits to the catalog).
@@ -436,6 +435,7 @@ fn temporary_owner() -> String {
     format!("{process}.{session}")
 }
 
+/// A number for each session, reported by `pg_backend_pid()`.
 fn next_backend_pid() -> i32 {
     static NEXT: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(1);
     NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
@@ -918,12 +918,15 @@ impl Session {
             rewrite::rewrite(s);
         }
         self.refresh_view();
-        match &statement {
-            DfStatement::Statement(s) if dml::is_dml(s) => {
+        let writing = match &statement {
+            DfStatement::Statement(s) => writing_query(s),
+            _ => None,
+        };
+        match (&statement, writing) {
+            (DfStatement::Statement(s), _) if dml::is_dml(s) => {
                 (prepared.param_types, prepared.result) = dml::describe(self, s).await?;
             }
-            DfStatement::Statement(s) if writing_query(s).is_some() => {
-                let query = writing_query(s).expect("a query whose WITH writes");
+            (_, Some(query)) => {
                 (prepared.param_types, prepared.result) = self.describe_writing_ctes(query).await?;
             }
             _ if is_query(&statement) => {
@@ -2485,7 +2488,6 @@ fn with_one_type_per_parameter(plan: LogicalPlan) -> Result<LogicalPlan> {
     Ok(unified.data)
 }
 
-/// Parameter types of a plan, in `$1, $2, ...` order.
 /// The query, if the statement is one whose WITH writes.
 fn writing_query(statement: &Statement) -> Option<&datafusion::sql::sqlparser::ast::Query> {
     match statement {
@@ -2494,6 +2496,7 @@ fn writing_query(statement: &Statement) -> Option<&datafusion::sql::sqlparser::a
     }
 }
 
+/// Parameter types of a plan, in `$1, $2, ...` order.
 pub(super) fn param_types(plan: &LogicalPlan) -> Result<Vec<Option<DataType>>> {
     let types = plan.get_parameter_types()?;
     let count = types

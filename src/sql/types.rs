@@ -251,12 +251,13 @@ pub fn timestamp_inputs(array: &ArrayRef, target: &DataType) -> ArrayRef {
     else {
         return array.clone();
     };
-    Arc::new(
-        texts
-            .iter()
-            .map(|t| t.map(timestamp_input))
-            .collect::<StringArray>(),
-    )
+    texts_read_as(texts, timestamp_input)
+}
+
+/// Each text as `input` makes it (one Arrow reads as a timestamp or an
+/// interval: [`timestamp_input`], [`interval_input`]).
+pub fn texts_read_as(texts: &StringArray, input: fn(&str) -> Cow<'_, str>) -> ArrayRef {
+    Arc::new(texts.iter().map(|t| t.map(input)).collect::<StringArray>())
 }
 
 /// Arrow field metadata naming the PostgreSQL type of a column whose Arrow

@@ -129,7 +129,7 @@ impl Session {
         let mut result = self.run_parts(query, params, names).await;
         if implicit {
             // The rows are read before the statement's own transaction
-            // commits, while its kept tables are there.
+            // commits: an error while reading them leaves nothing written.
             if let Ok(output) = result {
                 result = collected(output).await;
             }

@@ -28,7 +28,7 @@ pub use table::{
     Column, ForeignKey, Grant, KeyParts, Keys, Privilege, Row, RowError, SystemField, TableDef,
     GENERATED_PARTITIONS,
 };
-pub use types::{SqlType, DEFAULT_NUMERIC};
+pub use types::{Element, SqlType, DEFAULT_NUMERIC};
 pub use view::{
     Aggregate, CompareOp, GroupItem, GroupState, Input, KeyJoin, Maintained, NeedsRecompute,
     Predicate, Shape, Source, ViewDef,

@@ -32,6 +32,73 @@ pub enum SqlType {
     Bytea,
     Json,
     Jsonb,
+    /// A one-dimensional array (`text[]`, `integer[]`), stored as a JSON
+    /// array.
+    Array(Element),
+}
+
+/// The types an array's elements may have.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Element {
+    Text,
+    Varchar(Option<u32>),
+    Int2,
+    Int4,
+    Int8,
+    Float4,
+    Float8,
+    Numeric { precision: u8, scale: u8 },
+    Bool,
+    Date,
+    Timestamp,
+    Timestamptz,
+    Uuid,
+}
+
+impl Element {
+    /// The element type of arrays of `ty`, if arrays of it are stored.
+    pub fn of(ty: SqlType) -> Option<Element> {
+        Some(match ty {
+            SqlType::Text => Element::Text,
+            SqlType::Varchar(n) => Element::Varchar(n),
+            SqlType::Int2 => Element::Int2,
+            SqlType::Int4 => Element::Int4,
+            SqlType::Int8 => Element::Int8,
+            SqlType::Float4 => Element::Float4,
+            SqlType::Float8 => Element::Float8,
+            SqlType::Numeric { precision, scale } => Element::Numeric { precision, scale },
+            SqlType::Bool => Element::Bool,
+            SqlType::Date => Element::Date,
+            SqlType::Timestamp => Element::Timestamp,
+            SqlType::Timestamptz => Element::Timestamptz,
+            SqlType::Uuid => Element::Uuid,
+            SqlType::Char(_)
+            | SqlType::Bytea
+            | SqlType::Json
+            | SqlType::Jsonb
+            | SqlType::Array(_) => return None,
+        })
+    }
+
+    /// The type of one element.
+    pub fn sql_type(self) -> SqlType {
+        match self {
+            Element::Text => SqlType::Text,
+            Element::Varchar(n) => SqlType::Varchar(n),
+            Element::Int2 => SqlType::Int2,
+            Element::Int4 => SqlType::Int4,
+            Element::Int8 => SqlType::Int8,
+            Element::Float4 => SqlType::Float4,
+            Element::Float8 => SqlType::Float8,
+            Element::Numeric { precision, scale } => SqlType::Numeric { precision, scale },
+            Element::Bool => SqlType::Bool,
+            Element::Date => SqlType::Date,
+            Element::Timestamp => SqlType::Timestamp,
+            Element::Timestamptz => SqlType::Timestamptz,
+            Element::Uuid => SqlType::Uuid,
+        }
+    }
 }
 
 /// Precision and scale of a `numeric` declared without them.
@@ -51,7 +118,7 @@ impl SqlType {
             SqlType::Timestamp | SqlType::Timestamptz => PropertyType::DateTime,
             SqlType::Uuid => PropertyType::Guid,
             SqlType::Bytea => PropertyType::Binary,
-            SqlType::Json | SqlType::Jsonb => PropertyType::Json,
+            SqlType::Json | SqlType::Jsonb | SqlType::Array(_) => PropertyType::Json,
         }
     }
 
@@ -76,11 +143,15 @@ impl SqlType {
             SqlType::Bytea => "bytea".into(),
             SqlType::Json => "json".into(),
             SqlType::Jsonb => "jsonb".into(),
+            SqlType::Array(element) => format!("{}[]", element.sql_type().pg_name()),
         }
     }
 
     /// The type [`SqlType::pg_name`] names.
     pub fn from_pg_name(name: &str) -> Option<SqlType> {
+        if let Some(element) = name.strip_suffix("[]") {
+            return Element::of(SqlType::from_pg_name(element)?).map(SqlType::Array);
+        }
         let bounded = |prefix: &str| -> Option<u32> {
             name.strip_prefix(prefix)?.strip_suffix(')')?.parse().ok()
         };
@@ -120,9 +191,10 @@ impl SqlType {
         })
     }
 
-    /// Whether values of this type can be part of a key (every type but JSON).
+    /// Whether values of this type can be part of a key (every type but
+    /// JSON and arrays).
     pub fn can_be_key(self) -> bool {
-        !matches!(self, SqlType::Json | SqlType::Jsonb)
+        !matches!(self, SqlType::Json | SqlType::Jsonb | SqlType::Array(_))
     }
 }
 
@@ -154,11 +226,20 @@ mod tests {
             SqlType::Bytea,
             SqlType::Json,
             SqlType::Jsonb,
+            SqlType::Array(Element::Text),
+            SqlType::Array(Element::Varchar(Some(10))),
+            SqlType::Array(Element::Numeric {
+                precision: 12,
+                scale: 2,
+            }),
+            SqlType::Array(Element::Timestamptz),
         ];
         for ty in types {
             assert_eq!(SqlType::from_pg_name(&ty.pg_name()), Some(ty), "{ty:?}");
         }
         assert_eq!(SqlType::from_pg_name("numeric(10)"), None);
         assert_eq!(SqlType::from_pg_name("money"), None);
+        assert_eq!(SqlType::from_pg_name("jsonb[]"), None);
+        assert_eq!(SqlType::from_pg_name("integer[][]"), None);
     }
 }

@@ -11,14 +11,15 @@ use std::sync::Arc;
 
 use bytes::{BufMut, BytesMut};
 use datafusion::arrow::array::{
-    Array, AsArray, Decimal128Array, Float32Array, Float64Array, Int16Array, Int32Array,
-    Int64Array, RecordBatch, StringArray, StructArray,
+    Array, ArrayRef, AsArray, Decimal128Array, Float32Array, Float64Array, Int16Array, Int32Array,
+    Int64Array, ListArray, RecordBatch, StringArray, StructArray,
 };
 use datafusion::arrow::datatypes::{DataType, Field, Schema, TimeUnit};
 use futures::{Stream, StreamExt};
 use pgwire::api::portal::Format;
 use pgwire::api::results::{CopyCsvOptions, CopyEncoder, CopyTextOptions, FieldFormat, FieldInfo};
 use pgwire::api::Type;
+use postgres_types::Kind;
 use pgwire::error::{PgWireError, PgWireResult};
 use pgwire::messages::copy::CopyData;
 use pgwire::messages::data::DataRow;
@@ -39,6 +40,9 @@ pub fn pg_type(field: &Arc<Field>) -> PgWireResult<Type> {
         Some(SqlType::Jsonb) => Type::JSONB,
         Some(SqlType::Varchar(_)) => Type::VARCHAR,
         Some(SqlType::Char(_)) => Type::BPCHAR,
+        Some(SqlType::Array(element)) => {
+            Type::from_oid(crate::sql::arrays::type_oid(element)).unwrap_or(Type::TEXT_ARRAY)
+        }
         // A row value, sent as text: `(1,x)`.
         _ if matches!(field.data_type(), DataType::Struct(_)) => Type::RECORD,
         _ => return arrow_pg::datatypes::field_into_pg_type(field),
@@ -450,15 +454,11 @@ fn interval_at(array: &dyn Array, row: usize) -> Option<Option<Interval>> {
     Some(array.is_valid(row).then_some(value))
 }
 
-/// A row value (a struct) in text, as PostgreSQL's `record_out` writes
-/// one: `(1,ann,"a b",)`, each field's text as a column's would be, quoted
-/// when empty or holding a quote, backslash, parenthesis, comma or white
-/// space (quotes and backslashes doubled inside), nothing for NULL. Its
-/// binary form is left to arrow-pg.
+/// A value already encoded in the format it is sent in.
 #[derive(Debug)]
-struct RecordText(BytesMut);
+struct Encoded(BytesMut);
 
-impl ToSql for RecordText {
+impl ToSql for Encoded {
     fn to_sql(&self, _: &Type, out: &mut BytesMut) -> Result<IsNull, Box<dyn Error + Sync + Send>> {
         out.put_slice(&self.0);
         Ok(IsNull::No)
@@ -469,7 +469,7 @@ impl ToSql for RecordText {
     postgres_types::to_sql_checked!();
 }
 
-impl ToSqlText for RecordText {
+impl ToSqlText for Encoded {
     fn to_sql_text(
         &self,
         _: &Type,
@@ -481,8 +481,12 @@ impl ToSqlText for RecordText {
     }
 }
 
-/// The text of row `row` of a struct column (`None` for NULL).
-fn record_text(records: &StructArray, row: usize) -> PgWireResult<Option<RecordText>> {
+/// A row value (a struct) in text, as PostgreSQL's `record_out` writes
+/// one: `(1,ann,"a b",)`, each field's text as a column's would be, quoted
+/// when empty or holding a quote, backslash, parenthesis, comma or white
+/// space (quotes and backslashes doubled inside), nothing for NULL (`None`
+/// for a NULL row). Its binary form is left to arrow-pg.
+fn record_text(records: &StructArray, row: usize) -> PgWireResult<Option<Encoded>> {
     if records.is_null(row) {
         return Ok(None);
     }
@@ -494,11 +498,11 @@ fn record_text(records: &StructArray, row: usize) -> PgWireResult<Option<RecordT
         .iter()
         .map(|f| char_width(f))
         .collect();
-    let mut texts = FieldTexts::default();
+    let mut texts = FieldValues::default();
     encode_row(&mut texts, &batch, 0, &fields, &widths)?;
     let mut out = BytesMut::new();
     out.put_u8(b'(');
-    for (i, text) in texts.0.iter().enumerate() {
+    for (i, text) in texts.values.iter().enumerate() {
         if i > 0 {
             out.put_u8(b',');
         }
@@ -521,23 +525,92 @@ fn record_text(records: &StructArray, row: usize) -> PgWireResult<Option<RecordT
         out.put_u8(b'"');
     }
     out.put_u8(b')');
-    Ok(Some(RecordText(out)))
+    Ok(Some(Encoded(out)))
 }
 
-/// The texts of one row's fields, NULL as `None`.
-#[derive(Default)]
-struct FieldTexts(Vec<Option<BytesMut>>);
+/// An array (a list) as PostgreSQL sends one: text in its text form (see
+/// [`crate::sql::arrays::list_texts`]), binary as `array_send` writes it
+/// (dimensions, whether an element is NULL, the element type, then each
+/// element's length and bytes). `None` for NULL.
+fn array_value(
+    lists: &ListArray,
+    row: usize,
+    field: &FieldInfo,
+) -> PgWireResult<Option<Encoded>> {
+    if lists.is_null(row) {
+        return Ok(None);
+    }
+    let sql_error = |e: crate::sql::SqlError| super::error::to_pgwire(e);
+    if field.format() == FieldFormat::Text {
+        let one: ArrayRef = Arc::new(lists.slice(row, 1));
+        let text = crate::sql::arrays::list_texts(&one).map_err(sql_error)?;
+        let text = text.as_string::<i32>().value(0);
+        return Ok(Some(Encoded(BytesMut::from(text.as_bytes()))));
+    }
+    let element = match field.datatype().kind() {
+        Kind::Array(element) => element.clone(),
+        _ => Type::TEXT,
+    };
+    let values = lists.value(row);
+    let schema = Schema::new(vec![Field::new("element", values.data_type().clone(), true)]);
+    let batch = RecordBatch::try_new(Arc::new(schema), vec![values.clone()])
+        .map_err(|e| sql_error(e.into()))?;
+    let fields = [FieldInfo::new(
+        "element".into(),
+        None,
+        None,
+        element.clone(),
+        FieldFormat::Binary,
+    )];
+    let mut elements = FieldValues {
+        binary: true,
+        ..Default::default()
+    };
+    for r in 0..values.len() {
+        encode_row(&mut elements, &batch, r, &fields, &[None])?;
+    }
+    let mut out = BytesMut::new();
+    let dimensions = i32::from(!values.is_empty());
+    out.put_i32(dimensions);
+    out.put_i32(i32::from(values.null_count() > 0));
+    out.put_u32(element.oid());
+    if dimensions == 1 {
+        out.put_i32(values.len() as i32);
+        out.put_i32(1);
+    }
+    for value in &elements.values {
+        match value {
+            Some(bytes) => {
+                out.put_i32(bytes.len() as i32);
+                out.put_slice(bytes);
+            }
+            None => out.put_i32(-1),
+        }
+    }
+    Ok(Some(Encoded(out)))
+}
 
-impl arrow_pg::encoder::Encoder for FieldTexts {
+/// One row's fields, each encoded in text or binary (NULL as `None`).
+#[derive(Default)]
+struct FieldValues {
+    binary: bool,
+    values: Vec<Option<BytesMut>>,
+}
+
+impl arrow_pg::encoder::Encoder for FieldValues {
     type Item = ();
 
     fn encode_field<T>(&mut self, value: &T, field: &FieldInfo) -> PgWireResult<()>
     where
         T: ToSql + ToSqlText + Sized,
     {
-        let mut text = BytesMut::new();
-        let null = value.to_sql_text(field.datatype(), &mut text, field.format_options())?;
-        self.0.push(matches!(null, IsNull::No).then_some(text));
+        let mut bytes = BytesMut::new();
+        let null = if self.binary {
+            value.to_sql(field.datatype(), &mut bytes)?
+        } else {
+            value.to_sql_text(field.datatype(), &mut bytes, field.format_options())?
+        };
+        self.values.push(matches!(null, IsNull::No).then_some(bytes));
         Ok(())
     }
 
@@ -609,6 +682,8 @@ fn encode_row<E: arrow_pg::encoder::Encoder>(
                 })?;
             let value = strings.is_valid(row).then(|| TypedText(strings.value(row)));
             encoder.encode_field(&value, pg_field)?;
+        } else if let Some(lists) = array.as_list_opt::<i32>() {
+            encoder.encode_field(&array_value(lists, row, pg_field)?, pg_field)?;
         } else if let (FieldFormat::Text, Some(records)) =
             (pg_field.format(), array.as_struct_opt())
         {

@@ -5,9 +5,13 @@ use datafusion::arrow::datatypes::DataType;
 use datafusion::common::{ParamValues, ScalarValue};
 use pgwire::api::portal::Portal;
 use pgwire::api::Type;
+use pgwire::types::format::FormatOptions;
+use pgwire::types::FromSqlText;
+use postgres_types::Kind;
+use datafusion::arrow::compute::CastOptions;
 use pgwire::error::{PgWireError, PgWireResult};
 
-use crate::sql::types::UTC;
+use crate::sql::types::{cast_input, UTC};
 use crate::sql::Prepared;
 
 /// The PostgreSQL type reported for a parameter of this Arrow type.
@@ -24,6 +28,19 @@ pub fn pg_param_type(ty: Option<&DataType>) -> Type {
         Some(DataType::Timestamp(_, None)) => Type::TIMESTAMP,
         Some(DataType::Timestamp(_, Some(_))) => Type::TIMESTAMPTZ,
         Some(DataType::Binary) => Type::BYTEA,
+        Some(DataType::List(element)) => match pg_param_type(Some(element.data_type())) {
+            Type::BOOL => Type::BOOL_ARRAY,
+            Type::INT2 => Type::INT2_ARRAY,
+            Type::INT4 => Type::INT4_ARRAY,
+            Type::INT8 => Type::INT8_ARRAY,
+            Type::FLOAT4 => Type::FLOAT4_ARRAY,
+            Type::FLOAT8 => Type::FLOAT8_ARRAY,
+            Type::NUMERIC => Type::NUMERIC_ARRAY,
+            Type::DATE => Type::DATE_ARRAY,
+            Type::TIMESTAMP => Type::TIMESTAMP_ARRAY,
+            Type::TIMESTAMPTZ => Type::TIMESTAMPTZ_ARRAY,
+            _ => Type::TEXT_ARRAY,
+        },
         _ => Type::TEXT,
     }
 }
@@ -50,10 +67,18 @@ pub fn values(portal: &Portal<std::sync::Arc<Prepared>>) -> PgWireResult<ParamVa
             .cloned()
             .flatten()
             .unwrap_or_else(|| pg_param_type(expected.as_ref()));
-        let value = decode(portal, i, &declared).map_err(|e| bad(i, e))?;
+        let raw = portal.parameters.get(i).cloned().flatten();
+        let binary = portal.parameter_format.is_binary(i);
+        let value = decode(raw.as_deref(), binary, &declared).map_err(|e| bad(i, e))?;
         let value = match &expected {
             Some(target) if !value.is_null() && value.data_type() != *target => {
-                value.cast_to(target).map_err(|e| bad(i, e))?
+                let strict = CastOptions {
+                    safe: false,
+                    ..Default::default()
+                };
+                let cast = cast_input(&value.to_array().map_err(|e| bad(i, e))?, target, &strict)
+                    .map_err(|e| bad(i, e))?;
+                ScalarValue::try_from_array(&cast, 0).map_err(|e| bad(i, e))?
             }
             Some(target) if value.is_null() => {
                 ScalarValue::try_from(target).unwrap_or(ScalarValue::Null)
@@ -65,61 +90,113 @@ pub fn values(portal: &Portal<std::sync::Arc<Prepared>>) -> PgWireResult<ParamVa
     Ok(ParamValues::from(out))
 }
 
-fn decode(
-    portal: &Portal<std::sync::Arc<Prepared>>,
-    i: usize,
-    ty: &Type,
-) -> PgWireResult<ScalarValue> {
+/// A value of type `ty` sent in text or binary (`None` for NULL).
+fn value<T>(raw: Option<&[u8]>, binary: bool, ty: &Type) -> PgWireResult<Option<T>>
+where
+    T: for<'a> postgres_types::FromSql<'a> + for<'a> FromSqlText<'a>,
+{
+    let Some(raw) = raw else {
+        return Ok(None);
+    };
+    let value = if binary {
+        T::from_sql(ty, raw)
+    } else {
+        T::from_sql_text(ty, raw, &FormatOptions::default())
+    };
+    value.map(Some).map_err(PgWireError::FailedToParseParameter)
+}
+
+fn decode(raw: Option<&[u8]>, binary: bool, ty: &Type) -> PgWireResult<ScalarValue> {
     Ok(match *ty {
-        Type::BOOL => ScalarValue::Boolean(portal.parameter::<bool>(i, ty)?),
-        Type::INT2 => ScalarValue::Int16(portal.parameter::<i16>(i, ty)?),
-        Type::INT4 => ScalarValue::Int32(portal.parameter::<i32>(i, ty)?),
-        Type::INT8 => ScalarValue::Int64(portal.parameter::<i64>(i, ty)?),
-        Type::FLOAT4 => ScalarValue::Float32(portal.parameter::<f32>(i, ty)?),
-        Type::FLOAT8 => ScalarValue::Float64(portal.parameter::<f64>(i, ty)?),
-        Type::NUMERIC => match portal.parameter::<rust_decimal::Decimal>(i, ty)? {
+        Type::BOOL => ScalarValue::Boolean(value::<bool>(raw, binary, ty)?),
+        Type::INT2 => ScalarValue::Int16(value::<i16>(raw, binary, ty)?),
+        Type::INT4 => ScalarValue::Int32(value::<i32>(raw, binary, ty)?),
+        Type::INT8 => ScalarValue::Int64(value::<i64>(raw, binary, ty)?),
+        Type::FLOAT4 => ScalarValue::Float32(value::<f32>(raw, binary, ty)?),
+        Type::FLOAT8 => ScalarValue::Float64(value::<f64>(raw, binary, ty)?),
+        Type::NUMERIC => match value::<rust_decimal::Decimal>(raw, binary, ty)? {
             Some(d) => ScalarValue::Decimal128(Some(d.mantissa()), 38, d.scale() as i8),
             None => ScalarValue::Decimal128(None, 38, 0),
         },
-        Type::DATE => ScalarValue::Date32(portal.parameter::<NaiveDate>(i, ty)?.map(|d| {
+        Type::DATE => ScalarValue::Date32(value::<NaiveDate>(raw, binary, ty)?.map(|d| {
             (d - NaiveDate::from_ymd_opt(1970, 1, 1).unwrap_or_default()).num_days() as i32
         })),
         Type::TIMESTAMP => ScalarValue::TimestampMicrosecond(
-            portal
-                .parameter::<NaiveDateTime>(i, ty)?
-                .map(|t| t.and_utc().timestamp_micros()),
+            value::<NaiveDateTime>(raw, binary, ty)?.map(|t| t.and_utc().timestamp_micros()),
             None,
         ),
         Type::TIMESTAMPTZ => ScalarValue::TimestampMicrosecond(
-            portal
-                .parameter::<DateTime<FixedOffset>>(i, ty)?
-                .map(|t| t.timestamp_micros()),
+            value::<DateTime<FixedOffset>>(raw, binary, ty)?.map(|t| t.timestamp_micros()),
             Some(UTC.into()),
         ),
-        Type::BYTEA => ScalarValue::Binary(portal.parameter::<Vec<u8>>(i, ty)?),
-        Type::UUID => {
-            let raw = portal.parameters.get(i).cloned().flatten();
-            match raw {
-                None => ScalarValue::Utf8(None),
-                Some(bytes) if portal.parameter_format.is_binary(i) && bytes.len() == 16 => {
-                    let mut g = [0u8; 16];
-                    g.copy_from_slice(&bytes);
-                    ScalarValue::Utf8(Some(crate::model::Guid(g).to_string()))
-                }
-                Some(bytes) => {
-                    ScalarValue::Utf8(Some(String::from_utf8_lossy(&bytes).into_owned()))
-                }
+        Type::BYTEA => ScalarValue::Binary(value::<Vec<u8>>(raw, binary, ty)?),
+        Type::UUID => match raw {
+            Some(bytes) if binary && bytes.len() == 16 => {
+                let mut g = [0u8; 16];
+                g.copy_from_slice(bytes);
+                ScalarValue::Utf8(Some(crate::model::Guid(g).to_string()))
             }
-        }
-        Type::JSONB if portal.parameter_format.is_binary(i) => {
-            let raw = portal.parameters.get(i).cloned().flatten();
-            ScalarValue::Utf8(
-                raw.map(|b| String::from_utf8_lossy(b.get(1..).unwrap_or_default()).into_owned()),
-            )
+            _ => text(raw),
+        },
+        Type::JSONB if binary => ScalarValue::Utf8(
+            raw.map(|b| String::from_utf8_lossy(b.get(1..).unwrap_or_default()).into_owned()),
+        ),
+        _ => match ty.kind() {
+            Kind::Array(element) if binary => match raw {
+                Some(raw) => binary_array(raw, element)?,
+                None => ScalarValue::Utf8(None),
+            },
+            _ => text(raw),
+        },
+    })
+}
+
+fn text(raw: Option<&[u8]>) -> ScalarValue {
+    ScalarValue::Utf8(raw.map(|b| String::from_utf8_lossy(b).into_owned()))
+}
+
+/// An array in PostgreSQL's binary form (`array_send`'s): a list of its
+/// elements, each decoded as a parameter of the element type.
+fn binary_array(raw: &[u8], element: &Type) -> PgWireResult<ScalarValue> {
+    fn take<'a>(rest: &mut &'a [u8], n: usize) -> PgWireResult<&'a [u8]> {
+        let bytes = rest
+            .get(..n)
+            .ok_or_else(|| PgWireError::ApiError("malformed binary array".into()))?;
+        *rest = &rest[n..];
+        Ok(bytes)
+    }
+    fn int(rest: &mut &[u8]) -> PgWireResult<i32> {
+        let bytes = take(rest, 4)?;
+        Ok(i32::from_be_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]))
+    }
+    let mut rest = raw;
+    let dimensions = int(&mut rest)?;
+    let _has_nulls = int(&mut rest)?;
+    let _element_oid = int(&mut rest)?;
+    let count = match dimensions {
+        0 => 0,
+        1 => {
+            let count = int(&mut rest)?;
+            let _lower_bound = int(&mut rest)?;
+            count
         }
         _ => {
-            let raw = portal.parameters.get(i).cloned().flatten();
-            ScalarValue::Utf8(raw.map(|b| String::from_utf8_lossy(&b).into_owned()))
+            return Err(PgWireError::ApiError(
+                "arrays of arrays are not supported".into(),
+            ))
         }
-    })
+    };
+    let mut elements = Vec::with_capacity((count.max(0) as usize).min(raw.len() / 4));
+    for _ in 0..count {
+        let bytes = match usize::try_from(int(&mut rest)?) {
+            Ok(length) => Some(take(&mut rest, length)?),
+            Err(_) => None,
+        };
+        elements.push(decode(bytes, true, element)?);
+    }
+    let element_type = decode(None, true, element)?.data_type();
+    Ok(ScalarValue::List(ScalarValue::new_list_nullable(
+        &elements,
+        &element_type,
+    )))
 }

@@ -33,7 +33,7 @@ use datafusion::optimizer::AnalyzerRule;
 use super::decimals::decimal_texts;
 use super::floats::{check_real_range, put_float};
 use super::plan_nodes::rewrite_nodes_holding;
-use super::types::{timestamp_micros_at, timestamp_text};
+use super::types::{list_of, timestamp_micros_at, timestamp_text};
 
 /// Puts a [`PostgresCast`] in place of each cast of a float or a timestamp
 /// to text, and of each cast to `real` of a double, a number or a text,
@@ -57,8 +57,8 @@ impl AnalyzerRule for PostgresCasts {
 /// `expr`, over columns of `inputs`, with a [`PostgresCast`] in place of
 /// each cast PostgreSQL does otherwise (see [`PostgresCasts`]).
 pub fn postgres_casts(expr: Expr, inputs: &DFSchema) -> Result<Transformed<Expr>> {
-    static CASTS: OnceLock<[Arc<ScalarUDF>; 7]> = OnceLock::new();
-    let [float_text, decimal_text, timestamp_text, real, rounded, timestamp_input, interval_input] =
+    static CASTS: OnceLock<[Arc<ScalarUDF>; 9]> = OnceLock::new();
+    let [float_text, decimal_text, timestamp_text, real, rounded, timestamp_input, interval_input, array_text, array_input] =
         CASTS.get_or_init(|| {
             let cast = |name, returns, cast| {
                 Arc::new(
@@ -94,6 +94,12 @@ pub fn postgres_casts(expr: Expr, inputs: &DFSchema) -> Result<Transformed<Expr>
                     Some(DataType::Utf8),
                     interval_input_texts,
                 ),
+                cast("__tablegate_array_text", Some(DataType::Utf8), array_texts),
+                cast(
+                    "__tablegate_array_input",
+                    Some(list_of(DataType::Utf8)),
+                    array_input_texts,
+                ),
             ]
         });
     expr.transform_up(|e| match e {
@@ -102,6 +108,7 @@ pub fn postgres_casts(expr: Expr, inputs: &DFSchema) -> Result<Transformed<Expr>
                 Ok(t) if t.is_floating() => float_text,
                 Ok(DataType::Decimal128(..)) => decimal_text,
                 Ok(DataType::Timestamp(..)) => timestamp_text,
+                Ok(DataType::List(_)) => array_text,
                 _ => {
                     return Ok(Transformed::no(Expr::Cast(Cast::new_from_field(
                         expr, field,
@@ -145,6 +152,16 @@ pub fn postgres_casts(expr: Expr, inputs: &DFSchema) -> Result<Transformed<Expr>
                     field,
                 )))),
             }
+        }
+        // A text in an array's text form (`'{a,b}'::text[]`), whose
+        // elements are then cast.
+        Expr::Cast(Cast { expr, field })
+            if matches!(field.data_type(), DataType::List(_))
+                && expr.get_type(inputs).is_ok_and(|t| is_text(&t)) =>
+        {
+            let lists = ScalarFunction::new_udf(array_input.clone(), vec![*expr]);
+            let cast = Cast::new_from_field(Box::new(Expr::ScalarFunction(lists)), field);
+            Ok(Transformed::yes(Expr::Cast(cast)))
         }
         // `extract(epoch FROM d)` of a date is a whole number of seconds,
         // printed without decimals as PostgreSQL's (see `date_fields`).
@@ -348,8 +365,19 @@ fn read_as(texts: &ArrayRef, input: fn(&str) -> std::borrow::Cow<'_, str>) -> Re
     }
 }
 
+/// Arrays' text form (see [`super::arrays::list_texts`]).
+fn array_texts(lists: &ArrayRef) -> Result<ArrayRef> {
+    Ok(super::arrays::list_texts(lists)?)
+}
+
+/// Texts in an array's text form as lists of texts.
+fn array_input_texts(texts: &ArrayRef) -> Result<ArrayRef> {
+    let texts = datafusion::arrow::compute::cast(texts, &DataType::Utf8)?;
+    Ok(super::types::text_inputs(&texts, &list_of(DataType::Utf8))?)
+}
+
 /// Timestamps' text, as PostgreSQL prints them.
-fn timestamp_texts(times: &ArrayRef) -> Result<ArrayRef> {
+pub(super) fn timestamp_texts(times: &ArrayRef) -> Result<ArrayRef> {
     let DataType::Timestamp(_, zone) = times.data_type() else {
         return exec_err!("timestamp text of a {}", times.data_type());
     };

@@ -6,12 +6,13 @@ use std::sync::Arc;
 use datafusion::arrow::array::{
     Array, ArrayRef, BinaryArray, BinaryBuilder, BooleanArray, BooleanBuilder, Date32Array,
     Date32Builder, Decimal128Array, Decimal128Builder, Float32Array, Float32Builder, Float64Array,
-    Float64Builder, Int16Array, Int16Builder, Int32Array, Int32Builder, Int64Array, Int64Builder,
+    Float64Builder, Int16Array, ListArray, Int16Builder, Int32Array, Int32Builder, Int64Array, Int64Builder,
     RecordBatch, StringArray, StringBuilder, TimestampMicrosecondArray,
     TimestampMicrosecondBuilder,
 };
 use datafusion::arrow::datatypes::SchemaRef;
 
+use super::arrays::{stored_json, StoredLists};
 use super::error::{Result, SqlError};
 use super::types::{arrow_type, parse_uuid};
 use crate::catalog::{
@@ -36,6 +37,7 @@ enum Builder {
     Date(Date32Builder),
     Timestamp(TimestampMicrosecondBuilder),
     Binary(BinaryBuilder),
+    List(StoredLists),
 }
 
 impl Builder {
@@ -61,6 +63,7 @@ impl Builder {
             DataType::Binary => {
                 Builder::Binary(BinaryBuilder::with_capacity(capacity, capacity * 16))
             }
+            list @ DataType::List(_) => Builder::List(StoredLists::new(list, capacity)),
             _ => Builder::Utf8(StringBuilder::with_capacity(capacity, capacity * 16)),
         }
     }
@@ -83,6 +86,7 @@ impl Builder {
             (Builder::Date(b), Some(ValueRef::Date(Date(d)))) => b.append_value(d),
             (Builder::Timestamp(b), Some(ValueRef::DateTime(DateTime(t)))) => b.append_value(t),
             (Builder::Binary(b), Some(ValueRef::Binary(v))) => b.append_value(v),
+            (Builder::List(b), Some(ValueRef::Json(s))) => b.append(Some(s)),
             (Builder::Utf8(b), _) => b.append_null(),
             (Builder::Int16(b), _) => b.append_null(),
             (Builder::Int32(b), _) => b.append_null(),
@@ -94,11 +98,12 @@ impl Builder {
             (Builder::Date(b), _) => b.append_null(),
             (Builder::Timestamp(b), _) => b.append_null(),
             (Builder::Binary(b), _) => b.append_null(),
+            (Builder::List(b), _) => b.append(None),
         }
     }
 
-    fn finish(self) -> ArrayRef {
-        match self {
+    fn finish(self) -> Result<ArrayRef> {
+        Ok(match self {
             Builder::Utf8(mut b) => Arc::new(b.finish()),
             Builder::Int16(mut b) => Arc::new(b.finish()),
             Builder::Int32(mut b) => Arc::new(b.finish()),
@@ -110,7 +115,8 @@ impl Builder {
             Builder::Date(mut b) => Arc::new(b.finish()),
             Builder::Timestamp(mut b) => Arc::new(b.finish()),
             Builder::Binary(mut b) => Arc::new(b.finish()),
-        }
+            Builder::List(b) => b.finish()?,
+        })
     }
 }
 
@@ -319,7 +325,10 @@ impl RowDecoder {
                 }
             }
         }
-        let arrays: Vec<ArrayRef> = builders.into_iter().map(Builder::finish).collect();
+        let arrays = builders
+            .into_iter()
+            .map(Builder::finish)
+            .collect::<Result<Vec<ArrayRef>>>()?;
         if arrays.is_empty() {
             let options = datafusion::arrow::array::RecordBatchOptions::new()
                 .with_row_count(Some(rows.len()));
@@ -457,6 +466,14 @@ pub fn batch_to_rows(def: &TableDef, columns: &[usize], batch: &RecordBatch) -> 
                 fill!(TimestampMicrosecondArray, |v| Value::DateTime(DateTime(v)))
             }
             SqlType::Bytea => fill!(BinaryArray, |v| Value::Binary(v.to_vec())),
+            SqlType::Array(_) => {
+                let a = downcast::<ListArray>(array, name)?;
+                for (r, row) in rows.iter_mut().enumerate() {
+                    if a.is_valid(r) {
+                        row[i] = Some(Value::Json(stored_json(&a.value(r))?));
+                    }
+                }
+            }
         }
     }
     Ok(rows)

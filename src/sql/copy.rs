@@ -10,7 +10,7 @@ use std::sync::mpsc::{self, Receiver, SyncSender, TryRecvError};
 use std::sync::{Arc, Mutex, OnceLock};
 
 use datafusion::arrow::array::{ArrayRef, BinaryArray, RecordBatch, StringArray};
-use datafusion::arrow::compute::{cast_with_options, CastOptions};
+use datafusion::arrow::compute::CastOptions;
 use datafusion::arrow::datatypes::{Field, Schema};
 use datafusion::execution::memory_pool::{MemoryConsumer, MemoryPool, MemoryReservation};
 use datafusion::sql::sqlparser::ast::{CopyLegacyCsvOption, CopyLegacyOption, CopyOption};
@@ -20,7 +20,7 @@ use super::diagnostics::monitor::NearLimits;
 use super::dml::bytea_input;
 use super::error::{Result, SqlError};
 use super::floats::check_real_range;
-use super::types::{arrow_type, timestamp_inputs};
+use super::types::{arrow_type, cast_input};
 use crate::catalog::{SqlType, TableDef};
 use crate::model::check_entity_parts;
 use crate::store::{EncodedRows, LoadRows, SortedRuns, StoreError};
@@ -575,18 +575,16 @@ impl LineParser {
             } else {
                 let strings: ArrayRef = Arc::new(texts.collect::<StringArray>());
                 let target = arrow_type(column.ty);
-                let array =
-                    cast_with_options(&timestamp_inputs(&strings, &target), &target, &strict)
-                        .map_err(|e| {
-                            SqlError::value(
-                                "22P02",
-                                format!(
-                                    "invalid input for column {:?} of type {}: {e}",
-                                    column.name,
-                                    column.ty.pg_name()
-                                ),
-                            )
-                        })?;
+                let array = cast_input(&strings, &target, &strict).map_err(|e| {
+                    SqlError::value(
+                        "22P02",
+                        format!(
+                            "invalid input for column {:?} of type {}: {e}",
+                            column.name,
+                            column.ty.pg_name()
+                        ),
+                    )
+                })?;
                 if column.ty == SqlType::Float4 {
                     check_real_range(&strings, &array)?;
                 }

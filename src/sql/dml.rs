@@ -46,7 +46,7 @@ use super::floats::check_real_range;
 use super::provider::{dml_table_name, parse_row_identity, ROW_COLUMN};
 use super::session::{normalize, table_name, Output, Session};
 use super::txn::Change;
-use super::types::{arrow_type, cast_name, timestamp_inputs};
+use super::types::{arrow_type, cast_input, cast_name};
 use super::writing_ctes;
 use crate::catalog::{Row, TableDef};
 use crate::model::ETag;
@@ -655,7 +655,7 @@ impl<'a> Evaluator<'a> {
                 Expr::Placeholder(p) => {
                     let n = p.id.strip_prefix('$').and_then(|n| n.parse().ok());
                     let value = param(self.values, n.unwrap_or(0))
-                        .map_err(|e| datafusion::error::DataFusionError::External(Box::new(e)))?;
+                        .map_err(datafusion::error::DataFusionError::from)?;
                     Ok(Transformed::yes(Expr::Literal(value, None)))
                 }
                 e => Ok(Transformed::no(e)),
@@ -719,7 +719,7 @@ fn cast_to_column(array: &ArrayRef, target: &DataType, options: &CastOptions) ->
     if array.data_type() == target {
         return Ok(array.clone());
     }
-    let cast = cast_with_options(&timestamp_inputs(array, target), target, options)?;
+    let cast = cast_input(array, target, options)?;
     if target == &DataType::Float32 {
         check_real_range(array, &cast)?;
     }

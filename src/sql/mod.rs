@@ -16,6 +16,7 @@
 //! nothing of the wire protocol.
 
 mod access;
+pub mod arrays;
 mod arithmetic;
 mod casts;
 mod columnar;

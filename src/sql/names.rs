@@ -26,7 +26,8 @@ enum Strength {
 /// PostgreSQL's internal name of a type, as a cast names its column.
 fn type_name(ty: &DataType) -> String {
     let text = ty.to_string().to_lowercase();
-    let base = text.split('(').next().unwrap_or(&text).trim();
+    // An array type is named by its element's type (`'{a}'::text[]` is `text`).
+    let base = text.split(['(', '[']).next().unwrap_or(&text).trim();
     match base {
         "int" | "integer" | "int4" => "int4",
         "bigint" | "int8" => "int8",
@@ -74,6 +75,8 @@ fn figure(expr: &Expr) -> (String, Strength) {
             }
         }
         Expr::Nested(inner) => figure(inner),
+        // `tags[1]` is named by its array.
+        Expr::CompoundFieldAccess { root, .. } => figure(root),
         Expr::Case { .. } => ("case".into(), Strength::TypeName),
         Expr::Exists { .. } => ("exists".into(), Strength::Name),
         Expr::Array(_) => ("array".into(), Strength::TypeName),
@@ -265,6 +268,10 @@ mod tests {
             ["<kept>", "<kept>", "count"]
         );
         assert_eq!(names("SELECT 1 UNION SELECT 2", 1), ["?column?"]);
+        assert_eq!(
+            names("SELECT tags[1], '{a}'::text[], '{1}'::int[] FROM t", 3),
+            ["tags", "text", "int4"]
+        );
         assert_eq!(
             names(
                 "SELECT t AT TIME ZONE 'UTC', date '2024-01-01', interval '1 day' FROM t",

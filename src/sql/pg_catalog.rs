@@ -100,7 +100,17 @@ pub fn type_info(ty: SqlType) -> (i32, i32, i16) {
         ),
         SqlType::Uuid => (2950, -1, 16),
         SqlType::Jsonb => (3802, -1, -1),
+        // An array column's modifier is its element's (`varchar(10)[]`).
+        SqlType::Array(element) => {
+            let (oid, modifier, _) = type_info(element.sql_type());
+            (array_of(oid), modifier, -1)
+        }
     }
+}
+
+/// The array type of an element type in [`TYPES`].
+fn array_of(element: i32) -> i32 {
+    TYPES.iter().find(|t| t.0 == element).map_or(0, |t| t.4)
 }
 
 /// The types `pg_type` lists: (oid, name, length, category, array type oid).
@@ -135,6 +145,12 @@ const TYPES: &[(i32, &str, i16, &str, i32)] = &[
     (1021, "_float4", -1, "A", 0),
     (1022, "_float8", -1, "A", 0),
     (1015, "_varchar", -1, "A", 0),
+    (1014, "_bpchar", -1, "A", 0),
+    (1182, "_date", -1, "A", 0),
+    (1115, "_timestamp", -1, "A", 0),
+    (1185, "_timestamptz", -1, "A", 0),
+    (1231, "_numeric", -1, "A", 0),
+    (2951, "_uuid", -1, "A", 0),
 ];
 
 /// The element type of an array type in [`TYPES`].
@@ -180,10 +196,10 @@ pub fn format_type(oid: i64, typmod: Option<i64>) -> Option<String> {
         2950 => "uuid".into(),
         3802 => "jsonb".into(),
         other => {
-            let (_, name, ..) = TYPES.iter().find(|t| i64::from(t.0) == other)?;
-            match name.strip_prefix('_') {
-                Some(element) => format!("{element}[]"),
-                None => (*name).to_owned(),
+            let (oid, name, ..) = TYPES.iter().find(|t| i64::from(t.0) == other)?;
+            match element_of(*oid) {
+                0 => (*name).to_owned(),
+                element => format!("{}[]", format_type(element.into(), Some(typmod))?),
             }
         }
     })

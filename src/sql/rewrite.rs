@@ -45,8 +45,7 @@
 //!   `unnest(generate_series(...))`: a row per value, as PostgreSQL's
 //!   set-returning function gives, where DataFusion's returns one array;
 //! - `information_schema._pg_expandarray(a)` becomes
-//!   `unnest(_pg_expandarray(a))`, one `(x, n)` row per element, and
-//!   `array_upper(a, 1)` becomes `array_length(a)` (arrays start at 1),
+//!   `unnest(_pg_expandarray(a))`, one `(x, n)` row per element,
 //!   `pg_partition_ancestors(t)` no rows (no table is partitioned),
 //!   and `(row).field` becomes `get_field(row, 'field')`;
 //! - a column compared with an integer array literal (`polroles = '{0}'`)
@@ -887,9 +886,10 @@ fn regclass_of_value(expr: &Expr) -> Option<Expr> {
     only_argument_of(expr).filter(|v| is_value(v)).cloned()
 }
 
-/// PostgreSQL's functions that DataFusion lacks, written with its own:
-/// `div(a, b)`, the quotient truncated toward zero (a numeric), and
-/// `make_timestamp(year, month, day, hour, min, sec)`.
+/// PostgreSQL's functions that DataFusion lacks or answers otherwise, written
+/// with its own: `div(a, b)`, the quotient truncated toward zero (a
+/// numeric), `make_timestamp(year, month, day, hour, min, sec)`, and
+/// `array_length` and `array_upper`, NULL for an empty array.
 fn postgres_function(expr: &Expr) -> Option<Expr> {
     let Expr::Function(f) = expr else {
         return None;
@@ -911,6 +911,11 @@ fn postgres_function(expr: &Expr) -> Option<Expr> {
             "CAST(make_date({year}, {month}, {day}) AS TIMESTAMP) + ({hour}) * INTERVAL '1 hour' \
              + ({min}) * INTERVAL '1 minute' + CAST({sec} AS DOUBLE PRECISION) * INTERVAL '1 second'"
         ),
+        // Arrays start at 1, and an empty one has no dimensions: its
+        // length and upper bound are NULL.
+        ("array_length" | "array_upper", [array, dimension]) => {
+            format!("CAST(nullif(array_length({array}, {dimension}), 0) AS INT)")
+        }
         _ => return None,
     };
     parse_expr(&sql)
@@ -1276,27 +1281,6 @@ fn rewrite_expr(expr: &mut Expr) {
                     vec![(*value).clone(), (*zone).clone()],
                 );
                 return;
-            }
-            if name == "array_upper" {
-                if let FunctionArguments::List(list) = &f.args {
-                    if let [array, dimension] = list.args.as_slice() {
-                        if dimension.to_string() == "1" {
-                            if let datafusion::sql::sqlparser::ast::FunctionArg::Unnamed(
-                                datafusion::sql::sqlparser::ast::FunctionArgExpr::Expr(array),
-                            ) = array
-                            {
-                                *expr = Expr::Cast {
-                                    kind: CastKind::Cast,
-                                    expr: Box::new(call("array_length", vec![array.clone()])),
-                                    data_type: DataType::BigInt(None),
-                                    array: false,
-                                    format: None,
-                                };
-                                return;
-                            }
-                        }
-                    }
-                }
             }
             // The sequence functions read a name or an object id as
             // regclass does: `nextval('s'::regclass)` (a serial column's
@@ -2757,7 +2741,7 @@ pub(super) mod tests {
         );
         assert_eq!(
             rewritten("SELECT (information_schema._pg_expandarray(i.k)).n, typinput = 'pg_catalog.array_in'::regproc, array_upper(a, 1) FROM i"),
-            "SELECT get_field((unnest(_pg_expandarray(i.k))), 'n'), typinput = 'array_in', CAST(array_length(a) AS BIGINT) FROM i"
+            "SELECT get_field((unnest(_pg_expandarray(i.k))), 'n'), typinput = 'array_in', CAST(nullif(array_length(a, 1), 0) AS INT) FROM i"
         );
         assert_eq!(
             rewritten("SELECT a COLLATE \"de_DE\" FROM t"),

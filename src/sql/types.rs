@@ -5,13 +5,14 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use datafusion::arrow::array::{Array, ArrayRef, AsArray, StringArray};
+use datafusion::arrow::compute::{cast_with_options, CastOptions};
 use datafusion::arrow::datatypes::{DataType, Field, TimeUnit};
 use datafusion::sql::sqlparser::ast::{
-    CharacterLength, DataType as AstType, ExactNumberInfo, TimezoneInfo,
+    ArrayElemTypeDef, CharacterLength, DataType as AstType, ExactNumberInfo, TimezoneInfo,
 };
 
 use super::error::SqlError;
-use crate::catalog::{Column, SqlType, DEFAULT_NUMERIC};
+use crate::catalog::{Column, Element, SqlType, DEFAULT_NUMERIC};
 
 /// A timestamp's text as Arrow's parser reads it: PostgreSQL also reads a
 /// one-digit hour and a time of day without seconds (`2024-01-01 9:00`,
@@ -243,15 +244,28 @@ pub fn timestamp_text(micros: i64, zoned: bool) -> Option<String> {
     Some(text)
 }
 
-/// `array` with [`timestamp_input`] applied to each text, when it holds
-/// texts to be cast to a timestamp type.
-pub fn timestamp_inputs(array: &ArrayRef, target: &DataType) -> ArrayRef {
-    let (DataType::Timestamp(..), Some(texts)) =
-        (target, array.as_any().downcast_ref::<StringArray>())
-    else {
-        return array.clone();
+/// `array` with each text read as PostgreSQL reads a text cast to
+/// `target`, when it holds texts: a timestamp's by [`timestamp_input`],
+/// an array's from its text form (`{a,b}`; Arrow would make `'{a,b}'` the
+/// one element of a list).
+pub fn text_inputs(array: &ArrayRef, target: &DataType) -> Result<ArrayRef, SqlError> {
+    let Some(texts) = array.as_any().downcast_ref::<StringArray>() else {
+        return Ok(array.clone());
     };
-    texts_read_as(texts, timestamp_input)
+    Ok(match target {
+        DataType::Timestamp(..) => texts_read_as(texts, timestamp_input),
+        DataType::List(element) => super::arrays::texts_to_lists(texts, element.data_type())?,
+        _ => array.clone(),
+    })
+}
+
+/// `array` cast to `target`, its texts read as [`text_inputs`] reads them.
+pub fn cast_input(
+    array: &ArrayRef,
+    target: &DataType,
+    options: &CastOptions,
+) -> Result<ArrayRef, SqlError> {
+    Ok(cast_with_options(&text_inputs(array, target)?, target, options)?)
 }
 
 /// Each text as `input` makes it (one Arrow reads as a timestamp or an
@@ -286,7 +300,14 @@ pub fn arrow_type(ty: SqlType) -> DataType {
         SqlType::Timestamp => DataType::Timestamp(TimeUnit::Microsecond, None),
         SqlType::Timestamptz => DataType::Timestamp(TimeUnit::Microsecond, Some(Arc::from(UTC))),
         SqlType::Bytea => DataType::Binary,
+        SqlType::Array(element) => list_of(arrow_type(element.sql_type())),
     }
+}
+
+/// The Arrow type of a list of values of `element`, as DataFusion makes
+/// them (`ARRAY[..]`, `array_agg`).
+pub fn list_of(element: DataType) -> DataType {
+    DataType::List(Arc::new(Field::new_list_field(element, true)))
 }
 
 /// The Arrow field of a column, with its PostgreSQL type in the metadata.
@@ -366,6 +387,18 @@ pub fn sql_type(ast: &AstType) -> Result<SqlType, SqlError> {
         AstType::Bytea => SqlType::Bytea,
         AstType::JSON => SqlType::Json,
         AstType::JSONB => SqlType::Jsonb,
+        AstType::Array(
+            ArrayElemTypeDef::SquareBracket(element, _) | ArrayElemTypeDef::AngleBracket(element),
+        ) => {
+            let element = sql_type(element)?;
+            let Some(element) = Element::of(element) else {
+                return Err(SqlError::FeatureNotSupported(format!(
+                    "arrays of {} are not supported",
+                    element.pg_name()
+                )));
+            };
+            SqlType::Array(element)
+        }
         AstType::Custom(name, _) => match name.to_string().to_ascii_lowercase().as_str() {
             "timestamptz" => SqlType::Timestamptz,
             "bpchar" => SqlType::Char(1),
@@ -390,6 +423,7 @@ pub fn cast_name(ty: SqlType) -> String {
             "TEXT".into()
         }
         SqlType::Timestamptz => "TIMESTAMPTZ".into(),
+        SqlType::Array(element) => format!("{}[]", cast_name(element.sql_type())),
         other => other.pg_name().to_uppercase(),
     }
 }

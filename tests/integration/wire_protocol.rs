@@ -670,3 +670,112 @@ async fn one_read_in_text_and_in_binary_on_one_connection() {
         }
     }
 }
+
+/// Array columns through a client that sends and reads arrays in binary:
+/// parameters of array types, array results decoded by the client, and
+/// arrays in COPY's text form both ways.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn arrays_in_binary_and_through_copy() {
+    let server = TestServer::start().await;
+    let client = server.client().await;
+    client
+        .batch_execute(
+            "CREATE TABLE posts (id int PRIMARY KEY, tags text[], scores bigint[], weights float8[], \
+             prices numeric(8,2)[], seen timestamptz[], codes varchar(4)[])",
+        )
+        .await
+        .unwrap();
+    let insert = client
+        .prepare("INSERT INTO posts (id, tags, scores, weights) VALUES ($1, $2, $3, $4)")
+        .await
+        .unwrap();
+    assert_eq!(
+        insert.params(),
+        &[
+            Type::INT4,
+            Type::TEXT_ARRAY,
+            Type::INT8_ARRAY,
+            Type::FLOAT8_ARRAY
+        ]
+    );
+    let tags = vec![Some("a b".to_owned()), None, Some("{x}".to_owned())];
+    let scores: Vec<i64> = vec![1, -2, i64::MAX];
+    let weights: Vec<Option<f64>> = vec![Some(0.25), None];
+    client
+        .execute(&insert, &[&1i32, &tags, &scores, &weights])
+        .await
+        .unwrap();
+    client
+        .execute(&insert, &[&2i32, &Vec::<String>::new(), &None::<Vec<i64>>, &weights])
+        .await
+        .unwrap();
+
+    let row = client
+        .query_one("SELECT tags, scores, weights FROM posts WHERE id = $1", &[&1i32])
+        .await
+        .unwrap();
+    assert_eq!(row.get::<_, Vec<Option<String>>>(0), tags);
+    assert_eq!(row.get::<_, Vec<i64>>(1), scores);
+    assert_eq!(row.get::<_, Vec<Option<f64>>>(2), weights);
+    let row = client
+        .query_one("SELECT tags, scores FROM posts WHERE id = 2", &[])
+        .await
+        .unwrap();
+    assert_eq!(row.get::<_, Vec<String>>(0), Vec::<String>::new());
+    assert_eq!(row.get::<_, Option<Vec<i64>>>(1), None);
+
+    // An array parameter compared with a column, and one element matched.
+    let found = client
+        .query(
+            "SELECT id FROM posts WHERE scores = $1 OR $2 = ANY(tags) ORDER BY id",
+            &[&scores, &"nothing"],
+        )
+        .await
+        .unwrap();
+    assert_eq!(found.iter().map(|r| r.get::<_, i32>(0)).collect::<Vec<_>>(), [1]);
+
+    // Numerics, timestamps and bounded texts, read back in binary.
+    client
+        .batch_execute(
+            "INSERT INTO posts (id, prices, seen, codes) VALUES \
+             (3, '{1.5,NULL,-2.25}', '{\"2026-11-27 10:00:00+00\"}', '{ab,cd}')",
+        )
+        .await
+        .unwrap();
+    let row = client
+        .query_one("SELECT prices, seen, codes FROM posts WHERE id = 3", &[])
+        .await
+        .unwrap();
+    let prices: Vec<Option<rust_decimal::Decimal>> = row.get(0);
+    let prices: Vec<Option<String>> = prices.iter().map(|p| p.map(|d| d.to_string())).collect();
+    assert_eq!(prices, [Some("1.50".into()), None, Some("-2.25".into())]);
+    let seen: Vec<chrono::DateTime<chrono::Utc>> = row.get(1);
+    assert_eq!(seen[0].to_rfc3339(), "2026-11-27T10:00:00+00:00");
+    assert_eq!(row.get::<_, Vec<String>>(2), ["ab", "cd"]);
+
+    // COPY writes arrays in their text form and reads it back.
+    let out = client
+        .copy_out("COPY (SELECT id, tags, weights FROM posts WHERE id <= 2 ORDER BY id) TO STDOUT")
+        .await
+        .unwrap();
+    let out: Vec<u8> = out
+        .try_fold(Vec::new(), |mut all, chunk| async move {
+            all.extend_from_slice(&chunk);
+            Ok(all)
+        })
+        .await
+        .unwrap();
+    let text = String::from_utf8(out).unwrap();
+    assert_eq!(text, "1\t{\"a b\",NULL,\"{x}\"}\t{0.25,NULL}\n2\t{}\t{0.25,NULL}\n");
+    let sink = client.copy_in("COPY posts (id, tags, weights) FROM STDIN").await.unwrap();
+    futures::pin_mut!(sink);
+    let copied = text.replace("1\t", "11\t").replace("2\t{}", "12\t{}");
+    sink.send(bytes::Bytes::from(copied)).await.unwrap();
+    assert_eq!(sink.finish().await.unwrap(), 2);
+    let row = client
+        .query_one("SELECT tags, weights FROM posts WHERE id = 11", &[])
+        .await
+        .unwrap();
+    assert_eq!(row.get::<_, Vec<Option<String>>>(0), tags);
+    assert_eq!(row.get::<_, Vec<Option<f64>>>(1), weights);
+}

@@ -19,12 +19,12 @@ use futures::{Stream, StreamExt};
 use pgwire::api::portal::Format;
 use pgwire::api::results::{CopyCsvOptions, CopyEncoder, CopyTextOptions, FieldFormat, FieldInfo};
 use pgwire::api::Type;
-use postgres_types::Kind;
 use pgwire::error::{PgWireError, PgWireResult};
 use pgwire::messages::copy::CopyData;
 use pgwire::messages::data::DataRow;
 use pgwire::types::format::FormatOptions;
 use pgwire::types::ToSqlText;
+use postgres_types::Kind;
 use postgres_types::{IsNull, ToSql};
 
 use crate::catalog::SqlType;
@@ -532,11 +532,7 @@ fn record_text(records: &StructArray, row: usize) -> PgWireResult<Option<Encoded
 /// [`crate::sql::arrays::list_texts`]), binary as `array_send` writes it
 /// (dimensions, whether an element is NULL, the element type, then each
 /// element's length and bytes). `None` for NULL.
-fn array_value(
-    lists: &ListArray,
-    row: usize,
-    field: &FieldInfo,
-) -> PgWireResult<Option<Encoded>> {
+fn array_value(lists: &ListArray, row: usize, field: &FieldInfo) -> PgWireResult<Option<Encoded>> {
     if lists.is_null(row) {
         return Ok(None);
     }
@@ -552,7 +548,11 @@ fn array_value(
         _ => Type::TEXT,
     };
     let values = lists.value(row);
-    let schema = Schema::new(vec![Field::new("element", values.data_type().clone(), true)]);
+    let schema = Schema::new(vec![Field::new(
+        "element",
+        values.data_type().clone(),
+        true,
+    )]);
     let batch = RecordBatch::try_new(Arc::new(schema), vec![values.clone()])
         .map_err(|e| sql_error(e.into()))?;
     let fields = [FieldInfo::new(
@@ -610,7 +610,8 @@ impl arrow_pg::encoder::Encoder for FieldValues {
         } else {
             value.to_sql_text(field.datatype(), &mut bytes, field.format_options())?
         };
-        self.values.push(matches!(null, IsNull::No).then_some(bytes));
+        self.values
+            .push(matches!(null, IsNull::No).then_some(bytes));
         Ok(())
     }
 

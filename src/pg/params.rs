@@ -1,15 +1,15 @@
 //! Parameter types and values of the extended protocol.
 
 use chrono::{DateTime, FixedOffset, NaiveDate, NaiveDateTime};
+use datafusion::arrow::compute::CastOptions;
 use datafusion::arrow::datatypes::DataType;
 use datafusion::common::{ParamValues, ScalarValue};
 use pgwire::api::portal::Portal;
 use pgwire::api::Type;
+use pgwire::error::{PgWireError, PgWireResult};
 use pgwire::types::format::FormatOptions;
 use pgwire::types::FromSqlText;
 use postgres_types::Kind;
-use datafusion::arrow::compute::CastOptions;
-use pgwire::error::{PgWireError, PgWireResult};
 
 use crate::sql::types::{cast_input, UTC};
 use crate::sql::Prepared;

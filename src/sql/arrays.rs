@@ -12,6 +12,13 @@ use datafusion::arrow::array::{
 use datafusion::arrow::compute::{cast, cast_with_options, CastOptions};
 use datafusion::arrow::datatypes::{DataType, Field, Float32Type, Float64Type};
 
+use datafusion::common::{DFSchema, Result as DFResult, ScalarValue};
+use datafusion::functions_nested::expr_fn::{array_has_all, array_has_any};
+use datafusion::logical_expr::expr::Cast;
+use datafusion::logical_expr::planner::{ExprPlanner, PlannerResult, RawBinaryExpr};
+use datafusion::logical_expr::{Expr, ExprSchemable};
+use datafusion::sql::sqlparser::ast::BinaryOperator;
+
 use super::error::{Result, SqlError};
 use super::floats::put_float;
 use crate::catalog::{Element, SqlType};
@@ -38,7 +45,10 @@ pub fn parse_literal(text: &str) -> Result<Vec<Option<String>>> {
         return Err(malformed(text, "dimensions are not supported"));
     }
     let Some(body) = body.strip_prefix('{').and_then(|b| b.strip_suffix('}')) else {
-        return Err(malformed(text, "it must start with \"{\" and end with \"}\""));
+        return Err(malformed(
+            text,
+            "it must start with \"{\" and end with \"}\"",
+        ));
     };
     let mut elements = Vec::new();
     if body.trim().is_empty() {
@@ -308,6 +318,46 @@ impl StoredLists {
     }
 }
 
+/// Plans an operator between an array and a text literal as PostgreSQL
+/// types an untyped literal, by what it meets: the literal is the array's
+/// type, read from its text form (see `casts`). DataFusion finds no common
+/// type for `List(Utf8)` and `Utf8` (`tags = '{a,b}'`) and leaves `@>`
+/// of a non-array unplanned (`tags @> '{a}'`). Also plans `&&`, the
+/// arrays overlap.
+#[derive(Debug)]
+pub struct ArrayOperators;
+
+impl ExprPlanner for ArrayOperators {
+    fn plan_binary_op(
+        &self,
+        expr: RawBinaryExpr,
+        schema: &DFSchema,
+    ) -> DFResult<PlannerResult<RawBinaryExpr>> {
+        let RawBinaryExpr { op, left, right } = expr;
+        let list_type = |e: &Expr| {
+            e.get_type(schema)
+                .ok()
+                .filter(|t| matches!(t, DataType::List(_)))
+        };
+        let Some(ty) = list_type(&left).or_else(|| list_type(&right)) else {
+            return Ok(PlannerResult::Original(RawBinaryExpr { op, left, right }));
+        };
+        let typed = |e: Expr| match e {
+            Expr::Literal(ScalarValue::Utf8(Some(_)) | ScalarValue::Utf8View(Some(_)), _) => {
+                Expr::Cast(Cast::new(Box::new(e), ty.clone()))
+            }
+            e => e,
+        };
+        let (left, right) = (typed(left), typed(right));
+        Ok(match op {
+            BinaryOperator::AtArrow => PlannerResult::Planned(array_has_all(left, right)),
+            BinaryOperator::ArrowAt => PlannerResult::Planned(array_has_all(right, left)),
+            BinaryOperator::PGOverlap => PlannerResult::Planned(array_has_any(left, right)),
+            op => PlannerResult::Original(RawBinaryExpr { op, left, right }),
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -338,7 +388,14 @@ mod tests {
             ]
         );
         assert_eq!(parsed(r#"{"q\"x",b\,c,\ }"#), some(&["q\"x", "b,c", " "]));
-        for bad in ["a,b", "{a", "{{1,2},{3,4}}", r#"{"a}"#, "{a,,b}", "[1:2]={1,2}"] {
+        for bad in [
+            "a,b",
+            "{a",
+            "{{1,2},{3,4}}",
+            r#"{"a}"#,
+            "{a,,b}",
+            "[1:2]={1,2}",
+        ] {
             assert!(parse_literal(bad).is_err(), "{bad}");
         }
     }

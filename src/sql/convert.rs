@@ -6,8 +6,8 @@ use std::sync::Arc;
 use datafusion::arrow::array::{
     Array, ArrayRef, BinaryArray, BinaryBuilder, BooleanArray, BooleanBuilder, Date32Array,
     Date32Builder, Decimal128Array, Decimal128Builder, Float32Array, Float32Builder, Float64Array,
-    Float64Builder, Int16Array, ListArray, Int16Builder, Int32Array, Int32Builder, Int64Array, Int64Builder,
-    RecordBatch, StringArray, StringBuilder, TimestampMicrosecondArray,
+    Float64Builder, Int16Array, Int16Builder, Int32Array, Int32Builder, Int64Array, Int64Builder,
+    ListArray, RecordBatch, StringArray, StringBuilder, TimestampMicrosecondArray,
     TimestampMicrosecondBuilder,
 };
 use datafusion::arrow::datatypes::SchemaRef;

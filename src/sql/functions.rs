@@ -989,6 +989,10 @@ pub fn register_all(
         .state_ref()
         .write()
         .register_expr_planner(Arc::new(super::arithmetic::IntervalScaling));
+    let _ = ctx
+        .state_ref()
+        .write()
+        .register_expr_planner(Arc::new(super::arrays::ArrayOperators));
     for (name, how) in [
         ("justify_hours", Justify::Hours),
         ("justify_days", Justify::Days),

@@ -134,7 +134,7 @@ enum Shape {
 }
 
 impl JsonBuild {
-    pub fn all() -> [JsonBuild; 8] {
+    pub fn all() -> [JsonBuild; 9] {
         let build = |name, shape, jsonb| JsonBuild {
             name,
             shape,
@@ -158,6 +158,7 @@ impl JsonBuild {
             build("jsonb_build_array", Shape::Array, true),
             build("to_json", Shape::Value, false),
             build("to_jsonb", Shape::Value, true),
+            build("array_to_json", Shape::Value, false),
             build("row_to_json", Shape::Row, false),
             build(AGGREGATED_ELEMENT, Shape::Element, false),
         ]
@@ -1003,7 +1004,7 @@ pub fn delete(args: &[ScalarValue]) -> Result<ScalarValue> {
 /// `jsonb` columns read) as calls of its functions, and `jsonb`'s `||` and
 /// `-` (with a `jsonb` left side, or a `jsonb` side and a literal) as
 /// calls of [`concat`] and [`delete`]; arrays' `@>` and `<@` stay
-/// DataFusion's, and so does `||` of text.
+/// DataFusion's or `arrays::ArrayOperators`', and `||` of text DataFusion's.
 #[derive(Debug)]
 pub struct JsonOperators {
     pub contains: Arc<ScalarUDF>,
@@ -1067,10 +1068,16 @@ impl ExprPlanner for JsonOperators {
             BinaryOperator::QuestionAnd => (&self.has_all_keys, [left, right]),
             _ => return Ok(PlannerResult::Original(RawBinaryExpr { op, left, right })),
         };
-        let is_text = args[0]
+        let is_text = |e: &Expr| {
+            e.get_type(schema).is_ok_and(|t| {
+                matches!(t, DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View)
+            })
+        };
+        // `tags <@ '{a,b}'` is an array's (see `arrays::ArrayOperators`).
+        let array = args[1]
             .get_type(schema)
-            .is_ok_and(|t| matches!(t, DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View));
-        if !is_text {
+            .is_ok_and(|t| matches!(t, DataType::List(_)));
+        if !is_text(&args[0]) || array {
             let [left, right] = match op {
                 BinaryOperator::ArrowAt => {
                     let [right, left] = args;

@@ -16,8 +16,8 @@
 //! nothing of the wire protocol.
 
 mod access;
-pub mod arrays;
 mod arithmetic;
+pub mod arrays;
 mod casts;
 mod columnar;
 mod convert;

@@ -1117,6 +1117,7 @@ fn rewrite_expr(expr: &mut Expr) {
                     *op = plain;
                 }
             }
+
             if matches!(op, BinaryOperator::Eq | BinaryOperator::NotEq) {
                 let is_column =
                     |e: &Expr| matches!(e, Expr::Identifier(_) | Expr::CompoundIdentifier(_));
@@ -1978,6 +1979,9 @@ fn move_set_functions(
     select: &mut Select,
     mut order_by: Option<&mut Option<datafusion::sql::sqlparser::ast::OrderBy>>,
 ) {
+    for factor in factors_mut(&mut select.from) {
+        unnest_as_function(factor);
+    }
     // The columns the functions moved so far were given.
     let mut taken = HashSet::new();
     while let Some(moved) = lateral_set_function(select, &taken) {
@@ -2035,6 +2039,40 @@ fn move_set_functions(
     }
 }
 
+/// `unnest(t.a)` in FROM, which the parser reads as a table of its own
+/// kind, as the call of a set-returning function, when it reads a column:
+/// [`lateral_set_functions`] moves it into the table it reads.
+fn unnest_as_function(factor: &mut TableFactor) {
+    use datafusion::sql::sqlparser::ast::{visit_expressions, FunctionArg, FunctionArgExpr};
+    let TableFactor::UNNEST {
+        alias,
+        array_exprs,
+        with_offset: false,
+        with_ordinality: false,
+        ..
+    } = factor
+    else {
+        return;
+    };
+    let [array] = array_exprs.as_slice() else {
+        return;
+    };
+    let reads_column = visit_expressions(array, |e| match e {
+        Expr::Identifier(_) | Expr::CompoundIdentifier(_) => ControlFlow::Break(()),
+        _ => ControlFlow::Continue(()),
+    })
+    .is_break();
+    if reads_column {
+        *factor = TableFactor::Function {
+            lateral: false,
+            name: ObjectName::from(vec![Ident::new("unnest")]),
+            args: vec![FunctionArg::Unnamed(FunctionArgExpr::Expr(array.clone()))],
+            with_ordinality: false,
+            alias: alias.take(),
+        };
+    }
+}
+
 /// The function giving as a list the rows of set-returning function
 /// `name` called with `args` arguments, for those given so.
 fn set_as_list(name: &str, args: usize) -> Option<&'static str> {
@@ -2064,6 +2102,7 @@ const LATERAL_SET_FUNCTIONS: &[(&str, SetColumns)] = &[
     ("jsonb_object_keys", &[("jsonb_object_keys", None)]),
     ("regexp_split_to_table", &[("regexp_split_to_table", None)]),
     ("generate_series", &[("generate_series", None)]),
+    ("unnest", &[("unnest", None)]),
     ("json_each", JSON_EACH),
     ("jsonb_each", JSON_EACH),
     ("json_each_text", JSON_EACH_TEXT),

@@ -265,7 +265,11 @@ pub fn cast_input(
     target: &DataType,
     options: &CastOptions,
 ) -> Result<ArrayRef, SqlError> {
-    Ok(cast_with_options(&text_inputs(array, target)?, target, options)?)
+    Ok(cast_with_options(
+        &text_inputs(array, target)?,
+        target,
+        options,
+    )?)
 }
 
 /// Each text as `input` makes it (one Arrow reads as a timestamp or an

@@ -706,12 +706,18 @@ async fn arrays_in_binary_and_through_copy() {
         .await
         .unwrap();
     client
-        .execute(&insert, &[&2i32, &Vec::<String>::new(), &None::<Vec<i64>>, &weights])
+        .execute(
+            &insert,
+            &[&2i32, &Vec::<String>::new(), &None::<Vec<i64>>, &weights],
+        )
         .await
         .unwrap();
 
     let row = client
-        .query_one("SELECT tags, scores, weights FROM posts WHERE id = $1", &[&1i32])
+        .query_one(
+            "SELECT tags, scores, weights FROM posts WHERE id = $1",
+            &[&1i32],
+        )
         .await
         .unwrap();
     assert_eq!(row.get::<_, Vec<Option<String>>>(0), tags);
@@ -732,7 +738,10 @@ async fn arrays_in_binary_and_through_copy() {
         )
         .await
         .unwrap();
-    assert_eq!(found.iter().map(|r| r.get::<_, i32>(0)).collect::<Vec<_>>(), [1]);
+    assert_eq!(
+        found.iter().map(|r| r.get::<_, i32>(0)).collect::<Vec<_>>(),
+        [1]
+    );
 
     // Numerics, timestamps and bounded texts, read back in binary.
     client
@@ -766,8 +775,14 @@ async fn arrays_in_binary_and_through_copy() {
         .await
         .unwrap();
     let text = String::from_utf8(out).unwrap();
-    assert_eq!(text, "1\t{\"a b\",NULL,\"{x}\"}\t{0.25,NULL}\n2\t{}\t{0.25,NULL}\n");
-    let sink = client.copy_in("COPY posts (id, tags, weights) FROM STDIN").await.unwrap();
+    assert_eq!(
+        text,
+        "1\t{\"a b\",NULL,\"{x}\"}\t{0.25,NULL}\n2\t{}\t{0.25,NULL}\n"
+    );
+    let sink = client
+        .copy_in("COPY posts (id, tags, weights) FROM STDIN")
+        .await
+        .unwrap();
     futures::pin_mut!(sink);
     let copied = text.replace("1\t", "11\t").replace("2\t{}", "12\t{}");
     sink.send(bytes::Bytes::from(copied)).await.unwrap();

@@ -334,6 +334,13 @@ impl ExprPlanner for ArrayOperators {
         schema: &DFSchema,
     ) -> DFResult<PlannerResult<RawBinaryExpr>> {
         let RawBinaryExpr { op, left, right } = expr;
+        use BinaryOperator::*;
+        if !matches!(
+            op,
+            Eq | NotEq | Lt | LtEq | Gt | GtEq | AtArrow | ArrowAt | PGOverlap
+        ) {
+            return Ok(PlannerResult::Original(RawBinaryExpr { op, left, right }));
+        }
         let list_type = |e: &Expr| {
             e.get_type(schema)
                 .ok()
@@ -350,9 +357,9 @@ impl ExprPlanner for ArrayOperators {
         };
         let (left, right) = (typed(left), typed(right));
         Ok(match op {
-            BinaryOperator::AtArrow => PlannerResult::Planned(array_has_all(left, right)),
-            BinaryOperator::ArrowAt => PlannerResult::Planned(array_has_all(right, left)),
-            BinaryOperator::PGOverlap => PlannerResult::Planned(array_has_any(left, right)),
+            AtArrow => PlannerResult::Planned(array_has_all(left, right)),
+            ArrowAt => PlannerResult::Planned(array_has_all(right, left)),
+            PGOverlap => PlannerResult::Planned(array_has_any(left, right)),
             op => PlannerResult::Original(RawBinaryExpr { op, left, right }),
         })
     }

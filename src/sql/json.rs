@@ -1074,9 +1074,10 @@ impl ExprPlanner for JsonOperators {
             })
         };
         // `tags <@ '{a,b}'` is an array's (see `arrays::ArrayOperators`).
-        let array = args[1]
-            .get_type(schema)
-            .is_ok_and(|t| matches!(t, DataType::List(_)));
+        let array = matches!(op, BinaryOperator::AtArrow | BinaryOperator::ArrowAt)
+            && args[1]
+                .get_type(schema)
+                .is_ok_and(|t| matches!(t, DataType::List(_)));
         if !is_text(&args[0]) || array {
             let [left, right] = match op {
                 BinaryOperator::ArrowAt => {

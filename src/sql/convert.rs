@@ -4,10 +4,10 @@
 use std::sync::Arc;
 
 use datafusion::arrow::array::{
-    Array, ArrayRef, BinaryArray, BinaryBuilder, BooleanArray, BooleanBuilder, Date32Array,
-    Date32Builder, Decimal128Array, Decimal128Builder, Float32Array, Float32Builder, Float64Array,
-    Float64Builder, Int16Array, Int16Builder, Int32Array, Int32Builder, Int64Array, Int64Builder,
-    ListArray, RecordBatch, StringArray, StringBuilder, TimestampMicrosecondArray,
+    Array, ArrayRef, AsArray, BinaryArray, BinaryBuilder, BooleanArray, BooleanBuilder,
+    Date32Array, Date32Builder, Decimal128Array, Decimal128Builder, Float32Array, Float32Builder,
+    Float64Array, Float64Builder, Int16Array, Int16Builder, Int32Array, Int32Builder, Int64Array,
+    Int64Builder, ListArray, RecordBatch, StringArray, StringBuilder, TimestampMicrosecondArray,
     TimestampMicrosecondBuilder,
 };
 use datafusion::arrow::datatypes::SchemaRef;
@@ -16,7 +16,8 @@ use super::arrays::{stored_json, StoredLists};
 use super::error::{Result, SqlError};
 use super::types::{arrow_type, parse_uuid};
 use crate::catalog::{
-    decode_component, key_components, KeyError, Row, RowError, SqlType, SystemField, TableDef,
+    decode_component, key_components, Element, KeyError, Row, RowError, SqlType, SystemField,
+    TableDef,
 };
 use crate::model::codec::record::read_record;
 use crate::model::codec::CodecError;
@@ -466,11 +467,17 @@ pub fn batch_to_rows(def: &TableDef, columns: &[usize], batch: &RecordBatch) -> 
                 fill!(TimestampMicrosecondArray, |v| Value::DateTime(DateTime(v)))
             }
             SqlType::Bytea => fill!(BinaryArray, |v| Value::Binary(v.to_vec())),
-            SqlType::Array(_) => {
+            SqlType::Array(element) => {
                 let a = downcast::<ListArray>(array, name)?;
                 for (r, row) in rows.iter_mut().enumerate() {
                     if a.is_valid(r) {
-                        row[i] = Some(Value::Json(stored_json(&a.value(r))?));
+                        let values = a.value(r);
+                        if let Element::Varchar(Some(n)) = element {
+                            for text in values.as_string::<i32>().iter().flatten() {
+                                text_value(SqlType::Varchar(Some(n)), name, text)?;
+                            }
+                        }
+                        row[i] = Some(Value::Json(stored_json(&values)?));
                     }
                 }
             }

@@ -912,9 +912,10 @@ fn postgres_function(expr: &Expr) -> Option<Expr> {
              + ({min}) * INTERVAL '1 minute' + CAST({sec} AS DOUBLE PRECISION) * INTERVAL '1 second'"
         ),
         // Arrays start at 1, and an empty one has no dimensions: its
-        // length and upper bound are NULL.
+        // length and upper bound are NULL. A bigint, as generate_series
+        // takes it (pgJDBC's `generate_series(1, array_upper(a, 1))`).
         ("array_length" | "array_upper", [array, dimension]) => {
-            format!("CAST(nullif(array_length({array}, {dimension}), 0) AS INT)")
+            format!("CAST(nullif(array_length({array}, {dimension}), 0) AS BIGINT)")
         }
         _ => return None,
     };
@@ -2780,7 +2781,7 @@ pub(super) mod tests {
         );
         assert_eq!(
             rewritten("SELECT (information_schema._pg_expandarray(i.k)).n, typinput = 'pg_catalog.array_in'::regproc, array_upper(a, 1) FROM i"),
-            "SELECT get_field((unnest(_pg_expandarray(i.k))), 'n'), typinput = 'array_in', CAST(nullif(array_length(a, 1), 0) AS INT) FROM i"
+            "SELECT get_field((unnest(_pg_expandarray(i.k))), 'n'), typinput = 'array_in', CAST(nullif(array_length(a, 1), 0) AS BIGINT) FROM i"
         );
         assert_eq!(
             rewritten("SELECT a COLLATE \"de_DE\" FROM t"),

@@ -44,7 +44,7 @@ TABLES = {
 }
 
 # A serial id (a sequence, its default and setval in the dump) and the types
-# TPC-H does not use.
+# TPC-H does not use, arrays among them.
 EVENTS = """
 CREATE TABLE events (
   id serial PRIMARY KEY,
@@ -54,13 +54,17 @@ CREATE TABLE events (
   flag boolean,
   ratio double precision,
   raw bytea,
-  customer integer REFERENCES customer
+  customer integer REFERENCES customer,
+  tags text[] DEFAULT '{}'::text[] NOT NULL,
+  scores integer[]
 );
-INSERT INTO events (happened, ref, payload, flag, ratio, raw, customer)
+INSERT INTO events (happened, ref, payload, flag, ratio, raw, customer, tags, scores)
 SELECT timestamptz '2026-01-01 00:00:00+00' + n * interval '1 hour 1 second',
        md5(n::text)::uuid,
        jsonb_build_object('n', n, 'tags', jsonb_build_array('a', n % 3)),
-       n % 2 = 0, n / 7.0, decode(md5(n::text), 'hex'), 1 + n % 1500
+       n % 2 = 0, n / 7.0, decode(md5(n::text), 'hex'), 1 + n % 1500,
+       CASE WHEN n % 5 = 0 THEN '{}' ELSE ARRAY['a b', 'x"' || n, NULL] END,
+       CASE WHEN n % 4 <> 0 THEN ARRAY[n, -n, NULL] END
 FROM generate_series(1, 500) AS n;
 DELETE FROM events WHERE id % 10 = 0;
 COMMENT ON TABLE events IS 'what happened, and when';
@@ -127,6 +131,13 @@ def start_postgres(work):
         stderr=open(work / "postgres.log", "w"),
     )
     wait_for(port, "postgres", process)
+    # It listens before it accepts connections ("the database system is
+    # starting up").
+    for _ in range(300):
+        ready = subprocess.run([str(PG_BIN / "pg_isready"), "-q", "-h", "127.0.0.1", "-p", str(port)])
+        if ready.returncode == 0:
+            break
+        time.sleep(0.1)
     return process, port
 
 

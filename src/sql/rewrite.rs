@@ -388,6 +388,17 @@ fn is_value(expr: &Expr) -> bool {
     matches!(expr, Expr::Value(_))
 }
 
+/// Whether `expr` is a text literal that is not a number (`'1 day'`).
+fn is_interval_text(expr: &Expr) -> bool {
+    let Expr::Value(v) = expr else {
+        return false;
+    };
+    match &v.value {
+        Value::SingleQuotedString(text) => text.trim().parse::<f64>().is_err(),
+        _ => false,
+    }
+}
+
 /// Aggregate functions, whose presence makes a subquery return one row.
 const AGGREGATES: &[&str] = &[
     "count",
@@ -911,6 +922,11 @@ fn postgres_function(expr: &Expr) -> Option<Expr> {
             "CAST(make_date({year}, {month}, {day}) AS TIMESTAMP) + ({hour}) * INTERVAL '1 hour' \
              + ({min}) * INTERVAL '1 minute' + CAST({sec} AS DOUBLE PRECISION) * INTERVAL '1 second'"
         ),
+        // A step written as a text is an interval (`'1 day'`), as
+        // PostgreSQL reads an untyped literal for the interval parameter.
+        ("generate_series", [start, stop, step]) if is_interval_text(step) => {
+            format!("generate_series({start}, {stop}, CAST({step} AS INTERVAL))")
+        }
         // Arrays start at 1, and an empty one has no dimensions: its
         // length and upper bound are NULL. A bigint, as generate_series
         // takes it (pgJDBC's `generate_series(1, array_upper(a, 1))`).
@@ -1982,6 +1998,7 @@ fn move_set_functions(
 ) {
     for factor in factors_mut(&mut select.from) {
         unnest_as_function(factor);
+        interval_step(factor);
     }
     // The columns the functions moved so far were given.
     let mut taken = HashSet::new();
@@ -2036,6 +2053,35 @@ fn move_set_functions(
         let _ = visit_expressions_mut(&mut select.having, &mut requalify);
         if let Some(order_by) = order_by.as_deref_mut() {
             let _ = visit_expressions_mut(order_by, &mut requalify);
+        }
+    }
+}
+
+/// `generate_series(a, b, '1 day')` in FROM: its step an interval, as
+/// [`postgres_function`] makes it in an expression.
+fn interval_step(factor: &mut TableFactor) {
+    use datafusion::sql::sqlparser::ast::{FunctionArg, FunctionArgExpr, TableFunctionArgs};
+    let (TableFactor::Table {
+        name,
+        args: Some(TableFunctionArgs { args, .. }),
+        ..
+    }
+    | TableFactor::Function { name, args, .. }) = factor
+    else {
+        return;
+    };
+    let series = name
+        .0
+        .last()
+        .and_then(|part| part.as_ident())
+        .is_some_and(|f| super::session::normalize(f) == "generate_series");
+    if let (true, [_, _, FunctionArg::Unnamed(FunctionArgExpr::Expr(step))]) =
+        (series, args.as_mut_slice())
+    {
+        if is_interval_text(step) {
+            if let Some(interval) = parse_expr(&format!("CAST({step} AS INTERVAL)")) {
+                *step = interval;
+            }
         }
     }
 }

@@ -899,8 +899,9 @@ fn regclass_of_value(expr: &Expr) -> Option<Expr> {
 
 /// PostgreSQL's functions that DataFusion lacks or answers otherwise, written
 /// with its own: `div(a, b)`, the quotient truncated toward zero (a
-/// numeric), `make_timestamp(year, month, day, hour, min, sec)`, and
-/// `array_length` and `array_upper`, NULL for an empty array.
+/// numeric), `make_timestamp(year, month, day, hour, min, sec)`,
+/// `to_number`, `array_replace` and `generate_series` as PostgreSQL reads
+/// them, and `array_length` and `array_upper`, NULL for an empty array.
 fn postgres_function(expr: &Expr) -> Option<Expr> {
     let Expr::Function(f) = expr else {
         return None;
@@ -922,6 +923,28 @@ fn postgres_function(expr: &Expr) -> Option<Expr> {
             "CAST(make_date({year}, {month}, {day}) AS TIMESTAMP) + ({hour}) * INTERVAL '1 hour' \
              + ({min}) * INTERVAL '1 minute' + CAST({sec} AS DOUBLE PRECISION) * INTERVAL '1 second'"
         ),
+        // The digits, sign and decimal point of the text, as a numeric
+        // with as many decimals as a literal template has after its `D`
+        // or `.` (`to_number('1,234.50', '9G999D99')` is 1234.50).
+        ("to_number", [text, template]) => {
+            let scale = match template {
+                Expr::Value(v) => match &v.value {
+                    Value::SingleQuotedString(t) => t
+                        .to_uppercase()
+                        .split_once(['D', '.'])
+                        .map(|(_, decimals)| decimals.chars().filter(|c| matches!(c, '9' | '0')).count()),
+                    _ => None,
+                },
+                _ => None,
+            };
+            let ty = match scale {
+                Some(scale) => format!("NUMERIC(38, {scale})"),
+                None => "NUMERIC".into(),
+            };
+            format!("CAST(regexp_replace({text}, '[^0-9.+-]', '', 'g') AS {ty})")
+        }
+        // PostgreSQL's replaces every element equal to `from`.
+        ("array_replace", [array, from, to]) => format!("array_replace_all({array}, {from}, {to})"),
         // A step written as a text is an interval (`'1 day'`), as
         // PostgreSQL reads an untyped literal for the interval parameter.
         ("generate_series", [start, stop, step]) if is_interval_text(step) => {
@@ -1180,6 +1203,35 @@ fn rewrite_expr(expr: &mut Expr) {
                     *expr = super::records::row_constructor(values);
                     return;
                 }
+            }
+            // `percentile_cont(ARRAY[0.25, 0.5]) WITHIN GROUP (...)`: the
+            // array of each fraction's percentile.
+            if let ("percentile_cont" | "percentile_disc", [Expr::Array(fractions)]) =
+                (name.as_str(), arguments(f).as_slice())
+            {
+                let each = fractions
+                    .elem
+                    .iter()
+                    .map(|fraction| {
+                        use datafusion::sql::sqlparser::ast::{
+                            FunctionArg, FunctionArgExpr, FunctionArgumentList,
+                        };
+                        let mut one = Expr::Function(Function {
+                            args: FunctionArguments::List(FunctionArgumentList {
+                                duplicate_treatment: None,
+                                args: vec![FunctionArg::Unnamed(FunctionArgExpr::Expr(
+                                    fraction.clone(),
+                                ))],
+                                clauses: vec![],
+                            }),
+                            ..f.clone()
+                        });
+                        rewrite_expr(&mut one);
+                        one
+                    })
+                    .collect();
+                *expr = call("make_array", each);
+                return;
             }
             // Ordered-set aggregates over the values of `WITHIN GROUP (ORDER
             // BY x)` in order, NULLs left out: `percentile_disc(p)` is the
@@ -1540,8 +1592,18 @@ fn name_repeated_items(projection: &mut [SelectItem]) {
         names_seen.insert(name.clone());
         columns_seen.push((table, name));
     }
+    // A subquery's value is named in the plan by its own first item:
+    // `(SELECT max(id) FROM t)` beside `max(id)` is a repeat too.
+    let mut subqueries = Vec::new();
     for (i, other) in others {
         if !names_seen.insert(name_in_plan(other)) {
+            repeated.push(i);
+        } else if let Expr::Subquery(query) = other {
+            subqueries.extend(first_item_name(query).map(|name| (i, name)));
+        }
+    }
+    for (i, name) in subqueries {
+        if names_seen.contains(&name) {
             repeated.push(i);
         }
     }
@@ -1552,6 +1614,18 @@ fn name_repeated_items(projection: &mut [SelectItem]) {
                 alias: Ident::new(format!("__tablegate_column{i}")),
             };
         }
+    }
+}
+
+/// What the first item of a query's SELECT is named in the plan.
+fn first_item_name(query: &Query) -> Option<String> {
+    let SetExpr::Select(select) = query.body.as_ref() else {
+        return None;
+    };
+    match select.projection.first()? {
+        SelectItem::UnnamedExpr(e) => Some(name_in_plan(e)),
+        SelectItem::ExprWithAlias { alias, .. } => Some(super::session::normalize(alias)),
+        _ => None,
     }
 }
 

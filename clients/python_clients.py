@@ -77,6 +77,26 @@ def typed_parameters():
         assert row == (None, None, None), row
 
 
+@check("psycopg: lists as array columns and parameters (= ANY, @>), in text and binary")
+def arrays():
+    with connect(autocommit=True) as conn:
+        conn.execute("DROP TABLE IF EXISTS tagged")
+        conn.execute("CREATE TABLE tagged (id int PRIMARY KEY, tags text[], scores int[])")
+        rows = [(1, ["a", "b c", None, 'q"'], [1, 2]), (2, [], None), (3, ["x"], [7])]
+        for row in rows:
+            conn.execute("INSERT INTO tagged VALUES (%s, %s, %s)", row)
+        for binary in (False, True):
+            got = conn.cursor(binary=binary).execute("SELECT * FROM tagged ORDER BY id").fetchall()
+            assert got == rows, (binary, got)
+        got = conn.execute("SELECT id FROM tagged WHERE id = ANY(%s) ORDER BY id", ([1, 3, 9],)).fetchall()
+        assert got == [(1,), (3,)], got
+        got = conn.execute("SELECT id FROM tagged WHERE tags @> %s", (["b c"],)).fetchall()
+        assert got == [(1,)], got
+        conn.execute("UPDATE tagged SET scores = %s WHERE id = 2", ([5, None],))
+        got = conn.execute("SELECT scores FROM tagged WHERE id = 2").fetchone()
+        assert got == ([5, None],), got
+
+
 @check("psycopg: numerics come back with PostgreSQL's digits, in text and binary")
 def numerics():
     # (plain numeric, numeric(30,2)) as PostgreSQL 15 prints them.

@@ -12,15 +12,19 @@ use datafusion::arrow::array::{
 use datafusion::arrow::compute::{cast, cast_with_options, CastOptions};
 use datafusion::arrow::datatypes::{DataType, Field, Float32Type, Float64Type};
 
+use datafusion::common::tree_node::{Transformed, TreeNode};
 use datafusion::common::{DFSchema, Result as DFResult, ScalarValue};
 use datafusion::functions_nested::expr_fn::{array_has_all, array_has_any};
-use datafusion::logical_expr::expr::Cast;
+use datafusion::logical_expr::expr::{Cast, Placeholder};
 use datafusion::logical_expr::planner::{ExprPlanner, PlannerResult, RawBinaryExpr};
+use datafusion::logical_expr::LogicalPlan;
 use datafusion::logical_expr::{Expr, ExprSchemable};
 use datafusion::sql::sqlparser::ast::BinaryOperator;
 
 use super::error::{Result, SqlError};
 use super::floats::put_float;
+use super::plan_nodes::rewrite_nodes_holding;
+use super::types::list_of;
 use crate::catalog::{Element, SqlType};
 
 /// The type id of arrays of `element` (`_text` for text).
@@ -322,8 +326,8 @@ impl StoredLists {
 /// types an untyped literal, by what it meets: the literal is the array's
 /// type, read from its text form (see `casts`). DataFusion finds no common
 /// type for `List(Utf8)` and `Utf8` (`tags = '{a,b}'`) and leaves `@>`
-/// of a non-array unplanned (`tags @> '{a}'`). Also plans `&&`, the
-/// arrays overlap.
+/// of a non-array unplanned (`tags @> '{a}'`); a parameter is given the
+/// array's type (`tags @> $1`). Also plans `&&`, the arrays overlap.
 #[derive(Debug)]
 pub struct ArrayOperators;
 
@@ -349,9 +353,14 @@ impl ExprPlanner for ArrayOperators {
         let Some(ty) = list_type(&left).or_else(|| list_type(&right)) else {
             return Ok(PlannerResult::Original(RawBinaryExpr { op, left, right }));
         };
+        // A parameter of no type yet is one of the array's too.
         let typed = |e: Expr| match e {
             Expr::Literal(ScalarValue::Utf8(Some(_)) | ScalarValue::Utf8View(Some(_)), _) => {
                 Expr::Cast(Cast::new(Box::new(e), ty.clone()))
+            }
+            Expr::Placeholder(Placeholder { id, field: None }) => {
+                let field = Arc::new(Field::new(&id, ty.clone(), true));
+                Expr::Placeholder(Placeholder::new_with_field(id, Some(field)))
             }
             e => e,
         };
@@ -363,6 +372,37 @@ impl ExprPlanner for ArrayOperators {
             op => PlannerResult::Original(RawBinaryExpr { op, left, right }),
         })
     }
+}
+
+/// `x = ANY($1)`: the parameter an array of `x`'s type. DataFusion plans
+/// it as `array_has($1, x)` and infers no type for `$1` there, so a list a
+/// client sends (psycopg's `id = ANY(%s)`) had no type to be read as.
+pub fn typed_any_parameters(plan: LogicalPlan) -> DFResult<LogicalPlan> {
+    let untyped_any = |_: &LogicalPlan, e: &Expr| match e {
+        Expr::ScalarFunction(f) => {
+            f.name() == "array_has"
+                && matches!(
+                    f.args.first(),
+                    Some(Expr::Placeholder(Placeholder { field: None, .. }))
+                )
+        }
+        _ => false,
+    };
+    rewrite_nodes_holding(plan, untyped_any, |e, inputs| {
+        e.transform_up(|e| match e {
+            Expr::ScalarFunction(mut f) if f.name() == "array_has" => {
+                let element = f.args.get(1).and_then(|x| x.get_type(inputs).ok());
+                match (f.args.first_mut(), element) {
+                    (Some(Expr::Placeholder(p)), Some(element)) if p.field.is_none() => {
+                        p.field = Some(Arc::new(Field::new(&p.id, list_of(element), true)));
+                        Ok(Transformed::yes(Expr::ScalarFunction(f)))
+                    }
+                    _ => Ok(Transformed::no(Expr::ScalarFunction(f))),
+                }
+            }
+            e => Ok(Transformed::no(e)),
+        })
+    })
 }
 
 #[cfg(test)]

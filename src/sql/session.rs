@@ -600,7 +600,8 @@ impl Session {
     }
 
     /// A statement's logical plan, each parameter with one type (see
-    /// [`with_one_type_per_parameter`]), literals typed as PostgreSQL types
+    /// [`with_one_type_per_parameter`]; `x = ANY($1)`'s an array, see
+    /// [`super::arrays::typed_any_parameters`]), literals typed as PostgreSQL types
     /// them (see [`super::arithmetic`]) and sums of bigints exact (see
     /// [`super::sums`]).
     pub(super) async fn to_plan(&self, mut statement: DfStatement) -> Result<LogicalPlan> {
@@ -616,6 +617,7 @@ impl Session {
         }
         let plan = self.ctx.state().statement_to_plan(statement).await?;
         let plan = super::arithmetic::integer_literals(plan)?;
+        let plan = super::arrays::typed_any_parameters(plan)?;
         with_one_type_per_parameter(super::sums::exact_bigint_sums(plan)?)
     }
 

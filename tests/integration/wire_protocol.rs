@@ -742,6 +742,20 @@ async fn arrays_in_binary_and_through_copy() {
         found.iter().map(|r| r.get::<_, i32>(0)).collect::<Vec<_>>(),
         [1]
     );
+    // `= ANY($1)` and `@> $2` take arrays of the column's type.
+    let any = client
+        .prepare("SELECT id FROM posts WHERE id = ANY($1) AND tags @> $2")
+        .await
+        .unwrap();
+    assert_eq!(any.params(), &[Type::INT4_ARRAY, Type::TEXT_ARRAY]);
+    let found = client
+        .query(&any, &[&vec![1i32, 2, 7], &vec!["a b"]])
+        .await
+        .unwrap();
+    assert_eq!(
+        found.iter().map(|r| r.get::<_, i32>(0)).collect::<Vec<_>>(),
+        [1]
+    );
 
     // Numerics, timestamps and bounded texts, read back in binary.
     client

@@ -1071,6 +1071,12 @@ pub fn register_all(
             )
         },
     );
+    // An object kind's default privileges: none are kept here, so NULL,
+    // which pg_dump reads as nothing to grant or revoke.
+    let acl = super::types::list_of(Utf8);
+    register(ctx, "acldefault", &[2], acl.clone(), Stable, move |_| {
+        ScalarValue::try_from(&acl)
+    });
     // Arrays here start at 1: the lower bound is 1 unless the array is empty.
     register(ctx, "array_lower", &[2], Int32, Immutable, |args| {
         let empty = match &args[0] {

@@ -1617,6 +1617,70 @@ fn name_repeated_items(projection: &mut [SelectItem]) {
     }
 }
 
+/// `c.tableoid` of a catalog in FROM (pg_dump reads it beside each
+/// object's oid): the catalog's own object id, which its tables here do not
+/// hold as a column. Unqualified, when every table of the FROM is a
+/// catalog, of the one catalog there.
+fn catalog_table_oids(select: &mut Select) {
+    let normalize = super::session::normalize;
+    let mut catalogs = Vec::new();
+    let mut others = false;
+    for factor in factors(&select.from) {
+        let TableFactor::Table {
+            name,
+            alias,
+            args: None,
+            ..
+        } = factor
+        else {
+            others = true;
+            continue;
+        };
+        let table = name.0.last().and_then(|p| p.as_ident()).map(normalize);
+        match table.as_deref().and_then(super::pg_catalog::catalog_oid) {
+            Some(oid) => {
+                let shown = alias.as_ref().map(|a| normalize(&a.name)).or(table);
+                catalogs.push((shown, oid));
+            }
+            None => others = true,
+        }
+    }
+    if catalogs.is_empty() {
+        return;
+    }
+    let oid_of = |e: &Expr| match e {
+        Expr::CompoundIdentifier(parts) if parts.len() >= 2 => {
+            let (column, qualifier) = (&parts[parts.len() - 1], &parts[parts.len() - 2]);
+            (normalize(column) == "tableoid")
+                .then(|| {
+                    catalogs
+                        .iter()
+                        .find(|(shown, _)| shown.as_deref() == Some(&normalize(qualifier)))
+                })
+                .flatten()
+                .map(|(_, oid)| *oid)
+        }
+        Expr::Identifier(column) if normalize(column) == "tableoid" => match catalogs.as_slice() {
+            [(_, oid)] if !others => Some(*oid),
+            _ => None,
+        },
+        _ => None,
+    };
+    let mut replace = |e: &mut Expr| {
+        if let Some(oid) = oid_of(e) {
+            *e = Expr::Value(Value::Number(oid.to_string(), false).into());
+        }
+        ControlFlow::<()>::Continue(())
+    };
+    for e in value_expressions(select) {
+        let _ = visit_expressions_mut(e, &mut replace);
+    }
+    if let GroupByExpr::Expressions(exprs, _) = &mut select.group_by {
+        let _ = visit_expressions_mut(exprs, &mut replace);
+    }
+    let _ = visit_expressions_mut(&mut select.from, &mut replace);
+}
+
 /// What the first item of a query's SELECT is named in the plan.
 fn first_item_name(query: &Query) -> Option<String> {
     let SetExpr::Select(select) = query.body.as_ref() else {
@@ -1693,6 +1757,7 @@ impl datafusion::sql::sqlparser::ast::VisitorMut for Selects {
                     exists_counted(e);
                 }
             }
+            catalog_table_oids(select);
             name_repeated_items(&mut select.projection);
             name_table_functions(select);
             correlated_derived_tables(select);
@@ -2129,6 +2194,37 @@ fn move_set_functions(
             let _ = visit_expressions_mut(order_by, &mut requalify);
         }
     }
+}
+
+/// `OPERATOR(pg_catalog.=)` written as `=`, before the text is parsed: the
+/// parser reads a qualified operator between two values, but not before
+/// `ANY` (pg_dump's `c.relkind OPERATOR(pg_catalog.=) ANY (...)`).
+pub(super) fn operators_unqualified(sql: &str) -> std::borrow::Cow<'_, str> {
+    use datafusion::sql::sqlparser::tokenizer::{Token, Tokenizer};
+    if !sql.to_ascii_lowercase().contains("operator(") {
+        return sql.into();
+    }
+    let dialect = datafusion::sql::sqlparser::dialect::PostgreSqlDialect {};
+    let Ok(tokens) = Tokenizer::new(&dialect, sql).tokenize() else {
+        return sql.into();
+    };
+    let is_word = |token: &Token, word: &str| matches!(token, Token::Word(w) if w.quote_style.is_none() && w.value.eq_ignore_ascii_case(word));
+    let mut out = String::with_capacity(sql.len());
+    let mut i = 0;
+    while i < tokens.len() {
+        if let [operator, Token::LParen, schema, Token::Period, op, Token::RParen, ..] =
+            &tokens[i..]
+        {
+            if is_word(operator, "operator") && is_word(schema, "pg_catalog") {
+                out.push_str(&format!(" {op} "));
+                i += 6;
+                continue;
+            }
+        }
+        out.push_str(&tokens[i].to_string());
+        i += 1;
+    }
+    out.into()
 }
 
 /// `generate_series(a, b, '1 day')` in FROM: its step an interval, as

@@ -755,6 +755,7 @@ impl Session {
     /// Parses a query string into statements, in PostgreSQL's dialect.
     pub fn parse(sql: &str) -> Result<Vec<DfStatement>> {
         let sql = dml::readable_merge(sql);
+        let sql = rewrite::operators_unqualified(&sql);
         let statements =
             datafusion::sql::sqlparser::parser::Parser::parse_sql(&PostgreSqlDialect {}, &sql)
                 .map_err(|e| SqlError::Syntax(e.to_string()))?;
@@ -1534,6 +1535,25 @@ impl Session {
                     }
                 }
                 Ok(Output::Command("RESET".into()))
+            }
+            // A reader's lock (pg_dump takes one of every table it dumps):
+            // reads here are of a snapshot, which no writer changes, so it
+            // holds already. Stronger locks, which would keep writers out,
+            // are not kept: refused rather than pretended.
+            Statement::Lock(lock) => {
+                use datafusion::sql::sqlparser::ast::LockTableMode;
+                for target in &lock.tables {
+                    let name = table_name(&target.name)?;
+                    if self.table_def(&name).is_none() {
+                        return Err(CatalogError::TableNotFound(name).into());
+                    }
+                }
+                match lock.lock_mode {
+                    Some(LockTableMode::AccessShare) => Ok(Output::Command("LOCK TABLE".into())),
+                    _ => Err(SqlError::FeatureNotSupported(format!(
+                        "{lock}: tables are not locked here; concurrent writers conflict with SQLSTATE 40001 instead"
+                    ))),
+                }
             }
             Statement::Discard { object_type } => {
                 use datafusion::sql::sqlparser::ast::DiscardObject;

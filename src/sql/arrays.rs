@@ -11,14 +11,12 @@ use datafusion::arrow::array::{
 };
 use datafusion::arrow::compute::{cast, cast_with_options, CastOptions};
 use datafusion::arrow::datatypes::{DataType, Field, Float32Type, Float64Type};
-
 use datafusion::common::tree_node::{Transformed, TreeNode};
 use datafusion::common::{DFSchema, Result as DFResult, ScalarValue};
 use datafusion::functions_nested::expr_fn::{array_has_all, array_has_any};
 use datafusion::logical_expr::expr::{Cast, Placeholder};
 use datafusion::logical_expr::planner::{ExprPlanner, PlannerResult, RawBinaryExpr};
-use datafusion::logical_expr::LogicalPlan;
-use datafusion::logical_expr::{Expr, ExprSchemable};
+use datafusion::logical_expr::{Expr, ExprSchemable, LogicalPlan};
 use datafusion::sql::sqlparser::ast::BinaryOperator;
 
 use super::error::{Result, SqlError};

@@ -1189,6 +1189,22 @@ pub fn register_all(
                 .unwrap_or_else(|| oid.to_string()),
         )))
     });
+    // `'pg_catalog'::regnamespace`: the schema's object id.
+    register(ctx, "regnamespace", &[1], Int32, Immutable, |args| {
+        let Some(name) = text(&args[0]) else {
+            return Ok(ScalarValue::Int32(None));
+        };
+        if let Ok(oid) = name.trim().parse::<i32>() {
+            return Ok(ScalarValue::Int32(Some(oid)));
+        }
+        match NAMESPACES.iter().find(|(_, n)| *n == name) {
+            Some((oid, _)) => Ok(ScalarValue::Int32(Some(*oid))),
+            None => Err(sql_error(
+                "3F000",
+                format!("schema \"{name}\" does not exist"),
+            )),
+        }
+    });
     register(ctx, "namespace_name", &[1], Utf8, Immutable, |args| {
         let Some(oid) = int(&args[0]) else {
             return Ok(utf8(None));

@@ -22,7 +22,8 @@
 //! - casts to `pg_catalog.text`, `"char"`, `name`, `oid` and the other
 //!   catalog types become casts to the SQL types that hold them;
 //! - `'name'::regclass` (a literal or parameter) becomes the table's object
-//!   id (an error if there is no such table, as in PostgreSQL), while
+//!   id (an error if there is no such table, as in PostgreSQL), and
+//!   `'name'::regnamespace` the schema's, while
 //!   `oid_column::regclass` becomes the table's name, and
 //!   `oid_column::regtype` the type's name (`::regnamespace` the
 //!   schema's): a `regclass` compares as a
@@ -1490,7 +1491,10 @@ fn rewrite_expr(expr: &mut Expr) {
                     None => (**inner).clone(),
                 };
             }
-            Some("regnamespace") if !is_value(inner) => {
+            Some("regnamespace") if is_value(inner) => {
+                *expr = call("regnamespace", vec![(**inner).clone()]);
+            }
+            Some("regnamespace") => {
                 *expr = call("namespace_name", vec![(**inner).clone()]);
             }
             Some("regtype") if !is_value(inner) => {

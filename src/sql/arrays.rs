@@ -10,7 +10,7 @@ use datafusion::arrow::array::{
     Array, ArrayRef, AsArray, ListArray, ListBuilder, StringArray, StringBuilder,
 };
 use datafusion::arrow::compute::{cast, cast_with_options, CastOptions};
-use datafusion::arrow::datatypes::{DataType, Field, Float32Type, Float64Type};
+use datafusion::arrow::datatypes::{DataType, Field};
 use datafusion::common::tree_node::{Transformed, TreeNode};
 use datafusion::common::{DFSchema, Result as DFResult, ScalarValue};
 use datafusion::functions_nested::expr_fn::{array_has_all, array_has_any};
@@ -20,7 +20,6 @@ use datafusion::logical_expr::{Expr, ExprSchemable, LogicalPlan};
 use datafusion::sql::sqlparser::ast::BinaryOperator;
 
 use super::error::{Result, SqlError};
-use super::floats::put_float;
 use super::plan_nodes::rewrite_nodes_holding;
 use super::types::list_of;
 use crate::catalog::{Element, SqlType};
@@ -170,22 +169,8 @@ fn put_literal<'a>(elements: impl Iterator<Item = Option<&'a str>>, out: &mut St
 /// their shortest digits, numerics at their scale, timestamps with a
 /// space, booleans as `t` and `f`).
 fn element_texts(values: &ArrayRef) -> Result<ArrayRef> {
-    fn floats<F: ryu::Float + Into<f64>>(floats: impl Iterator<Item = Option<F>>) -> ArrayRef {
-        let mut text = Vec::new();
-        let texts: StringArray = floats
-            .map(|float| {
-                float.map(|float| {
-                    text.clear();
-                    put_float(float, &mut text);
-                    String::from_utf8_lossy(&text).into_owned()
-                })
-            })
-            .collect();
-        Arc::new(texts)
-    }
     Ok(match values.data_type() {
-        DataType::Float64 => floats(values.as_primitive::<Float64Type>().iter()),
-        DataType::Float32 => floats(values.as_primitive::<Float32Type>().iter()),
+        DataType::Float64 | DataType::Float32 => super::casts::float_texts(values)?,
         DataType::Boolean => Arc::new(
             values
                 .as_boolean()
@@ -208,10 +193,14 @@ pub fn list_texts(lists: &ArrayRef) -> Result<ArrayRef> {
             format!("{} is not an array", lists.data_type()),
         ));
     };
-    let elements = element_texts(lists.values())?;
+    // Only the elements of these lists: a slice of a list array (one row
+    // of it, as a client is sent) keeps all of the array's values.
+    let offsets = lists.value_offsets();
+    let first = offsets[0] as usize;
+    let used = offsets[lists.len()] as usize - first;
+    let elements = element_texts(&lists.values().slice(first, used))?;
     let elements = elements.as_string::<i32>();
     let nested = matches!(lists.value_type(), DataType::List(_));
-    let offsets = lists.value_offsets();
     let mut texts = StringBuilder::with_capacity(lists.len(), elements.value_data().len() + 2);
     let mut text = String::new();
     for row in 0..lists.len() {
@@ -220,7 +209,7 @@ pub fn list_texts(lists: &ArrayRef) -> Result<ArrayRef> {
             continue;
         }
         text.clear();
-        let range = offsets[row] as usize..offsets[row + 1] as usize;
+        let range = offsets[row] as usize - first..offsets[row + 1] as usize - first;
         let items = range.map(|i| elements.is_valid(i).then(|| elements.value(i)));
         if nested {
             // An inner array is written as it is: `{{1,2},{3,4}}`.
@@ -406,6 +395,7 @@ pub fn typed_any_parameters(plan: LogicalPlan) -> DFResult<LogicalPlan> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use datafusion::arrow::datatypes::Float64Type;
 
     fn parsed(text: &str) -> Vec<Option<String>> {
         parse_literal(text).unwrap_or_else(|e| panic!("{text}: {e}"))
@@ -463,6 +453,42 @@ mod tests {
         let read = parsed(&out);
         let written: Vec<Option<String>> = texts.iter().map(|t| t.map(str::to_owned)).collect();
         assert_eq!(read, written);
+    }
+
+    #[test]
+    fn a_slice_of_lists_is_written_from_its_own_elements() {
+        let texts = StringArray::from(vec![
+            Some("{a,b}"),
+            None,
+            Some("{\"c d\",NULL}"),
+            Some("{}"),
+        ]);
+        let lists = texts_to_lists(&texts, &DataType::Utf8).unwrap();
+        let written = |lists: &ArrayRef| {
+            let texts = list_texts(lists).unwrap();
+            texts
+                .as_string::<i32>()
+                .iter()
+                .map(|t| t.map(str::to_owned))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(
+            written(&lists),
+            [
+                Some("{a,b}".into()),
+                None,
+                Some("{\"c d\",NULL}".into()),
+                Some("{}".into())
+            ]
+        );
+        assert_eq!(
+            written(&lists.slice(2, 1)),
+            [Some("{\"c d\",NULL}".to_owned())]
+        );
+        assert_eq!(
+            written(&lists.slice(1, 3)),
+            [None, Some("{\"c d\",NULL}".into()), Some("{}".into())]
+        );
     }
 
     #[test]

@@ -312,7 +312,7 @@ impl ScalarUDFImpl for PostgresCast {
 }
 
 /// Floats' text.
-fn float_texts(floats: &ArrayRef) -> Result<ArrayRef> {
+pub(super) fn float_texts(floats: &ArrayRef) -> Result<ArrayRef> {
     fn texts<F: ryu::Float + Into<f64>>(
         floats: impl ExactSizeIterator<Item = Option<F>>,
     ) -> ArrayRef {

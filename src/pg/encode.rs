@@ -502,7 +502,7 @@ fn record_text(records: &StructArray, row: usize) -> PgWireResult<Option<Encoded
     encode_row(&mut texts, &batch, 0, &fields, &widths)?;
     let mut out = BytesMut::new();
     out.put_u8(b'(');
-    for (i, text) in texts.values.iter().enumerate() {
+    for (i, text) in texts.0.iter().enumerate() {
         if i > 0 {
             out.put_u8(b',');
         }
@@ -562,10 +562,7 @@ fn array_value(lists: &ListArray, row: usize, field: &FieldInfo) -> PgWireResult
         element.clone(),
         FieldFormat::Binary,
     )];
-    let mut elements = FieldValues {
-        binary: true,
-        ..Default::default()
-    };
+    let mut elements = FieldValues::default();
     for r in 0..values.len() {
         encode_row(&mut elements, &batch, r, &fields, &[None])?;
     }
@@ -578,7 +575,7 @@ fn array_value(lists: &ListArray, row: usize, field: &FieldInfo) -> PgWireResult
         out.put_i32(values.len() as i32);
         out.put_i32(1);
     }
-    for value in &elements.values {
+    for value in &elements.0 {
         match value {
             Some(bytes) => {
                 out.put_i32(bytes.len() as i32);
@@ -590,12 +587,9 @@ fn array_value(lists: &ListArray, row: usize, field: &FieldInfo) -> PgWireResult
     Ok(Some(Encoded(out)))
 }
 
-/// One row's fields, each encoded in text or binary (NULL as `None`).
+/// One row's fields, each encoded in its field's format (NULL as `None`).
 #[derive(Default)]
-struct FieldValues {
-    binary: bool,
-    values: Vec<Option<BytesMut>>,
-}
+struct FieldValues(Vec<Option<BytesMut>>);
 
 impl arrow_pg::encoder::Encoder for FieldValues {
     type Item = ();
@@ -605,13 +599,13 @@ impl arrow_pg::encoder::Encoder for FieldValues {
         T: ToSql + ToSqlText + Sized,
     {
         let mut bytes = BytesMut::new();
-        let null = if self.binary {
-            value.to_sql(field.datatype(), &mut bytes)?
-        } else {
-            value.to_sql_text(field.datatype(), &mut bytes, field.format_options())?
+        let null = match field.format() {
+            FieldFormat::Text => {
+                value.to_sql_text(field.datatype(), &mut bytes, field.format_options())?
+            }
+            FieldFormat::Binary => value.to_sql(field.datatype(), &mut bytes)?,
         };
-        self.values
-            .push(matches!(null, IsNull::No).then_some(bytes));
+        self.0.push(matches!(null, IsNull::No).then_some(bytes));
         Ok(())
     }
 

@@ -11,6 +11,7 @@ use pgwire::types::format::FormatOptions;
 use pgwire::types::FromSqlText;
 use postgres_types::Kind;
 
+use crate::sql::arrays::array_type_oid;
 use crate::sql::types::{cast_input, UTC};
 use crate::sql::Prepared;
 
@@ -28,19 +29,12 @@ pub fn pg_param_type(ty: Option<&DataType>) -> Type {
         Some(DataType::Timestamp(_, None)) => Type::TIMESTAMP,
         Some(DataType::Timestamp(_, Some(_))) => Type::TIMESTAMPTZ,
         Some(DataType::Binary) => Type::BYTEA,
-        Some(DataType::List(element)) => match pg_param_type(Some(element.data_type())) {
-            Type::BOOL => Type::BOOL_ARRAY,
-            Type::INT2 => Type::INT2_ARRAY,
-            Type::INT4 => Type::INT4_ARRAY,
-            Type::INT8 => Type::INT8_ARRAY,
-            Type::FLOAT4 => Type::FLOAT4_ARRAY,
-            Type::FLOAT8 => Type::FLOAT8_ARRAY,
-            Type::NUMERIC => Type::NUMERIC_ARRAY,
-            Type::DATE => Type::DATE_ARRAY,
-            Type::TIMESTAMP => Type::TIMESTAMP_ARRAY,
-            Type::TIMESTAMPTZ => Type::TIMESTAMPTZ_ARRAY,
-            _ => Type::TEXT_ARRAY,
-        },
+        Some(DataType::List(element)) => {
+            let element = pg_param_type(Some(element.data_type()));
+            array_type_oid(element.oid())
+                .and_then(Type::from_oid)
+                .unwrap_or(Type::TEXT_ARRAY)
+        }
         _ => Type::TEXT,
     }
 }
@@ -67,9 +61,9 @@ pub fn values(portal: &Portal<std::sync::Arc<Prepared>>) -> PgWireResult<ParamVa
             .cloned()
             .flatten()
             .unwrap_or_else(|| pg_param_type(expected.as_ref()));
-        let raw = portal.parameters.get(i).cloned().flatten();
+        let raw = portal.parameters.get(i).and_then(|p| p.as_deref());
         let binary = portal.parameter_format.is_binary(i);
-        let value = decode(raw.as_deref(), binary, &declared).map_err(|e| bad(i, e))?;
+        let value = decode(raw, binary, &declared).map_err(|e| bad(i, e))?;
         let value = match &expected {
             Some(target) if !value.is_null() && value.data_type() != *target => {
                 let strict = CastOptions {

@@ -29,6 +29,11 @@ pub fn type_oid(element: Element) -> u32 {
     super::pg_catalog::type_info(SqlType::Array(element)).0 as u32
 }
 
+/// The type id of arrays of the type of id `element`, if there is one.
+pub fn array_type_oid(element: u32) -> Option<u32> {
+    super::pg_catalog::array_of(element as i32).map(|array| array as u32)
+}
+
 fn malformed(text: &str, why: &str) -> SqlError {
     SqlError::value(
         "22P02",

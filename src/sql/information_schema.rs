@@ -9,10 +9,11 @@ use datafusion::catalog::{SchemaProvider, TableProvider};
 use datafusion::common::Result as DfResult;
 
 use super::pg_catalog::{
-    constraints_of, primary_key_name, table, Cell, Constraint, Ty, DATABASE, OWNER,
+    constraints_of, primary_key_name, table, type_info, type_name, Cell, Constraint, Ty, DATABASE,
+    OWNER,
 };
 use super::provider::ReadView;
-use crate::catalog::{Catalog, Element, SqlType, TableDef};
+use crate::catalog::{Catalog, SqlType, TableDef};
 
 pub const SCHEMA: &str = "information_schema";
 
@@ -166,24 +167,7 @@ fn type_names(ty: SqlType) -> (&'static str, &'static str) {
         SqlType::Bytea => ("bytea", "bytea"),
         SqlType::Json => ("json", "json"),
         SqlType::Jsonb => ("jsonb", "jsonb"),
-        SqlType::Array(element) => {
-            let udt = match element {
-                Element::Text => "_text",
-                Element::Varchar(_) => "_varchar",
-                Element::Int2 => "_int2",
-                Element::Int4 => "_int4",
-                Element::Int8 => "_int8",
-                Element::Float4 => "_float4",
-                Element::Float8 => "_float8",
-                Element::Numeric { .. } => "_numeric",
-                Element::Bool => "_bool",
-                Element::Date => "_date",
-                Element::Timestamp => "_timestamp",
-                Element::Timestamptz => "_timestamptz",
-                Element::Uuid => "_uuid",
-            };
-            ("ARRAY", udt)
-        }
+        SqlType::Array(_) => ("ARRAY", type_name(type_info(ty).0).unwrap_or("anyarray")),
     }
 }
 

@@ -103,14 +103,23 @@ pub fn type_info(ty: SqlType) -> (i32, i32, i16) {
         // An array column's modifier is its element's (`varchar(10)[]`).
         SqlType::Array(element) => {
             let (oid, modifier, _) = type_info(element.sql_type());
-            (array_of(oid), modifier, -1)
+            (array_of(oid).unwrap_or(0), modifier, -1)
         }
     }
 }
 
-/// The array type of an element type in [`TYPES`].
-fn array_of(element: i32) -> i32 {
-    TYPES.iter().find(|t| t.0 == element).map_or(0, |t| t.4)
+/// The array type of an element type in [`TYPES`], if it has one.
+pub fn array_of(element: i32) -> Option<i32> {
+    TYPES
+        .iter()
+        .find(|t| t.0 == element)
+        .map(|t| t.4)
+        .filter(|&array| array != 0)
+}
+
+/// A type's name in `pg_type` (`_text` for `text[]`).
+pub fn type_name(oid: i32) -> Option<&'static str> {
+    TYPES.iter().find(|t| t.0 == oid).map(|t| t.1)
 }
 
 /// The types `pg_type` lists: (oid, name, length, category, array type oid).
@@ -265,12 +274,7 @@ pub fn type_oid(name: &str) -> Option<i32> {
     let name = name.trim().to_lowercase();
     let name = name.strip_prefix("pg_catalog.").unwrap_or(&name);
     if let Some(element) = name.strip_suffix("[]") {
-        let element = type_oid(element)?;
-        return TYPES
-            .iter()
-            .find(|t| t.0 == element)
-            .map(|t| t.4)
-            .filter(|&a| a != 0);
+        return array_of(type_oid(element)?);
     }
     let by_format = TYPES
         .iter()

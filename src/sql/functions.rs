@@ -983,16 +983,18 @@ pub fn register_all(
         Stable,
         |args| Ok(ScalarValue::Boolean((!args[0].is_null()).then_some(true))),
     );
+    // Before JSON's: an operator with an array on one side is the
+    // array's (`tags <@ '{a,b}'`), whatever text is on the other.
+    let _ = ctx
+        .state_ref()
+        .write()
+        .register_expr_planner(Arc::new(super::arrays::ArrayOperators));
     register_json_functions(ctx);
     // `interval * number`, `number * interval` and `interval / number`.
     let _ = ctx
         .state_ref()
         .write()
         .register_expr_planner(Arc::new(super::arithmetic::IntervalScaling));
-    let _ = ctx
-        .state_ref()
-        .write()
-        .register_expr_planner(Arc::new(super::arrays::ArrayOperators));
     for (name, how) in [
         ("justify_hours", Justify::Hours),
         ("justify_days", Justify::Days),

@@ -1004,7 +1004,8 @@ pub fn delete(args: &[ScalarValue]) -> Result<ScalarValue> {
 /// `jsonb` columns read) as calls of its functions, and `jsonb`'s `||` and
 /// `-` (with a `jsonb` left side, or a `jsonb` side and a literal) as
 /// calls of [`concat`] and [`delete`]; arrays' `@>` and `<@` stay
-/// DataFusion's or `arrays::ArrayOperators`', and `||` of text DataFusion's.
+/// DataFusion's or `arrays::ArrayOperators`' (planned first), and `||` of
+/// text DataFusion's.
 #[derive(Debug)]
 pub struct JsonOperators {
     pub contains: Arc<ScalarUDF>,
@@ -1068,17 +1069,10 @@ impl ExprPlanner for JsonOperators {
             BinaryOperator::QuestionAnd => (&self.has_all_keys, [left, right]),
             _ => return Ok(PlannerResult::Original(RawBinaryExpr { op, left, right })),
         };
-        let is_text = |e: &Expr| {
-            e.get_type(schema).is_ok_and(|t| {
-                matches!(t, DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View)
-            })
-        };
-        // `tags <@ '{a,b}'` is an array's (see `arrays::ArrayOperators`).
-        let array = matches!(op, BinaryOperator::AtArrow | BinaryOperator::ArrowAt)
-            && args[1]
-                .get_type(schema)
-                .is_ok_and(|t| matches!(t, DataType::List(_)));
-        if !is_text(&args[0]) || array {
+        let is_text = args[0]
+            .get_type(schema)
+            .is_ok_and(|t| matches!(t, DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View));
+        if !is_text {
             let [left, right] = match op {
                 BinaryOperator::ArrowAt => {
                     let [right, left] = args;

@@ -356,16 +356,23 @@ fn downcast<'a, T: 'static>(array: &'a ArrayRef, column: &str) -> Result<&'a T> 
     })
 }
 
-/// Checks and normalizes a text value for its column type.
-fn text_value(ty: SqlType, column: &str, s: &str) -> Result<Value> {
-    let too_long = |n: u32| {
-        SqlError::value(
+/// Refuses a text longer than a `varchar(n)` takes.
+fn check_varchar(n: u32, column: &str, s: &str) -> Result<()> {
+    if s.chars().count() > n as usize {
+        return Err(SqlError::value(
             "22001",
             format!("value too long for type character varying({n}) in column {column:?}"),
-        )
-    };
+        ));
+    }
+    Ok(())
+}
+
+/// Checks and normalizes a text value for its column type.
+fn text_value(ty: SqlType, column: &str, s: &str) -> Result<Value> {
+    if let SqlType::Varchar(Some(n)) = ty {
+        check_varchar(n, column, s)?;
+    }
     Ok(match ty {
-        SqlType::Varchar(Some(n)) if s.chars().count() > n as usize => return Err(too_long(n)),
         // Stored without its trailing spaces, which PostgreSQL does not
         // compare; they are added back when the column is sent.
         SqlType::Char(n) => {
@@ -474,7 +481,7 @@ pub fn batch_to_rows(def: &TableDef, columns: &[usize], batch: &RecordBatch) -> 
                         let values = a.value(r);
                         if let Element::Varchar(Some(n)) = element {
                             for text in values.as_string::<i32>().iter().flatten() {
-                                text_value(SqlType::Varchar(Some(n)), name, text)?;
+                                check_varchar(n, name, text)?;
                             }
                         }
                         row[i] = Some(Value::Json(stored_json(&values)?));

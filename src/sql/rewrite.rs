@@ -303,27 +303,27 @@ pub(super) fn parse_expr(sql: &str) -> Option<Expr> {
 }
 
 pub(super) fn call(name: &str, args: Vec<Expr>) -> Expr {
-    let args = args
-        .into_iter()
-        .map(|a| {
-            datafusion::sql::sqlparser::ast::FunctionArg::Unnamed(
-                datafusion::sql::sqlparser::ast::FunctionArgExpr::Expr(a),
-            )
-        })
-        .collect();
     Expr::Function(Function {
         name: ObjectName(vec![ObjectNamePart::Identifier(Ident::new(name))]),
         uses_odbc_syntax: false,
         parameters: FunctionArguments::None,
-        args: FunctionArguments::List(datafusion::sql::sqlparser::ast::FunctionArgumentList {
-            duplicate_treatment: None,
-            args,
-            clauses: vec![],
-        }),
+        args: argument_list(args),
         filter: None,
         null_treatment: None,
         over: None,
         within_group: vec![],
+    })
+}
+
+/// A call's arguments: these values, in order.
+fn argument_list(args: Vec<Expr>) -> FunctionArguments {
+    FunctionArguments::List(datafusion::sql::sqlparser::ast::FunctionArgumentList {
+        duplicate_treatment: None,
+        args: args
+            .into_iter()
+            .map(|a| FunctionArg::Unnamed(FunctionArgExpr::Expr(a)))
+            .collect(),
+        clauses: vec![],
     })
 }
 
@@ -389,14 +389,17 @@ fn is_value(expr: &Expr) -> bool {
     matches!(expr, Expr::Value(_))
 }
 
-/// Whether `expr` is a text literal that is not a number (`'1 day'`).
-fn is_interval_text(expr: &Expr) -> bool {
+/// A text literal that is not a number (`'1 day'`) as an interval, as
+/// PostgreSQL reads an untyped literal for `generate_series`' step.
+fn interval_step_of(expr: &Expr) -> Option<Expr> {
     let Expr::Value(v) = expr else {
-        return false;
+        return None;
     };
     match &v.value {
-        Value::SingleQuotedString(text) => text.trim().parse::<f64>().is_err(),
-        _ => false,
+        Value::SingleQuotedString(text) if text.trim().parse::<f64>().is_err() => {
+            parse_expr(&format!("CAST({expr} AS INTERVAL)"))
+        }
+        _ => None,
     }
 }
 
@@ -946,10 +949,9 @@ fn postgres_function(expr: &Expr) -> Option<Expr> {
         }
         // PostgreSQL's replaces every element equal to `from`.
         ("array_replace", [array, from, to]) => format!("array_replace_all({array}, {from}, {to})"),
-        // A step written as a text is an interval (`'1 day'`), as
-        // PostgreSQL reads an untyped literal for the interval parameter.
-        ("generate_series", [start, stop, step]) if is_interval_text(step) => {
-            format!("generate_series({start}, {stop}, CAST({step} AS INTERVAL))")
+        // A step written as a text is an interval (`'1 day'`).
+        ("generate_series", [start, stop, step]) => {
+            format!("generate_series({start}, {stop}, {})", interval_step_of(step)?)
         }
         // Arrays start at 1, and an empty one has no dimensions: its
         // length and upper bound are NULL. A bigint, as generate_series
@@ -1158,7 +1160,6 @@ fn rewrite_expr(expr: &mut Expr) {
                     *op = plain;
                 }
             }
-
             if matches!(op, BinaryOperator::Eq | BinaryOperator::NotEq) {
                 let is_column =
                     |e: &Expr| matches!(e, Expr::Identifier(_) | Expr::CompoundIdentifier(_));
@@ -1214,17 +1215,8 @@ fn rewrite_expr(expr: &mut Expr) {
                     .elem
                     .iter()
                     .map(|fraction| {
-                        use datafusion::sql::sqlparser::ast::{
-                            FunctionArg, FunctionArgExpr, FunctionArgumentList,
-                        };
                         let mut one = Expr::Function(Function {
-                            args: FunctionArguments::List(FunctionArgumentList {
-                                duplicate_treatment: None,
-                                args: vec![FunctionArg::Unnamed(FunctionArgExpr::Expr(
-                                    fraction.clone(),
-                                ))],
-                                clauses: vec![],
-                            }),
+                            args: argument_list(vec![fraction.clone()]),
                             ..f.clone()
                         });
                         rewrite_expr(&mut one);
@@ -2205,7 +2197,11 @@ fn move_set_functions(
 /// `ANY` (pg_dump's `c.relkind OPERATOR(pg_catalog.=) ANY (...)`).
 pub(super) fn operators_unqualified(sql: &str) -> std::borrow::Cow<'_, str> {
     use datafusion::sql::sqlparser::tokenizer::{Token, Tokenizer};
-    if !sql.to_ascii_lowercase().contains("operator(") {
+    let named = sql
+        .as_bytes()
+        .windows(b"operator(".len())
+        .any(|w| w.eq_ignore_ascii_case(b"operator("));
+    if !named {
         return sql.into();
     }
     let dialect = datafusion::sql::sqlparser::dialect::PostgreSqlDialect {};
@@ -2231,8 +2227,9 @@ pub(super) fn operators_unqualified(sql: &str) -> std::borrow::Cow<'_, str> {
     out.into()
 }
 
-/// `generate_series(a, b, '1 day')` in FROM: its step an interval, as
-/// [`postgres_function`] makes it in an expression.
+/// `generate_series(a, b, '1 day')` in FROM: its step an interval (see
+/// [`interval_step_of`]), as [`postgres_function`] makes it in an
+/// expression.
 fn interval_step(factor: &mut TableFactor) {
     use datafusion::sql::sqlparser::ast::{FunctionArg, FunctionArgExpr, TableFunctionArgs};
     let (TableFactor::Table {
@@ -2252,10 +2249,8 @@ fn interval_step(factor: &mut TableFactor) {
     if let (true, [_, _, FunctionArg::Unnamed(FunctionArgExpr::Expr(step))]) =
         (series, args.as_mut_slice())
     {
-        if is_interval_text(step) {
-            if let Some(interval) = parse_expr(&format!("CAST({step} AS INTERVAL)")) {
-                *step = interval;
-            }
+        if let Some(interval) = interval_step_of(step) {
+            *step = interval;
         }
     }
 }

@@ -112,8 +112,9 @@ struct StoreArgs {
     /// The data directory of the embedded engine; created if missing.
     #[arg(long, env = "TABLEGATE_DATA_DIR", default_value = "tablegate-data")]
     data_dir: PathBuf,
-    /// The embedded engine's cache of decoded blocks, in MiB: the memory
-    /// reads use before they go to the files.
+    /// The embedded engine's caches, in MiB: the memory reads use before
+    /// they go to the files (half for decoded blocks, half for small
+    /// partitions held whole).
     #[arg(long, env = "TABLEGATE_CACHE_MIB", default_value_t = tablegate::store::native::DEFAULT_CACHE_MIB)]
     cache_mib: u64,
     /// The storage account of the Azure backend, as a connection string

@@ -35,6 +35,7 @@
 
 mod commit_log;
 mod layout;
+mod partition_cache;
 mod read;
 mod writer;
 
@@ -53,6 +54,7 @@ use self::layout::{
     LoadMarker, TableTotals, CATALOG, LOAD_PREFIX, NEXT_TABLE_ID, TABLE_PREFIX, TOMB_PREFIX,
     VERSION_FLOOR,
 };
+use self::partition_cache::PartitionCache;
 use self::read::storage;
 use self::writer::{Command, Prepared, Writer};
 use super::{
@@ -63,7 +65,7 @@ use super::{
 use crate::model::codec::record::record_header;
 use crate::model::{check_table_name, Entity, EntityKey};
 
-/// The block cache's size unless set: PostgreSQL's `shared_buffers` as
+/// The read caches' size unless set: PostgreSQL's `shared_buffers` as
 /// the comparisons in BENCHMARKS.md set it.
 pub const DEFAULT_CACHE_MIB: u64 = 256;
 
@@ -141,6 +143,7 @@ pub(crate) struct Shared {
     db: Database,
     catalog: Keyspace,
     tables: RwLock<HashMap<String, Arc<Table>>>,
+    partition_cache: PartitionCache,
 }
 
 impl Shared {
@@ -175,14 +178,16 @@ impl NativeStore {
         Self::open_with_cache(dir, DEFAULT_CACHE_MIB)
     }
 
-    /// [`NativeStore::open`] with a block cache of `cache_mib` MiB: the
-    /// decoded blocks that reads find in memory instead of reading and
-    /// decompressing them from the files again.
+    /// [`NativeStore::open`] with `cache_mib` MiB of caches for reads: half
+    /// for fjall's decoded blocks (what reads find in memory instead of
+    /// reading and decompressing them from the files again), half for
+    /// small partitions held whole (see the `partition_cache` module).
     pub fn open_with_cache(dir: impl AsRef<Path>, cache_mib: u64) -> Result<Self> {
         std::fs::create_dir_all(dir.as_ref().join(SPILL_DIR))
             .map_err(|e| StoreError::Storage(format!("making the spill directory: {e}")))?;
+        let cache_bytes = cache_mib << 20;
         let db = Database::builder(dir.as_ref().join("store"))
-            .cache_size(cache_mib << 20)
+            .cache_size(cache_bytes / 2)
             .open()
             .map_err(storage)?;
         let catalog = db
@@ -313,6 +318,7 @@ impl NativeStore {
         }
 
         let shared = Arc::new(Shared {
+            partition_cache: PartitionCache::new(db.clone(), cache_bytes / 2),
             db,
             catalog,
             tables: RwLock::new(tables),
@@ -374,7 +380,13 @@ impl EntityRead for NativeSnapshot {
         key: &EntityKey,
         projection: Option<&[String]>,
     ) -> Result<Option<Entity>> {
-        read::get(&*self.shared.table(table)?, &self.snapshot, key, projection)
+        read::get(
+            &*self.shared.table(table)?,
+            &self.snapshot,
+            &self.shared.partition_cache,
+            key,
+            projection,
+        )
     }
 
     async fn query(
@@ -386,13 +398,20 @@ impl EntityRead for NativeSnapshot {
         read::query(
             &*self.shared.table(table)?,
             &self.snapshot,
+            &self.shared.partition_cache,
             query,
             continuation,
         )
     }
 
     async fn get_row(&self, table: &str, key: &EntityKey, rows: &mut EncodedRows) -> Result<bool> {
-        read::get_row(&*self.shared.table(table)?, &self.snapshot, key, rows)
+        read::get_row(
+            &*self.shared.table(table)?,
+            &self.snapshot,
+            &self.shared.partition_cache,
+            key,
+            rows,
+        )
     }
 
     async fn query_rows(
@@ -405,6 +424,7 @@ impl EntityRead for NativeSnapshot {
         read::query_rows(
             &*self.shared.table(table)?,
             &self.snapshot,
+            &self.shared.partition_cache,
             query,
             continuation,
             rows,

@@ -2,20 +2,21 @@
 //! partition statistics, all consistent with each other within the snapshot.
 
 use std::ops::Bound;
+use std::sync::Arc;
 
 use fjall::{Readable, Snapshot};
 
 use super::layout::{stats_key, timestamp_of, PartitionHeader, TableTotals};
+use super::partition_cache::{partition_prefix, CachedRows, PartitionCache};
 use super::Table;
 use crate::model::codec::key::{
     decode_entity_key_into, decode_partition_prefix, encode_entity_key, encode_partition_prefix,
-    skip_element,
 };
 use crate::model::codec::record::{decode_record, record_header};
 use crate::model::{ETag, Entity, EntityKey};
 use crate::store::{
-    Continuation, EncodedRows, Page, PartitionStats, PartitionStatsPage, Query, Result, RowETag,
-    StoreError,
+    Continuation, EncodedRows, KeyRange, Page, PartitionStats, PartitionStatsPage, Query, Result,
+    RowETag, StoreError,
 };
 
 pub(super) fn storage(e: fjall::Error) -> StoreError {
@@ -60,15 +61,42 @@ impl<'a> Visibility<'a> {
     }
 }
 
+/// A stored record, read from fjall or found in the partition cache.
+enum Stored {
+    Read(fjall::Slice),
+    Cached(Arc<CachedRows>, usize),
+}
+
+impl AsRef<[u8]> for Stored {
+    fn as_ref(&self) -> &[u8] {
+        match self {
+            Stored::Read(record) => record,
+            Stored::Cached(rows, i) => rows.pair(*i).1,
+        }
+    }
+}
+
 /// The record of a key, if the key is there and visible.
-fn lookup(table: &Table, snapshot: &Snapshot, key: &EntityKey) -> Result<Option<fjall::Slice>> {
+fn lookup(
+    table: &Table,
+    snapshot: &Snapshot,
+    cache: &PartitionCache,
+    key: &EntityKey,
+) -> Result<Option<Stored>> {
     let encoded = encode_entity_key(&key.partition_key, &key.row_key);
-    let Some(record) = snapshot.get(&table.entities, &encoded).map_err(storage)? else {
-        return Ok(None);
+    let prefix = partition_prefix(&encoded)?;
+    let record = match cache.rows(table, prefix, snapshot)? {
+        Some(rows) => match rows.position(&encoded) {
+            Some(i) => Stored::Cached(rows, i),
+            None => return Ok(None),
+        },
+        None => match snapshot.get(&table.entities, &encoded).map_err(storage)? {
+            Some(record) => Stored::Read(record),
+            None => return Ok(None),
+        },
     };
-    let version = record_header(&record)?.version;
-    let prefix = encode_partition_prefix(&key.partition_key);
-    if !Visibility::new(table, snapshot).is_visible(&prefix, version)? {
+    let version = record_header(record.as_ref())?.version;
+    if !Visibility::new(table, snapshot).is_visible(prefix, version)? {
         return Ok(None);
     }
     Ok(Some(record))
@@ -77,13 +105,14 @@ fn lookup(table: &Table, snapshot: &Snapshot, key: &EntityKey) -> Result<Option<
 pub(super) fn get(
     table: &Table,
     snapshot: &Snapshot,
+    cache: &PartitionCache,
     key: &EntityKey,
     projection: Option<&[String]>,
 ) -> Result<Option<Entity>> {
-    let Some(record) = lookup(table, snapshot, key)? else {
+    let Some(record) = lookup(table, snapshot, cache, key)? else {
         return Ok(None);
     };
-    let (header, properties) = decode_record(&record, projection)?;
+    let (header, properties) = decode_record(record.as_ref(), projection)?;
     Ok(Some(Entity {
         key: key.clone(),
         properties,
@@ -107,25 +136,27 @@ fn push_row(rows: &mut EncodedRows, key: (&str, &str), record: &[u8]) -> Result<
 pub(super) fn get_row(
     table: &Table,
     snapshot: &Snapshot,
+    cache: &PartitionCache,
     key: &EntityKey,
     rows: &mut EncodedRows,
 ) -> Result<bool> {
-    let Some(record) = lookup(table, snapshot, key)? else {
+    let Some(record) = lookup(table, snapshot, cache, key)? else {
         return Ok(false);
     };
     let key = (key.partition_key.as_str(), key.row_key.as_str());
-    push_row(rows, key, &record)?;
+    push_row(rows, key, record.as_ref())?;
     Ok(true)
 }
 
 pub(super) fn query(
     table: &Table,
     snapshot: &Snapshot,
+    cache: &PartitionCache,
     query: &Query,
     continuation: Option<&Continuation>,
 ) -> Result<Page> {
     let mut rows = EncodedRows::new();
-    let continuation = query_rows(table, snapshot, query, continuation, &mut rows)?;
+    let continuation = query_rows(table, snapshot, cache, query, continuation, &mut rows)?;
     let projection = query.projection.as_deref();
     let entities = (0..rows.len())
         .map(|i| rows.entity(i, projection))
@@ -139,33 +170,58 @@ pub(super) fn query(
 pub(super) fn query_rows(
     table: &Table,
     snapshot: &Snapshot,
+    cache: &PartitionCache,
     query: &Query,
     continuation: Option<&Continuation>,
     rows: &mut EncodedRows,
 ) -> Result<Option<Continuation>> {
     query.check()?;
     let bounds = query.encoded_bounds(continuation)?;
-    let iter = snapshot.range(&table.entities, bounds);
-    let iter: Box<dyn Iterator<Item = fjall::Guard>> = if query.reverse {
-        Box::new(iter.rev())
+    if let KeyRange::Rows { partition_key, .. } = &query.range {
+        let prefix = encode_partition_prefix(partition_key);
+        if let Some(cached) = cache.rows(table, &prefix, snapshot)? {
+            let range = cached.range(&bounds);
+            let pairs = |i| Ok(cached.pair(i));
+            return if query.reverse {
+                read_pairs(table, snapshot, query, range.rev().map(pairs), rows)
+            } else {
+                read_pairs(table, snapshot, query, range.map(pairs), rows)
+            };
+        }
+    }
+    let pairs = snapshot
+        .range(&table.entities, bounds)
+        .map(|guard| guard.into_inner().map_err(storage));
+    if query.reverse {
+        read_pairs(table, snapshot, query, pairs.rev(), rows)
     } else {
-        Box::new(iter)
-    };
+        read_pairs(table, snapshot, query, pairs, rows)
+    }
+}
+
+/// Appends the visible rows of stored (key, record) pairs, in their order,
+/// up to the query's page size; the continuation when more remain.
+fn read_pairs<K: AsRef<[u8]>, R: AsRef<[u8]>>(
+    table: &Table,
+    snapshot: &Snapshot,
+    query: &Query,
+    pairs: impl Iterator<Item = Result<(K, R)>>,
+    rows: &mut EncodedRows,
+) -> Result<Option<Continuation>> {
     let mut visibility = Visibility::new(table, snapshot);
     let (mut pk, mut rk) = (String::new(), String::new());
     let mut read = 0;
-    for guard in iter {
-        let (key, record) = guard.into_inner().map_err(storage)?;
-        let mut prefix_len = 0;
-        skip_element(&key, &mut prefix_len)?;
-        if !visibility.is_visible(&key[..prefix_len], record_header(&record)?.version)? {
+    for pair in pairs {
+        let (key, record) = pair?;
+        let (key, record) = (key.as_ref(), record.as_ref());
+        if !visibility.is_visible(partition_prefix(key)?, record_header(record)?.version)? {
             continue;
         }
-        decode_entity_key_into(&key, &mut pk, &mut rk)?;
+        decode_entity_key_into(key, &mut pk, &mut rk)?;
         if read == query.page_size {
             return Ok(Some(Continuation::to_next(&EntityKey::new(pk, rk))));
         }
-        push_row(rows, (&pk, &rk), &record)?;
+        push_row(rows, (&pk, &rk), record)?;
         read += 1;
     }
     Ok(None)

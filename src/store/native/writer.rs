@@ -34,6 +34,7 @@ use super::commit_log::{CommitLog, Space};
 use super::layout::{
     self, stats_key, timestamp_of, tomb_key, version_of, LoadMarker, PartitionHeader, TableTotals,
 };
+use super::partition_cache::partition_prefix;
 use super::read::storage;
 use super::{Shared, Table};
 use crate::model::codec::key::{encode_entity_key, encode_partition_prefix};
@@ -742,6 +743,8 @@ impl Writer {
             return Ok(0);
         }
         let shared = self.shared.clone();
+        let table_ids: Vec<u64> = ordered.iter().map(|(table, _)| table.id).collect();
+        let _writing = shared.partition_cache.writing_tables(&table_ids);
         checkpoint(&shared, &mut self.log)?;
         let version = self.next_version();
         let markers: Vec<(Vec<u8>, LoadMarker)> = ordered
@@ -1068,6 +1071,18 @@ impl Writer {
         totals: &mut Vec<(Arc<Table>, TableTotals)>,
     ) -> Result<()> {
         let shared = self.shared.clone();
+        let written = group
+            .records
+            .keys()
+            .map(|(id, key)| Ok((*id, partition_prefix(key)?)))
+            .chain(
+                group
+                    .dirty_partitions
+                    .keys()
+                    .map(|(id, prefix)| Ok((*id, prefix.as_slice()))),
+            )
+            .collect::<Result<Vec<_>>>()?;
+        let _writing = shared.partition_cache.writing(written);
         let mut changes = Changes::new(&shared, &mut self.log);
         for ((_, key), (table, record)) in &group.records {
             changes.set(
@@ -1201,6 +1216,7 @@ impl Writer {
         batch.commit().map_err(storage)?;
         shared.db.persist(PersistMode::SyncAll).map_err(storage)?;
         table.dropped.store(true, Ordering::Release);
+        drop(shared.partition_cache.writing_tables(&[table.id]));
         shared.tables_mut().remove(name);
         self.headers.retain(|(id, _), _| *id != table.id);
         // The catalog no longer names these keyspaces; if removing them fails

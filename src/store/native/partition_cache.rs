@@ -1,0 +1,619 @@
+//! Small partitions held whole in memory, for the reads that stay inside
+//! one partition: a range of rows, the newest rows of a log, a point read.
+//!
+//! fjall answers a range read by merging an iterator over each of its files
+//! and memtables and skipping the older versions of each key; in the profile
+//! of a 100-row range read that is about a quarter of the server's time
+//! (BENCHMARKS.md). A cached partition is its stored keys and records in one
+//! buffer, in key order, found by binary search.
+//!
+//! A partition is read into the cache the second time it is read with no
+//! write to it in between, and only if it is small
+//! ([`MAX_CACHED_PARTITION_BYTES`]); a partition that is written between
+//! most of its reads is read from fjall, as before.
+//!
+//! The cache answers a read only with what the read's own snapshot holds:
+//! - the writer removes the partitions a commit changes before the commit
+//!   makes the change visible, so an entry found holds the partition as
+//!   every snapshot since the entry's own sees it;
+//! - an entry is made from a snapshot taken once the writer is seen not to
+//!   be writing to the entry's shard of partitions, and is kept only if no
+//!   write to that shard began meanwhile;
+//! - a read uses an entry only if its snapshot is not older than the
+//!   entry's.
+
+use std::hash::{BuildHasher, Hash};
+use std::ops::{Bound, Range};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use fjall::{Database, Readable, SeqNo, Snapshot};
+use quick_cache::{Equivalent, Weighter};
+
+use super::layout::PartitionHeader;
+use super::read::storage;
+use super::Table;
+use crate::model::codec::key::{prefix_end, skip_element};
+use crate::store::Result;
+
+/// The largest partition cached, in stored bytes (and in billed bytes as
+/// its header counts them).
+pub(super) const MAX_CACHED_PARTITION_BYTES: usize = 256 << 10;
+
+/// Partitions are spread over this many shards for the writer's marks.
+const SHARDS: usize = 64;
+
+/// A partition: its table's id and its encoded prefix.
+type PartitionId = (u64, Vec<u8>);
+
+/// A [`PartitionId`] looked up without copying the prefix. It hashes as a
+/// `PartitionId` does (a tuple hashes its fields in order, and a `Vec<u8>`
+/// as its slice).
+#[derive(Hash)]
+struct PartitionRef<'a>(u64, &'a [u8]);
+
+impl Equivalent<PartitionId> for PartitionRef<'_> {
+    fn equivalent(&self, key: &PartitionId) -> bool {
+        self.0 == key.0 && self.1 == key.1.as_slice()
+    }
+}
+
+/// What the cache knows of a partition.
+#[derive(Clone)]
+enum Entry {
+    /// Read once since it was last written.
+    Seen,
+    /// Larger than [`MAX_CACHED_PARTITION_BYTES`].
+    TooLarge,
+    Rows(Arc<CachedRows>),
+}
+
+/// A partition's stored keys and records, in key order.
+pub(super) struct CachedRows {
+    /// The snapshot the rows were read from.
+    seqno: SeqNo,
+    /// Each pair's key, then its record.
+    bytes: Vec<u8>,
+    /// Where each pair's key and record end in `bytes`.
+    ends: Vec<(u32, u32)>,
+}
+
+impl CachedRows {
+    fn start(&self, i: usize) -> usize {
+        match i {
+            0 => 0,
+            i => self.ends[i - 1].1 as usize,
+        }
+    }
+
+    /// The stored key and record of pair `i`.
+    pub fn pair(&self, i: usize) -> (&[u8], &[u8]) {
+        let (key_end, record_end) = self.ends[i];
+        let key_end = key_end as usize;
+        (
+            &self.bytes[self.start(i)..key_end],
+            &self.bytes[key_end..record_end as usize],
+        )
+    }
+
+    fn key(&self, i: usize) -> &[u8] {
+        self.pair(i).0
+    }
+
+    /// The pairs whose keys lie within `bounds`.
+    pub fn range(&self, bounds: &(Bound<Vec<u8>>, Bound<Vec<u8>>)) -> Range<usize> {
+        let first_not = |below: &dyn Fn(&[u8]) -> bool| {
+            let (mut low, mut high) = (0, self.ends.len());
+            while low < high {
+                let mid = (low + high) / 2;
+                if below(self.key(mid)) {
+                    low = mid + 1;
+                } else {
+                    high = mid;
+                }
+            }
+            low
+        };
+        let start = match &bounds.0 {
+            Bound::Included(k) => first_not(&|key| key < k.as_slice()),
+            Bound::Excluded(k) => first_not(&|key| key <= k.as_slice()),
+            Bound::Unbounded => 0,
+        };
+        let end = match &bounds.1 {
+            Bound::Included(k) => first_not(&|key| key <= k.as_slice()),
+            Bound::Excluded(k) => first_not(&|key| key < k.as_slice()),
+            Bound::Unbounded => self.ends.len(),
+        };
+        start..end.max(start)
+    }
+
+    /// The pair stored under `key`.
+    pub fn position(&self, key: &[u8]) -> Option<usize> {
+        let (mut low, mut high) = (0, self.ends.len());
+        while low < high {
+            let mid = (low + high) / 2;
+            match self.key(mid).cmp(key) {
+                std::cmp::Ordering::Less => low = mid + 1,
+                std::cmp::Ordering::Greater => high = mid,
+                std::cmp::Ordering::Equal => return Some(mid),
+            }
+        }
+        None
+    }
+}
+
+/// An entry's memory: its buffers and its key.
+#[derive(Clone)]
+struct ByBytes;
+
+impl Weighter<PartitionId, Entry> for ByBytes {
+    fn weight(&self, key: &PartitionId, entry: &Entry) -> u64 {
+        let held = match entry {
+            Entry::Rows(rows) => rows.bytes.len() + rows.ends.len() * 8,
+            Entry::Seen | Entry::TooLarge => 0,
+        };
+        (64 + key.1.len() + held) as u64
+    }
+}
+
+/// The writer's marks on one shard of partitions.
+#[derive(Default)]
+struct Shard {
+    /// Commits under way that change partitions of the shard.
+    writing: u32,
+    /// Counts the commits that began.
+    generation: u64,
+}
+
+pub(super) struct PartitionCache {
+    db: Database,
+    entries: quick_cache::sync::Cache<PartitionId, Entry, ByBytes>,
+    shards: Vec<Mutex<Shard>>,
+    hasher: foldhash::fast::RandomState,
+}
+
+impl PartitionCache {
+    pub fn new(db: Database, capacity_bytes: u64) -> Self {
+        let estimated_entries = (capacity_bytes / 4096).max(64) as usize;
+        PartitionCache {
+            db,
+            entries: quick_cache::sync::Cache::with_weighter(
+                estimated_entries,
+                capacity_bytes,
+                ByBytes,
+            ),
+            shards: (0..SHARDS).map(|_| Mutex::default()).collect(),
+            hasher: foldhash::fast::RandomState::default(),
+        }
+    }
+
+    fn shard_index(&self, table_id: u64, prefix: &[u8]) -> usize {
+        (self.hasher.hash_one(PartitionRef(table_id, prefix)) % SHARDS as u64) as usize
+    }
+
+    fn shard(&self, index: usize) -> MutexGuard<'_, Shard> {
+        self.shards[index].lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The rows of the partition with this prefix as `snapshot` sees them,
+    /// when the cache holds them or reads them in now; `None` when the
+    /// read must go to fjall.
+    pub fn rows(
+        &self,
+        table: &Table,
+        prefix: &[u8],
+        snapshot: &Snapshot,
+    ) -> Result<Option<Arc<CachedRows>>> {
+        let id = PartitionRef(table.id, prefix);
+        let rows = match self.entries.get(&id) {
+            Some(Entry::Rows(rows)) => rows,
+            Some(Entry::TooLarge) => return Ok(None),
+            Some(Entry::Seen) => match self.read_in(table, prefix)? {
+                Some(rows) => rows,
+                None => return Ok(None),
+            },
+            None => {
+                self.entries
+                    .insert((table.id, prefix.to_vec()), Entry::Seen);
+                return Ok(None);
+            }
+        };
+        Ok((rows.seqno <= snapshot.seqno()).then_some(rows))
+    }
+
+    /// Reads a partition into the cache, unless a write to its shard is
+    /// under way or begins before it is read, or it is too large.
+    fn read_in(&self, table: &Table, prefix: &[u8]) -> Result<Option<Arc<CachedRows>>> {
+        let shard = self.shard_index(table.id, prefix);
+        let generation = {
+            let shard = self.shard(shard);
+            if shard.writing > 0 {
+                return Ok(None);
+            }
+            shard.generation
+        };
+        let snapshot = self.db.snapshot();
+        let entry = match read_partition(table, prefix, &snapshot)? {
+            Some(rows) => Entry::Rows(Arc::new(rows)),
+            None => Entry::TooLarge,
+        };
+        let shard = self.shard(shard);
+        if shard.writing > 0 || shard.generation != generation {
+            return Ok(None);
+        }
+        self.entries
+            .insert((table.id, prefix.to_vec()), entry.clone());
+        drop(shard);
+        Ok(match entry {
+            Entry::Rows(rows) => Some(rows),
+            _ => None,
+        })
+    }
+
+    /// Marks the partitions a commit is about to change (each its table's
+    /// id and encoded prefix) and drops them from the cache. The marks hold
+    /// until the returned value is dropped, after the commit.
+    pub fn writing<'a>(
+        &'a self,
+        partitions: impl IntoIterator<Item = (u64, &'a [u8])>,
+    ) -> Writing<'a> {
+        let partitions: Vec<(u64, &[u8])> = partitions.into_iter().collect();
+        let mut shards = 0u64;
+        for (table_id, prefix) in &partitions {
+            shards |= 1 << self.shard_index(*table_id, prefix);
+        }
+        self.mark(shards);
+        for (table_id, prefix) in partitions {
+            self.entries.remove(&PartitionRef(table_id, prefix));
+        }
+        Writing {
+            cache: self,
+            shards,
+        }
+    }
+
+    /// [`PartitionCache::writing`] for commits that change any partition
+    /// of these tables (a load, a table dropped).
+    pub fn writing_tables(&self, table_ids: &[u64]) -> Writing<'_> {
+        let shards = u64::MAX;
+        self.mark(shards);
+        self.entries.retain(|(id, _), _| !table_ids.contains(id));
+        Writing {
+            cache: self,
+            shards,
+        }
+    }
+
+    fn mark(&self, shards: u64) {
+        for index in (0..SHARDS).filter(|i| shards & (1 << i) != 0) {
+            let mut shard = self.shard(index);
+            shard.writing += 1;
+            shard.generation += 1;
+        }
+    }
+}
+
+/// The writer's marks on the shards of partitions a commit changes; see
+/// [`PartitionCache::writing`].
+pub(super) struct Writing<'a> {
+    cache: &'a PartitionCache,
+    shards: u64,
+}
+
+impl Drop for Writing<'_> {
+    fn drop(&mut self) {
+        for index in (0..SHARDS).filter(|i| self.shards & (1 << i) != 0) {
+            self.cache.shard(index).writing -= 1;
+        }
+    }
+}
+
+/// A partition's pairs as `snapshot` holds them, or `None` when it is
+/// larger than the cache takes.
+fn read_partition(table: &Table, prefix: &[u8], snapshot: &Snapshot) -> Result<Option<CachedRows>> {
+    if let Some(header) = snapshot.get(&table.partitions, prefix).map_err(storage)? {
+        if PartitionHeader::decode(&header)?.bytes > MAX_CACHED_PARTITION_BYTES as u64 {
+            return Ok(None);
+        }
+    }
+    let mut rows = CachedRows {
+        seqno: snapshot.seqno(),
+        bytes: Vec::new(),
+        ends: Vec::new(),
+    };
+    for guard in snapshot.range(&table.entities, prefix.to_vec()..prefix_end(prefix)) {
+        let (key, record) = guard.into_inner().map_err(storage)?;
+        if rows.bytes.len() + key.len() + record.len() > MAX_CACHED_PARTITION_BYTES {
+            return Ok(None);
+        }
+        rows.bytes.extend_from_slice(&key);
+        let key_end = rows.bytes.len() as u32;
+        rows.bytes.extend_from_slice(&record);
+        rows.ends.push((key_end, rows.bytes.len() as u32));
+    }
+    rows.bytes.shrink_to_fit();
+    rows.ends.shrink_to_fit();
+    Ok(Some(rows))
+}
+
+/// The partition prefix of a stored entity key.
+pub(super) fn partition_prefix(key: &[u8]) -> Result<&[u8]> {
+    let mut end = 0;
+    skip_element(key, &mut end)?;
+    Ok(&key[..end])
+}
+
+#[cfg(test)]
+mod tests {
+    use std::ops::Bound;
+
+    use super::*;
+    use crate::model::{Entity, EntityKey, IfMatch, Value};
+    use crate::store::native::{NativeSnapshot, NativeStore};
+    use crate::store::{
+        AtomicWrite, BulkDelete, EncodedRows, EntityRead, EntityWrite, KeyRange, LoadRows, Query,
+        TableAdmin, WriteOp,
+    };
+
+    fn entity(pk: &str, rk: usize, v: i64) -> Entity {
+        let mut entity = Entity::new(pk, format!("{rk:02}"));
+        entity.properties.insert("v".into(), Value::Int64(v));
+        entity
+    }
+
+    /// A store whose table `t` holds rows 00 to 49 of partitions `p` and
+    /// `q`, each with `v` its number.
+    async fn store(dir: &std::path::Path) -> NativeStore {
+        let store = NativeStore::open(dir).unwrap();
+        store.create_table("t").await.unwrap();
+        for pk in ["p", "q"] {
+            for i in 0..50 {
+                store
+                    .write("t", WriteOp::Insert(entity(pk, i, i as i64)))
+                    .await
+                    .unwrap();
+            }
+        }
+        store
+    }
+
+    fn holds(store: &NativeStore, pk: &str) -> Option<&'static str> {
+        let id = store.shared.table("t").unwrap().id;
+        let prefix = crate::model::codec::key::encode_partition_prefix(pk);
+        match store
+            .shared
+            .partition_cache
+            .entries
+            .get(&PartitionRef(id, &prefix))
+        {
+            None => None,
+            Some(Entry::Seen) => Some("seen"),
+            Some(Entry::TooLarge) => Some("too large"),
+            Some(Entry::Rows(_)) => Some("rows"),
+        }
+    }
+
+    /// Every page of a query: each row's RowKey and `v`.
+    async fn read(view: &dyn EntityRead, query: &Query) -> Vec<(String, i64)> {
+        let mut rows = EncodedRows::new();
+        let mut continuation = None;
+        loop {
+            continuation = view
+                .query_rows("t", query, continuation.as_ref(), &mut rows)
+                .await
+                .unwrap();
+            if continuation.is_none() {
+                break;
+            }
+        }
+        (0..rows.len())
+            .map(|i| {
+                let entity = rows.entity(i, None).unwrap();
+                let Some(Value::Int64(v)) = entity.properties.get("v") else {
+                    panic!("no v in {entity:?}");
+                };
+                (entity.key.row_key, *v)
+            })
+            .collect()
+    }
+
+    fn rows_of(pk: &str, from: Bound<usize>, to: Bound<usize>) -> KeyRange {
+        let key = |b: Bound<usize>| b.map(|i| format!("{i:02}"));
+        KeyRange::Rows {
+            partition_key: pk.into(),
+            from: key(from),
+            to: key(to),
+        }
+    }
+
+    async fn v_of(view: &dyn EntityRead, pk: &str, rk: usize) -> Option<i64> {
+        let mut rows = EncodedRows::new();
+        let key = EntityKey::new(pk, format!("{rk:02}"));
+        if !view.get_row("t", &key, &mut rows).await.unwrap() {
+            return None;
+        }
+        match rows.entity(0, None).unwrap().properties.get("v") {
+            Some(Value::Int64(v)) => Some(*v),
+            other => panic!("v is {other:?}"),
+        }
+    }
+
+    /// Ranges of every kind of bound, both ways, in pages, give the same
+    /// rows read from fjall (the first time a partition is read) and from
+    /// memory.
+    #[tokio::test]
+    async fn a_partition_read_from_memory_gives_what_fjall_gives() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = store(dir.path()).await;
+        use Bound::{Excluded, Included, Unbounded};
+        let bounds = [
+            (Unbounded, Unbounded),
+            (Included(10), Excluded(20)),
+            (Excluded(10), Included(20)),
+            (Included(0), Included(0)),
+            (Excluded(48), Unbounded),
+            (Unbounded, Excluded(3)),
+            (Included(30), Excluded(30)),
+            (Included(40), Included(10)),
+        ];
+        let mut queries = Vec::new();
+        for (from, to) in bounds {
+            for reverse in [false, true] {
+                for page_size in [1, 7, 1000] {
+                    let mut query = Query::new(rows_of("p", from, to));
+                    query.reverse = reverse;
+                    query.page_size = page_size;
+                    let in_range = |i: &usize| {
+                        (match from {
+                            Included(f) => *i >= f,
+                            Excluded(f) => *i > f,
+                            Unbounded => true,
+                        }) && (match to {
+                            Included(t) => *i <= t,
+                            Excluded(t) => *i < t,
+                            Unbounded => true,
+                        })
+                    };
+                    let mut expected: Vec<(String, i64)> = (0..50)
+                        .filter(in_range)
+                        .map(|i| (format!("{i:02}"), i as i64))
+                        .collect();
+                    if reverse {
+                        expected.reverse();
+                    }
+                    queries.push((query, expected));
+                }
+            }
+        }
+        assert_eq!(holds(&store, "p"), None);
+        for (query, expected) in &queries {
+            assert_eq!(&read(&store, query).await, expected, "{query:?}");
+        }
+        assert_eq!(holds(&store, "p"), Some("rows"));
+        assert_eq!(holds(&store, "q"), None);
+        for (query, expected) in &queries {
+            assert_eq!(&read(&store, query).await, expected, "{query:?}");
+        }
+        assert_eq!(v_of(&store, "p", 7).await, Some(7));
+        assert_eq!(v_of(&store, "p", 77).await, None);
+    }
+
+    /// A write drops its partition from the cache; the reads after it see
+    /// it, from fjall and then from memory again.
+    #[tokio::test]
+    async fn reads_after_a_write_see_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = store(dir.path()).await;
+        let all = Query::new(rows_of("p", Bound::Unbounded, Bound::Unbounded));
+        read(&store, &all).await;
+        read(&store, &all).await;
+        assert_eq!(holds(&store, "p"), Some("rows"));
+
+        let replace = WriteOp::Replace {
+            entity: entity("p", 5, 500),
+            if_match: IfMatch::Any,
+        };
+        store.write("t", replace).await.unwrap();
+        assert_eq!(holds(&store, "p"), None);
+        let delete = WriteOp::Delete {
+            key: EntityKey::new("p", "06"),
+            if_match: IfMatch::Any,
+        };
+        store.write("t", delete).await.unwrap();
+        for _ in 0..3 {
+            let read = read(&store, &all).await;
+            assert_eq!(read.len(), 49);
+            assert_eq!(read[5], ("05".into(), 500));
+            assert_eq!(read[6], ("07".into(), 7));
+            assert_eq!(v_of(&store, "p", 5).await, Some(500));
+            assert_eq!(v_of(&store, "p", 6).await, None);
+        }
+        assert_eq!(holds(&store, "p"), Some("rows"));
+    }
+
+    /// A snapshot older than a cached partition reads fjall, as of itself.
+    #[tokio::test]
+    async fn an_older_snapshot_does_not_read_a_newer_partition() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = store(dir.path()).await;
+        let before: NativeSnapshot = store.snapshot();
+        store
+            .write("t", WriteOp::InsertOrReplace(entity("p", 5, 500)))
+            .await
+            .unwrap();
+        let all = Query::new(rows_of("p", Bound::Unbounded, Bound::Unbounded));
+        read(&store, &all).await;
+        read(&store, &all).await;
+        assert_eq!(holds(&store, "p"), Some("rows"));
+        assert_eq!(read(&store, &all).await[5], ("05".into(), 500));
+        assert_eq!(v_of(&store, "p", 5).await, Some(500));
+        assert_eq!(read(&before, &all).await[5], ("05".into(), 5));
+        assert_eq!(v_of(&before, "p", 5).await, Some(5));
+    }
+
+    /// Loads (written as files, or through the journal when small) and a
+    /// partition's bulk delete are seen by the reads after them.
+    #[tokio::test]
+    async fn loads_and_partition_deletes_are_seen() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = store(dir.path()).await;
+        let all = Query::new(rows_of("p", Bound::Unbounded, Bound::Unbounded)).page_size(5000);
+        for (first, count) in [(50, 10), (60, 2000)] {
+            read(&store, &all).await;
+            read(&store, &all).await;
+            assert_eq!(holds(&store, "p"), Some("rows"));
+            let mut loaded = EncodedRows::new();
+            for i in first..first + count {
+                let mut entity = entity("p", 0, i as i64);
+                entity.key.row_key = format!("{i:04}");
+                loaded.push_entity(&entity);
+            }
+            store
+                .insert_rows(vec![("t".into(), LoadRows::Held(loaded))])
+                .await
+                .unwrap();
+            assert_eq!(read(&store, &all).await.len(), first + count);
+        }
+        read(&store, &all).await;
+        store.delete_partition("t", "p").await.unwrap();
+        for _ in 0..3 {
+            assert_eq!(read(&store, &all).await, vec![]);
+            assert_eq!(v_of(&store, "p", 5).await, None);
+        }
+        assert_eq!(v_of(&store, "q", 5).await, Some(5));
+    }
+
+    /// A partition is not read in while a commit that changes it is under
+    /// way, nor kept when it is larger than the cache takes.
+    #[tokio::test]
+    async fn partitions_being_written_or_large_are_not_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = store(dir.path()).await;
+        let all = Query::new(rows_of("p", Bound::Unbounded, Bound::Unbounded));
+        read(&store, &all).await;
+        assert_eq!(holds(&store, "p"), Some("seen"));
+        let cache = &store.shared.partition_cache;
+        let id = store.shared.table("t").unwrap().id;
+        let prefix = crate::model::codec::key::encode_partition_prefix("p");
+        let writing = cache.writing([(id, prefix.as_slice())]);
+        read(&store, &all).await;
+        read(&store, &all).await;
+        assert_eq!(holds(&store, "p"), Some("seen"));
+        drop(writing);
+        read(&store, &all).await;
+        assert_eq!(holds(&store, "p"), Some("rows"));
+
+        let large = "x".repeat(1000);
+        for i in 0..300 {
+            let mut entity = entity("big", i, 0);
+            entity
+                .properties
+                .insert("s".into(), Value::String(large.clone()));
+            store.write("t", WriteOp::Insert(entity)).await.unwrap();
+        }
+        let big = Query::new(rows_of("big", Bound::Unbounded, Bound::Unbounded)).page_size(1000);
+        for _ in 0..3 {
+            assert_eq!(read(&store, &big).await.len(), 300);
+        }
+        assert_eq!(holds(&store, "big"), Some("too large"));
+    }
+}

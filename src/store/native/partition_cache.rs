@@ -10,7 +10,11 @@
 //! A partition is read into the cache the second time it is read with no
 //! write to it in between, and only if it is small
 //! ([`MAX_CACHED_PARTITION_BYTES`]); a partition that is written between
-//! most of its reads is read from fjall, as before.
+//! most of its reads is read from fjall, as before. Reading a partition in
+//! costs more than the read that asks for part of it, so while partitions
+//! are read in faster than reads find them in memory (partitions read in
+//! are pushed out before they are read again: more of them are read than
+//! the cache holds), only one in [`READ_IN_WHEN_LOSING`] is.
 //!
 //! The cache answers a read only with what the read's own snapshot holds:
 //! - the writer removes the partitions a commit changes before the commit
@@ -24,6 +28,7 @@
 
 use std::hash::{BuildHasher, Hash};
 use std::ops::{Bound, Range};
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use fjall::{Database, Readable, SeqNo, Snapshot};
@@ -41,6 +46,17 @@ pub(super) const MAX_CACHED_PARTITION_BYTES: usize = 256 << 10;
 
 /// Partitions are spread over this many shards for the writer's marks.
 const SHARDS: usize = 64;
+
+/// While the cache does not pay, one partition in this many that would be
+/// read in is.
+const READ_IN_WHEN_LOSING: u64 = 16;
+
+/// Partitions read in before the cache must pay for them.
+const READ_IN_FREELY: u64 = 64;
+
+/// Reads and partitions read in counted before their counts are halved, so
+/// that they follow the reads of late.
+const PAYOFF_WINDOW: u64 = 1 << 16;
 
 /// A partition: its table's id and its encoded prefix.
 type PartitionId = (u64, Vec<u8>);
@@ -169,6 +185,43 @@ pub(super) struct PartitionCache {
     entries: quick_cache::sync::Cache<PartitionId, Entry, ByBytes>,
     shards: Vec<Mutex<Shard>>,
     hasher: foldhash::fast::RandomState,
+    payoff: Payoff,
+}
+
+/// Whether reading partitions in pays: reads answered from memory against
+/// partitions read in, lately.
+#[derive(Default)]
+struct Payoff {
+    hits: AtomicU64,
+    read_ins: AtomicU64,
+    declined: AtomicU64,
+}
+
+impl Payoff {
+    fn hit(&self) {
+        if self.hits.fetch_add(1, Relaxed) >= PAYOFF_WINDOW {
+            self.halve();
+        }
+    }
+
+    fn read_in(&self) {
+        if self.read_ins.fetch_add(1, Relaxed) >= PAYOFF_WINDOW {
+            self.halve();
+        }
+    }
+
+    /// Halves both counts (two readers may halve at once: the counts are a
+    /// guide, not a tally).
+    fn halve(&self) {
+        for count in [&self.hits, &self.read_ins] {
+            count.store(count.load(Relaxed) / 2, Relaxed);
+        }
+    }
+
+    fn allows_read_in(&self) -> bool {
+        self.read_ins.load(Relaxed) < self.hits.load(Relaxed) + READ_IN_FREELY
+            || self.declined.fetch_add(1, Relaxed) % READ_IN_WHEN_LOSING == 0
+    }
 }
 
 impl PartitionCache {
@@ -183,6 +236,7 @@ impl PartitionCache {
             ),
             shards: (0..SHARDS).map(|_| Mutex::default()).collect(),
             hasher: foldhash::fast::RandomState::default(),
+            payoff: Payoff::default(),
         }
     }
 
@@ -205,8 +259,12 @@ impl PartitionCache {
     ) -> Result<Option<Arc<CachedRows>>> {
         let id = PartitionRef(table.id, prefix);
         let rows = match self.entries.get(&id) {
-            Some(Entry::Rows(rows)) => rows,
+            Some(Entry::Rows(rows)) => {
+                self.payoff.hit();
+                rows
+            }
             Some(Entry::TooLarge) => return Ok(None),
+            Some(Entry::Seen) if !self.payoff.allows_read_in() => return Ok(None),
             Some(Entry::Seen) => match self.read_in(table, prefix)? {
                 Some(rows) => rows,
                 None => return Ok(None),
@@ -231,6 +289,7 @@ impl PartitionCache {
             }
             shard.generation
         };
+        self.payoff.read_in();
         let snapshot = self.db.snapshot();
         let entry = match read_partition(table, prefix, &snapshot)? {
             Some(rows) => Entry::Rows(Arc::new(rows)),
@@ -615,5 +674,28 @@ mod tests {
             assert_eq!(read(&store, &big).await.len(), 300);
         }
         assert_eq!(holds(&store, "big"), Some("too large"));
+    }
+
+    /// Partitions read in and never read again stop most reading in, and
+    /// reads from memory start it again.
+    #[test]
+    fn reading_in_stops_while_it_does_not_pay() {
+        let payoff = Payoff::default();
+        for _ in 0..READ_IN_FREELY {
+            assert!(payoff.allows_read_in());
+            payoff.read_in();
+        }
+        let allowed = (0..160).filter(|_| payoff.allows_read_in()).count();
+        assert_eq!(allowed, 10);
+        for _ in 0..READ_IN_FREELY {
+            payoff.hit();
+        }
+        assert!(payoff.allows_read_in());
+        for _ in 0..PAYOFF_WINDOW * 4 {
+            payoff.read_in();
+        }
+        assert!(payoff.read_ins.load(Relaxed) <= PAYOFF_WINDOW + 1);
+        let allowed = (0..16).filter(|_| payoff.allows_read_in()).count();
+        assert_eq!(allowed, 1);
     }
 }

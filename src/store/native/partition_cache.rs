@@ -311,18 +311,14 @@ impl PartitionCache {
     /// Marks the partitions a commit is about to change (each its table's
     /// id and encoded prefix) and drops them from the cache. The marks hold
     /// until the returned value is dropped, after the commit.
-    pub fn writing<'a>(
-        &'a self,
-        partitions: impl IntoIterator<Item = (u64, &'a [u8])>,
-    ) -> Writing<'a> {
-        let partitions: Vec<(u64, &[u8])> = partitions.into_iter().collect();
+    pub fn writing(&self, partitions: &[(u64, &[u8])]) -> Writing<'_> {
         let mut shards = 0u64;
-        for (table_id, prefix) in &partitions {
+        for (table_id, prefix) in partitions {
             shards |= 1 << self.shard_index(*table_id, prefix);
         }
         self.mark(shards);
         for (table_id, prefix) in partitions {
-            self.entries.remove(&PartitionRef(table_id, prefix));
+            self.entries.remove(&PartitionRef(*table_id, prefix));
         }
         Writing {
             cache: self,
@@ -330,16 +326,21 @@ impl PartitionCache {
         }
     }
 
-    /// [`PartitionCache::writing`] for commits that change any partition
-    /// of these tables (a load, a table dropped).
+    /// [`PartitionCache::writing`] for a commit that changes any partition
+    /// of these tables (a load).
     pub fn writing_tables(&self, table_ids: &[u64]) -> Writing<'_> {
         let shards = u64::MAX;
         self.mark(shards);
-        self.entries.retain(|(id, _), _| !table_ids.contains(id));
+        self.forget_tables(table_ids);
         Writing {
             cache: self,
             shards,
         }
+    }
+
+    /// Drops the partitions of these tables (dropped ones).
+    pub fn forget_tables(&self, table_ids: &[u64]) {
+        self.entries.retain(|(id, _), _| !table_ids.contains(id));
     }
 
     fn mark(&self, shards: u64) {
@@ -653,7 +654,7 @@ mod tests {
         let cache = &store.shared.partition_cache;
         let id = store.shared.table("t").unwrap().id;
         let prefix = crate::model::codec::key::encode_partition_prefix("p");
-        let writing = cache.writing([(id, prefix.as_slice())]);
+        let writing = cache.writing(&[(id, prefix.as_slice())]);
         read(&store, &all).await;
         read(&store, &all).await;
         assert_eq!(holds(&store, "p"), Some("seen"));

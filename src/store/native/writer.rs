@@ -1082,7 +1082,7 @@ impl Writer {
                     .map(|(id, prefix)| Ok((*id, prefix.as_slice()))),
             )
             .collect::<Result<Vec<_>>>()?;
-        let _writing = shared.partition_cache.writing(written);
+        let _writing = shared.partition_cache.writing(&written);
         let mut changes = Changes::new(&shared, &mut self.log);
         for ((_, key), (table, record)) in &group.records {
             changes.set(
@@ -1216,7 +1216,7 @@ impl Writer {
         batch.commit().map_err(storage)?;
         shared.db.persist(PersistMode::SyncAll).map_err(storage)?;
         table.dropped.store(true, Ordering::Release);
-        drop(shared.partition_cache.writing_tables(&[table.id]));
+        shared.partition_cache.forget_tables(&[table.id]);
         shared.tables_mut().remove(name);
         self.headers.retain(|(id, _), _| *id != table.id);
         // The catalog no longer names these keyspaces; if removing them fails

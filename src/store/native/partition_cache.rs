@@ -115,28 +115,30 @@ impl CachedRows {
         self.pair(i).0
     }
 
+    /// The first pair whose key is not `below` (all before it are).
+    fn first_not(&self, below: impl Fn(&[u8]) -> bool) -> usize {
+        let (mut low, mut high) = (0, self.ends.len());
+        while low < high {
+            let mid = (low + high) / 2;
+            if below(self.key(mid)) {
+                low = mid + 1;
+            } else {
+                high = mid;
+            }
+        }
+        low
+    }
+
     /// The pairs whose keys lie within `bounds`.
     pub fn range(&self, bounds: &(Bound<Vec<u8>>, Bound<Vec<u8>>)) -> Range<usize> {
-        let first_not = |below: &dyn Fn(&[u8]) -> bool| {
-            let (mut low, mut high) = (0, self.ends.len());
-            while low < high {
-                let mid = (low + high) / 2;
-                if below(self.key(mid)) {
-                    low = mid + 1;
-                } else {
-                    high = mid;
-                }
-            }
-            low
-        };
         let start = match &bounds.0 {
-            Bound::Included(k) => first_not(&|key| key < k.as_slice()),
-            Bound::Excluded(k) => first_not(&|key| key <= k.as_slice()),
+            Bound::Included(k) => self.first_not(|key| key < k.as_slice()),
+            Bound::Excluded(k) => self.first_not(|key| key <= k.as_slice()),
             Bound::Unbounded => 0,
         };
         let end = match &bounds.1 {
-            Bound::Included(k) => first_not(&|key| key <= k.as_slice()),
-            Bound::Excluded(k) => first_not(&|key| key < k.as_slice()),
+            Bound::Included(k) => self.first_not(|key| key <= k.as_slice()),
+            Bound::Excluded(k) => self.first_not(|key| key < k.as_slice()),
             Bound::Unbounded => self.ends.len(),
         };
         start..end.max(start)
@@ -144,16 +146,8 @@ impl CachedRows {
 
     /// The pair stored under `key`.
     pub fn position(&self, key: &[u8]) -> Option<usize> {
-        let (mut low, mut high) = (0, self.ends.len());
-        while low < high {
-            let mid = (low + high) / 2;
-            match self.key(mid).cmp(key) {
-                std::cmp::Ordering::Less => low = mid + 1,
-                std::cmp::Ordering::Greater => high = mid,
-                std::cmp::Ordering::Equal => return Some(mid),
-            }
-        }
-        None
+        let at = self.first_not(|stored| stored < key);
+        (at < self.ends.len() && self.key(at) == key).then_some(at)
     }
 }
 

@@ -26,7 +26,9 @@
 //!
 //! # Concurrency
 //!
-//! Reads go straight to fjall through a snapshot, from any thread. Writes go
+//! Reads go to fjall through a snapshot, from any thread, or to the
+//! partitions held whole in memory (the `partition_cache` module) when the
+//! snapshot would read the same there. Writes go
 //! to the single writer thread (the `writer` module), which checks and commits them in
 //! groups. A write is acknowledged only after its group is in the commit log.
 //!

@@ -177,9 +177,12 @@ pub(super) fn query_rows(
 ) -> Result<Option<Continuation>> {
     query.check()?;
     let bounds = query.encoded_bounds(continuation)?;
-    if let KeyRange::Rows { partition_key, .. } = &query.range {
-        let prefix = encode_partition_prefix(partition_key);
-        if let Some(cached) = cache.rows(table, &prefix, snapshot)? {
+    // A range of one partition starts at a key of it (or at its prefix).
+    if let (KeyRange::Rows { .. }, Bound::Included(first) | Bound::Excluded(first)) =
+        (&query.range, &bounds.0)
+    {
+        let prefix = partition_prefix(first)?;
+        if let Some(cached) = cache.rows(table, prefix, snapshot)? {
             let range = cached.range(&bounds);
             let pairs = |i| Ok(cached.pair(i));
             return if query.reverse {

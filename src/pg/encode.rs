@@ -28,9 +28,11 @@ use postgres_types::Kind;
 use postgres_types::{IsNull, ToSql};
 
 use crate::catalog::SqlType;
+use crate::model::ValueRef;
 use crate::sql::decimals::{put_decimal, put_decimal_binary, put_digits};
 use crate::sql::floats::put_float;
 use crate::sql::types::{declared_type, timestamp_micros_at, timestamp_text};
+use crate::sql::{RowSink, StoredRows};
 
 /// The PostgreSQL type of a result column.
 pub fn pg_type(field: &Arc<Field>) -> PgWireResult<Type> {
@@ -786,6 +788,99 @@ pub fn rows(
     fields: Arc<Vec<FieldInfo>>,
 ) -> impl Stream<Item = PgWireResult<DataRow>> + Send + 'static {
     encode_batches(batches, fields, DataRows::new)
+}
+
+/// Whether rows read by key are encoded from their stored values (see
+/// [`stored_rows`]) for a column of this type.
+fn encodes_stored(field: &FieldInfo) -> bool {
+    [
+        Type::INT2,
+        Type::INT4,
+        Type::INT8,
+        Type::FLOAT4,
+        Type::FLOAT8,
+        Type::TEXT,
+        Type::VARCHAR,
+        Type::BOOL,
+        Type::BYTEA,
+        Type::UUID,
+        Type::JSON,
+        Type::JSONB,
+    ]
+    .contains(field.datatype())
+}
+
+/// The data rows of rows read by key, encoded from their stored values
+/// with the same values [`encode_row`] encodes from their Arrow form, with
+/// no record batch between; `None` when a column's type is not one of
+/// [`encodes_stored`]'s.
+pub fn stored_rows(rows: &StoredRows, fields: &[FieldInfo]) -> PgWireResult<Option<Vec<DataRow>>> {
+    if !fields.iter().all(encodes_stored) {
+        return Ok(None);
+    }
+    let mut sink = StoredSink {
+        encoder: DataRows::new(rows.len()),
+        fields,
+        rows: Vec::with_capacity(rows.len()),
+    };
+    rows.decode_into(&mut sink)?;
+    Ok(Some(sink.rows))
+}
+
+struct StoredSink<'a> {
+    encoder: DataRows,
+    fields: &'a [FieldInfo],
+    rows: Vec<DataRow>,
+}
+
+impl RowSink for StoredSink<'_> {
+    type Error = PgWireError;
+
+    fn value(&mut self, column: usize, value: Option<ValueRef>) -> PgWireResult<()> {
+        use arrow_pg::encoder::Encoder;
+        let field = &self.fields[column];
+        let encoder = &mut self.encoder;
+        let Some(value) = value else {
+            return encoder.encode_field(&None::<Number>, field);
+        };
+        let ty = field.datatype();
+        match value {
+            // An int2 column's Arrow form holds no value beyond int2's range.
+            ValueRef::Int32(v) if *ty == Type::INT2 => encoder.encode_field(
+                &i16::try_from(v).ok().map(|v| Number::Integer(v.into())),
+                field,
+            ),
+            ValueRef::Int32(v) => encoder.encode_field(&Number::Integer(v.into()), field),
+            ValueRef::Int64(v) => encoder.encode_field(&Number::Integer(v), field),
+            ValueRef::Double(v) if *ty == Type::FLOAT4 => {
+                encoder.encode_field(&Number::F32(v as f32), field)
+            }
+            ValueRef::Double(v) => encoder.encode_field(&Number::F64(v), field),
+            ValueRef::Boolean(v) => encoder.encode_field(&v, field),
+            ValueRef::Binary(v) => encoder.encode_field(&v, field),
+            ValueRef::Guid(v) => encoder.encode_field(&TypedText(&v.to_string()), field),
+            ValueRef::String(v) | ValueRef::Json(v)
+                if *ty == Type::UUID || *ty == Type::JSON || *ty == Type::JSONB =>
+            {
+                encoder.encode_field(&TypedText(v), field)
+            }
+            ValueRef::String(v) | ValueRef::Json(v) => encoder.encode_field(&v, field),
+            other => Err(PgWireError::ApiError(
+                format!(
+                    "column {} of type {ty} holds a stored {} value",
+                    field.name(),
+                    other.property_type().edm_name()
+                )
+                .into(),
+            )),
+        }
+    }
+
+    fn row_done(&mut self) -> PgWireResult<()> {
+        use arrow_pg::encoder::Encoder;
+        self.rows.push(self.encoder.take_row());
+        Ok(())
+    }
 }
 
 /// The COPY TO STDOUT data of a stream of record batches, in text or CSV.

@@ -88,6 +88,12 @@ fn numeric_overflow(message: &str) -> Option<String> {
     ))
 }
 
+impl From<SqlError> for PgWireError {
+    fn from(e: SqlError) -> Self {
+        to_pgwire(e)
+    }
+}
+
 pub fn to_pgwire(e: SqlError) -> PgWireError {
     PgWireError::UserError(Box::new(error_info(&e)))
 }

@@ -239,6 +239,21 @@ fn response(output: Output, format: &Format, connection: &Connection) -> PgWireR
             response.set_command_tag(&tag);
             Response::Query(response)
         }
+        Output::Stored { schema, rows } => {
+            let fields = connection.fields(&schema, format)?;
+            match encode::stored_rows(&rows, &fields)? {
+                Some(data) => {
+                    let data = futures::stream::iter(data.into_iter().map(Ok));
+                    let mut response = QueryResponse::new(fields, data);
+                    response.set_command_tag("SELECT");
+                    Response::Query(response)
+                }
+                None => {
+                    let decoded = Output::Stored { schema, rows }.decoded()?;
+                    return response(decoded, format, connection);
+                }
+            }
+        }
         Output::Command(tag) if tag.is_empty() => Response::EmptyQuery,
         Output::Command(tag) => Response::Execution(Tag::new(&tag)),
         Output::TransactionStart(tag) => Response::TransactionStart(Tag::new(&tag)),

@@ -251,82 +251,15 @@ impl RowDecoder {
         schema: SchemaRef,
         rows: &EncodedRows,
     ) -> Result<RecordBatch> {
-        let mut builders: Vec<Builder> = self
-            .columns
-            .iter()
-            .map(|&i| Builder::new(def.columns[i].ty, rows.len()))
-            .collect();
-        // Which output columns a row's record filled, by the row's number + 1.
-        let mut filled = vec![0usize; builders.len()];
-        let (mut partition_parts, mut row_parts) = (Vec::new(), Vec::new());
-        for (r, row) in rows.iter().enumerate() {
-            let (_, properties) = read_record(row.record).map_err(corrupt)?;
-            for (position, property) in properties.enumerate() {
-                let (name, value) = property.map_err(corrupt)?;
-                let Some(out) = self.property_column(position, name) else {
-                    continue;
-                };
-                let value = value.get().map_err(corrupt)?;
-                if value.property_type() != self.types[out] || filled[out] == r + 1 {
-                    let column = &def.columns[self.columns[out]];
-                    return Err(RowError::PropertyType {
-                        property: column.name.clone(),
-                        key: EntityKey::new(row.partition_key, row.row_key),
-                        found: value.property_type().edm_name(),
-                        expected: column.ty.pg_name(),
-                    }
-                    .into());
-                }
-                filled[out] = r + 1;
-                builders[out].append(Some(value));
-            }
-            if let Some((partition_count, row_count)) = self.key_counts {
-                let malformed = |key: &str| KeyError::Malformed {
-                    key: key.to_owned(),
-                };
-                key_components(row.partition_key, partition_count, &mut partition_parts)
-                    .ok_or_else(|| malformed(row.partition_key))?;
-                key_components(row.row_key, row_count, &mut row_parts)
-                    .ok_or_else(|| malformed(row.row_key))?;
-            }
-            for (out, source) in self.sources.iter().enumerate() {
-                let builder = &mut builders[out];
-                match *source {
-                    Source::Property if filled[out] != r + 1 => builder.append(None),
-                    Source::Property => {}
-                    Source::Key { partition, index } => {
-                        let (key, parts) = match partition {
-                            true => (row.partition_key, &partition_parts),
-                            false => (row.row_key, &row_parts),
-                        };
-                        let part = &parts[index];
-                        let ty = def.columns[self.columns[out]].ty;
-                        if self.types[out] == PropertyType::String {
-                            builder.append(Some(ValueRef::String(part)));
-                        } else {
-                            let value =
-                                decode_component(ty, part).ok_or_else(|| KeyError::Malformed {
-                                    key: key.to_owned(),
-                                })?;
-                            builder.append(Some(value.as_ref()));
-                        }
-                    }
-                    Source::System(SystemField::Timestamp) => {
-                        builder.append(row.timestamp.map(ValueRef::DateTime))
-                    }
-                    Source::System(SystemField::ETag) => {
-                        let etag = row.etag.text();
-                        builder.append(etag.as_deref().map(ValueRef::String))
-                    }
-                    Source::System(SystemField::Properties) => {
-                        let entity = rows.entity(r, None).map_err(corrupt)?;
-                        let all = def.undeclared_properties(&entity.properties);
-                        builder.append(Some(all.as_ref()));
-                    }
-                }
-            }
-        }
+        let mut builders = Builders(
+            self.columns
+                .iter()
+                .map(|&i| Builder::new(def.columns[i].ty, rows.len()))
+                .collect(),
+        );
+        self.decode_into(def, rows, &mut builders)?;
         let arrays = builders
+            .0
             .into_iter()
             .map(Builder::finish)
             .collect::<Result<Vec<ArrayRef>>>()?;
@@ -336,6 +269,119 @@ impl RowDecoder {
             return Ok(RecordBatch::try_new_with_options(schema, arrays, &options)?);
         }
         Ok(RecordBatch::try_new(schema, arrays)?)
+    }
+
+    /// Passes each row's values to `sink`, one per decoded column in the
+    /// columns' order, then ends the row.
+    pub fn decode_into<S: RowSink>(
+        &mut self,
+        def: &TableDef,
+        rows: &EncodedRows,
+        sink: &mut S,
+    ) -> std::result::Result<(), S::Error> {
+        // The value of each column the row's record holds.
+        let mut found: Vec<Option<ValueRef>> = vec![None; self.sources.len()];
+        let (mut partition_parts, mut row_parts) = (Vec::new(), Vec::new());
+        for (r, row) in rows.iter().enumerate() {
+            found.fill(None);
+            let (_, properties) = read_record(row.record).map_err(corrupt)?;
+            for (position, property) in properties.enumerate() {
+                let (name, value) = property.map_err(corrupt)?;
+                let Some(out) = self.property_column(position, name) else {
+                    continue;
+                };
+                let value = value.get().map_err(corrupt)?;
+                if value.property_type() != self.types[out] || found[out].is_some() {
+                    let column = &def.columns[self.columns[out]];
+                    return Err(SqlError::from(RowError::PropertyType {
+                        property: column.name.clone(),
+                        key: EntityKey::new(row.partition_key, row.row_key),
+                        found: value.property_type().edm_name(),
+                        expected: column.ty.pg_name(),
+                    })
+                    .into());
+                }
+                found[out] = Some(value);
+            }
+            if let Some((partition_count, row_count)) = self.key_counts {
+                let malformed = |key: &str| {
+                    SqlError::from(KeyError::Malformed {
+                        key: key.to_owned(),
+                    })
+                };
+                key_components(row.partition_key, partition_count, &mut partition_parts)
+                    .ok_or_else(|| malformed(row.partition_key))?;
+                key_components(row.row_key, row_count, &mut row_parts)
+                    .ok_or_else(|| malformed(row.row_key))?;
+            }
+            for (out, source) in self.sources.iter().enumerate() {
+                match *source {
+                    Source::Property => sink.value(out, found[out])?,
+                    Source::Key { partition, index } => {
+                        let (key, parts) = match partition {
+                            true => (row.partition_key, &partition_parts),
+                            false => (row.row_key, &row_parts),
+                        };
+                        let part = &parts[index];
+                        let ty = def.columns[self.columns[out]].ty;
+                        if self.types[out] == PropertyType::String {
+                            sink.value(out, Some(ValueRef::String(part)))?;
+                        } else {
+                            let value = decode_component(ty, part).ok_or_else(|| {
+                                SqlError::from(KeyError::Malformed {
+                                    key: key.to_owned(),
+                                })
+                            })?;
+                            sink.value(out, Some(value.as_ref()))?;
+                        }
+                    }
+                    Source::System(SystemField::Timestamp) => {
+                        sink.value(out, row.timestamp.map(ValueRef::DateTime))?
+                    }
+                    Source::System(SystemField::ETag) => {
+                        let etag = row.etag.text();
+                        sink.value(out, etag.as_deref().map(ValueRef::String))?
+                    }
+                    Source::System(SystemField::Properties) => {
+                        let entity = rows.entity(r, None).map_err(corrupt)?;
+                        let all = def.undeclared_properties(&entity.properties);
+                        sink.value(out, Some(all.as_ref()))?;
+                    }
+                }
+            }
+            sink.row_done()?;
+        }
+        Ok(())
+    }
+}
+
+/// Where [`RowDecoder::decode_into`] puts what it decodes.
+pub trait RowSink {
+    type Error: From<SqlError>;
+    /// The value of output column `column` of the current row (`None` for
+    /// NULL); called for each column in order.
+    fn value(
+        &mut self,
+        column: usize,
+        value: Option<ValueRef>,
+    ) -> std::result::Result<(), Self::Error>;
+    /// The current row has all its values.
+    fn row_done(&mut self) -> std::result::Result<(), Self::Error>;
+}
+
+/// A record batch's columns being built.
+struct Builders(Vec<Builder>);
+
+impl RowSink for Builders {
+    type Error = SqlError;
+
+    fn value(&mut self, column: usize, value: Option<ValueRef>) -> Result<()> {
+        self.0[column].append(value);
+        Ok(())
+    }
+
+    fn row_done(&mut self) -> Result<()> {
+        Ok(())
     }
 }
 

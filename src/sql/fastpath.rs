@@ -17,6 +17,7 @@
 use std::borrow::Cow;
 use std::sync::Arc;
 
+use datafusion::arrow::array::RecordBatch;
 use datafusion::arrow::datatypes::DataType;
 use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::common::{Column, ParamValues, ScalarValue};
@@ -28,7 +29,7 @@ use datafusion::sql::sqlparser::ast;
 
 use std::time::{Instant, SystemTime};
 
-use super::convert::RowDecoder;
+use super::convert::{RowDecoder, RowSink};
 use super::diagnostics::queries::{QueryRecord, ScanRecord};
 use super::diagnostics::Monitor;
 use super::error::Result;
@@ -575,7 +576,7 @@ impl KeyPlan {
     /// parameter that does not convert, a table changed since preparing, a
     /// read the general path would stream).
     pub async fn execute(
-        &self,
+        self: &Arc<Self>,
         current: Option<Arc<TableDef>>,
         view: Arc<dyn EntityRead>,
         params: &ParamValues,
@@ -616,7 +617,7 @@ impl KeyPlan {
             };
             // A comparison with NULL holds for no row.
             if scalar.is_null() {
-                return Ok(Some(self.rows(&EncodedRows::new())?));
+                return Ok(Some(self.rows(EncodedRows::new())));
             }
             match literal_value(def.columns[condition.column].ty, &scalar) {
                 Some(v) => bounds.push((condition, v, scalar.into_owned())),
@@ -634,7 +635,7 @@ impl KeyPlan {
             }
             // A value no key can hold matches no row.
             let Ok(key) = def.entity_key(&row) else {
-                return Ok(Some(self.rows(&rows)?));
+                return Ok(Some(self.rows(rows)));
             };
             if self.recheck {
                 let mut read = EncodedRows::new();
@@ -723,7 +724,7 @@ impl KeyPlan {
                 aggregated: false,
             }],
         });
-        Ok(Some(self.rows(&rows)?))
+        Ok(Some(self.rows(rows)))
     }
 
     /// Appends to `kept`, up to `limit` rows, the rows read whose key
@@ -785,13 +786,45 @@ impl KeyPlan {
         &self.table.name
     }
 
-    fn rows(&self, rows: &EncodedRows) -> Result<Output> {
-        let batch = RowDecoder::new(&self.table, &self.outputs).decode(
-            &self.table,
-            self.schema.clone(),
-            rows,
-        )?;
-        Output::from_batches(self.schema.clone(), vec![batch], "SELECT")
+    fn rows(self: &Arc<Self>, rows: EncodedRows) -> Output {
+        Output::Stored {
+            schema: self.schema.clone(),
+            rows: StoredRows {
+                plan: self.clone(),
+                rows,
+            },
+        }
+    }
+}
+
+/// Rows read by key, as the store holds them: the wire layer encodes them
+/// without a record batch between (see [`RowSink`]); anything else decodes
+/// them into one.
+pub struct StoredRows {
+    plan: Arc<KeyPlan>,
+    rows: EncodedRows,
+}
+
+impl StoredRows {
+    pub fn len(&self) -> usize {
+        self.rows.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.rows.is_empty()
+    }
+
+    /// Passes each row's values to `sink`, column by column.
+    pub fn decode_into<S: RowSink>(&self, sink: &mut S) -> std::result::Result<(), S::Error> {
+        let table = &self.plan.table;
+        RowDecoder::new(table, &self.plan.outputs).decode_into(table, &self.rows, sink)
+    }
+
+    /// The rows as one record batch of `schema` (the plan's, or the same
+    /// columns renamed).
+    pub fn decode(&self, schema: SchemaRef) -> Result<RecordBatch> {
+        let table = &self.plan.table;
+        RowDecoder::new(table, &self.plan.outputs).decode(table, schema, &self.rows)
     }
 }
 

@@ -54,7 +54,9 @@ mod txn;
 pub mod types;
 mod writing_ctes;
 
+pub use convert::RowSink;
 pub use error::{Result, SqlError};
+pub use fastpath::StoredRows;
 pub use pushdown::{access_path, AccessPath};
 pub use session::{Engine, Output, Prepared, Session, DEFAULT_QUERY_MEMORY};
 pub use settings::SERVER_VERSION;

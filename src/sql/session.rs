@@ -22,7 +22,7 @@ use super::copy::{CopyFormat, CopyIn};
 use super::cursor::{self, Cursor};
 use super::diagnostics;
 use super::error::{Result, SqlError};
-use super::fastpath::KeyPlan;
+use super::fastpath::{KeyPlan, StoredRows};
 use super::names::ColumnNames;
 use super::provider::{ReadView, TablegateSchema};
 use super::settings::Settings;
@@ -220,6 +220,18 @@ impl Output {
             tag: tag.into(),
         })
     }
+
+    /// The output with the rows of a read by key decoded into a record
+    /// batch, for readers of [`Output::Rows`].
+    pub fn decoded(self) -> Result<Output> {
+        match self {
+            Output::Stored { schema, rows } => {
+                let batch = rows.decode(schema.clone())?;
+                Output::from_batches(schema, vec![batch], "SELECT")
+            }
+            output => Ok(output),
+        }
+    }
 }
 
 /// What a statement returns.
@@ -230,6 +242,11 @@ pub enum Output {
         schema: SchemaRef,
         stream: SendableRecordBatchStream,
         tag: String,
+    },
+    /// The rows of a read by key (`SELECT`), as the store holds them.
+    Stored {
+        schema: SchemaRef,
+        rows: StoredRows,
     },
     /// A command tag such as `INSERT 0 3` or `CREATE TABLE`.
     Command(String),
@@ -1019,7 +1036,7 @@ impl Session {
     /// Runs a read by key, or returns `None` when the general path must.
     async fn execute_by_key(
         &mut self,
-        by_key: &KeyPlan,
+        by_key: &Arc<KeyPlan>,
         params: &ParamValues,
         names: Option<&[Option<String>]>,
     ) -> Result<Option<Output>> {
@@ -2436,6 +2453,10 @@ fn with_names(output: Output, names: Option<&[Option<String>]>) -> Output {
             schema: names::rename(&schema, names),
             stream,
             tag,
+        },
+        (Output::Stored { schema, rows }, Some(names)) => Output::Stored {
+            schema: names::rename(&schema, names),
+            rows,
         },
         (output, _) => output,
     }

@@ -32,7 +32,7 @@ async fn run(session: &mut Session, sql: &str) -> Vec<String> {
 
 /// A statement's rows as a printed table, a line each; none for a command.
 async fn table(output: Output) -> Vec<String> {
-    let Output::Rows { stream, .. } = output else {
+    let Output::Rows { stream, .. } = output.decoded().unwrap() else {
         return Vec::new();
     };
     let batches: Vec<_> = stream.try_collect().await.unwrap();

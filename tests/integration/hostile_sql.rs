@@ -107,7 +107,7 @@ fn mutate(rng: &mut StdRng, corpus: &[String]) -> String {
 async fn run(session: &mut Session, sql: &str) -> bool {
     let mut succeeded = true;
     for output in session.execute(sql).await {
-        match output {
+        match output.and_then(Output::decoded) {
             Ok(Output::Rows { mut stream, .. }) | Ok(Output::CopyOut { mut stream, .. }) => {
                 while let Some(batch) = stream.next().await {
                     if batch.is_err() {

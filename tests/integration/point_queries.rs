@@ -15,7 +15,7 @@ async fn run_all(session: &mut Session, sql: &str) {
 }
 
 async fn rows(output: Output) -> usize {
-    match output {
+    match output.decoded().unwrap() {
         Output::Rows { stream, .. } => stream
             .try_collect::<Vec<_>>()
             .await
@@ -80,7 +80,7 @@ async fn point_queries_skip_planning() {
 
 /// The rows of an output, one line each.
 async fn lines(output: Output) -> Vec<String> {
-    let Output::Rows { stream, .. } = output else {
+    let Output::Rows { stream, .. } = output.decoded().unwrap() else {
         panic!("not rows")
     };
     let batches: Vec<_> = stream.try_collect().await.unwrap();
@@ -292,7 +292,10 @@ async fn key_ranges_skip_planning_and_match_the_general_path() {
 /// A query's rows, one line each, or its error (when planned or while
 /// its rows are read).
 async fn answer(output: tablegate::sql::Result<Output>) -> Result<Vec<String>, String> {
-    let Output::Rows { stream, .. } = output.map_err(|e| e.to_string())? else {
+    let Output::Rows { stream, .. } = output
+        .and_then(Output::decoded)
+        .map_err(|e| e.to_string())?
+    else {
         panic!("not rows")
     };
     let batches: Vec<_> = stream.try_collect().await.map_err(|e| e.to_string())?;

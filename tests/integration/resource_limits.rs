@@ -303,7 +303,12 @@ async fn query_error(
     sql: &str,
 ) -> Option<tablegate::sql::SqlError> {
     use futures::StreamExt;
-    match session.execute(sql).await.pop()? {
+    match session
+        .execute(sql)
+        .await
+        .pop()?
+        .and_then(tablegate::sql::Output::decoded)
+    {
         Err(e) => Some(e),
         Ok(tablegate::sql::Output::Rows { mut stream, .. }) => {
             while let Some(batch) = stream.next().await {
@@ -419,8 +424,11 @@ async fn copy_readings(
 /// The rows a statement returns.
 async fn result_rows(session: &mut tablegate::sql::Session, sql: &str) -> usize {
     use futures::StreamExt;
-    let Some(Ok(tablegate::sql::Output::Rows { mut stream, .. })) =
-        session.execute(sql).await.pop()
+    let Some(Ok(tablegate::sql::Output::Rows { mut stream, .. })) = session
+        .execute(sql)
+        .await
+        .pop()
+        .map(|output| output.and_then(tablegate::sql::Output::decoded))
     else {
         panic!("no rows from {sql}");
     };
@@ -436,8 +444,11 @@ async fn query_i64(session: &mut tablegate::sql::Session, sql: &str) -> i64 {
     use datafusion::arrow::array::{Array, Int64Array};
     use datafusion::arrow::datatypes::DataType;
     use futures::StreamExt;
-    let Some(Ok(tablegate::sql::Output::Rows { mut stream, .. })) =
-        session.execute(sql).await.pop()
+    let Some(Ok(tablegate::sql::Output::Rows { mut stream, .. })) = session
+        .execute(sql)
+        .await
+        .pop()
+        .map(|output| output.and_then(tablegate::sql::Output::decoded))
     else {
         panic!("no rows from {sql}");
     };

@@ -1,4 +1,5 @@
-//! Arrow results to PostgreSQL row descriptions and data rows.
+//! Arrow results to PostgreSQL row descriptions and data rows, and rows read
+//! by key to data rows from their stored values ([`stored_rows`]).
 //!
 //! Most values are encoded by `arrow-pg`. Columns whose Arrow type does not
 //! tell their PostgreSQL type (uuid, json, jsonb, varchar, char are all Utf8)

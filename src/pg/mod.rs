@@ -6,7 +6,8 @@
 //!   bad frame).
 //! - `handler`: pgwire's simple and extended query handlers; a connection's
 //!   session lives in its extensions.
-//! - `encode`: Arrow results to row descriptions and data rows.
+//! - `encode`: Arrow results to row descriptions and data rows, and rows
+//!   read by key to data rows from their stored values.
 //! - `params`: parameter types and values.
 //! - `error`: every error's SQLSTATE, in one match.
 //! - `auth`: trust or SCRAM-SHA-256, and TLS.

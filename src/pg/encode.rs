@@ -69,6 +69,11 @@ pub fn fields(schema: &Schema, format: &Format) -> PgWireResult<Vec<FieldInfo>> 
         .collect()
 }
 
+/// Whether a column of this type is sent as a [`TypedText`].
+fn is_typed_text(ty: &Type) -> bool {
+    *ty == Type::UUID || *ty == Type::JSON || *ty == Type::JSONB
+}
+
 /// A uuid, json or jsonb value held as text. Its text form is the text; its
 /// binary form is 16 bytes for uuid, the text for json, and a version byte
 /// then the text for jsonb.
@@ -94,7 +99,7 @@ impl ToSql for TypedText<'_> {
         Ok(IsNull::No)
     }
     fn accepts(ty: &Type) -> bool {
-        *ty == Type::UUID || *ty == Type::JSON || *ty == Type::JSONB
+        is_typed_text(ty)
     }
     postgres_types::to_sql_checked!();
 }
@@ -671,7 +676,7 @@ fn encode_row<E: arrow_pg::encoder::Encoder>(
                 scale: decimals.scale(),
             });
             encoder.encode_field(&value, pg_field)?;
-        } else if *ty == Type::UUID || *ty == Type::JSON || *ty == Type::JSONB {
+        } else if is_typed_text(ty) {
             let strings = array
                 .as_any()
                 .downcast_ref::<StringArray>()
@@ -860,9 +865,7 @@ impl RowSink for StoredSink<'_> {
             ValueRef::Boolean(v) => encoder.encode_field(&v, field),
             ValueRef::Binary(v) => encoder.encode_field(&v, field),
             ValueRef::Guid(v) => encoder.encode_field(&TypedText(&v.to_string()), field),
-            ValueRef::String(v) | ValueRef::Json(v)
-                if *ty == Type::UUID || *ty == Type::JSON || *ty == Type::JSONB =>
-            {
+            ValueRef::String(v) | ValueRef::Json(v) if is_typed_text(ty) => {
                 encoder.encode_field(&TypedText(v), field)
             }
             ValueRef::String(v) | ValueRef::Json(v) => encoder.encode_field(&v, field),

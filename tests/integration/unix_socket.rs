@@ -155,6 +155,9 @@ async fn a_left_socket_file_is_replaced_and_a_live_one_is_kept() {
     let port = server.local_addr().unwrap().port();
     let path = sockets.path().join(format!(".s.PGSQL.{port}"));
     // A file nobody listens on, as a stopped server leaves it: replaced.
+    // (The new server may have been given the first one's port, whose
+    // path the live socket above left behind.)
+    let _ = std::fs::remove_file(&path);
     drop(std::os::unix::net::UnixListener::bind(&path).unwrap());
     let server = server
         .with_unix_socket(sockets.path())

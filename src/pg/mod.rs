@@ -122,7 +122,14 @@ impl Server {
             let (socket, peer) = tokio::select! {
                 _ = &mut shutdown => return,
                 accepted = self.listener.accept() => match accepted {
-                    Ok((socket, peer)) => (Socket::Tcp(socket), peer.to_string()),
+                    Ok((socket, peer)) => {
+                        // Each reply goes out as soon as it is written, as
+                        // PostgreSQL's backends send theirs.
+                        if let Err(e) = socket.set_nodelay(true) {
+                            tracing::warn!(%peer, "cannot set TCP_NODELAY: {e}");
+                        }
+                        (Socket::Tcp(socket), peer.to_string())
+                    }
                     Err(e) => {
                         tracing::warn!("accept failed: {e}");
                         continue;

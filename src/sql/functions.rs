@@ -25,7 +25,7 @@ use super::pg_catalog::{
     type_oid, DATABASE, NAMESPACES, OWNER,
 };
 use super::provider::ReadView;
-use super::settings::{Settings, SERVER_VERSION};
+use super::settings::{Refused, Settings, SERVER_VERSION};
 use super::types::declared_type;
 use crate::catalog::Catalog;
 use crate::catalog::SqlType;
@@ -857,7 +857,8 @@ pub fn register_all(
         let value = text(&args[1]).unwrap_or_default();
         match settings.set(&name, &value) {
             Ok(()) => Ok(utf8(Some(value))),
-            Err(_) => exec_err!("parameter \"{name}\" cannot be changed"),
+            Err(Refused::ReadOnly(_)) => exec_err!("parameter \"{name}\" cannot be changed"),
+            Err(Refused::Invalid(message)) => exec_err!("{message}"),
         }
     });
 

@@ -17,6 +17,7 @@ use super::columnar::ColumnCopies;
 use super::diagnostics::traffic::Traffic;
 use super::pushdown::{access_path, index_path, needs_split_points, split, AccessPath};
 use super::scan::{ScanSpec, StoreScan};
+use super::settings::Settings;
 use super::txn::Definitions;
 use super::types::arrow_field;
 use crate::catalog::{Catalog, Keys, TableDef};
@@ -57,33 +58,34 @@ pub fn dml_table_name(table: &str) -> String {
 
 /// What a session's scans read through: a snapshot taken at the start of each
 /// statement (or transaction) and the table definitions its open transaction
-/// changed; and whether they push key predicates down (`SET
-/// tablegate.pushdown = off` reads whole tables, for comparison).
+/// changed; and the session's switches for comparing access paths: whether
+/// scans push key predicates down (`SET tablegate.pushdown = off` reads
+/// whole tables) and whether whole-table scans read column copies (`SET
+/// tablegate.column_copies = off` reads the store's records).
 pub struct ReadView {
     view: RwLock<Option<Arc<dyn EntityRead>>>,
     definitions: RwLock<Definitions>,
     /// Tables the open transaction wrote rows to: their indexes do not
     /// hold those rows yet.
     written: RwLock<std::collections::BTreeSet<String>>,
-    pushdown: std::sync::atomic::AtomicBool,
+    /// The session's parameters, which hold its switches.
+    settings: Settings,
     /// The role made with SQL the session runs as: its grants may limit
     /// the partitions it sees.
     role: RwLock<Option<String>>,
 }
 
-impl Default for ReadView {
-    fn default() -> Self {
+impl ReadView {
+    pub fn new(settings: Settings) -> Self {
         ReadView {
             view: RwLock::new(None),
             definitions: RwLock::new(Definitions::new()),
             written: RwLock::new(Default::default()),
-            pushdown: std::sync::atomic::AtomicBool::new(true),
+            settings,
             role: RwLock::new(None),
         }
     }
-}
 
-impl ReadView {
     pub fn set(
         &self,
         view: Arc<dyn EntityRead>,
@@ -157,13 +159,12 @@ impl ReadView {
         *self.role.write().unwrap_or_else(|e| e.into_inner()) = role;
     }
 
-    pub fn set_pushdown(&self, on: bool) {
-        self.pushdown
-            .store(on, std::sync::atomic::Ordering::Relaxed);
+    pub(super) fn pushdown(&self) -> bool {
+        self.settings.switches().pushdown
     }
 
-    pub(super) fn pushdown(&self) -> bool {
-        self.pushdown.load(std::sync::atomic::Ordering::Relaxed)
+    fn column_copies(&self) -> bool {
+        self.settings.switches().column_copies
     }
 }
 
@@ -510,7 +511,7 @@ impl TableProvider for StoreTable {
             datafusion::error::DataFusionError::Internal("no read view for this statement".into())
         })?;
         let copy = match (&access, &self.copies) {
-            (AccessPath::Table, Some(copies)) if !with_row => {
+            (AccessPath::Table, Some(copies)) if !with_row && self.view.column_copies() => {
                 copies.for_scan(def, &reader, read).await
             }
             _ => None,

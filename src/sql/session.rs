@@ -25,7 +25,7 @@ use super::error::{Result, SqlError};
 use super::fastpath::{KeyPlan, StoredRows};
 use super::names::ColumnNames;
 use super::provider::{ReadView, TablegateSchema};
-use super::settings::Settings;
+use super::settings::{Refused, Settings};
 use super::txn::{Change, Transaction};
 use super::{ddl, dml, functions, information_schema, names, pg_catalog, records, rewrite};
 use crate::catalog::{Catalog, CatalogError, DefinitionChange, TableDef};
@@ -509,9 +509,9 @@ impl Session {
             .with_analyzer_rule(Arc::new(super::arithmetic::PostgresArithmetic))
             .build();
         let ctx = SessionContext::new_with_state(state);
-        let view = Arc::new(ReadView::default());
-        let catalog = MemoryCatalogProvider::new();
         let settings = Settings::for_user(user);
+        let view = Arc::new(ReadView::new(settings.clone()));
+        let catalog = MemoryCatalogProvider::new();
         let shown = settings.clone();
         let system: Arc<dyn datafusion::catalog::SchemaProvider> =
             Arc::new(pg_catalog::PgCatalogSchema::new(
@@ -1578,7 +1578,6 @@ impl Session {
                 // portals belong to the protocol layer, which keeps them.
                 if object_type == DiscardObject::ALL {
                     self.settings.reset_all();
-                    self.view.set_pushdown(true);
                     self.cursors.clear();
                 }
                 if matches!(object_type, DiscardObject::ALL | DiscardObject::TEMP) {
@@ -2295,24 +2294,14 @@ impl Session {
     }
 
     fn set_parameter(&mut self, name: &str, value: &str) -> Result<()> {
-        let duration = ["statement_timeout", "idle_in_transaction_session_timeout"]
-            .iter()
-            .any(|d| name.eq_ignore_ascii_case(d));
-        if duration && super::settings::duration_ms(value).is_none() {
-            return Err(SqlError::value(
-                "22023",
-                format!("invalid value for parameter \"{name}\": \"{value}\""),
-            ));
-        }
-        if name.eq_ignore_ascii_case("tablegate.pushdown") {
-            self.view.set_pushdown(!matches!(
-                value.to_lowercase().as_str(),
-                "off" | "false" | "0"
-            ));
-        }
-        self.settings.set(name, value).map_err(|e| {
-            SqlError::value("55P02", format!("parameter \"{}\" cannot be changed", e.0))
-        })
+        self.settings
+            .set(name, value)
+            .map_err(|refused| match refused {
+                Refused::ReadOnly(name) => {
+                    SqlError::value("55P02", format!("parameter \"{name}\" cannot be changed"))
+                }
+                Refused::Invalid(message) => SqlError::value("22023", message),
+            })
     }
 
     /// `SHOW name`, `SHOW ALL`.

@@ -40,6 +40,7 @@ const DEFAULTS: &[(&str, &str)] = &[
     ("server_version_num", SERVER_VERSION_NUM),
     ("standard_conforming_strings", "on"),
     ("statement_timeout", "0"),
+    ("tablegate.column_copies", "on"),
     ("tablegate.pushdown", "on"),
     ("timezone", "UTC"),
     ("transaction_isolation", "read committed"),
@@ -70,6 +71,35 @@ struct Parameters {
     values: BTreeMap<String, String>,
     /// What the session started with, for RESET.
     initial: BTreeMap<String, String>,
+    /// The switches `values` hold, read on every scan.
+    switches: Switches,
+}
+
+/// tablegate's own boolean parameters, which choose the access paths scans
+/// take, for comparing them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Switches {
+    /// `tablegate.pushdown`: key predicates become point gets and ranges
+    /// (off: every scan reads its whole table).
+    pub pushdown: bool,
+    /// `tablegate.column_copies`: whole-table scans read a table's column
+    /// copy when it is current (off: they read the store's records).
+    pub column_copies: bool,
+}
+
+const SWITCHES: &[&str] = &["tablegate.column_copies", "tablegate.pushdown"];
+
+/// Parameters whose values are durations.
+const DURATIONS: &[&str] = &["idle_in_transaction_session_timeout", "statement_timeout"];
+
+impl Parameters {
+    fn read_switches(&mut self) {
+        let on = |name: &str| self.values.get(name).and_then(|v| boolean(v)) != Some(false);
+        self.switches = Switches {
+            pushdown: on("tablegate.pushdown"),
+            column_copies: on("tablegate.column_copies"),
+        };
+    }
 }
 
 impl Default for Settings {
@@ -86,16 +116,27 @@ impl Settings {
             .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
             .collect();
         initial.insert("session_authorization".into(), user.to_owned());
-        Settings(Arc::new(RwLock::new(Parameters {
+        let mut parameters = Parameters {
             values: initial.clone(),
             initial,
-        })))
+            switches: Switches {
+                pushdown: true,
+                column_copies: true,
+            },
+        };
+        parameters.read_switches();
+        Settings(Arc::new(RwLock::new(parameters)))
     }
 }
 
 /// Why a parameter cannot be set.
 #[derive(Debug, PartialEq, Eq)]
-pub struct ReadOnly(pub String);
+pub enum Refused {
+    /// Only the server sets it (SQLSTATE 55P02).
+    ReadOnly(String),
+    /// Not a value of the parameter's type (22023); the message says why.
+    Invalid(String),
+}
 
 impl Settings {
     pub fn get(&self, name: &str) -> Option<String> {
@@ -108,17 +149,30 @@ impl Settings {
     }
 
     /// Sets a parameter (any name: clients set their own, like `myapp.user`).
-    pub fn set(&self, name: &str, value: &str) -> Result<(), ReadOnly> {
+    pub fn set(&self, name: &str, value: &str) -> Result<(), Refused> {
         let name = name.to_lowercase();
         if READ_ONLY.contains(&name.as_str()) {
-            return Err(ReadOnly(name));
+            return Err(Refused::ReadOnly(name));
         }
-        self.0
-            .write()
-            .unwrap_or_else(|e| e.into_inner())
-            .values
-            .insert(name, value.to_owned());
+        if DURATIONS.contains(&name.as_str()) && duration_ms(value).is_none() {
+            return Err(Refused::Invalid(format!(
+                "invalid value for parameter \"{name}\": \"{value}\""
+            )));
+        }
+        if SWITCHES.contains(&name.as_str()) && boolean(value).is_none() {
+            return Err(Refused::Invalid(format!(
+                "parameter \"{name}\" requires a Boolean value"
+            )));
+        }
+        let mut parameters = self.0.write().unwrap_or_else(|e| e.into_inner());
+        parameters.values.insert(name, value.to_owned());
+        parameters.read_switches();
         Ok(())
+    }
+
+    /// The switches' current values.
+    pub fn switches(&self) -> Switches {
+        self.0.read().unwrap_or_else(|e| e.into_inner()).switches
     }
 
     /// Back to the session's starting value (or gone, for a parameter
@@ -134,11 +188,13 @@ impl Settings {
                 parameters.values.remove(&name);
             }
         }
+        parameters.read_switches();
     }
 
     pub fn reset_all(&self) {
         let mut parameters = self.0.write().unwrap_or_else(|e| e.into_inner());
         parameters.values = parameters.initial.clone();
+        parameters.read_switches();
     }
 
     /// Every parameter, by name.
@@ -170,9 +226,32 @@ mod tests {
         assert_eq!(s.get("myapp.user"), None);
         assert_eq!(
             s.set("server_version", "16"),
-            Err(ReadOnly("server_version".into()))
+            Err(Refused::ReadOnly("server_version".into()))
         );
     }
+}
+
+/// A boolean parameter's value as PostgreSQL reads one: `on`, `off`,
+/// `true`, `false`, `yes`, `no`, `1`, `0`, or a prefix of one of the words
+/// that no other starts with, in any case; `None` when it is not one.
+pub fn boolean(value: &str) -> Option<bool> {
+    let value = value.trim().trim_matches('\'').trim().to_lowercase();
+    match value.as_str() {
+        "1" | "on" => return Some(true),
+        "0" | "of" | "off" => return Some(false),
+        "" | "o" => return None,
+        _ => {}
+    }
+    let words = [
+        ("true", true),
+        ("yes", true),
+        ("false", false),
+        ("no", false),
+    ];
+    words
+        .iter()
+        .find(|(word, _)| word.starts_with(value.as_str()))
+        .map(|&(_, on)| on)
 }
 
 /// A duration parameter's value (`statement_timeout`): a number of
@@ -194,6 +273,24 @@ pub fn duration_ms(value: &str) -> Option<u64> {
         _ => return None,
     };
     number.checked_mul(scale)
+}
+
+#[cfg(test)]
+mod boolean_tests {
+    use super::boolean;
+
+    #[test]
+    fn words_prefixes_and_numbers() {
+        for on in ["on", "ON", "true", "t", "tru", "yes", "y", "1", " 'on' "] {
+            assert_eq!(boolean(on), Some(true), "{on}");
+        }
+        for off in ["off", "of", "false", "F", "no", "n", "0"] {
+            assert_eq!(boolean(off), Some(false), "{off}");
+        }
+        for neither in ["o", "", "2", "onn", "maybe", "yess"] {
+            assert_eq!(boolean(neither), None, "{neither}");
+        }
+    }
 }
 
 #[cfg(test)]

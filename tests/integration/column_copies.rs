@@ -1,10 +1,12 @@
 //! Whole-table scans read a table's column copy (`read_from_copy` in
 //! `EXPLAIN ANALYZE`), made after a bulk load or once a second scan finds
 //! the table unchanged, with the same answers as the store's; a write, or a
-//! transaction's own writes, send scans back to the store.
+//! transaction's own writes, send scans back to the store, as does `SET
+//! tablegate.column_copies = off`.
 
 use std::time::Duration;
 
+use tokio_postgres::error::SqlState;
 use tokio_postgres::Client;
 
 use crate::common::{copy_lines, scan_metric, simple_rows, TestServer};
@@ -73,6 +75,35 @@ async fn whole_table_scans_read_the_column_copy_while_the_table_is_unchanged() {
     );
     assert_eq!(simple_rows(&client, SUMMARY).await, summary);
     assert_eq!(simple_rows(&client, FILTERED).await, filtered);
+    // A session can send its scans to the store's records, for comparison,
+    // and back.
+    client
+        .batch_execute("SET tablegate.column_copies = off")
+        .await
+        .unwrap();
+    assert_eq!(
+        scan_metric(&client, SUMMARY, "t", "read_from_copy").await,
+        0
+    );
+    assert_eq!(simple_rows(&client, SUMMARY).await, summary);
+    assert_eq!(simple_rows(&client, FILTERED).await, filtered);
+    let refused = client
+        .batch_execute("SET tablegate.column_copies = sometimes")
+        .await
+        .unwrap_err();
+    assert_eq!(refused.code(), Some(&SqlState::INVALID_PARAMETER_VALUE));
+    assert!(
+        refused.to_string().contains("requires a Boolean value"),
+        "{refused}"
+    );
+    client
+        .batch_execute("RESET tablegate.column_copies")
+        .await
+        .unwrap();
+    assert_eq!(
+        scan_metric(&client, SUMMARY, "t", "read_from_copy").await,
+        ROWS as u64
+    );
     // A limit ends the read early; a key range reads the store.
     let limited = simple_rows(&client, "SELECT id FROM t LIMIT 5").await;
     assert_eq!(limited.len(), 5);

@@ -75,4 +75,18 @@ async fn joins_on_a_key_read_only_the_matching_rows() {
         assert!(!looked_up.is_empty());
         assert_eq!(looked_up, scanned, "{sql}");
     }
+    // RESET and DISCARD ALL turn pushdown back on.
+    for reset in ["RESET tablegate.pushdown", "RESET ALL", "DISCARD ALL"] {
+        client
+            .batch_execute("SET tablegate.pushdown = off")
+            .await
+            .unwrap();
+        assert_eq!(entities_read(&client, few, "departments").await, 5000);
+        client.batch_execute(reset).await.unwrap();
+        assert_eq!(
+            entities_read(&client, few, "departments").await,
+            20,
+            "{reset}"
+        );
+    }
 }

@@ -15,7 +15,8 @@ use datafusion::arrow::array::{
     Array, ArrayRef, AsArray, Decimal128Array, Float32Array, Float64Array, Int16Array, Int32Array,
     Int64Array, ListArray, RecordBatch, StringArray, StructArray,
 };
-use datafusion::arrow::datatypes::{DataType, Field, Schema, TimeUnit};
+use datafusion::arrow::datatypes::{DataType, Date32Type, Field, Schema, TimeUnit};
+use datafusion::arrow::temporal_conversions::as_date;
 use futures::{Stream, StreamExt};
 use pgwire::api::portal::Format;
 use pgwire::api::results::{CopyCsvOptions, CopyEncoder, CopyTextOptions, FieldFormat, FieldInfo};
@@ -29,11 +30,11 @@ use postgres_types::Kind;
 use postgres_types::{IsNull, ToSql};
 
 use crate::catalog::SqlType;
-use crate::model::ValueRef;
+use crate::model::{Date, DateTime, ValueRef};
 use crate::sql::decimals::{put_decimal, put_decimal_binary, put_digits};
 use crate::sql::floats::put_float;
 use crate::sql::types::{declared_type, timestamp_micros_at, timestamp_text};
-use crate::sql::{RowSink, StoredRows};
+use crate::sql::{rescale, RowSink, StoredRows};
 
 /// The PostgreSQL type of a result column.
 pub fn pg_type(field: &Arc<Field>) -> PgWireResult<Type> {
@@ -651,11 +652,9 @@ fn encode_row<E: arrow_pg::encoder::Encoder>(
         } else if let (Some(width), Some(strings)) =
             (widths[col], array.as_any().downcast_ref::<StringArray>())
         {
-            let value = strings.is_valid(row).then(|| {
-                let text = strings.value(row);
-                let pad = width.saturating_sub(text.chars().count());
-                format!("{text}{}", " ".repeat(pad))
-            });
+            let value = strings
+                .is_valid(row)
+                .then(|| padded(strings.value(row), width));
             encoder.encode_field(&value, pg_field)?;
         } else if let Some(value) = timestamp_at(array.as_ref(), row) {
             encoder.encode_field(&value, pg_field)?;
@@ -796,37 +795,84 @@ pub fn rows(
     encode_batches(batches, fields, DataRows::new)
 }
 
-/// Whether rows read by key are encoded from their stored values (see
-/// [`stored_rows`]) for a column of this type.
-fn encodes_stored(field: &FieldInfo) -> bool {
-    [
-        Type::INT2,
-        Type::INT4,
-        Type::INT8,
-        Type::FLOAT4,
-        Type::FLOAT8,
-        Type::TEXT,
-        Type::VARCHAR,
-        Type::BOOL,
-        Type::BYTEA,
-        Type::UUID,
-        Type::JSON,
-        Type::JSONB,
-    ]
-    .contains(field.datatype())
+/// How [`stored_rows`] encodes a column's stored values: as their Arrow
+/// form would be, which for some types takes the column's Arrow field;
+/// `None` for a column whose values take a record batch (arrays, times,
+/// intervals, types made with SQL).
+fn stored_column(field: &Field, pg_field: &FieldInfo) -> Option<StoredColumn> {
+    Some(match (pg_field.datatype(), field.data_type()) {
+        (&Type::BPCHAR, _) => StoredColumn::Char(char_width(field)?),
+        (&Type::NUMERIC, &DataType::Decimal128(precision, scale)) => StoredColumn::Decimal {
+            precision,
+            scale: u8::try_from(scale).ok()?,
+        },
+        (&Type::DATE, &DataType::Date32) => StoredColumn::Date,
+        (
+            &Type::TIMESTAMP | &Type::TIMESTAMPTZ,
+            DataType::Timestamp(TimeUnit::Microsecond, zone),
+        ) => StoredColumn::Timestamp {
+            zoned: zone.is_some(),
+        },
+        (ty, _)
+            if [
+                Type::INT2,
+                Type::INT4,
+                Type::INT8,
+                Type::FLOAT4,
+                Type::FLOAT8,
+                Type::TEXT,
+                Type::VARCHAR,
+                Type::BOOL,
+                Type::BYTEA,
+                Type::UUID,
+                Type::JSON,
+                Type::JSONB,
+            ]
+            .contains(ty) =>
+        {
+            StoredColumn::Plain
+        }
+        _ => return None,
+    })
+}
+
+/// What encoding a column's stored value needs besides its value.
+#[derive(Clone, Copy)]
+enum StoredColumn {
+    /// The value alone.
+    Plain,
+    /// char(n): blank-padded to its width.
+    Char(usize),
+    /// numeric(p, s): the value at the column's scale.
+    Decimal { precision: u8, scale: u8 },
+    /// Days since 1970-01-01.
+    Date,
+    /// Microseconds since 1970-01-01, with a time zone or without.
+    Timestamp { zoned: bool },
 }
 
 /// The data rows of rows read by key, encoded from their stored values
 /// with the same values [`encode_row`] encodes from their Arrow form, with
 /// no record batch between; `None` when a column's type is not one of
-/// [`encodes_stored`]'s.
-pub fn stored_rows(rows: &StoredRows, fields: &[FieldInfo]) -> PgWireResult<Option<Vec<DataRow>>> {
-    if !fields.iter().all(encodes_stored) {
+/// [`stored_column`]'s.
+pub fn stored_rows(
+    rows: &StoredRows,
+    schema: &Schema,
+    fields: &[FieldInfo],
+) -> PgWireResult<Option<Vec<DataRow>>> {
+    let columns: Option<Vec<StoredColumn>> = schema
+        .fields()
+        .iter()
+        .zip(fields)
+        .map(|(field, pg_field)| stored_column(field, pg_field))
+        .collect();
+    let Some(columns) = columns else {
         return Ok(None);
-    }
+    };
     let mut sink = StoredSink {
         encoder: DataRows::new(rows.len()),
         fields,
+        columns,
         rows: Vec::with_capacity(rows.len()),
     };
     rows.decode_into(&mut sink)?;
@@ -836,6 +882,7 @@ pub fn stored_rows(rows: &StoredRows, fields: &[FieldInfo]) -> PgWireResult<Opti
 struct StoredSink<'a> {
     encoder: DataRows,
     fields: &'a [FieldInfo],
+    columns: Vec<StoredColumn>,
     rows: Vec<DataRow>,
 }
 
@@ -850,26 +897,46 @@ impl RowSink for StoredSink<'_> {
             return encoder.encode_field(&None::<Number>, field);
         };
         let ty = field.datatype();
-        match value {
+        match (value, self.columns[column]) {
             // An int2 column's Arrow form holds no value beyond int2's range.
-            ValueRef::Int32(v) if *ty == Type::INT2 => encoder.encode_field(
+            (ValueRef::Int32(v), _) if *ty == Type::INT2 => encoder.encode_field(
                 &i16::try_from(v).ok().map(|v| Number::Integer(v.into())),
                 field,
             ),
-            ValueRef::Int32(v) => encoder.encode_field(&Number::Integer(v.into()), field),
-            ValueRef::Int64(v) => encoder.encode_field(&Number::Integer(v), field),
-            ValueRef::Double(v) if *ty == Type::FLOAT4 => {
+            (ValueRef::Int32(v), _) => encoder.encode_field(&Number::Integer(v.into()), field),
+            (ValueRef::Int64(v), _) => encoder.encode_field(&Number::Integer(v), field),
+            (ValueRef::Double(v), _) if *ty == Type::FLOAT4 => {
                 encoder.encode_field(&Number::F32(v as f32), field)
             }
-            ValueRef::Double(v) => encoder.encode_field(&Number::F64(v), field),
-            ValueRef::Boolean(v) => encoder.encode_field(&v, field),
-            ValueRef::Binary(v) => encoder.encode_field(&v, field),
-            ValueRef::Guid(v) => encoder.encode_field(&TypedText(&v.to_string()), field),
-            ValueRef::String(v) | ValueRef::Json(v) if is_typed_text(ty) => {
+            (ValueRef::Double(v), _) => encoder.encode_field(&Number::F64(v), field),
+            (ValueRef::Boolean(v), _) => encoder.encode_field(&v, field),
+            (ValueRef::Binary(v), _) => encoder.encode_field(&v, field),
+            (ValueRef::Guid(v), _) => encoder.encode_field(&TypedText(&v.to_string()), field),
+            (ValueRef::String(v), StoredColumn::Char(width)) => {
+                encoder.encode_field(&padded(v, width), field)
+            }
+            (ValueRef::String(v) | ValueRef::Json(v), _) if is_typed_text(ty) => {
                 encoder.encode_field(&TypedText(v), field)
             }
-            ValueRef::String(v) | ValueRef::Json(v) => encoder.encode_field(&v, field),
-            other => Err(PgWireError::ApiError(
+            (ValueRef::String(v) | ValueRef::Json(v), _) => encoder.encode_field(&v, field),
+            // A value the column's scale cannot hold is NULL in its Arrow
+            // form too.
+            (ValueRef::Decimal(d), StoredColumn::Decimal { precision, scale }) => {
+                let value = rescale(d, scale).map(|mantissa| Decimal {
+                    mantissa,
+                    precision,
+                    scale: scale as i8,
+                });
+                encoder.encode_field(&value, field)
+            }
+            (ValueRef::Date(Date(days)), StoredColumn::Date) => {
+                let date = as_date::<Date32Type>(i64::from(days));
+                encoder.encode_field(&date, field)
+            }
+            (ValueRef::DateTime(DateTime(micros)), StoredColumn::Timestamp { zoned }) => {
+                encoder.encode_field(&Timestamp { micros, zoned }, field)
+            }
+            (other, _) => Err(PgWireError::ApiError(
                 format!(
                     "column {} of type {ty} holds a stored {} value",
                     field.name(),
@@ -885,6 +952,12 @@ impl RowSink for StoredSink<'_> {
         self.rows.push(self.encoder.take_row());
         Ok(())
     }
+}
+
+/// A char(n) value blank-padded to its width, as PostgreSQL sends one.
+fn padded(text: &str, width: usize) -> String {
+    let pad = width.saturating_sub(text.chars().count());
+    format!("{text}{}", " ".repeat(pad))
 }
 
 /// The COPY TO STDOUT data of a stream of record batches, in text or CSV.

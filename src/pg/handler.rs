@@ -241,7 +241,7 @@ fn response(output: Output, format: &Format, connection: &Connection) -> PgWireR
         }
         Output::Stored { schema, rows } => {
             let fields = connection.fields(&schema, format)?;
-            match encode::stored_rows(&rows, &fields)? {
+            match encode::stored_rows(&rows, &schema, &fields)? {
                 Some(data) => {
                     let data = futures::stream::iter(data.into_iter().map(Ok));
                     let mut response = QueryResponse::new(fields, data);

@@ -122,7 +122,7 @@ impl Builder {
 }
 
 /// A decimal at another scale, if it fits without losing digits.
-fn rescale(d: Decimal, scale: u8) -> Option<i128> {
+pub fn rescale(d: Decimal, scale: u8) -> Option<i128> {
     match scale.cmp(&d.scale) {
         std::cmp::Ordering::Equal => Some(d.unscaled),
         std::cmp::Ordering::Greater => d

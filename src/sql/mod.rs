@@ -54,7 +54,7 @@ mod txn;
 pub mod types;
 mod writing_ctes;
 
-pub use convert::RowSink;
+pub use convert::{rescale, RowSink};
 pub use error::{Result, SqlError};
 pub use fastpath::StoredRows;
 pub use pushdown::{access_path, AccessPath};

@@ -846,33 +846,37 @@ async fn reads_by_key_send_the_bytes_the_general_path_sends() {
             "CREATE TABLE kinds (shop text, id bigint, small smallint, n int, big bigint, \
                r real, d double precision, t text, v varchar(20), ok boolean, raw bytea, \
                tag uuid, doc json, docb jsonb, c char(4), amount numeric(12, 3), day date, \
-               at timestamp, tz timestamptz, PRIMARY KEY (shop, id));
+               at timestamp, tz timestamptz, tags int[], PRIMARY KEY (shop, id));
              INSERT INTO kinds VALUES
                ('a', 1, -32768, -2147483648, -9223372036854775808, 'NaN', '-0', '', '', false,
                 '\\x', '00000000-0000-0000-0000-000000000000', '{}', '{\"b\": [1, 2.50, null]}',
-                'x', -1.5, '2000-02-29', '1999-12-31 23:59:59.999999', '2026-11-27 12:00:00+00'),
+                'é', -1.5, '2000-02-29', '1999-12-31 23:59:59.999999', '2026-11-27 12:00:00+00',
+                '{}'),
                ('a', 2, 32767, 2147483647, 9223372036854775807, 'Infinity', 1e308,
                 'é\"\\,( ) ''q''', 'tab	here', true, '\\xdeadbeef',
                 'a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11', ' [1, \"two\"] ', 'null', 'abcd', 0,
-                '1970-01-01', '2026-11-27 00:00:00', '1969-07-20 20:17:40+00'),
+                '1970-01-01', '2026-11-27 00:00:00', '1969-07-20 20:17:40+00',
+                '{1,NULL,-3}'),
                ('a', 3, 0, 0, 0, '-Infinity', 0.1, 'plain', 'x', NULL, NULL, NULL, NULL, NULL,
-                NULL, NULL, NULL, NULL, NULL),
+                NULL, NULL, NULL, NULL, NULL, NULL),
                ('a', 4, 1, -1, -1, 3.4028235e38, -2.2250738585072014e-308, NULL, NULL, true,
-                '\\x00', NULL, '\"s\"', '[]', '', 123456789.123, '0001-01-01', NULL, NULL),
+                '\\x00', NULL, '\"s\"', '[]', '', 123456789.123, '0001-01-01', NULL, NULL,
+                '{7}'),
                ('b', 1, NULL, NULL, NULL, 1.17549435e-38, 1.5, 'other shop', 'y', false,
-                NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL)",
+                NULL, NULL, NULL, NULL, 'zz', -0.001, '9999-12-31', '1900-01-01 00:00:00',
+                '2026-11-27 12:00:00+05:30', NULL)",
         )
         .await
         .unwrap();
-    let direct = "shop, id, small, n, big, r, d, t, v, ok, raw, tag, doc, docb";
+    let direct = "shop, id, small, n, big, r, d, t, v, ok, raw, tag, doc, docb, c, amount, day, \
+                  at, tz";
     let reads = [
         format!("SELECT {direct} FROM kinds WHERE shop = $1 AND id = $2"),
         format!("SELECT {direct} FROM kinds WHERE shop = $1 AND id >= $2 ORDER BY id"),
         format!("SELECT {direct} FROM kinds WHERE shop = $1 AND id <= $2 ORDER BY id DESC LIMIT 3"),
         // Columns of other types: decoded into a record batch.
         "SELECT * FROM kinds WHERE shop = $1 AND id = $2".to_owned(),
-        "SELECT c, amount, day, at, tz, id FROM kinds WHERE shop = $1 AND id >= $2 ORDER BY id"
-            .to_owned(),
+        "SELECT tags, id FROM kinds WHERE shop = $1 AND id >= $2 ORDER BY id".to_owned(),
     ];
     let mut compared = 0;
     for sql in &reads {

@@ -461,3 +461,58 @@ async fn query_i64(session: &mut tablegate::sql::Session, sql: &str) -> i64 {
         .unwrap()
         .value(0)
 }
+
+/// The server's memory without mapped files, in KiB (Linux).
+fn anonymous_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let line = status
+        .lines()
+        .find(|l| l.starts_with("RssAnon:"))
+        .expect("RssAnon in /proc/<pid>/status");
+    line.split_whitespace().nth(1).unwrap().parse().unwrap()
+}
+
+/// Memory a large query freed goes back to the system once the
+/// allocator's delay is over, though the server stays idle after it (the
+/// allocator alone gives freed memory back only when the program allocates
+/// again). The delay is shortened to half a second here.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn memory_a_query_freed_goes_back_to_the_system_while_idle() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = common::process::serve(
+        &["--data-dir".as_ref(), dir.path().as_os_str()],
+        &[("MIMALLOC_PURGE_DELAY", "500".to_owned())],
+        |_| {},
+    );
+    let pid = server.child.id();
+    let client = common::connect(server.port).await;
+    let before = anonymous_kib(pid);
+    let rows = client
+        .query(
+            "SELECT count(DISTINCT m) FROM \
+             (SELECT md5(v::text) AS m FROM generate_series(1, 2000000) AS t(v)) s",
+            &[],
+        )
+        .await
+        .unwrap();
+    assert_eq!(rows[0].get::<_, i64>(0), 2_000_000);
+    let after_query = anonymous_kib(pid);
+    assert!(
+        after_query > before + 100 * 1024,
+        "the query held {} KiB",
+        after_query.saturating_sub(before)
+    );
+    // Idle: within a few delays, most of it is given back.
+    let mut now = after_query;
+    for _ in 0..50 {
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        now = anonymous_kib(pid);
+        if now < before + (after_query - before) / 4 {
+            break;
+        }
+    }
+    assert!(
+        now < before + (after_query - before) / 4,
+        "{before} KiB before the query, {after_query} KiB after it, {now} KiB 5 s later"
+    );
+}

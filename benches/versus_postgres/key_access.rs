@@ -27,6 +27,9 @@ pub enum Workload {
     /// The same with the id in the text, over the simple protocol (as
     /// psql, scripts and drivers that inline values send it).
     PointSelectSimple { rows: u64 },
+    /// `SELECT * FROM orders WHERE o_orderkey = $1`: a row of ten columns,
+    /// with numeric, date, char(n) and timestamptz among them.
+    PointSelectWide { rows: u64 },
     /// `INSERT INTO inserts VALUES (...)`, a new key each time.
     Insert,
     /// 100 consecutive readings of a random device.
@@ -44,6 +47,7 @@ impl Workload {
             | Workload::PointSelectSimple { .. } => {
                 "SELECT owner, balance FROM accounts WHERE id = $1"
             }
+            Workload::PointSelectWide { .. } => "SELECT * FROM orders WHERE o_orderkey = $1",
             Workload::Insert => {
                 "INSERT INTO inserts (id, owner, amount, note) VALUES ($1, $2, $3, $4)"
             }
@@ -90,6 +94,15 @@ impl Workload {
                     _ => None,
                 });
                 assert_eq!(balance, Some((id * 7).to_string().as_str()));
+            }
+            Workload::PointSelectWide { rows } => {
+                let key = rng.random_range(0..rows) as i64;
+                let row = client
+                    .query_one(statement, &[&key])
+                    .await
+                    .expect("point select");
+                assert_eq!(row.get::<_, i64>(0), key);
+                assert_eq!(row.get::<_, i64>(1), key % 15_000);
             }
             Workload::Insert => {
                 *sequence += 1;
@@ -186,7 +199,12 @@ pub async fn create_tables(server: &Server) {
         .await
         .batch_execute(
             "CREATE TABLE accounts (id int PRIMARY KEY, owner text NOT NULL, balance bigint NOT NULL, note text);
-             CREATE TABLE inserts (id bigint PRIMARY KEY, owner text NOT NULL, amount bigint NOT NULL, note text);",
+             CREATE TABLE inserts (id bigint PRIMARY KEY, owner text NOT NULL, amount bigint NOT NULL, note text);
+             CREATE TABLE orders (o_orderkey bigint PRIMARY KEY, o_custkey bigint NOT NULL,
+               o_orderstatus char(1) NOT NULL, o_totalprice numeric(15, 2) NOT NULL,
+               o_orderdate date NOT NULL, o_orderpriority char(15) NOT NULL,
+               o_clerk char(15) NOT NULL, o_shippriority int NOT NULL,
+               o_comment varchar(79) NOT NULL, o_updated timestamptz NOT NULL);",
         )
         .await
         .expect("create tables");
@@ -222,6 +240,33 @@ pub async fn load_accounts(server: &Server, rows: u64) {
         )
     });
     let copied = copy_lines(&client, "COPY accounts FROM STDIN", lines).await;
+    assert_eq!(copied, rows);
+}
+
+/// Loads `rows` orders, keys 0 to `rows` - 1 (values made from the key).
+pub async fn load_orders(server: &Server, rows: u64) {
+    let client = server.connect().await;
+    let lines = (0..rows).map(|i| {
+        let day = 1 + i % 28;
+        let month = 1 + i / 28 % 12;
+        format!(
+            "{i}\t{}\t{}\t{}.{:02}\t{}-{month:02}-{day:02}\t{}-PRIORITY\tClerk#{:09}\t0\t\
+             final deposits of order {i} sleep quickly\t2020-{month:02}-{day:02} \
+             {:02}:{:02}:{:02}.{:06}+00\n",
+            i % 15_000,
+            ["O", "F", "P"][(i % 3) as usize],
+            1_000 + i * 37 % 500_000,
+            i % 100,
+            1992 + i % 7,
+            1 + i % 5,
+            i % 1_000,
+            i % 24,
+            i % 60,
+            i * 7 % 60,
+            i * 7919 % 1_000_000,
+        )
+    });
+    let copied = copy_lines(&client, "COPY orders FROM STDIN", lines).await;
     assert_eq!(copied, rows);
 }
 

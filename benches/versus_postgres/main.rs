@@ -11,7 +11,8 @@
 //!    connections (`CONNS`), over `ROWS` accounts (default 100,000); then
 //!    with 8 connections, prepared for each query (an unnamed statement),
 //!    and over the simple protocol with the id in the text; then as first,
-//!    over Unix-domain sockets instead of TCP;
+//!    over Unix-domain sockets instead of TCP; then, 8 connections, of a
+//!    row of ten columns from `orders` (`ROWS` of them);
 //! 2. `insert`: single-row INSERTs from 8 connections, each acknowledged
 //!    durably;
 //! 3. `copy`: COPY FROM STDIN of `DEVICES` × 1,000 readings (default 1,000,
@@ -155,6 +156,9 @@ async fn key_workloads(servers: &[Server], s: &Settings) {
             s.rows,
             started.elapsed().as_secs_f64()
         );
+        if s.wants("point") {
+            key_access::load_orders(server, s.rows).await;
+        }
     }
     if s.wants("point") {
         print_header(
@@ -190,6 +194,14 @@ async fn key_workloads(servers: &[Server], s: &Settings) {
         for &c in &s.connections {
             compare(servers, s, Workload::PointSelectLocal { rows }, c).await;
         }
+        section(
+            servers,
+            s,
+            "1e. as 1, a row of ten columns (numeric, date, char(n), timestamptz among them)",
+            "queries/s",
+            Workload::PointSelectWide { rows },
+        )
+        .await;
     }
     if s.wants("insert") {
         section(

@@ -797,8 +797,7 @@ pub fn rows(
 
 /// How [`stored_rows`] encodes a column's stored values: as their Arrow
 /// form would be, which for some types takes the column's Arrow field;
-/// `None` for a column whose values take a record batch (arrays, times,
-/// intervals, types made with SQL).
+/// `None` for a column whose values take a record batch (arrays).
 fn stored_column(field: &Field, pg_field: &FieldInfo) -> Option<StoredColumn> {
     Some(match (pg_field.datatype(), field.data_type()) {
         (&Type::BPCHAR, _) => StoredColumn::Char(char_width(field)?),

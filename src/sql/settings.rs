@@ -92,13 +92,14 @@ const SWITCHES: &[&str] = &["tablegate.column_copies", "tablegate.pushdown"];
 /// Parameters whose values are durations.
 const DURATIONS: &[&str] = &["idle_in_transaction_session_timeout", "statement_timeout"];
 
-impl Parameters {
-    fn read_switches(&mut self) {
-        let on = |name: &str| self.values.get(name).and_then(|v| boolean(v)) != Some(false);
-        self.switches = Switches {
+impl Switches {
+    /// The switches some parameters hold (on unless set off).
+    fn of(values: &BTreeMap<String, String>) -> Switches {
+        let on = |name: &str| values.get(name).and_then(|v| boolean(v)) != Some(false);
+        Switches {
             pushdown: on("tablegate.pushdown"),
             column_copies: on("tablegate.column_copies"),
-        };
+        }
     }
 }
 
@@ -116,16 +117,11 @@ impl Settings {
             .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
             .collect();
         initial.insert("session_authorization".into(), user.to_owned());
-        let mut parameters = Parameters {
+        Settings(Arc::new(RwLock::new(Parameters {
+            switches: Switches::of(&initial),
             values: initial.clone(),
             initial,
-            switches: Switches {
-                pushdown: true,
-                column_copies: true,
-            },
-        };
-        parameters.read_switches();
-        Settings(Arc::new(RwLock::new(parameters)))
+        })))
     }
 }
 
@@ -166,7 +162,7 @@ impl Settings {
         }
         let mut parameters = self.0.write().unwrap_or_else(|e| e.into_inner());
         parameters.values.insert(name, value.to_owned());
-        parameters.read_switches();
+        parameters.switches = Switches::of(&parameters.values);
         Ok(())
     }
 
@@ -188,13 +184,13 @@ impl Settings {
                 parameters.values.remove(&name);
             }
         }
-        parameters.read_switches();
+        parameters.switches = Switches::of(&parameters.values);
     }
 
     pub fn reset_all(&self) {
         let mut parameters = self.0.write().unwrap_or_else(|e| e.into_inner());
         parameters.values = parameters.initial.clone();
-        parameters.read_switches();
+        parameters.switches = Switches::of(&parameters.values);
     }
 
     /// Every parameter, by name.

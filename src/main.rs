@@ -34,7 +34,7 @@ const MI_OPTION_PURGE_DELAY: std::ffi::c_int = 15;
 ///
 /// mimalloc gives freed memory back only when the program allocates or
 /// frees again once the delay is over: a server that goes idle after a
-/// large query would keep that query's memory (354 MB after a
+/// large query would keep that query's memory (346 MiB after a
 /// `count(DISTINCT ...)` of 2,000,000 texts, seen in `RssAnon`). So a
 /// thread of its own has mimalloc give back, once per delay, the memory
 /// whose delay is over.

@@ -13,6 +13,16 @@
 //! blocks already written, and only then commits them to fjall (whose
 //! journal it leaves unsynced) and makes them visible.
 //!
+//! The write goes around the page cache (`O_DIRECT`) where the file system
+//! allows it: a synchronous buffered write copies into the cache and then
+//! runs the file system's writeback of the page, where a direct write hands
+//! the block to the device. On the benchmark machine (ext4), a loop of
+//! 2,000 writes of 300 bytes each took 45 to 64 µs of CPU and 117 to 142 µs
+//! a write buffered, 34 to 44 µs of CPU and 93 to 125 µs direct (five runs
+//! each). A direct write covers whole blocks, so each write starts at the
+//! start of the block the record begins in: the bytes of that block written
+//! before go again, as the page cache writes back a whole page anyway.
+//!
 //! Two files take turns, `0.log` and `1.log`; generation `g` is written in
 //! file `g % 2`, from its start. A record is
 //! `[checksum u64][length u32][generation u64][payload]`, the checksum
@@ -30,7 +40,7 @@
 //! a table created or dropped, is preceded by a checkpoint.
 
 use std::fs::{File, OpenOptions};
-use std::io::{Read, Write};
+use std::io::Write;
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
@@ -42,6 +52,9 @@ pub const MAX_FILE_BYTES: u64 = 64 << 20;
 const GROWTH_BYTES: u64 = 1 << 20;
 /// `[checksum u64][length u32][generation u64]`.
 const HEADER_BYTES: usize = 20;
+/// What a write covers whole, and where its bytes start in memory: a direct
+/// write needs both aligned to the device's block.
+const BLOCK_BYTES: usize = 4096;
 
 /// The keyspace of a change.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -84,6 +97,8 @@ fn failed(what: &str, path: &Path, e: std::io::Error) -> StoreError {
 
 pub struct CommitLog {
     dir: PathBuf,
+    /// Opened for writing, `O_DSYNC`, and `O_DIRECT` where the file system
+    /// takes it.
     files: [File; 2],
     /// Bytes of each file, all written (zeros past the records).
     sizes: [u64; 2],
@@ -92,6 +107,23 @@ pub struct CommitLog {
     offset: u64,
     /// The record being made: its header, then its changes.
     record: Vec<u8>,
+    /// The bytes written before `offset` in its block.
+    block_head: Vec<u8>,
+    /// Where a write's whole blocks are put together.
+    blocks: AlignedBuffer,
+}
+
+/// A buffer whose bytes start at a [`BLOCK_BYTES`] boundary.
+#[derive(Default)]
+struct AlignedBuffer(Vec<u8>);
+
+impl AlignedBuffer {
+    /// `len` bytes starting at a block boundary, their content unspecified.
+    fn get(&mut self, len: usize) -> &mut [u8] {
+        self.0.resize(len + BLOCK_BYTES, 0);
+        let start = self.0.as_ptr().align_offset(BLOCK_BYTES);
+        &mut self.0[start..start + len]
+    }
 }
 
 impl CommitLog {
@@ -102,20 +134,28 @@ impl CommitLog {
     pub fn open(dir: &Path) -> Result<(CommitLog, Vec<Vec<u8>>)> {
         std::fs::create_dir_all(dir).map_err(|e| failed("making", dir, e))?;
         let open = |i: usize| -> Result<(File, u64)> {
-            let path = dir.join(format!("{i}.log"));
-            let file = OpenOptions::new()
-                .read(true)
-                .write(true)
-                .create(true)
-                .truncate(false)
-                .custom_flags(libc::O_DSYNC)
-                .open(&path)
-                .map_err(|e| failed("opening", &path, e))?;
+            let path = file_path(dir, i);
+            let options = |flags| {
+                OpenOptions::new()
+                    .write(true)
+                    .create(true)
+                    .truncate(false)
+                    .custom_flags(flags)
+                    .open(&path)
+            };
+            let file = match options(libc::O_DSYNC | libc::O_DIRECT) {
+                Err(e) if e.raw_os_error() == Some(libc::EINVAL) => options(libc::O_DSYNC),
+                opened => opened,
+            }
+            .map_err(|e| failed("opening", &path, e))?;
             let size = file
                 .metadata()
                 .map_err(|e| failed("reading the size of", &path, e))?
                 .len();
-            Ok((file, size))
+            // Files grow by whole chunks; a size cut short by a crash while
+            // growing counts only its whole blocks, so that growing again
+            // starts where a direct write may.
+            Ok((file, size - size % BLOCK_BYTES as u64))
         };
         let (first, first_size) = open(0)?;
         let (second, second_size) = open(1)?;
@@ -127,13 +167,16 @@ impl CommitLog {
             generation: 0,
             offset: 0,
             record: Vec::new(),
+            block_head: Vec::new(),
+            blocks: AlignedBuffer::default(),
         };
         // A generation starts with an empty record: the first header says
         // which file holds the newest.
         let mut newest: Option<(u64, usize)> = None;
         for i in 0..2 {
             let mut header = [0u8; HEADER_BYTES];
-            if log.files[i].read_exact_at(&mut header, 0).is_err() {
+            let read = File::open(log.path(i)).and_then(|f| f.read_exact_at(&mut header, 0));
+            if read.is_err() {
                 continue;
             }
             if let Some((generation, _, _)) = parse(&header, 0) {
@@ -161,15 +204,12 @@ impl CommitLog {
     }
 
     fn path(&self, i: usize) -> PathBuf {
-        self.dir.join(format!("{i}.log"))
+        file_path(&self.dir, i)
     }
 
     fn read_file(&self, i: usize) -> Result<Vec<u8>> {
-        let mut bytes = Vec::with_capacity(self.sizes[i] as usize);
-        (&self.files[i])
-            .read_to_end(&mut bytes)
-            .map_err(|e| failed("reading", &self.path(i), e))?;
-        Ok(bytes)
+        let path = self.path(i);
+        std::fs::read(&path).map_err(|e| failed("reading", &path, e))
     }
 
     /// Starts the next generation in the other file. Everything logged so
@@ -177,6 +217,7 @@ impl CommitLog {
     pub fn checkpoint(&mut self) -> Result<()> {
         self.generation += 1;
         self.offset = 0;
+        self.block_head.clear();
         self.begin();
         let written = self.append()?;
         debug_assert!(written, "an empty record always fits");
@@ -230,9 +271,20 @@ impl CommitLog {
         if end > self.sizes[i] {
             self.grow(i, end)?;
         }
+        // The block's earlier bytes, the record, then zeros to the block's
+        // end (the file holds zeros or an older generation's bytes there).
+        let start = self.offset - self.block_head.len() as u64;
+        let used = self.block_head.len() + self.record.len();
+        let blocks = self.blocks.get(used.next_multiple_of(BLOCK_BYTES));
+        blocks[..self.block_head.len()].copy_from_slice(&self.block_head);
+        blocks[self.block_head.len()..used].copy_from_slice(&self.record);
+        blocks[used..].fill(0);
         self.files[i]
-            .write_all_at(&self.record, self.offset)
-            .map_err(|e| failed("writing", &self.path(i), e))?;
+            .write_all_at(blocks, start)
+            .map_err(|e| failed("writing", &file_path(&self.dir, i), e))?;
+        self.block_head.clear();
+        self.block_head
+            .extend_from_slice(&blocks[used - used % BLOCK_BYTES..used]);
         self.offset = end;
         Ok(true)
     }
@@ -241,15 +293,20 @@ impl CommitLog {
     /// so that later writes over them change no file metadata.
     fn grow(&mut self, i: usize, end: u64) -> Result<()> {
         let target = end.div_ceil(GROWTH_BYTES) * GROWTH_BYTES;
-        let zeros = vec![0u8; (target - self.sizes[i]) as usize];
+        let zeros = self.blocks.get((target - self.sizes[i]) as usize);
+        zeros.fill(0);
         let mut file = &self.files[i];
-        file.write_all_at(&zeros, self.sizes[i])
+        file.write_all_at(zeros, self.sizes[i])
             .and_then(|()| file.flush())
             .and_then(|()| file.sync_all())
             .map_err(|e| failed("extending", &self.path(i), e))?;
         self.sizes[i] = target;
         Ok(())
     }
+}
+
+fn file_path(dir: &Path, i: usize) -> PathBuf {
+    dir.join(format!("{i}.log"))
 }
 
 /// The record at `at` of a file's `bytes`: its generation, its payload and
@@ -408,6 +465,28 @@ mod tests {
             replayed(&payloads),
             vec![(Space::Entities(1), b"k".to_vec(), Some(b"kept".to_vec()))]
         );
+    }
+
+    #[test]
+    fn records_that_share_and_cross_blocks_are_all_replayed() {
+        let (dir, mut log) = started();
+        let values: Vec<Vec<u8>> = (0..100u8).map(|i| vec![i; 100 + i as usize]).collect();
+        for (i, value) in values.iter().enumerate() {
+            let key = (i as u32).to_be_bytes();
+            assert!(write(&mut log, &[(Space::Entities(1), &key, Some(value))]));
+        }
+        assert!(log.offset > 4 * BLOCK_BYTES as u64);
+        drop(log);
+        let (_, payloads) = CommitLog::open(dir.path()).unwrap();
+        let expected: Vec<_> = values
+            .iter()
+            .enumerate()
+            .map(|(i, value)| {
+                let key = (i as u32).to_be_bytes().to_vec();
+                (Space::Entities(1), key, Some(value.clone()))
+            })
+            .collect();
+        assert_eq!(replayed(&payloads), expected);
     }
 
     #[test]

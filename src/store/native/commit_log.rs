@@ -293,7 +293,9 @@ impl CommitLog {
     /// so that later writes over them change no file metadata.
     fn grow(&mut self, i: usize, end: u64) -> Result<()> {
         let target = end.div_ceil(GROWTH_BYTES) * GROWTH_BYTES;
-        let zeros = self.blocks.get((target - self.sizes[i]) as usize);
+        // A buffer of its own: the chunk's megabyte is not kept after.
+        let mut zeros = AlignedBuffer::default();
+        let zeros = zeros.get((target - self.sizes[i]) as usize);
         zeros.fill(0);
         let mut file = &self.files[i];
         file.write_all_at(zeros, self.sizes[i])

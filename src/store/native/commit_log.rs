@@ -107,8 +107,9 @@ pub struct CommitLog {
     offset: u64,
     /// The record being made: its header, then its changes.
     record: Vec<u8>,
-    /// The bytes written before `offset` in its block.
-    block_head: Vec<u8>,
+    /// The block `offset` is in, as written up to `offset` (the first
+    /// `offset % BLOCK_BYTES` bytes hold).
+    current_block: Vec<u8>,
     /// Where a write's whole blocks are put together.
     blocks: AlignedBuffer,
 }
@@ -167,7 +168,7 @@ impl CommitLog {
             generation: 0,
             offset: 0,
             record: Vec::new(),
-            block_head: Vec::new(),
+            current_block: vec![0; BLOCK_BYTES],
             blocks: AlignedBuffer::default(),
         };
         // A generation starts with an empty record: the first header says
@@ -175,7 +176,7 @@ impl CommitLog {
         let mut newest: Option<(u64, usize)> = None;
         for i in 0..2 {
             let mut header = [0u8; HEADER_BYTES];
-            let read = File::open(log.path(i)).and_then(|f| f.read_exact_at(&mut header, 0));
+            let read = File::open(file_path(dir, i)).and_then(|f| f.read_exact_at(&mut header, 0));
             if read.is_err() {
                 continue;
             }
@@ -203,12 +204,8 @@ impl CommitLog {
         Ok((log, payloads))
     }
 
-    fn path(&self, i: usize) -> PathBuf {
-        file_path(&self.dir, i)
-    }
-
     fn read_file(&self, i: usize) -> Result<Vec<u8>> {
-        let path = self.path(i);
+        let path = file_path(&self.dir, i);
         std::fs::read(&path).map_err(|e| failed("reading", &path, e))
     }
 
@@ -217,7 +214,6 @@ impl CommitLog {
     pub fn checkpoint(&mut self) -> Result<()> {
         self.generation += 1;
         self.offset = 0;
-        self.block_head.clear();
         self.begin();
         let written = self.append()?;
         debug_assert!(written, "an empty record always fits");
@@ -273,18 +269,18 @@ impl CommitLog {
         }
         // The block's earlier bytes, the record, then zeros to the block's
         // end (the file holds zeros or an older generation's bytes there).
-        let start = self.offset - self.block_head.len() as u64;
-        let used = self.block_head.len() + self.record.len();
+        let head = (self.offset % BLOCK_BYTES as u64) as usize;
+        let start = self.offset - head as u64;
+        let used = head + self.record.len();
         let blocks = self.blocks.get(used.next_multiple_of(BLOCK_BYTES));
-        blocks[..self.block_head.len()].copy_from_slice(&self.block_head);
-        blocks[self.block_head.len()..used].copy_from_slice(&self.record);
+        blocks[..head].copy_from_slice(&self.current_block[..head]);
+        blocks[head..used].copy_from_slice(&self.record);
         blocks[used..].fill(0);
         self.files[i]
             .write_all_at(blocks, start)
             .map_err(|e| failed("writing", &file_path(&self.dir, i), e))?;
-        self.block_head.clear();
-        self.block_head
-            .extend_from_slice(&blocks[used - used % BLOCK_BYTES..used]);
+        let tail = used % BLOCK_BYTES;
+        self.current_block[..tail].copy_from_slice(&blocks[used - tail..used]);
         self.offset = end;
         Ok(true)
     }
@@ -301,7 +297,7 @@ impl CommitLog {
         file.write_all_at(zeros, self.sizes[i])
             .and_then(|()| file.flush())
             .and_then(|()| file.sync_all())
-            .map_err(|e| failed("extending", &self.path(i), e))?;
+            .map_err(|e| failed("extending", &file_path(&self.dir, i), e))?;
         self.sizes[i] = target;
         Ok(())
     }
@@ -458,7 +454,7 @@ mod tests {
         let file = log.current();
         drop(log);
         // The last record's final byte never reached the disk.
-        let path = dir.path().join(format!("{file}.log"));
+        let path = file_path(dir.path(), file);
         let f = OpenOptions::new().write(true).open(&path).unwrap();
         f.write_all_at(&[0xAA], torn_at + HEADER_BYTES as u64 + 5)
             .unwrap();
@@ -508,7 +504,7 @@ mod tests {
         let value = vec![1u8; 700_000];
         assert!(write(&mut log, &[(Space::Entities(1), b"a", Some(&value))]));
         assert!(write(&mut log, &[(Space::Entities(1), b"b", Some(&value))]));
-        let file = dir.path().join(format!("{}.log", log.current()));
+        let file = file_path(dir.path(), log.current());
         assert_eq!(std::fs::metadata(file).unwrap().len(), 2 * GROWTH_BYTES);
         drop(log);
         let (_, payloads) = CommitLog::open(dir.path()).unwrap();

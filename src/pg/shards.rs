@@ -83,6 +83,9 @@ impl Shards {
 /// grants.
 const SLICE_NANOS: u64 = 100_000;
 
+/// The size the kernel is told `struct sched_attr` has.
+const SCHED_ATTR_BYTES: u32 = std::mem::size_of::<SchedAttr>() as u32;
+
 /// `struct sched_attr` of sched_setattr(2), its first version.
 #[repr(C)]
 #[derive(Default)]
@@ -100,10 +103,9 @@ struct SchedAttr {
 
 fn sched_attr() -> std::io::Result<SchedAttr> {
     let mut attr = SchedAttr::default();
-    let size = std::mem::size_of::<SchedAttr>() as u32;
-    // SAFETY: `attr` is a `struct sched_attr` of `size` bytes the kernel
-    // fills; 0 is the calling thread.
-    let done = unsafe { libc::syscall(libc::SYS_sched_getattr, 0, &mut attr, size, 0) };
+    // SAFETY: `attr` is a `struct sched_attr` of `SCHED_ATTR_BYTES` bytes
+    // the kernel fills (its `size` too); 0 is the calling thread.
+    let done = unsafe { libc::syscall(libc::SYS_sched_getattr, 0, &mut attr, SCHED_ATTR_BYTES, 0) };
     if done != 0 {
         return Err(std::io::Error::last_os_error());
     }
@@ -114,7 +116,6 @@ fn sched_attr() -> std::io::Result<SchedAttr> {
 /// policy and nice value.
 fn request_slice(nanos: u64) -> std::io::Result<()> {
     let mut attr = sched_attr()?;
-    attr.size = std::mem::size_of::<SchedAttr>() as u32;
     attr.runtime = nanos;
     // SAFETY: `attr` is a whole `struct sched_attr`; 0 is the calling
     // thread.
@@ -136,7 +137,7 @@ mod tests {
             // SAFETY: a plain system call on the calling thread.
             assert_eq!(unsafe { libc::setpriority(libc::PRIO_PROCESS, 0, 5) }, 0);
             let before = sched_attr().unwrap();
-            assert_eq!(before.nice, 5);
+            assert_eq!((before.size, before.nice), (SCHED_ATTR_BYTES, 5));
             if before.runtime == 0 {
                 // A kernel without custom slices (before 6.12) reports none.
                 return;

@@ -241,6 +241,48 @@ async fn load_into_a_table_with_rows(form: Form) {
     assert_eq!(store.table_stats("loaded").await.unwrap(), stats);
 }
 
+/// Rows of a table keyed by one column: each a partition of its own.
+fn one_row_partitions(keys: std::ops::Range<usize>) -> Vec<Entity> {
+    keys.map(|i| {
+        let mut e = Entity::new(format!("k{i:06}"), "");
+        e.properties.insert("n".into(), Value::Int64(i as i64));
+        e
+    })
+    .collect()
+}
+
+/// Loads of more partitions than a load holds headers for in memory, as
+/// into a table keyed by one column: the headers go into files of their
+/// own, and must count as the same entities written atomically, into an
+/// empty table and then into one that holds rows (new partitions, one
+/// the table holds rows in, one it bulk-deleted).
+#[tokio::test]
+async fn a_load_of_many_partitions_equals_the_same_atomic_write() {
+    for form in [Form::Held, Form::Spilled] {
+        let (_dir, store) = temp_store();
+        store.create_table("loaded").await.unwrap();
+        store.create_table("written").await.unwrap();
+        let partitions = |keys: std::ops::Range<usize>| keys.map(|i| format!("k{i:06}"));
+        let first = one_row_partitions(0..25_000);
+        load_and_write_into(&store, &first, partitions(0..25_000), form).await;
+        let deleted = "k000007";
+        for table in ["loaded", "written"] {
+            store.delete_partition(table, deleted).await.unwrap();
+        }
+        let mut second = one_row_partitions(25_000..40_000);
+        second.extend(one_row_partitions(7..8));
+        let mut beside = Entity::new("k000010", "more");
+        beside.properties.insert("n".into(), Value::Int64(-1));
+        second.push(beside);
+        let loaded = load_and_write_into(&store, &second, partitions(0..40_000), form).await;
+        assert_eq!(loaded.len(), 40_001, "{form:?}");
+        let stats = store.table_stats("loaded").await.unwrap();
+        assert_eq!((stats.entities, stats.partitions), (40_001, 40_000));
+        let beside = store.partition_stats("loaded", "k000010").await.unwrap();
+        assert_eq!(beside.entities, 2);
+    }
+}
+
 #[tokio::test]
 async fn a_load_with_a_taken_key_writes_nothing() {
     for form in [Form::Held, Form::Spilled] {

@@ -53,10 +53,10 @@ use tokio::sync::oneshot;
 
 use self::commit_log::{CommitLog, Space};
 use self::layout::{
-    LoadMarker, TableTotals, CATALOG, LOAD_PREFIX, NEXT_TABLE_ID, TABLE_PREFIX, TOMB_PREFIX,
-    VERSION_FLOOR,
+    LoadMarker, PartitionHeader, TableTotals, CATALOG, LOAD_PREFIX, NEXT_TABLE_ID, TABLE_PREFIX,
+    TOMB_PREFIX, VERSION_FLOOR,
 };
-use self::partition_cache::PartitionCache;
+use self::partition_cache::{partition_prefix, PartitionCache};
 use self::read::storage;
 use self::writer::{Command, Prepared, Writer};
 use super::{
@@ -64,6 +64,7 @@ use super::{
     EntityWrite, LoadRows, Page, PartitionStats, PartitionStatsPage, Query, Result, Snapshots,
     Statistics, StoreError, TableAdmin, TableStats, WriteOp, WriteOutcome,
 };
+use crate::model::codec::key::prefix_end;
 use crate::model::codec::record::record_header;
 use crate::model::{check_table_name, Entity, EntityKey};
 
@@ -683,18 +684,42 @@ pub(super) fn remove_unfinished_load(
     let mut batch = db.batch().durability(None);
     match (table, marker) {
         (Some(table), Some(marker)) => {
-            let span = marker.first.as_slice()..=marker.last.as_slice();
-            for guard in table.entities.range(span) {
+            // The load may have written its partitions' new headers into
+            // files: each partition of its span is counted again from the
+            // rows that stay.
+            let first = partition_prefix(&marker.first)?;
+            let end = prefix_end(partition_prefix(&marker.last)?);
+            let mut counting: Option<Recount> = None;
+            for guard in table.entities.range(first..end.as_slice()) {
                 let (key, record) = guard.into_inner().map_err(storage)?;
-                if record_header(&record)?.version == marker.version {
-                    batch.remove(&table.entities, key);
+                let prefix = partition_prefix(&key)?;
+                if counting.as_ref().is_none_or(|c| c.prefix != prefix) {
+                    if let Some(done) = counting.take() {
+                        done.write(&mut batch, table);
+                    }
+                    counting = Some(Recount::new(table, prefix)?);
                 }
+                let Some(count) = counting.as_mut() else {
+                    unreachable!("the row's partition is being counted");
+                };
+                let header = record_header(&record)?;
+                if header.version == marker.version {
+                    batch.remove(&table.entities, key);
+                } else if header.version > count.stored.deleted_through {
+                    count.counted.entities += 1;
+                    count.counted.bytes += u64::from(header.billed_size);
+                }
+            }
+            if let Some(done) = counting {
+                done.write(&mut batch, table);
             }
         }
         (Some(table), None) => {
-            for guard in table.entities.iter() {
-                let key = guard.key().map_err(storage)?;
-                batch.remove(&table.entities, key);
+            for keyspace in [&table.entities, &table.partitions] {
+                for guard in keyspace.iter() {
+                    let key = guard.key().map_err(storage)?;
+                    batch.remove(keyspace, key);
+                }
             }
         }
         (None, _) => {}
@@ -704,10 +729,47 @@ pub(super) fn remove_unfinished_load(
     db.persist(fjall::PersistMode::SyncAll).map_err(storage)
 }
 
+/// A partition's header counted again from its rows.
+struct Recount {
+    prefix: Vec<u8>,
+    stored: PartitionHeader,
+    /// Its visible rows so far (the bulk-delete watermark is the stored one's).
+    counted: PartitionHeader,
+}
+
+impl Recount {
+    fn new(table: &Table, prefix: &[u8]) -> Result<Self> {
+        let stored = match table.partitions.get(prefix).map_err(storage)? {
+            Some(bytes) => PartitionHeader::decode(&bytes)?,
+            None => PartitionHeader::default(),
+        };
+        let counted = PartitionHeader {
+            deleted_through: stored.deleted_through,
+            ..PartitionHeader::default()
+        };
+        Ok(Recount {
+            prefix: prefix.to_vec(),
+            stored,
+            counted,
+        })
+    }
+
+    fn write(self, batch: &mut fjall::OwnedWriteBatch, table: &Table) {
+        if self.counted == self.stored {
+            return;
+        }
+        if self.counted.is_empty() {
+            batch.remove(&table.partitions, self.prefix);
+        } else {
+            batch.insert(&table.partitions, self.prefix, self.counted.encode());
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::codec::key::encode_entity_key;
+    use crate::model::codec::key::{encode_entity_key, encode_partition_prefix};
     use crate::store::{EncodedRows, Query, RowETag, WriteOp};
 
     fn rows(keys: &[(&str, &str)]) -> EncodedRows {
@@ -741,9 +803,10 @@ mod tests {
             .len()
     }
 
-    /// Does what a load does up to the commit of its headers, and stops:
-    /// the marker (`marker`, encoded) is committed, and `loaded` is written
-    /// into the table's files with records of `version`.
+    /// Does what a load does up to the commit of its batch, and stops: the
+    /// marker (`marker`, encoded) is committed, `loaded` (in key order) is
+    /// written into the table's files with records of `version`, and the
+    /// new headers of its partitions into files of theirs.
     fn leave_unfinished_load(
         store: &NativeStore,
         table: &str,
@@ -756,12 +819,26 @@ mod tests {
         batch.insert(&store.shared.catalog, layout::load_key(table.id), marker);
         batch.commit().unwrap();
         let mut ingestion = table.entities.start_ingestion().unwrap();
+        let mut headers: Vec<(Vec<u8>, PartitionHeader)> = Vec::new();
         for row in loaded.iter() {
             let mut record = row.record.to_vec();
             crate::model::codec::record::set_record_version(&mut record, version);
+            let prefix = encode_partition_prefix(row.partition_key);
+            if headers.last().is_none_or(|(last, _)| *last != prefix) {
+                let before = Recount::new(&table, &prefix).unwrap().stored;
+                headers.push((prefix, before));
+            }
+            let (_, header) = headers.last_mut().unwrap();
+            header.entities += 1;
+            header.bytes += u64::from(record_header(&record).unwrap().billed_size);
             ingestion
                 .write(encode_entity_key(row.partition_key, row.row_key), record)
                 .unwrap();
+        }
+        ingestion.finish().unwrap();
+        let mut ingestion = table.partitions.start_ingestion().unwrap();
+        for (prefix, header) in headers {
+            ingestion.write(prefix, header.encode()).unwrap();
         }
         ingestion.finish().unwrap();
         store
@@ -850,10 +927,11 @@ mod tests {
         assert_eq!(store.table_stats("t").await.unwrap().entities, 1);
     }
 
-    /// A load into a table that holds rows, stopped after its rows were
-    /// written but before its headers were: opening the store again
-    /// removes the rows of the load's version, and only those, even among
-    /// the table's rows in the span of the load's keys.
+    /// A load into a table that holds rows, stopped after its rows and
+    /// its partitions' headers were written into files but before its
+    /// batch was committed: opening the store again removes the rows of
+    /// the load's version, and only those, even among the table's rows in
+    /// the span of the load's keys, and counts the partitions again.
     #[tokio::test]
     async fn an_unfinished_load_into_a_table_with_rows_is_removed_at_open() {
         let dir = tempfile::tempdir().unwrap();
@@ -887,11 +965,25 @@ mod tests {
         let expected = [("a", "1"), ("a", "3"), ("c", "1")].map(|(p, r)| (p.into(), r.into()));
         assert_eq!(keys, expected);
         assert_eq!(store.shared.catalog.prefix(LOAD_PREFIX).count(), 0);
+        // The partitions count what they hold again, not what the load
+        // wrote into their headers.
+        for (partition, entities) in [("a", 2), ("b", 0), ("c", 1)] {
+            let stats = store.partition_stats("t", partition).await.unwrap();
+            assert_eq!(stats.entities, entities, "{partition}");
+        }
+        let b = store.shared.table("t").unwrap();
+        let b = b.partitions.get(encode_partition_prefix("b")).unwrap();
+        assert!(b.is_none(), "an empty partition keeps no header");
+        // A key of the load is new to a single-row insert.
+        let entity = rows(&[("b", "1")]).entity(0, None).unwrap();
+        store.write("t", WriteOp::Insert(entity)).await.unwrap();
+        assert_eq!(store.partition_stats("t", "b").await.unwrap().entities, 1);
     }
 
-    /// A load into an empty table that stopped after its rows were
-    /// written but before its headers were: opening the store again
-    /// removes the rows and the marker.
+    /// A load into an empty table, its marker of the form that names no
+    /// rows, that stopped after its rows were written but before its batch
+    /// was committed: opening the store again removes the rows, their
+    /// partitions' headers and the marker.
     #[tokio::test]
     async fn an_unfinished_load_is_removed_at_open() {
         let dir = tempfile::tempdir().unwrap();
@@ -905,6 +997,7 @@ mod tests {
         assert_eq!(count(&store, "t").await, 0);
         let markers = store.shared.catalog.prefix(LOAD_PREFIX).count();
         assert_eq!(markers, 0);
+        assert_eq!(store.partition_stats("t", "a").await.unwrap().entities, 0);
         // The table takes a load again.
         assert_eq!(
             store

@@ -47,14 +47,6 @@ use crate::store::{
     PartitionStats, Result, SortedRuns, StoreError, WriteOp, WriteOutcome,
 };
 
-/// What a committed load changes in the writer's memory once it is synced.
-struct RegisteredLoad<'a> {
-    /// Each loaded table's new totals.
-    totals: Vec<(&'a Arc<Table>, TableTotals)>,
-    /// New headers of partitions whose headers the writer caches.
-    cached: Vec<(RecordKey, PartitionHeader)>,
-}
-
 /// A partition a load adds rows to: its encoded prefix, its header before
 /// the load, and what the load adds.
 struct Filled {
@@ -62,6 +54,18 @@ struct Filled {
     partition_key: String,
     before: PartitionHeader,
     added: PartitionHeader,
+}
+
+/// Headers a piece of a load holds in memory, to be committed in the
+/// load's batch; past this many, they and the piece's later ones are
+/// written into files of their own.
+const MAX_HELD_LOAD_HEADERS: usize = 10_000;
+
+/// What a piece of a load wrote: the change of the table's totals, and
+/// the headers left for the load's batch.
+struct Written {
+    delta: Delta,
+    held_headers: Vec<(Vec<u8>, PartitionHeader)>,
 }
 
 /// A load is written in as many pieces as it holds this many rows, up to
@@ -114,7 +118,8 @@ impl Ordered<'_> {
 }
 
 /// Turns the rows of one contiguous key range of a load into what its
-/// files hold, noting the partitions they fill.
+/// files hold, with the headers of the partitions they fill (a piece
+/// holds each of its partitions whole).
 ///
 /// `snapshot` is the store as the writer last committed it. When the table
 /// `holds_rows`, every key is first looked up there: one the table holds
@@ -124,7 +129,10 @@ struct Piece<'a> {
     snapshot: &'a fjall::Snapshot,
     holds_rows: bool,
     version: u64,
-    partitions: Vec<Filled>,
+    /// The partition the last row is in.
+    filling: Option<Filled>,
+    /// The change of the table's totals, of the partitions before it.
+    delta: Delta,
     /// The last row's key and record, as the files hold them.
     key: Vec<u8>,
     record: Vec<u8>,
@@ -142,7 +150,8 @@ impl<'a> Piece<'a> {
             snapshot,
             holds_rows,
             version,
-            partitions: Vec::new(),
+            filling: None,
+            delta: Delta::default(),
             key: Vec::new(),
             record: Vec::new(),
         }
@@ -165,26 +174,38 @@ impl<'a> Piece<'a> {
         }
     }
 
-    /// Makes the next row's key and record (in `key` and `record`).
-    fn add(&mut self, row: EncodedRow<'_>) -> Result<()> {
+    /// Makes the next row's key and record (in `key` and `record`);
+    /// returns the header of the partition it closes, if it starts one.
+    /// Rows come in key order: two rows of one key fail the load.
+    fn add(&mut self, row: EncodedRow<'_>) -> Result<Option<(Vec<u8>, PartitionHeader)>> {
         let same_partition = self
-            .partitions
-            .last()
+            .filling
+            .as_ref()
             .is_some_and(|filled| filled.partition_key == row.partition_key);
+        let mut closed = None;
         if !same_partition {
+            closed = self.close_partition();
             let prefix = encode_partition_prefix(row.partition_key);
             let before = self.header_before(&prefix)?;
-            self.partitions.push(Filled {
+            self.filling = Some(Filled {
                 prefix,
                 partition_key: row.partition_key.to_owned(),
                 before,
                 added: PartitionHeader::default(),
             });
         }
-        let Some(filled) = self.partitions.last_mut() else {
-            unreachable!("the row's partition was pushed");
+        let Some(filled) = self.filling.as_mut() else {
+            unreachable!("the row's partition was opened");
         };
-        self.key = encode_entity_key(row.partition_key, row.row_key);
+        let key = encode_entity_key(row.partition_key, row.row_key);
+        let exists = || StoreError::EntityAlreadyExists {
+            table: self.table.name.clone(),
+            key: crate::model::EntityKey::new(row.partition_key, row.row_key),
+        };
+        if same_partition && key == self.key {
+            return Err(exists());
+        }
+        self.key = key;
         // Fails when the table holds the key (visible: newer than its
         // partition's bulk delete).
         if filled.before.entities > 0 {
@@ -194,10 +215,7 @@ impl<'a> Piece<'a> {
                 .map_err(storage)?
             {
                 if record_header(&record)?.version > filled.before.deleted_through {
-                    return Err(StoreError::EntityAlreadyExists {
-                        table: self.table.name.clone(),
-                        key: crate::model::EntityKey::new(row.partition_key, row.row_key),
-                    });
+                    return Err(exists());
                 }
             }
         }
@@ -206,28 +224,145 @@ impl<'a> Piece<'a> {
         set_record_version(&mut self.record, self.version);
         filled.added.entities += 1;
         filled.added.bytes += u64::from(record_header(&self.record)?.billed_size);
-        Ok(())
+        Ok(closed)
+    }
+
+    /// Closes the partition the last row is in (no later row of the piece
+    /// is in it); returns its new header.
+    fn close_partition(&mut self) -> Option<(Vec<u8>, PartitionHeader)> {
+        let Filled {
+            prefix,
+            before,
+            added,
+            ..
+        } = self.filling.take()?;
+        self.delta.add(Delta {
+            entities: added.entities as i64,
+            bytes: added.bytes as i64,
+            partitions: i64::from(before.entities == 0),
+        });
+        let header = PartitionHeader {
+            entities: before.entities + added.entities,
+            bytes: before.bytes + added.bytes,
+            deleted_through: before.deleted_through,
+        };
+        Some((prefix, header))
     }
 }
 
+/// Writes one piece of a load: its rows, in key order, into new sorted
+/// files of the table (fjall's ingestion), and the new headers of the
+/// partitions they fill. A few headers are held, for the load's batch.
+/// Many (a table keyed by one column has a partition for each row) go,
+/// like the rows, into new files, registered after the rows': through the
+/// batch, a million headers were a million entries of the journal and of
+/// the memtable, which a flush then wrote out again. Should the load not
+/// finish, the partitions' headers are counted again from their rows
+/// (`remove_unfinished_load`).
+///
+/// `rows` hands each row, in key order, to the function it is given.
+/// Once every row is written, `ready` is told whether the piece succeeded
+/// (a panic too reaches it) and says whether to register its files; the
+/// piece is `None` when it says not to.
+fn write_piece(
+    mut piece: Piece<'_>,
+    rows: impl FnOnce(&mut dyn FnMut(EncodedRow<'_>) -> Result<()>) -> Result<()>,
+    ready: impl FnOnce(bool) -> bool,
+) -> Result<Option<Written>> {
+    let table = piece.table;
+    let mut held = Vec::new();
+    let mut filed = None;
+    let write = || {
+        let mut push = |closed: Option<(Vec<u8>, PartitionHeader)>| -> Result<()> {
+            let Some((prefix, header)) = closed else {
+                return Ok(());
+            };
+            if filed.is_none() && held.len() < MAX_HELD_LOAD_HEADERS {
+                held.push((prefix, header));
+                return Ok(());
+            }
+            let files = match &mut filed {
+                Some(files) => files,
+                None => filed.insert(table.partitions.start_ingestion().map_err(storage)?),
+            };
+            for (prefix, header) in held.drain(..).chain([(prefix, header)]) {
+                files.write(prefix, header.encode()).map_err(storage)?;
+            }
+            Ok(())
+        };
+        let mut files = table.entities.start_ingestion().map_err(storage)?;
+        rows(&mut |row| {
+            push(piece.add(row)?)?;
+            files
+                .write(piece.key.as_slice(), piece.record.as_slice())
+                .map_err(storage)
+        })?;
+        push(piece.close_partition())?;
+        Ok::<_, StoreError>(files)
+    };
+    let files = std::panic::catch_unwind(std::panic::AssertUnwindSafe(write));
+    let register = ready(matches!(files, Ok(Ok(_))));
+    let files = files.unwrap_or_else(|panic| std::panic::resume_unwind(panic))?;
+    if !register {
+        return Ok(None);
+    }
+    files.finish().map_err(storage)?;
+    if let Some(headers) = filed {
+        headers.finish().map_err(storage)?;
+    }
+    Ok(Some(Written {
+        delta: piece.delta,
+        held_headers: held,
+    }))
+}
+
+/// `parts`, each start after the first moved on to the first row of a
+/// partition, so that no partition is cut between two pieces; pieces left
+/// empty go.
+fn whole_partitions(
+    parts: Vec<std::ops::Range<usize>>,
+    rows: &EncodedRows,
+    order: &LoadOrder,
+) -> Vec<std::ops::Range<usize>> {
+    let partition_at = |position: usize| row_in_order(rows, order, position).partition_key;
+    let mut starts: Vec<usize> = Vec::with_capacity(parts.len());
+    for part in parts {
+        let mut start = part.start.max(starts.last().copied().unwrap_or(0));
+        while start > 0 && start < rows.len() && partition_at(start) == partition_at(start - 1) {
+            start += 1;
+        }
+        if start < rows.len() && starts.last() != Some(&start) {
+            starts.push(start);
+        }
+    }
+    let ends = starts.iter().skip(1).copied().chain([rows.len()]);
+    starts
+        .iter()
+        .zip(ends)
+        .map(|(&start, end)| start..end)
+        .collect()
+}
+
 /// Writes a table's rows, in key order, into new sorted files, and
-/// registers the files (the rows become visible); returns the partitions
-/// the rows fill, in key order.
+/// registers the files (the rows become visible) with those of their
+/// partitions' headers; returns what the rows change in the table's
+/// totals, and the headers left for the load's batch.
 ///
 /// Held rows are cut into contiguous key ranges written at once, one per
-/// core (up to 4): writing the files (blocks, filters, checksums) and the
-/// lookups are the CPU-bound part of a bulk load. Files are registered
-/// only once every piece is written (each piece registers its own; fjall
-/// takes them in turn); should registering fail midway, the load's marker
-/// stays and opening the store removes the rows. Spilled rows are written
-/// in one piece, as the merge of their runs reads them.
+/// core (up to 4), each holding its partitions whole: writing the files
+/// (blocks, filters, checksums) and the lookups are the CPU-bound part of
+/// a bulk load. Files are registered only once every piece is written
+/// (each piece registers its own; fjall takes them in turn); should
+/// registering fail midway, the load's marker stays and opening the store
+/// removes the rows. Spilled rows are written in one piece, as the merge
+/// of their runs reads them.
 fn ingest(
     table: &Table,
     rows: &Ordered,
     version: u64,
     snapshot: &fjall::Snapshot,
     holds_rows: bool,
-) -> Result<Vec<Filled>> {
+) -> Result<Written> {
     let (rows, order) = match rows {
         Ordered::Held(rows, order) => (*rows, order),
         Ordered::Spilled(runs) => {
@@ -235,56 +370,44 @@ fn ingest(
         }
     };
     // Each piece's positions in `order`.
-    let parts = bulk_ranges(rows.len(), ROWS_PER_LOAD_PIECE);
+    let parts = whole_partitions(bulk_ranges(rows.len(), ROWS_PER_LOAD_PIECE), rows, order);
     let written = std::sync::Barrier::new(parts.len());
     let failed = std::sync::atomic::AtomicBool::new(false);
     // An ingestion stays on the thread that made it (it is not `Send`).
     // `None`: not registered, as another piece failed.
-    let piece = |positions: std::ops::Range<usize>| -> Result<Option<Vec<Filled>>> {
-        let mut piece = Piece::new(table, snapshot, holds_rows, version);
-        let write = || {
-            let mut ingestion = table.entities.start_ingestion().map_err(storage)?;
-            for position in positions {
-                if failed.load(Ordering::Relaxed) {
-                    break;
-                }
-                piece.add(row_in_order(rows, order, position))?;
-                ingestion
-                    .write(piece.key.as_slice(), piece.record.as_slice())
-                    .map_err(storage)?;
+    let piece = |positions: std::ops::Range<usize>| -> Result<Option<Written>> {
+        let rows = |each: &mut dyn FnMut(EncodedRow<'_>) -> Result<()>| {
+            for position in positions.take_while(|_| !failed.load(Ordering::Relaxed)) {
+                each(row_in_order(rows, order, position))?;
             }
-            Ok::<_, StoreError>(ingestion)
+            Ok(())
         };
-        // Every piece reaches the barrier, even one that panics.
-        let ingestion = std::panic::catch_unwind(std::panic::AssertUnwindSafe(write));
-        if !matches!(ingestion, Ok(Ok(_))) {
-            failed.store(true, Ordering::Release);
-        }
-        written.wait();
-        let ingestion = ingestion.unwrap_or_else(|panic| std::panic::resume_unwind(panic))?;
-        if failed.load(Ordering::Acquire) {
-            return Ok(None);
-        }
-        ingestion.finish().map_err(storage)?;
-        Ok(Some(piece.partitions))
+        let ready = |succeeded: bool| {
+            if !succeeded {
+                failed.store(true, Ordering::Release);
+            }
+            // Every piece reaches the barrier, even one that panics.
+            written.wait();
+            !failed.load(Ordering::Acquire)
+        };
+        write_piece(
+            Piece::new(table, snapshot, holds_rows, version),
+            rows,
+            ready,
+        )
     };
     let results = on_threads(parts, piece);
-    let mut filled: Vec<Filled> = Vec::new();
     // Any error is first; a piece that failed makes the others `None`.
     let results = results.into_iter().collect::<Result<Vec<_>>>()?;
-    for partitions in results.into_iter().flatten() {
-        for partition in partitions {
-            // A partition cut between two pieces ends one and starts the next.
-            match filled.last_mut() {
-                Some(last) if last.prefix == partition.prefix => {
-                    last.added.entities += partition.added.entities;
-                    last.added.bytes += partition.added.bytes;
-                }
-                _ => filled.push(partition),
-            }
-        }
+    let mut all = Written {
+        delta: Delta::default(),
+        held_headers: Vec::new(),
+    };
+    for written in results.into_iter().flatten() {
+        all.delta.add(written.delta);
+        all.held_headers.extend(written.held_headers);
     }
-    Ok(filled)
+    Ok(all)
 }
 
 /// [`ingest`] of spilled rows: the merge of their runs, in one piece. Two
@@ -295,26 +418,17 @@ fn ingest_merged(
     version: u64,
     snapshot: &fjall::Snapshot,
     holds_rows: bool,
-) -> Result<Vec<Filled>> {
-    let mut piece = Piece::new(table, snapshot, holds_rows, version);
-    let mut ingestion = table.entities.start_ingestion().map_err(storage)?;
+) -> Result<Written> {
     let mut merged = runs.merged()?;
-    let mut previous: Vec<u8> = Vec::new();
-    while let Some(row) = merged.next_row()? {
-        piece.add(row)?;
-        if piece.key == previous {
-            return Err(StoreError::EntityAlreadyExists {
-                table: table.name.clone(),
-                key: crate::model::EntityKey::new(row.partition_key, row.row_key),
-            });
+    let rows = |each: &mut dyn FnMut(EncodedRow<'_>) -> Result<()>| {
+        while let Some(row) = merged.next_row()? {
+            each(row)?;
         }
-        ingestion
-            .write(piece.key.as_slice(), piece.record.as_slice())
-            .map_err(storage)?;
-        std::mem::swap(&mut previous, &mut piece.key);
-    }
-    ingestion.finish().map_err(storage)?;
-    Ok(piece.partitions)
+        Ok(())
+    };
+    let piece = Piece::new(table, snapshot, holds_rows, version);
+    let written = write_piece(piece, rows, |succeeded| succeeded)?;
+    Ok(written.unwrap_or_else(|| unreachable!("a piece that succeeds is registered")))
 }
 
 pub(super) type Reply<T> = oneshot::Sender<Result<T>>;
@@ -766,8 +880,12 @@ impl Writer {
         batch.commit().map_err(storage)?;
         shared.db.persist(PersistMode::SyncAll).map_err(storage)?;
 
-        let registered = match self.register_load(&ordered, &markers, version) {
-            Ok(registered) => registered,
+        let registered = self.register_load(&ordered, &markers, version);
+        // The load wrote the headers of the partitions it fills, some
+        // into files: the cache's are of before.
+        self.headers.retain(|(id, _), _| !table_ids.contains(id));
+        let totals = match registered {
+            Ok(totals) => totals,
             Err(e) => {
                 // Files of the load may be registered already (an earlier
                 // table's, or a piece's): their rows would be read, and the
@@ -791,10 +909,9 @@ impl Writer {
             }
         };
         shared.db.persist(PersistMode::SyncAll).map_err(storage)?;
-        for (table, new) in registered.totals {
+        for (table, new) in totals {
             *table.totals.lock().unwrap_or_else(|e| e.into_inner()) = new;
         }
-        self.headers.extend(registered.cached);
         Ok(tables.iter().map(|(_, rows)| rows.len() as u64).sum())
     }
 
@@ -802,18 +919,16 @@ impl Writer {
     /// totals, removing its markers. Nothing of it is committed when this
     /// fails, though files may be registered.
     fn register_load<'a>(
-        &mut self,
+        &self,
         tables: &[(&'a Arc<Table>, Ordered)],
         markers: &[(Vec<u8>, LoadMarker)],
         version: u64,
-    ) -> Result<RegisteredLoad<'a>> {
+    ) -> Result<Vec<(&'a Arc<Table>, TableTotals)>> {
         let shared = self.shared.clone();
         // What the writer last committed: every group is committed before
-        // a load, so the header cache holds nothing newer.
+        // a load.
         let snapshot = shared.db.snapshot();
         let mut batch = shared.db.batch().durability(None);
-        // Headers the cache holds are replaced; the others are not cached.
-        let mut cached = Vec::new();
         let mut totals = Vec::with_capacity(tables.len());
         let befores: Vec<TableTotals> = tables
             .iter()
@@ -821,34 +936,16 @@ impl Writer {
             .collect();
         // The tables (a table and its indexes) are written at once: the
         // merge of spilled rows is one piece per table.
-        let filled = on_threads(tables.iter().zip(&befores), |((table, rows), before)| {
+        let written = on_threads(tables.iter().zip(&befores), |((table, rows), before)| {
             ingest(table, rows, version, &snapshot, before.entities > 0)
         });
-        for (((table, _), before), filled) in tables.iter().zip(befores).zip(filled) {
-            let filled = filled?;
-            let mut delta = Delta::default();
-            for Filled {
-                prefix,
-                before,
-                added,
-                ..
-            } in filled
-            {
-                let header = PartitionHeader {
-                    entities: before.entities + added.entities,
-                    bytes: before.bytes + added.bytes,
-                    deleted_through: before.deleted_through,
-                };
-                delta.add(Delta {
-                    entities: added.entities as i64,
-                    bytes: added.bytes as i64,
-                    partitions: i64::from(before.entities == 0),
-                });
-                batch.insert(&table.partitions, prefix.as_slice(), header.encode());
-                let key = (table.id, prefix);
-                if self.headers.contains_key(&key) {
-                    cached.push((key, header));
-                }
+        for (((table, _), before), written) in tables.iter().zip(befores).zip(written) {
+            let Written {
+                delta,
+                held_headers,
+            } = written?;
+            for (prefix, header) in held_headers {
+                batch.insert(&table.partitions, prefix, header.encode());
             }
             let new = delta.apply(before, self.last_version);
             batch.insert(&shared.catalog, stats_key(table.id), new.encode());
@@ -863,7 +960,7 @@ impl Writer {
             batch.remove(&shared.catalog, key.as_slice());
         }
         batch.commit().map_err(storage)?;
-        Ok(RegisteredLoad { totals, cached })
+        Ok(totals)
     }
 
     /// Checks one operation against the current state and records its change in `pending`.

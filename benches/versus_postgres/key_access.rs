@@ -5,6 +5,7 @@
 use std::time::{Duration, Instant};
 
 use futures::SinkExt;
+use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 
 use crate::servers::Server;
@@ -292,5 +293,31 @@ pub async fn copy_readings(server: &Server, name: &str, devices: u64) -> f64 {
     let copied = copy_lines(&client, &format!("COPY {name} FROM STDIN"), lines).await;
     let seconds = started.elapsed().as_secs_f64();
     assert_eq!(copied, devices * READINGS_PER_DEVICE);
+    seconds
+}
+
+/// Loads `rows` rows keyed by one column (each a partition of its own in
+/// tablegate), their keys in random order, into a new table `name` with
+/// one COPY, then `rows` more with a second; returns the seconds each took.
+pub async fn copy_keyed(server: &Server, name: &str, rows: u64) -> [f64; 2] {
+    let client = server.connect().await;
+    client
+        .batch_execute(&format!(
+            "CREATE TABLE {name} (id bigint PRIMARY KEY, owner text NOT NULL, amount bigint NOT NULL, note text)"
+        ))
+        .await
+        .expect("create keyed table");
+    let mut ids: Vec<u64> = (0..2 * rows).collect();
+    ids.shuffle(&mut rand::rngs::StdRng::seed_from_u64(7));
+    let mut seconds = [0.0; 2];
+    for (keys, time) in ids.chunks(rows as usize).zip(&mut seconds) {
+        let lines = keys
+            .iter()
+            .map(|id| format!("{id}\towner {}\t{}\tnote of row {id}\n", id % 1_000, id * 3));
+        let started = Instant::now();
+        let copied = copy_lines(&client, &format!("COPY {name} FROM STDIN"), lines).await;
+        *time = started.elapsed().as_secs_f64();
+        assert_eq!(copied, rows);
+    }
     seconds
 }

@@ -16,7 +16,9 @@
 //! 2. `insert`: single-row INSERTs from 8 connections, each acknowledged
 //!    durably;
 //! 3. `copy`: COPY FROM STDIN of `DEVICES` × 1,000 readings (default 1,000,
-//!    so 1,000,000 rows) into a new table;
+//!    so 1,000,000 rows) into a new table; then as many rows of a table
+//!    keyed by one column, their keys in random order, into a new table
+//!    and as many again into it once it holds rows;
 //! 4. `range`: 100 consecutive rows of one partition, and its last 10 rows
 //!    newest first (`ORDER BY seq DESC LIMIT 10`), 8 connections;
 //! 5. `tpch`: TPC-H at scale factor `SF` (default 1): load time, then each
@@ -253,6 +255,55 @@ async fn key_workloads(servers: &[Server], s: &Settings) {
         }
         if let [tg, pg] = medians.as_slice() {
             println!("{:<14} {:>12}", "ratio", ratio_text(*tg, *pg));
+        }
+    }
+    if s.wants("copy") {
+        let rows = s.devices * key_access::READINGS_PER_DEVICE;
+        println!();
+        println!(
+            "3b. COPY FROM STDIN of {rows} rows keyed by one column (a partition each), keys in \
+             random order, into a new table, then {rows} more into it; median of {} runs",
+            s.runs
+        );
+        println!(
+            "{:<14} {:>14} {:>16}",
+            "server", "new rows/s", "holding rows/s"
+        );
+        let mut medians = Vec::new();
+        for server in servers {
+            let mut times = [Vec::new(), Vec::new()];
+            for run in 0..s.runs {
+                let name = format!("keyed_{run}");
+                let seconds = key_access::copy_keyed(server, &name, rows).await;
+                for (time, all) in seconds.into_iter().zip(&mut times) {
+                    all.push(time);
+                }
+                server
+                    .connect()
+                    .await
+                    .batch_execute(&format!("DROP TABLE {name}"))
+                    .await
+                    .expect("drop");
+            }
+            let median = times.map(|mut all| {
+                all.sort_by(f64::total_cmp);
+                all[all.len() / 2]
+            });
+            println!(
+                "{:<14} {:>14.0} {:>16.0}",
+                server.name,
+                rows as f64 / median[0],
+                rows as f64 / median[1]
+            );
+            medians.push(median);
+        }
+        if let [tg, pg] = medians.as_slice() {
+            println!(
+                "{:<14} {:>14} {:>16}",
+                "ratio",
+                ratio_text(tg[0], pg[0]),
+                ratio_text(tg[1], pg[1])
+            );
         }
     }
     if s.wants("range") {

@@ -7,9 +7,13 @@
 //! partitions reads each about evenly, so it is counted once per table
 //! instead. Counters live in memory and start again with the server.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::sync::Mutex;
 use std::time::Instant;
+
+/// Maps keyed by PartitionKeys: a COPY counts its millions of partitions
+/// through them, under the lock every statement's counting takes.
+type HashMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomState>;
 
 /// Seconds a slot of the last-minute window spans; six make the minute.
 const SLOT_SECONDS: u64 = 10;
@@ -203,6 +207,32 @@ impl TableTraffic {
         self.recent.push_back(write);
     }
 
+    /// Of a statement's writes, those whose partitions could stay among
+    /// the busiest the table keeps: all of those it keeps already, and of
+    /// the others the `TRACKED_PARTITIONS` written most (the rest, each
+    /// outdone by all of those, would be forgotten at once, but for ties).
+    /// The rest count in the table's total only.
+    fn worth_counting<'w>(&mut self, writes: &[(&'w str, u64)]) -> Vec<(&'w str, u64)> {
+        if writes.len() <= TRACKED_PARTITIONS {
+            return writes.to_vec();
+        }
+        let mut counted = Vec::new();
+        let mut fresh: Vec<(&str, u64)> = Vec::with_capacity(2 * TRACKED_PARTITIONS);
+        for &(partition, n) in writes {
+            if self.partitions.contains_key(partition) {
+                counted.push((partition, n));
+            } else {
+                fresh.push((partition, n));
+                if fresh.len() == 2 * TRACKED_PARTITIONS {
+                    keep_busiest(&mut fresh, &mut self.total);
+                }
+            }
+        }
+        keep_busiest(&mut fresh, &mut self.total);
+        counted.extend(fresh);
+        counted
+    }
+
     /// Drops the quietest partitions once there are too many.
     fn prune(&mut self, slot: u64) {
         if self.partitions.len() <= 2 * TRACKED_PARTITIONS {
@@ -223,6 +253,17 @@ impl TableTraffic {
             }
             busyness > last
         });
+    }
+}
+
+/// Keeps the `TRACKED_PARTITIONS` of `fresh` written most; the others'
+/// writes go to `total`.
+fn keep_busiest(fresh: &mut Vec<(&str, u64)>, total: &mut Counts) {
+    if fresh.len() > TRACKED_PARTITIONS {
+        fresh.select_nth_unstable_by(TRACKED_PARTITIONS - 1, |a, b| b.1.cmp(&a.1));
+        for (_, n) in fresh.drain(TRACKED_PARTITIONS..) {
+            total.writes += n;
+        }
     }
 }
 
@@ -253,7 +294,7 @@ impl Default for Traffic {
     fn default() -> Self {
         Traffic {
             started: Instant::now(),
-            tables: Mutex::new(HashMap::new()),
+            tables: Mutex::new(HashMap::default()),
         }
     }
 }
@@ -316,10 +357,15 @@ impl Traffic {
         };
         self.with_table(table, |t, slot| {
             let mut partitions: Vec<String> = Vec::new();
-            for &(partition, n) in writes {
-                if partitions.len() <= CONCENTRATED && !partitions.iter().any(|p| p == partition) {
+            for &(partition, _) in writes {
+                if partitions.len() > CONCENTRATED {
+                    break;
+                }
+                if !partitions.iter().any(|p| p == partition) {
                     partitions.push(partition.to_owned());
                 }
+            }
+            for (partition, n) in t.worth_counting(writes) {
                 t.add(
                     partition,
                     slot,
@@ -491,6 +537,43 @@ mod tests {
         let summary = traffic.table("t");
         assert_eq!(summary.total.writes, 5000);
         assert!(summary.partitions.len() <= 2 * TRACKED_PARTITIONS);
+    }
+
+    /// A statement of many partitions counts every write in the table's
+    /// total, and keeps the counters of the partitions it could: those
+    /// the table kept already, and its busiest new ones.
+    #[test]
+    fn a_bulk_load_counts_what_it_could_keep() {
+        let traffic = Traffic::default();
+        traffic.record_reads("t", [("kept", 1)]);
+        let keys: Vec<String> = (0..5 * TRACKED_PARTITIONS)
+            .map(|i| format!("p{i:05}"))
+            .collect();
+        let mut writes: Vec<(&str, u64)> = keys.iter().map(|k| (k.as_str(), 1)).collect();
+        writes.insert(1234, ("big", 50));
+        writes.push(("kept", 1));
+        traffic.record_writes("t", &writes);
+        let summary = traffic.table("t");
+        assert_eq!(summary.total.writes, 5 * TRACKED_PARTITIONS as u64 + 51);
+        assert!(summary.partitions.len() <= 2 * TRACKED_PARTITIONS);
+        let total = |name: &str| {
+            let row = summary.partitions.iter().find(|r| r.partition == name);
+            row.map(|r| r.total)
+        };
+        assert_eq!(
+            total("big"),
+            Some(Counts {
+                reads: 0,
+                writes: 50
+            })
+        );
+        assert_eq!(
+            total("kept"),
+            Some(Counts {
+                reads: 1,
+                writes: 1
+            })
+        );
     }
 
     #[test]

@@ -147,6 +147,21 @@ fn ratio_text(ours: f64, theirs: f64) -> String {
     format!("{:.2}x", theirs / ours)
 }
 
+/// The middle one of some runs' times.
+fn median_seconds(mut seconds: Vec<f64>) -> f64 {
+    seconds.sort_by(f64::total_cmp);
+    seconds[seconds.len() / 2]
+}
+
+async fn drop_table(server: &Server, name: &str) {
+    server
+        .connect()
+        .await
+        .batch_execute(&format!("DROP TABLE {name}"))
+        .await
+        .expect("drop");
+}
+
 async fn key_workloads(servers: &[Server], s: &Settings) {
     for server in servers {
         key_access::create_tables(server).await;
@@ -235,16 +250,10 @@ async fn key_workloads(servers: &[Server], s: &Settings) {
                 };
                 times.push(key_access::copy_readings(server, &name, s.devices).await);
                 if name != "readings" {
-                    server
-                        .connect()
-                        .await
-                        .batch_execute(&format!("DROP TABLE {name}"))
-                        .await
-                        .expect("drop");
+                    drop_table(server, &name).await;
                 }
             }
-            times.sort_by(f64::total_cmp);
-            let median = times[times.len() / 2];
+            let median = median_seconds(times);
             println!(
                 "{:<14} {:>12.0} {:>10.2}",
                 server.name,
@@ -278,17 +287,9 @@ async fn key_workloads(servers: &[Server], s: &Settings) {
                 for (time, all) in seconds.into_iter().zip(&mut times) {
                     all.push(time);
                 }
-                server
-                    .connect()
-                    .await
-                    .batch_execute(&format!("DROP TABLE {name}"))
-                    .await
-                    .expect("drop");
+                drop_table(server, &name).await;
             }
-            let median = times.map(|mut all| {
-                all.sort_by(f64::total_cmp);
-                all[all.len() / 2]
-            });
+            let median = times.map(median_seconds);
             println!(
                 "{:<14} {:>14.0} {:>16.0}",
                 server.name,

@@ -7,6 +7,7 @@
 //! partitions reads each about evenly, so it is counted once per table
 //! instead. Counters live in memory and start again with the server.
 
+use std::borrow::Cow;
 use std::collections::VecDeque;
 use std::sync::Mutex;
 use std::time::Instant;
@@ -212,9 +213,12 @@ impl TableTraffic {
     /// the others the `TRACKED_PARTITIONS` written most (the rest, each
     /// outdone by all of those, would be forgotten at once, but for ties).
     /// The rest count in the table's total only.
-    fn worth_counting<'w>(&mut self, writes: &[(&'w str, u64)]) -> Vec<(&'w str, u64)> {
+    fn worth_counting<'a, 'w>(
+        &mut self,
+        writes: &'a [(&'w str, u64)],
+    ) -> Cow<'a, [(&'w str, u64)]> {
         if writes.len() <= TRACKED_PARTITIONS {
-            return writes.to_vec();
+            return Cow::Borrowed(writes);
         }
         let mut counted = Vec::new();
         let mut fresh: Vec<(&str, u64)> = Vec::with_capacity(2 * TRACKED_PARTITIONS);
@@ -230,7 +234,7 @@ impl TableTraffic {
         }
         keep_busiest(&mut fresh, &mut self.total);
         counted.extend(fresh);
-        counted
+        Cow::Owned(counted)
     }
 
     /// Drops the quietest partitions once there are too many.
@@ -365,7 +369,7 @@ impl Traffic {
                     partitions.push(partition.to_owned());
                 }
             }
-            for (partition, n) in t.worth_counting(writes) {
+            for &(partition, n) in t.worth_counting(writes).iter() {
                 t.add(
                     partition,
                     slot,

@@ -671,9 +671,11 @@ impl Statistics for NativeStore {
     }
 }
 
-/// Removes the rows of a load that did not finish, and then its marker
-/// (`table` is `None` when the table is gone; `marker` is `None` for a
-/// marker of a load into an empty table that names no rows: all go).
+/// Removes the rows of a load that did not finish, sets the headers of
+/// the partitions in its span to what their rows now hold, and then
+/// removes its marker (`table` is `None` when the table is gone; `marker`
+/// is `None` for a marker of a load into an empty table that names no
+/// rows: all rows and headers go).
 pub(super) fn remove_unfinished_load(
     db: &Database,
     catalog: &Keyspace,

@@ -806,12 +806,14 @@ impl Writer {
     /// Writes new entities into tables straight into new sorted files
     /// (fjall's ingestion) rather than through the journal and the
     /// memtable: each table's rows become visible together when its files
-    /// are registered. A marker per table in the catalog, naming the load's
-    /// version and the span of its keys, covers the time between that and
-    /// the commit of the partition headers and totals: if the process stops
-    /// in between, opening the store removes the rows (see
-    /// `NativeStore::open`); if the load fails in between, they are removed
-    /// at once. Returns how many rows.
+    /// are registered (with the headers of its partitions, when many; see
+    /// [`write_piece`]). A marker per table in the catalog, naming the
+    /// load's version and the span of its keys, covers the time between
+    /// that and the commit of the load's batch (its other headers, the
+    /// totals): if the process stops in between, opening the store removes
+    /// the rows and counts the span's partitions again (see
+    /// `NativeStore::open`); if the load fails in between, that is done at
+    /// once. Returns how many rows.
     fn load(&mut self, tables: &[(Arc<Table>, LoadRows)]) -> Result<u64> {
         if let Some((table, _)) = tables
             .iter()

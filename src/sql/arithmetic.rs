@@ -881,9 +881,10 @@ mod tests {
     fn run(op: Operator, left: ColumnarValue, right: ColumnarValue) -> Result<ColumnarValue> {
         let ty = left.data_type();
         let function = CheckedOperation::new(op);
+        let field = Arc::new(Field::new("a", ty.clone(), true));
         function.invoke_with_args(ScalarFunctionArgs {
             args: vec![left, right],
-            arg_fields: vec![Arc::new(Field::new("a", ty.clone(), true)); 2],
+            arg_fields: vec![field.clone(), field],
             number_rows: 2,
             return_field: Arc::new(Field::new("r", ty, true)),
             config_options: Arc::new(ConfigOptions::default()),

@@ -810,6 +810,10 @@ impl StoredRows {
         self.rows.len()
     }
 
+    pub fn is_empty(&self) -> bool {
+        self.rows.is_empty()
+    }
+
     /// Passes each row's values to `sink`, column by column.
     pub fn decode_into<S: RowSink>(&self, sink: &mut S) -> std::result::Result<(), S::Error> {
         let table = &self.plan.table;

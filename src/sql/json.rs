@@ -841,10 +841,8 @@ pub fn set(args: &[ScalarValue]) -> Result<ScalarValue> {
         return invalid_value("cannot set path in scalar");
     }
     match parent_of(&mut doc, &steps)? {
-        Some((Value::Object(fields), last, _)) => {
-            if create || fields.contains_key(last) {
-                fields.insert(last.clone(), new);
-            }
+        Some((Value::Object(fields), last, _)) if create || fields.contains_key(last) => {
+            fields.insert(last.clone(), new);
         }
         Some((Value::Array(items), last, position)) => {
             let at = path_position(last, position)?;

@@ -590,6 +590,9 @@ impl ToChar {
     }
 }
 
+/// The text `to_char` makes of one row of a column.
+type RowText = Box<dyn Fn(&ArrayRef, usize) -> Option<String>>;
+
 /// Row `row` of a date, timestamp or time-of-day column as a moment (a
 /// time of day on 1970-01-01; a timestamp with a time zone in UTC, the
 /// session's zone).
@@ -636,7 +639,7 @@ impl ScalarUDFImpl for ToChar {
         let values = values.to_array(args.number_rows)?;
         let cast = |to: &DataType| datafusion::arrow::compute::cast(&values, to);
         // Each row's text, by the value's kind.
-        let text: Box<dyn Fn(&ArrayRef, usize) -> Option<String>> = match values.data_type() {
+        let text: RowText = match values.data_type() {
             t if t.is_numeric() => {
                 let template = NumberTemplate::parse(template)
                     .map_err(|message| crate::sql::SqlError::value("0A000", message))?;

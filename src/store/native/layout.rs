@@ -216,6 +216,14 @@ impl PartitionHeader {
         })
     }
 
+    /// The header a partition has, from its stored value: a partition
+    /// without one has the default.
+    pub fn of_stored(stored: Option<impl AsRef<[u8]>>) -> Result<Self, CodecError> {
+        stored.map_or(Ok(PartitionHeader::default()), |bytes| {
+            PartitionHeader::decode(bytes.as_ref())
+        })
+    }
+
     /// Whether the header carries nothing worth storing.
     pub fn is_empty(&self) -> bool {
         *self == PartitionHeader::default()

@@ -741,10 +741,7 @@ struct Recount {
 
 impl Recount {
     fn new(table: &Table, prefix: &[u8]) -> Result<Self> {
-        let stored = match table.partitions.get(prefix).map_err(storage)? {
-            Some(bytes) => PartitionHeader::decode(&bytes)?,
-            None => PartitionHeader::default(),
-        };
+        let stored = PartitionHeader::of_stored(table.partitions.get(prefix).map_err(storage)?)?;
         let counted = PartitionHeader {
             deleted_through: stored.deleted_through,
             ..PartitionHeader::default()
@@ -827,7 +824,8 @@ mod tests {
             crate::model::codec::record::set_record_version(&mut record, version);
             let prefix = encode_partition_prefix(row.partition_key);
             if headers.last().is_none_or(|(last, _)| *last != prefix) {
-                let before = Recount::new(&table, &prefix).unwrap().stored;
+                let stored = table.partitions.get(&prefix).unwrap();
+                let before = PartitionHeader::of_stored(stored).unwrap();
                 headers.push((prefix, before));
             }
             let (_, header) = headers.last_mut().unwrap();

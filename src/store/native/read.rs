@@ -48,14 +48,11 @@ impl<'a> Visibility<'a> {
         }
         if self.partition != partition_prefix {
             self.partition = partition_prefix.to_vec();
-            self.deleted_through = match self
+            let stored = self
                 .snapshot
                 .get(&self.table.partitions, partition_prefix)
-                .map_err(storage)?
-            {
-                Some(bytes) => PartitionHeader::decode(&bytes)?.deleted_through,
-                None => 0,
-            };
+                .map_err(storage)?;
+            self.deleted_through = PartitionHeader::of_stored(stored)?.deleted_through;
         }
         Ok(version > self.deleted_through)
     }
@@ -236,10 +233,8 @@ pub(super) fn partition_stats(
     partition_key: &str,
 ) -> Result<PartitionStats> {
     let prefix = encode_partition_prefix(partition_key);
-    let header = match snapshot.get(&table.partitions, &prefix).map_err(storage)? {
-        Some(bytes) => PartitionHeader::decode(&bytes)?,
-        None => PartitionHeader::default(),
-    };
+    let stored = snapshot.get(&table.partitions, &prefix).map_err(storage)?;
+    let header = PartitionHeader::of_stored(stored)?;
     Ok(PartitionStats {
         partition_key: partition_key.to_owned(),
         entities: header.entities,

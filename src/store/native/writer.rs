@@ -164,14 +164,11 @@ impl<'a> Piece<'a> {
         if !self.holds_rows && !self.table.may_have_tombstone(prefix) {
             return Ok(PartitionHeader::default());
         }
-        match self
+        let stored = self
             .snapshot
             .get(&self.table.partitions, prefix)
-            .map_err(storage)?
-        {
-            Some(bytes) => Ok(PartitionHeader::decode(&bytes)?),
-            None => Ok(PartitionHeader::default()),
-        }
+            .map_err(storage)?;
+        Ok(PartitionHeader::of_stored(stored)?)
     }
 
     /// Makes the next row's key and record (in `key` and `record`);
@@ -721,10 +718,7 @@ impl Writer {
         if let Some(header) = self.headers.get(&key) {
             return Ok(*header);
         }
-        let header = match table.partitions.get(prefix).map_err(storage)? {
-            Some(bytes) => PartitionHeader::decode(&bytes)?,
-            None => PartitionHeader::default(),
-        };
+        let header = PartitionHeader::of_stored(table.partitions.get(prefix).map_err(storage)?)?;
         self.headers.insert(key, header);
         Ok(header)
     }

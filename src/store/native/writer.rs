@@ -63,6 +63,7 @@ const MAX_HELD_LOAD_HEADERS: usize = 10_000;
 
 /// What a piece of a load wrote: the change of the table's totals, and
 /// the headers left for the load's batch.
+#[derive(Default)]
 struct Written {
     delta: Delta,
     held_headers: Vec<(Vec<u8>, PartitionHeader)>,
@@ -396,10 +397,7 @@ fn ingest(
     let results = on_threads(parts, piece);
     // Any error is first; a piece that failed makes the others `None`.
     let results = results.into_iter().collect::<Result<Vec<_>>>()?;
-    let mut all = Written {
-        delta: Delta::default(),
-        held_headers: Vec::new(),
-    };
+    let mut all = Written::default();
     for written in results.into_iter().flatten() {
         all.delta.add(written.delta);
         all.held_headers.extend(written.held_headers);

@@ -133,6 +133,7 @@ pub async fn serve(
             }
             next = socket.next() => next,
         };
+        super::shards::note_served();
         let message = match next {
             Some(Ok(PgWireFrontendMessage::Terminate(_))) | None => return Ok(()),
             Some(Ok(message)) => message,

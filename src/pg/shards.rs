@@ -253,7 +253,10 @@ mod tests {
         let before = run_nanos(tid);
         std::thread::sleep(Duration::from_millis(200));
         let ran = run_nanos(tid) - before;
-        assert!(ran < 5_000_000, "a quiet connection thread ran {ran} ns in 200 ms");
+        assert!(
+            ran < 5_000_000,
+            "a quiet connection thread ran {ran} ns in 200 ms"
+        );
     }
 
     #[test]

@@ -10,6 +10,9 @@
 //!   transaction's size), acknowledged or not: none is there in part.
 //!
 //! Rounds: `DERIVED_CRASH_ROUNDS` (default 4).
+//!
+//! A second test kills the server during COPYs of one-row partitions large
+//! enough that the load writes their headers into files of their own.
 
 use crate::common;
 
@@ -18,6 +21,7 @@ use std::time::Duration;
 use common::process::ServeProcess;
 use common::workload::{differences, statement, SCHEMA};
 use rand::rngs::StdRng;
+use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 
 /// Starts `tablegate serve` over `dir` on a free port.
@@ -31,11 +35,15 @@ fn ledger_rows(id: i32, size: i32) -> String {
     (1..=size).map(|i| format!("{id}\t{i}\t{size}\n")).collect()
 }
 
-/// COPY of one transaction's ledger rows; `Ok(false)` when the server
+/// COPY of `rows` (COPY text) by `statement`; `Ok(false)` when the server
 /// refused it, `Err` when the connection broke.
-async fn copy_ledger(client: &tokio_postgres::Client, id: i32, size: i32) -> Result<bool, ()> {
+async fn copy_in(
+    client: &tokio_postgres::Client,
+    statement: &str,
+    rows: String,
+) -> Result<bool, ()> {
     use futures::SinkExt;
-    let sink = match client.copy_in("COPY ledger FROM STDIN").await {
+    let sink = match client.copy_in(statement).await {
         Ok(sink) => sink,
         Err(e) => {
             return if e.code().is_some() {
@@ -46,11 +54,7 @@ async fn copy_ledger(client: &tokio_postgres::Client, id: i32, size: i32) -> Res
         }
     };
     futures::pin_mut!(sink);
-    if sink
-        .send(bytes::Bytes::from(ledger_rows(id, size)))
-        .await
-        .is_err()
-    {
+    if sink.send(bytes::Bytes::from(rows)).await.is_err() {
         return Err(());
     }
     match sink.finish().await {
@@ -85,7 +89,7 @@ async fn write_until_killed(port: u16, seed: u64, writer: i32, round: i32) -> Ac
                     0 => rng.random_range(1_000..3_000),
                     _ => size,
                 };
-                match copy_ledger(&client, id, size).await {
+                match copy_in(&client, "COPY ledger FROM STDIN", ledger_rows(id, size)).await {
                     Ok(true) => {
                         acknowledged.copies.push(id);
                         continue;
@@ -213,6 +217,160 @@ async fn indexes_and_views_survive_sigkill() {
             acknowledged.blocks.len(),
             acknowledged.copies.len(),
             ledger.len()
+        );
+    }
+    server.child.kill().ok();
+    server.child.wait().ok();
+}
+
+/// Rows of one COPY of `keyed`: more partitions than a load holds in its
+/// batch (10,000), so their headers go into files of their own.
+const KEYED_ROWS: i64 = 40_000;
+
+/// The keys of COPY `n` of `keyed`, in random order.
+fn keyed_keys(n: i64, rng: &mut StdRng) -> Vec<i64> {
+    let mut keys: Vec<i64> = (n * KEYED_ROWS..(n + 1) * KEYED_ROWS).collect();
+    keys.shuffle(rng);
+    keys
+}
+
+fn keyed_rows(keys: &[i64]) -> String {
+    keys.iter().map(|k| format!("{k}\t{}\n", k % 7)).collect()
+}
+
+/// The versions of the engine's keyspaces under a data directory: a
+/// keyspace writes a new one when files join it.
+fn store_versions(dir: &std::path::Path) -> std::collections::HashSet<std::path::PathBuf> {
+    let keyspaces = std::fs::read_dir(dir.join("store").join("keyspaces")).unwrap();
+    keyspaces
+        .flat_map(|k| std::fs::read_dir(k.unwrap().path()).unwrap())
+        .map(|f| f.unwrap().path())
+        .filter(|f| {
+            f.file_name()
+                .and_then(|n| n.to_str())
+                .and_then(|n| n.strip_prefix('v'))
+                .is_some_and(|n| n.parse::<u64>().is_ok())
+        })
+        .collect()
+}
+
+/// The partitions of `keyed` written since the server started, with the
+/// entities each holds.
+async fn written_partitions(client: &tokio_postgres::Client) -> Vec<i64> {
+    client
+        .query(
+            "SELECT entities FROM tablegate.partitions WHERE table_name = 'keyed' AND writes > 0",
+            &[],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_large_copy_killed_midway_is_there_whole_or_not_at_all() {
+    let rounds: i64 = common::env_number("LOAD_CRASH_ROUNDS", 4);
+    let dir = tempfile::tempdir().unwrap();
+    let mut rng = StdRng::seed_from_u64(11);
+    let mut server = start(dir.path());
+    let client = common::connect(server.port).await;
+    client
+        .batch_execute("CREATE TABLE keyed (id bigint PRIMARY KEY, v int NOT NULL)")
+        .await
+        .unwrap();
+    // A COPY not killed: the later ones load into a table that holds rows.
+    let rows = keyed_rows(&keyed_keys(0, &mut rng));
+    assert_eq!(
+        copy_in(&client, "COPY keyed FROM STDIN", rows).await,
+        Ok(true)
+    );
+    let mut expected = KEYED_ROWS;
+    for round in 1..=rounds {
+        let keys = keyed_keys(round, &mut rng);
+        let rows = keyed_rows(&keys);
+        let port = server.port;
+        let versions = store_versions(dir.path());
+        let copy = tokio::spawn(async move {
+            let client = common::connect(port).await;
+            copy_in(&client, "COPY keyed FROM STDIN", rows).await
+        });
+        // The server writes a load's rows into new files, then its
+        // partitions' headers, adds each set to its keyspace (which writes
+        // a new version of the keyspace), then commits the batch that makes
+        // them count. Each round kills it a random moment, up to 1 ms, after
+        // two keyspaces have new versions.
+        let wait = Duration::from_micros(rng.random_range(0..1_000));
+        loop {
+            let keyspaces: std::collections::HashSet<_> = store_versions(dir.path())
+                .difference(&versions)
+                .map(|v| v.parent().unwrap().to_owned())
+                .collect();
+            if copy.is_finished() || keyspaces.len() >= 2 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_micros(200)).await;
+        }
+        tokio::time::sleep(wait).await;
+        server.child.kill().expect("SIGKILL");
+        server.child.wait().unwrap();
+        let acknowledged = copy.await.unwrap() == Ok(true);
+
+        server = start(dir.path());
+        let client = common::connect(server.port).await;
+        let count: i64 = client
+            .query_one("SELECT count(*) FROM keyed", &[])
+            .await
+            .unwrap()
+            .get(0);
+        let there = count == expected + KEYED_ROWS;
+        assert!(
+            there || count == expected,
+            "round {round}: {count} rows, {expected} before a COPY of {KEYED_ROWS}"
+        );
+        assert!(
+            there || !acknowledged,
+            "round {round}: an acknowledged COPY is lost"
+        );
+        let entities: i64 = client
+            .query_one(
+                "SELECT entities FROM tablegate.tables WHERE table_name = 'keyed'",
+                &[],
+            )
+            .await
+            .unwrap()
+            .get(0);
+        assert_eq!(entities, count, "round {round}: the table's count");
+        // Keys of the COPY written again one at a time: each partition
+        // holds that one row, whether the COPY is there or not.
+        let again: Vec<i64> = keys.iter().step_by(2_000).copied().collect();
+        for key in &again {
+            if there {
+                client
+                    .execute("DELETE FROM keyed WHERE id = $1", &[key])
+                    .await
+                    .unwrap();
+            }
+            client
+                .execute("INSERT INTO keyed VALUES ($1, 0)", &[key])
+                .await
+                .unwrap();
+        }
+        assert_eq!(
+            written_partitions(&client).await,
+            vec![1; again.len()],
+            "round {round}: entities of the partitions written again"
+        );
+        expected = if there {
+            count
+        } else {
+            count + again.len() as i64
+        };
+        println!(
+            "round {round}: killed {wait:?} after two new versions; the COPY of {KEYED_ROWS} rows is {}{}",
+            if there { "there" } else { "not there" },
+            if acknowledged { ", acknowledged" } else { "" }
         );
     }
     server.child.kill().ok();

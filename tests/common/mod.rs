@@ -210,6 +210,21 @@ pub async fn scan_metric(
     (number.parse::<f64>().expect(line) * scale).round() as u64
 }
 
+/// The first column of a query's rows.
+pub async fn first_column<T, C>(client: &tokio_postgres::Client, sql: &str) -> C
+where
+    T: for<'a> tokio_postgres::types::FromSql<'a>,
+    C: FromIterator<T>,
+{
+    client
+        .query(sql, &[])
+        .await
+        .unwrap_or_else(|e| panic!("{sql}: {e}"))
+        .iter()
+        .map(|r| r.get(0))
+        .collect()
+}
+
 /// The rows of a simple query, as text (NULL as "NULL").
 pub async fn simple_rows(client: &tokio_postgres::Client, sql: &str) -> Vec<Vec<String>> {
     client

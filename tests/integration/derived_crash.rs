@@ -154,13 +154,8 @@ async fn indexes_and_views_survive_sigkill() {
         let client = common::connect(server.port).await;
         let found = differences(&client).await;
         assert!(found.is_empty(), "round {round}: {found:?}");
-        let there: std::collections::HashSet<i32> = client
-            .query("SELECT id FROM acks", &[])
-            .await
-            .unwrap()
-            .iter()
-            .map(|r| r.get(0))
-            .collect();
+        let there: std::collections::HashSet<i32> =
+            common::first_column(&client, "SELECT id FROM acks").await;
         let lost: Vec<&i32> = acknowledged
             .blocks
             .iter()
@@ -254,21 +249,6 @@ fn store_versions(dir: &std::path::Path) -> std::collections::HashSet<std::path:
         .collect()
 }
 
-/// The partitions of `keyed` written since the server started, with the
-/// entities each holds.
-async fn written_partitions(client: &tokio_postgres::Client) -> Vec<i64> {
-    client
-        .query(
-            "SELECT entities FROM tablegate.partitions WHERE table_name = 'keyed' AND writes > 0",
-            &[],
-        )
-        .await
-        .unwrap()
-        .iter()
-        .map(|r| r.get(0))
-        .collect()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_large_copy_killed_midway_is_there_whole_or_not_at_all() {
     let rounds: i64 = common::env_number("LOAD_CRASH_ROUNDS", 4);
@@ -357,8 +337,14 @@ async fn a_large_copy_killed_midway_is_there_whole_or_not_at_all() {
                 .await
                 .unwrap();
         }
+        // The partitions of `keyed` written since the server started.
+        let written: Vec<i64> = common::first_column(
+            &client,
+            "SELECT entities FROM tablegate.partitions WHERE table_name = 'keyed' AND writes > 0",
+        )
+        .await;
         assert_eq!(
-            written_partitions(&client).await,
+            written,
             vec![1; again.len()],
             "round {round}: entities of the partitions written again"
         );

@@ -11,16 +11,11 @@ use common::TestServer;
 use tablegate::sql::{Engine, Session};
 
 async fn temporary_tables(client: &tokio_postgres::Client) -> Vec<String> {
-    client
-        .query(
-            "SELECT relname FROM pg_class WHERE relpersistence = 't' ORDER BY relname",
-            &[],
-        )
-        .await
-        .unwrap()
-        .iter()
-        .map(|r| r.get(0))
-        .collect()
+    common::first_column(
+        client,
+        "SELECT relname FROM pg_class WHERE relpersistence = 't' ORDER BY relname",
+    )
+    .await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -58,13 +58,8 @@ async fn clients_of_the_socket_and_of_tcp_share_one_server() {
     tcp.execute("INSERT INTO notes VALUES (2, 'written over TCP')", &[])
         .await
         .unwrap();
-    let bodies: Vec<String> = local
-        .query("SELECT body FROM notes ORDER BY id", &[])
-        .await
-        .unwrap()
-        .iter()
-        .map(|r| r.get(0))
-        .collect();
+    let bodies: Vec<String> =
+        common::first_column(&local, "SELECT body FROM notes ORDER BY id").await;
     assert_eq!(bodies, ["written over the socket", "written over TCP"]);
 
     // psql, given the directory as its host, finds the socket by the port.

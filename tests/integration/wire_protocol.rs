@@ -176,13 +176,7 @@ async fn errors_keep_the_connection_usable() {
         .await
         .unwrap_err();
     assert_eq!(err.code().map(|c| c.code()), Some("42P01"));
-    let keys: Vec<i32> = client
-        .query("SELECT k FROM t ORDER BY k", &[])
-        .await
-        .unwrap()
-        .iter()
-        .map(|r| r.get(0))
-        .collect();
+    let keys: Vec<i32> = common::first_column(&client, "SELECT k FROM t ORDER BY k").await;
     assert_eq!(keys, vec![5]);
 }
 

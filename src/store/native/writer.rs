@@ -1331,9 +1331,9 @@ const POLL_WINDOW: Duration = Duration::from_micros(300);
 /// single-row INSERTs, one connection, three alternated rounds of 4 s:
 /// 4,393-4,724 a second sleeping at once, 5,182-6,814 with 100 µs,
 /// 5,848-6,600 with 300 µs (PostgreSQL 4,002-4,531). With eight
-/// connections the writer is seldom idle: the bench's inserts, two rounds,
-/// 17,748 and 22,222 a second sleeping at once, 18,345 and 22,258 with
-/// 100 µs, 19,868 and 22,555 with 300 µs.
+/// connections, no change shown: the bench's inserts, two rounds, 17,748
+/// and 22,222 a second sleeping at once, 18,345 and 22,258 with 100 µs,
+/// 19,868 and 22,555 with 300 µs.
 fn next_command<T>(commands: &Receiver<T>) -> Option<T> {
     let since = Instant::now();
     loop {

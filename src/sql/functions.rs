@@ -8,10 +8,11 @@
 use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 
-use datafusion::arrow::array::Array;
-use datafusion::arrow::datatypes::{DataType, Field, FieldRef, IntervalUnit};
+use datafusion::arrow::array::{new_null_array, Array, AsArray};
+use datafusion::arrow::datatypes::{DataType, Field, FieldRef, Float64Type, IntervalUnit};
 use datafusion::common::{exec_err, Result as DfResult, ScalarValue};
 use datafusion::execution::FunctionRegistry;
+use datafusion::logical_expr::async_udf::{AsyncScalarUDF, AsyncScalarUDFImpl};
 use datafusion::logical_expr::{
     ColumnarValue, ReturnFieldArgs, ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl, Signature,
     TypeSignature, Volatility,
@@ -272,6 +273,62 @@ impl ScalarUDFImpl for PgTypeOf {
         Ok(ColumnarValue::Scalar(ScalarValue::Utf8(Some(type_name(
             field,
         )))))
+    }
+}
+
+/// `pg_sleep(seconds)`: waits that long for each row, without holding a
+/// thread, and returns nothing (NULL; PostgreSQL's `void` prints the same).
+/// A statement timeout or a cancel request ends the wait with the
+/// statement.
+#[derive(Debug, PartialEq, Eq, Hash)]
+struct PgSleep {
+    signature: Signature,
+}
+
+impl Default for PgSleep {
+    fn default() -> Self {
+        PgSleep {
+            signature: Signature::uniform(1, vec![DataType::Float64], Volatility::Volatile),
+        }
+    }
+}
+
+impl ScalarUDFImpl for PgSleep {
+    fn name(&self) -> &str {
+        "pg_sleep"
+    }
+
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+
+    fn return_type(&self, _: &[DataType]) -> DfResult<DataType> {
+        Ok(DataType::Null)
+    }
+
+    fn invoke_with_args(&self, _: ScalarFunctionArgs) -> DfResult<ColumnarValue> {
+        exec_err!("pg_sleep runs only as an asynchronous function")
+    }
+}
+
+#[async_trait::async_trait]
+impl AsyncScalarUDFImpl for PgSleep {
+    async fn invoke_async_with_args(&self, args: ScalarFunctionArgs) -> DfResult<ColumnarValue> {
+        let [seconds] = args.args.as_slice() else {
+            return exec_err!("pg_sleep takes one value");
+        };
+        let seconds = seconds.to_array(args.number_rows)?;
+        let seconds = seconds.as_primitive::<Float64Type>();
+        for s in seconds.iter().flatten().filter(|s| *s > 0.0) {
+            let Ok(wait) = std::time::Duration::try_from_secs_f64(s) else {
+                return exec_err!("pg_sleep: {s} seconds is out of range");
+            };
+            tokio::time::sleep(wait).await;
+        }
+        Ok(ColumnarValue::Array(new_null_array(
+            &DataType::Null,
+            args.number_rows,
+        )))
     }
 }
 
@@ -758,6 +815,7 @@ pub fn register_all(
     ctx.register_udaf(variance.as_ref().clone().with_aliases(["variance"]));
     ctx.register_udf(ScalarUDF::new_from_impl(super::templates::ToChar::new()));
     ctx.register_udf(ScalarUDF::new_from_impl(PgTypeOf::default()));
+    ctx.register_udf(AsyncScalarUDF::new(Arc::new(PgSleep::default())).into_scalar_udf());
     for row in super::records::RowValue::both() {
         ctx.register_udf(ScalarUDF::new_from_impl(row));
     }

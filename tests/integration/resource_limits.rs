@@ -516,3 +516,66 @@ async fn memory_a_query_freed_goes_back_to_the_system_while_idle() {
         "{before} KiB before the query, {after_query} KiB after it, {now} KiB 5 s later"
     );
 }
+
+/// `pg_sleep` waits as long as it is asked, for each row, and returns an
+/// empty value; a statement timeout ends the wait.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pg_sleep_waits_and_a_timeout_ends_it() {
+    use std::time::{Duration, Instant};
+    let server = TestServer::start().await;
+    let client = server.client().await;
+    for (sql, rows, wait) in [
+        ("SELECT pg_sleep(0.2)", 1, 200),
+        (
+            "SELECT x, pg_sleep(0.1) FROM generate_series(1, 3) AS s(x)",
+            3,
+            300,
+        ),
+        (
+            "SELECT x FROM generate_series(1, 3) AS s(x) WHERE pg_sleep(0.1) IS NULL",
+            3,
+            300,
+        ),
+    ] {
+        let started = Instant::now();
+        let got = common::simple_rows(&client, sql).await;
+        assert!(started.elapsed() >= Duration::from_millis(wait), "{sql}");
+        assert_eq!(got.len(), rows, "{sql}");
+    }
+    assert_eq!(
+        common::simple_rows(&client, "SELECT pg_sleep(0)").await,
+        [["NULL"]]
+    );
+    // By the extended protocol.
+    let started = Instant::now();
+    let rows = client.query("SELECT pg_sleep(0.2)", &[]).await.unwrap();
+    assert!(started.elapsed() >= Duration::from_millis(200));
+    assert_eq!(rows.len(), 1);
+
+    client
+        .batch_execute("SET statement_timeout = '100ms'")
+        .await
+        .unwrap();
+    let started = Instant::now();
+    let error = client
+        .simple_query("SELECT pg_sleep(30)")
+        .await
+        .unwrap_err();
+    assert_eq!(error.code(), Some(&SqlState::QUERY_CANCELED), "{error:?}");
+    assert!(started.elapsed() < Duration::from_secs(5));
+
+    // Waits hold no thread: eight at once take about as long as one.
+    let clients = futures::future::join_all((0..8).map(|_| server.client())).await;
+    let started = Instant::now();
+    futures::future::join_all(
+        clients
+            .iter()
+            .map(|c| async move { c.simple_query("SELECT pg_sleep(0.25)").await.unwrap() }),
+    )
+    .await;
+    let took = started.elapsed();
+    assert!(
+        took < Duration::from_millis(900),
+        "eight waits of 0.25 s took {took:?}"
+    );
+}

@@ -518,7 +518,7 @@ async fn memory_a_query_freed_goes_back_to_the_system_while_idle() {
 }
 
 /// `pg_sleep` waits as long as it is asked, for each row, and returns an
-/// empty value; a statement timeout ends the wait.
+/// empty value; a statement timeout or a cancel request ends the wait.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pg_sleep_waits_and_a_timeout_ends_it() {
     use std::time::{Duration, Instant};
@@ -561,6 +561,25 @@ async fn pg_sleep_waits_and_a_timeout_ends_it() {
         .simple_query("SELECT pg_sleep(30)")
         .await
         .unwrap_err();
+    assert_eq!(error.code(), Some(&SqlState::QUERY_CANCELED), "{error:?}");
+    assert!(started.elapsed() < Duration::from_secs(5));
+
+    // A cancel request ends it too.
+    client
+        .batch_execute("SET statement_timeout = 0")
+        .await
+        .unwrap();
+    let token = client.cancel_token();
+    let canceller = tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        token.cancel_query(tokio_postgres::NoTls).await
+    });
+    let started = Instant::now();
+    let error = client
+        .simple_query("SELECT pg_sleep(30)")
+        .await
+        .unwrap_err();
+    canceller.await.unwrap().unwrap();
     assert_eq!(error.code(), Some(&SqlState::QUERY_CANCELED), "{error:?}");
     assert!(started.elapsed() < Duration::from_secs(5));
 

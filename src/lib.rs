@@ -52,3 +52,11 @@ pub mod model;
 pub mod pg;
 pub mod sql;
 pub mod store;
+
+/// How long a thread of this process has run, for tests of threads that
+/// must sleep.
+#[cfg(test)]
+pub(crate) fn thread_run_time(tid: libc::pid_t) -> std::time::Duration {
+    let stat = std::fs::read_to_string(format!("/proc/self/task/{tid}/schedstat")).unwrap();
+    std::time::Duration::from_nanos(stat.split_whitespace().next().unwrap().parse().unwrap())
+}

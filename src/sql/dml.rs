@@ -1206,22 +1206,15 @@ pub async fn describe(
 ) -> Result<(Vec<Option<DataType>>, Option<SchemaRef>)> {
     let rewrite = rewrite(session, statement)?;
     let plan = session.plan_query(&rewrite.sql).await?;
-    let types = plan.get_parameter_types()?;
-    let count = types
-        .keys()
-        .filter_map(|k| k.trim_start_matches('$').parse::<usize>().ok())
-        .chain(rewrite.hints.keys().copied())
-        .max()
-        .unwrap_or(0);
-    let params = (1..=count)
-        .map(|i| {
-            types
-                .get(&format!("${i}"))
-                .cloned()
-                .flatten()
-                .or_else(|| rewrite.hints.get(&i).cloned())
-        })
-        .collect();
+    let mut params = super::parameters::types(&plan)?;
+    if let Some(&last) = rewrite.hints.keys().max() {
+        params.resize(params.len().max(last), None);
+    }
+    for (i, param) in params.iter_mut().enumerate() {
+        if param.is_none() {
+            *param = rewrite.hints.get(&(i + 1)).cloned();
+        }
+    }
     let result = match &rewrite.returning {
         Some(items) => {
             let plan = session

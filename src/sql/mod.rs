@@ -38,6 +38,7 @@ mod json;
 mod matview;
 mod names;
 mod ordered_sets;
+mod parameters;
 mod pg_catalog;
 mod plan_nodes;
 mod provider;

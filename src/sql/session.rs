@@ -617,7 +617,7 @@ impl Session {
     }
 
     /// A statement's logical plan, each parameter with one type (see
-    /// [`with_one_type_per_parameter`]; `x = ANY($1)`'s an array, see
+    /// [`super::parameters`]; `x = ANY($1)`'s an array, see
     /// [`super::arrays::typed_any_parameters`]), literals typed as PostgreSQL types
     /// them (see [`super::arithmetic`]) and sums of bigints exact (see
     /// [`super::sums`]).
@@ -635,7 +635,8 @@ impl Session {
         let plan = self.ctx.state().statement_to_plan(statement).await?;
         let plan = super::arithmetic::integer_literals(plan)?;
         let plan = super::arrays::typed_any_parameters(plan)?;
-        with_one_type_per_parameter(super::sums::exact_bigint_sums(plan)?)
+        let plan = super::parameters::typed_by_casts_and_calls(plan)?;
+        super::parameters::one_type_each(super::sums::exact_bigint_sums(plan)?)
     }
 
     /// Makes the whole-row references of a statement (`row_to_json(t)`)
@@ -951,7 +952,7 @@ impl Session {
             }
             _ if is_query(&statement) => {
                 let plan = self.to_plan(statement.clone()).await?;
-                prepared.param_types = param_types(&plan)?;
+                prepared.param_types = super::parameters::types(&plan)?;
                 let schema = Arc::new(plan.schema().as_arrow().clone());
                 prepared.names = names.and_then(|n| n.resolve(schema.fields().len()));
                 prepared.result = Some(match &prepared.names {
@@ -2461,84 +2462,12 @@ fn is_query(statement: &DfStatement) -> bool {
     }
 }
 
-/// The plan with one type for each parameter. DataFusion infers a
-/// parameter's type at each place it appears, so `seq >= $2 AND seq < $2 +
-/// 10` over an int column gives `$2` two types (int and bigint) and cannot
-/// be prepared; PostgreSQL gives it one. The first type inferred is the
-/// parameter's, and the places that inferred another cast it to theirs.
-fn with_one_type_per_parameter(plan: LogicalPlan) -> Result<LogicalPlan> {
-    use datafusion::common::tree_node::{Transformed, TreeNode, TreeNodeRecursion};
-    use datafusion::logical_expr::expr::{Cast, Placeholder};
-    use datafusion::logical_expr::Expr;
-    let mut first: HashMap<String, datafusion::arrow::datatypes::FieldRef> = HashMap::new();
-    let mut differ = false;
-    plan.apply_with_subqueries(|node| {
-        node.apply_expressions(|e| {
-            e.apply(|e| {
-                if let Expr::Placeholder(Placeholder {
-                    id,
-                    field: Some(field),
-                }) = e
-                {
-                    match first.get(id) {
-                        Some(kept) => differ |= kept != field,
-                        None => {
-                            first.insert(id.clone(), field.clone());
-                        }
-                    }
-                }
-                Ok(TreeNodeRecursion::Continue)
-            })
-        })
-    })?;
-    if !differ {
-        return Ok(plan);
-    }
-    let unified = plan.transform_up_with_subqueries(|node| {
-        node.map_expressions(|e| {
-            e.transform_up(|e| match e {
-                Expr::Placeholder(Placeholder {
-                    id,
-                    field: Some(field),
-                }) if first.get(&id).is_some_and(|kept| *kept != field) => {
-                    let kept = first[&id].clone();
-                    let same_type = kept.data_type() == field.data_type();
-                    let parameter = Expr::Placeholder(Placeholder {
-                        id,
-                        field: Some(kept),
-                    });
-                    Ok(Transformed::yes(if same_type {
-                        parameter
-                    } else {
-                        Expr::Cast(Cast::new_from_field(Box::new(parameter), field))
-                    }))
-                }
-                e => Ok(Transformed::no(e)),
-            })
-        })
-    })?;
-    Ok(unified.data)
-}
-
 /// The query, if the statement is one whose WITH writes.
 fn writing_query(statement: &Statement) -> Option<&datafusion::sql::sqlparser::ast::Query> {
     match statement {
         Statement::Query(query) if super::writing_ctes::has_writing_ctes(query) => Some(query),
         _ => None,
     }
-}
-
-/// Parameter types of a plan, in `$1, $2, ...` order.
-pub(super) fn param_types(plan: &LogicalPlan) -> Result<Vec<Option<DataType>>> {
-    let types = plan.get_parameter_types()?;
-    let count = types
-        .keys()
-        .filter_map(|k| k.trim_start_matches('$').parse::<usize>().ok())
-        .max()
-        .unwrap_or(0);
-    Ok((1..=count)
-        .map(|i| types.get(&format!("${i}")).cloned().flatten())
-        .collect())
 }
 
 /// The unqualified, normalized name of a table.

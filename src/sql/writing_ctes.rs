@@ -185,7 +185,7 @@ impl Session {
                 let plan = self
                     .to_plan(DfStatement::Statement(Box::new(statement)))
                     .await?;
-                learn(&mut types, super::session::param_types(&plan)?);
+                learn(&mut types, super::parameters::types(&plan)?);
                 Some(Arc::new(plan.schema().as_arrow().clone()))
             }
         };

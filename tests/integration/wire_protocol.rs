@@ -135,6 +135,117 @@ async fn prepared_statements_with_typed_parameters() {
     assert_eq!(row.get(2), Some("{\"k\": 1}"));
 }
 
+/// A parameter takes the type of a cast written on it, of the function
+/// argument it is, or of another place that types it, as in PostgreSQL:
+/// `$1::float8` is a float8 parameter, not text cast to float8.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn parameters_take_their_type_from_casts_and_calls() {
+    let server = TestServer::start().await;
+    let client = server.client().await;
+    client
+        .batch_execute(
+            "CREATE TABLE gauges (site text, id bigint, level real, read_at timestamptz, \
+             PRIMARY KEY (site, id)); \
+             INSERT INTO gauges VALUES ('north', 1, 0.5, '2026-11-28 10:00:00+00'), \
+             ('north', 2, 1.5, '2026-11-28 11:00:00+00')",
+        )
+        .await
+        .unwrap();
+
+    let sum = client.prepare("SELECT $1::float8 + 1").await.unwrap();
+    assert_eq!(sum.params(), &[Type::FLOAT8]);
+    let row = client.query_one(&sum, &[&2.25f64]).await.unwrap();
+    assert_eq!(row.get::<_, f64>(0), 3.25);
+
+    let casts = client
+        .prepare("SELECT $1::int, $2::text, $3::date, $4::timestamptz, $5::bool, $6::bigint")
+        .await
+        .unwrap();
+    assert_eq!(
+        casts.params(),
+        &[
+            Type::INT4,
+            Type::TEXT,
+            Type::DATE,
+            Type::TIMESTAMPTZ,
+            Type::BOOL,
+            Type::INT8
+        ]
+    );
+    let day = chrono::NaiveDate::from_ymd_opt(2026, 11, 28).unwrap();
+    let at = chrono::DateTime::parse_from_rfc3339("2026-11-28T10:30:00Z")
+        .unwrap()
+        .with_timezone(&chrono::Utc);
+    let row = client
+        .query_one(&casts, &[&7i32, &"seven", &day, &at, &true, &(1i64 << 40)])
+        .await
+        .unwrap();
+    assert_eq!(row.get::<_, i32>(0), 7);
+    assert_eq!(row.get::<_, &str>(1), "seven");
+    assert_eq!(row.get::<_, chrono::NaiveDate>(2), day);
+    assert_eq!(row.get::<_, chrono::DateTime<chrono::Utc>>(3), at);
+    assert!(row.get::<_, bool>(4));
+    assert_eq!(row.get::<_, i64>(5), 1 << 40);
+
+    // A cast in a filter: the key compared with an int4 parameter.
+    let by_id = client
+        .prepare("SELECT level FROM gauges WHERE site = $1 AND id = $2::int")
+        .await
+        .unwrap();
+    assert_eq!(by_id.params(), &[Type::TEXT, Type::INT4]);
+    let row = client.query_one(&by_id, &[&"north", &2i32]).await.unwrap();
+    assert_eq!(row.get::<_, f32>(0), 1.5);
+    let since = client
+        .prepare("SELECT count(*) FROM gauges WHERE read_at > $1::timestamptz")
+        .await
+        .unwrap();
+    assert_eq!(since.params(), &[Type::TIMESTAMPTZ]);
+    let row = client.query_one(&since, &[&at]).await.unwrap();
+    assert_eq!(row.get::<_, i64>(0), 1);
+
+    // Writes: a cast in SET, and in the key of a DELETE.
+    let update = client
+        .prepare("UPDATE gauges SET level = $1::float8 * 2 WHERE site = 'north' AND id = $2")
+        .await
+        .unwrap();
+    assert_eq!(update.params(), &[Type::FLOAT8, Type::INT8]);
+    assert_eq!(
+        client.execute(&update, &[&0.25f64, &1i64]).await.unwrap(),
+        1
+    );
+    let row = client
+        .query_one(
+            "SELECT level FROM gauges WHERE site = 'north' AND id = 1",
+            &[],
+        )
+        .await
+        .unwrap();
+    assert_eq!(row.get::<_, f32>(0), 0.5);
+    let delete = client
+        .prepare("DELETE FROM gauges WHERE site = $1::varchar AND id = $2::int")
+        .await
+        .unwrap();
+    assert_eq!(delete.params(), &[Type::TEXT, Type::INT4]);
+    assert_eq!(
+        client.execute(&delete, &[&"north", &2i32]).await.unwrap(),
+        1
+    );
+
+    // A function's argument, and a parameter typed in one place only.
+    let sleep = client.prepare("SELECT pg_sleep($1)").await.unwrap();
+    assert_eq!(sleep.params(), &[Type::FLOAT8]);
+    client.query_one(&sleep, &[&0.01f64]).await.unwrap();
+    let either = client
+        .prepare("SELECT count(*) FROM gauges WHERE id = $1 OR $1 IS NULL")
+        .await
+        .unwrap();
+    assert_eq!(either.params(), &[Type::INT8]);
+    let row = client.query_one(&either, &[&None::<i64>]).await.unwrap();
+    assert_eq!(row.get::<_, i64>(0), 1);
+    let row = client.query_one(&either, &[&7i64]).await.unwrap();
+    assert_eq!(row.get::<_, i64>(0), 0);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn errors_keep_the_connection_usable() {
     let server = TestServer::start().await;

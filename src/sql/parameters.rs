@@ -9,8 +9,9 @@ use std::sync::Arc;
 
 use datafusion::arrow::datatypes::{DataType, Field, FieldRef};
 use datafusion::common::tree_node::{Transformed, TreeNode, TreeNodeRecursion};
+use datafusion::common::DFSchema;
 use datafusion::logical_expr::expr::{Cast, Placeholder, ScalarFunction, TryCast};
-use datafusion::logical_expr::{Expr, LogicalPlan, TypeSignature};
+use datafusion::logical_expr::{Expr, ExprSchemable, Limit, LogicalPlan, ScalarUDF, TypeSignature};
 
 use super::error::Result;
 use super::plan_nodes::rewrite_nodes_holding;
@@ -30,70 +31,113 @@ pub(super) fn types(plan: &LogicalPlan) -> Result<Vec<Option<DataType>>> {
 }
 
 /// The plan with the parameters DataFusion leaves untyped typed by what
-/// is written around them: a cast gives its type (`$1::float8` is a
-/// float8 parameter, as in PostgreSQL, not text cast to float8), and so
-/// does a function argument where the function takes one type there.
-pub(super) fn typed_by_casts_and_calls(plan: LogicalPlan) -> Result<LogicalPlan> {
-    let typed = rewrite_nodes_holding(
+/// is written around them, as PostgreSQL types them: a cast gives its type
+/// (`$1::float8` is a float8 parameter, not text cast to float8); so does
+/// a function argument where the function takes one type there
+/// (`pg_sleep($1)`); `coalesce`, `greatest`, `least` and `nullif` give the
+/// type of their other arguments (`coalesce(qty, $1)`); and `LIMIT` and
+/// `OFFSET` take a bigint.
+pub(super) fn typed_by_context(plan: LogicalPlan) -> Result<LogicalPlan> {
+    let plan = rewrite_nodes_holding(
         plan,
-        |_, e| context_type(e).is_some(),
-        |e, _| {
+        |_, e| takes_type_around(e),
+        |e, inputs| {
             e.transform_up(|e| {
-                let Some(types) = context_type(&e) else {
+                if !takes_type_around(&e) {
                     return Ok(Transformed::no(e));
-                };
-                Ok(Transformed::yes(match e {
-                    Expr::Cast(Cast { expr, field }) => Expr::Cast(Cast {
-                        expr: Box::new(typed(*expr, &types[0])),
+                }
+                Ok(match e {
+                    Expr::Cast(Cast { expr, field }) => Transformed::yes(Expr::Cast(Cast {
+                        expr: Box::new(typed(*expr, field.data_type())),
                         field,
-                    }),
-                    Expr::TryCast(TryCast { expr, field }) => Expr::TryCast(TryCast {
-                        expr: Box::new(typed(*expr, &types[0])),
-                        field,
-                    }),
-                    Expr::ScalarFunction(ScalarFunction { func, args }) => {
-                        let args = args
-                            .into_iter()
-                            .zip(types)
-                            .map(|(arg, t)| typed(arg, &t))
-                            .collect();
-                        Expr::ScalarFunction(ScalarFunction { func, args })
+                    })),
+                    Expr::TryCast(TryCast { expr, field }) => {
+                        Transformed::yes(Expr::TryCast(TryCast {
+                            expr: Box::new(typed(*expr, field.data_type())),
+                            field,
+                        }))
                     }
-                    e => e,
-                }))
+                    Expr::ScalarFunction(ScalarFunction { func, args }) => {
+                        match argument_types(&func, &args, inputs) {
+                            Some(types) => {
+                                let args = args
+                                    .into_iter()
+                                    .zip(&types)
+                                    .map(|(a, t)| typed(a, t))
+                                    .collect();
+                                Transformed::yes(Expr::ScalarFunction(ScalarFunction {
+                                    func,
+                                    args,
+                                }))
+                            }
+                            None => {
+                                Transformed::no(Expr::ScalarFunction(ScalarFunction { func, args }))
+                            }
+                        }
+                    }
+                    e => Transformed::no(e),
+                })
             })
         },
     )?;
-    Ok(typed)
+    let limits = plan.transform_up_with_subqueries(|node| match node {
+        LogicalPlan::Limit(Limit { skip, fetch, input })
+            if skip.iter().chain(&fetch).any(|e| untyped(e)) =>
+        {
+            let bigint = |e: Option<Box<Expr>>| e.map(|e| Box::new(typed(*e, &DataType::Int64)));
+            Ok(Transformed::yes(LogicalPlan::Limit(Limit {
+                skip: bigint(skip),
+                fetch: bigint(fetch),
+                input,
+            })))
+        }
+        node => Ok(Transformed::no(node)),
+    })?;
+    Ok(limits.data)
 }
 
-/// For an expression with an untyped parameter right under it that its
-/// context types, the type of each operand (`Null` where none is given).
-fn context_type(e: &Expr) -> Option<Vec<DataType>> {
-    let untyped = |e: &Expr| matches!(e, Expr::Placeholder(Placeholder { field: None, .. }));
+fn untyped(e: &Expr) -> bool {
+    matches!(e, Expr::Placeholder(Placeholder { field: None, .. }))
+}
+
+/// Whether `e` has an untyped parameter right under it whose type may
+/// come from `e`: a cast's operand or a function's argument.
+fn takes_type_around(e: &Expr) -> bool {
     match e {
-        Expr::Cast(Cast { expr, field }) | Expr::TryCast(TryCast { expr, field })
-            if untyped(expr) =>
-        {
-            Some(vec![field.data_type().clone()])
-        }
-        Expr::ScalarFunction(ScalarFunction { func, args }) if args.iter().any(untyped) => {
-            let taken = match &func.signature().type_signature {
-                TypeSignature::Exact(types) if types.len() == args.len() => types.clone(),
-                TypeSignature::Uniform(n, types) if *n == args.len() && types.len() == 1 => {
-                    vec![types[0].clone(); *n]
-                }
-                _ => return None,
-            };
-            let typed_any = args
-                .iter()
-                .zip(&taken)
-                .any(|(arg, t)| untyped(arg) && *t != DataType::Null);
-            typed_any.then_some(taken)
-        }
-        _ => None,
+        Expr::Cast(Cast { expr, .. }) | Expr::TryCast(TryCast { expr, .. }) => untyped(expr),
+        Expr::ScalarFunction(ScalarFunction { args, .. }) => args.iter().any(untyped),
+        _ => false,
     }
 }
+
+/// The types a function's arguments take, given the columns `inputs`,
+/// where they say anything of an untyped parameter among them.
+fn argument_types(func: &ScalarUDF, args: &[Expr], inputs: &DFSchema) -> Option<Vec<DataType>> {
+    let taken = if COMMON_TYPE_FUNCTIONS.contains(&func.name()) {
+        let common = args
+            .iter()
+            .filter(|a| !untyped(a))
+            .find_map(|a| a.get_type(inputs).ok().filter(|t| *t != DataType::Null))?;
+        vec![common; args.len()]
+    } else {
+        match &func.signature().type_signature {
+            TypeSignature::Exact(types) if types.len() == args.len() => types.clone(),
+            TypeSignature::Uniform(n, types) if *n == args.len() && types.len() == 1 => {
+                vec![types[0].clone(); *n]
+            }
+            _ => return None,
+        }
+    };
+    let says = args
+        .iter()
+        .zip(&taken)
+        .any(|(a, t)| untyped(a) && *t != DataType::Null);
+    says.then_some(taken)
+}
+
+/// Functions whose arguments are of one type, resolved from all of them
+/// (PostgreSQL's rules for UNION, CASE and related constructs).
+const COMMON_TYPE_FUNCTIONS: [&str; 4] = ["coalesce", "greatest", "least", "nullif"];
 
 /// `e`, given `data_type` if it is an untyped parameter.
 fn typed(e: Expr, data_type: &DataType) -> Expr {

@@ -635,7 +635,7 @@ impl Session {
         let plan = self.ctx.state().statement_to_plan(statement).await?;
         let plan = super::arithmetic::integer_literals(plan)?;
         let plan = super::arrays::typed_any_parameters(plan)?;
-        let plan = super::parameters::typed_by_casts_and_calls(plan)?;
+        let plan = super::parameters::typed_by_context(plan)?;
         super::parameters::one_type_each(super::sums::exact_bigint_sums(plan)?)
     }
 

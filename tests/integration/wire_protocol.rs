@@ -136,10 +136,11 @@ async fn prepared_statements_with_typed_parameters() {
 }
 
 /// A parameter takes the type of a cast written on it, of the function
-/// argument it is, or of another place that types it, as in PostgreSQL:
+/// argument it is, of the other arguments of `coalesce` and its kin, of
+/// `LIMIT`, or of another place that types it, as in PostgreSQL:
 /// `$1::float8` is a float8 parameter, not text cast to float8.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn parameters_take_their_type_from_casts_and_calls() {
+async fn parameters_take_the_types_postgresql_infers() {
     let server = TestServer::start().await;
     let client = server.client().await;
     client
@@ -244,6 +245,48 @@ async fn parameters_take_their_type_from_casts_and_calls() {
     assert_eq!(row.get::<_, i64>(0), 1);
     let row = client.query_one(&either, &[&7i64]).await.unwrap();
     assert_eq!(row.get::<_, i64>(0), 0);
+
+    // The other arguments' type, and LIMIT's.
+    client
+        .batch_execute(
+            "INSERT INTO gauges (site, id) VALUES ('south', 1); \
+             INSERT INTO gauges VALUES ('south', 2, 2.5, NULL), ('south', 3, 3.5, NULL)",
+        )
+        .await
+        .unwrap();
+    let common = client
+        .prepare(
+            "SELECT coalesce(level, $1), greatest(id, $2), least($3, id), nullif(site, $4) \
+             FROM gauges WHERE site = 'south' ORDER BY id",
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        common.params(),
+        &[Type::FLOAT4, Type::INT8, Type::INT8, Type::TEXT]
+    );
+    let rows = client
+        .query(&common, &[&-1f32, &2i64, &2i64, &"south"])
+        .await
+        .unwrap();
+    let got: Vec<(f32, i64, i64, Option<String>)> = rows
+        .iter()
+        .map(|r| (r.get(0), r.get(1), r.get(2), r.get(3)))
+        .collect();
+    assert_eq!(
+        got,
+        [(-1.0, 2, 1, None), (2.5, 2, 2, None), (3.5, 3, 2, None)]
+    );
+    let page = client
+        .prepare("SELECT id FROM gauges WHERE site = 'south' ORDER BY id LIMIT $1 OFFSET $2")
+        .await
+        .unwrap();
+    assert_eq!(page.params(), &[Type::INT8, Type::INT8]);
+    let rows = client.query(&page, &[&1i64, &1i64]).await.unwrap();
+    assert_eq!(
+        rows.iter().map(|r| r.get::<_, i64>(0)).collect::<Vec<_>>(),
+        [2]
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -1,7 +1,8 @@
 //! The types of a statement's parameters (`$1`, `$2`, ...), inferred as
 //! PostgreSQL infers them: from the column a parameter is compared with or
 //! stored into (DataFusion's own inference), from a cast written on it
-//! (`$1::float8`) and from the one type a function takes (`pg_sleep($1)`),
+//! (`$1::float8`), from the one type a function takes (`pg_sleep($1)`),
+//! from the other arguments of `coalesce` and its kin, and from `LIMIT`;
 //! one type for each parameter wherever it appears.
 
 use std::collections::{HashMap, HashSet};
@@ -57,24 +58,16 @@ pub(super) fn typed_by_context(plan: LogicalPlan) -> Result<LogicalPlan> {
                             field,
                         }))
                     }
-                    Expr::ScalarFunction(ScalarFunction { func, args }) => {
-                        match argument_types(&func, &args, inputs) {
-                            Some(types) => {
-                                let args = args
-                                    .into_iter()
-                                    .zip(&types)
-                                    .map(|(a, t)| typed(a, t))
-                                    .collect();
-                                Transformed::yes(Expr::ScalarFunction(ScalarFunction {
-                                    func,
-                                    args,
-                                }))
-                            }
-                            None => {
-                                Transformed::no(Expr::ScalarFunction(ScalarFunction { func, args }))
-                            }
+                    Expr::ScalarFunction(f) => match argument_types(&f.func, &f.args, inputs) {
+                        Some(types) => {
+                            let args = f.args.into_iter().zip(&types).map(|(a, t)| typed(a, t));
+                            Transformed::yes(Expr::ScalarFunction(ScalarFunction {
+                                func: f.func,
+                                args: args.collect(),
+                            }))
                         }
-                    }
+                        None => Transformed::no(Expr::ScalarFunction(f)),
+                    },
                     e => Transformed::no(e),
                 })
             })

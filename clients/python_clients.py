@@ -77,6 +77,28 @@ def typed_parameters():
         assert row == (None, None, None), row
 
 
+@check("psycopg: parameters read as the types psycopg declares, in expressions")
+def declared_parameters():
+    with connect(autocommit=True) as conn:
+        for binary in (False, True):
+            cur = conn.cursor(binary=binary)
+            row = cur.execute(
+                "SELECT %s + 1, %s * 2.0, %s + 1, %s",
+                (
+                    decimal.Decimal("1.25"),
+                    1.5,
+                    datetime.date(2026, 11, 28),
+                    datetime.datetime(2026, 11, 28, 10, 0, tzinfo=datetime.timezone.utc),
+                ),
+            ).fetchone()
+            assert row == (
+                decimal.Decimal("2.25"),
+                3.0,
+                datetime.date(2026, 11, 29),
+                datetime.datetime(2026, 11, 28, 10, 0, tzinfo=datetime.timezone.utc),
+            ), (binary, row)
+
+
 @check("psycopg: lists as array columns and parameters (= ANY, @>), in text and binary")
 def arrays():
     with connect(autocommit=True) as conn:

@@ -340,14 +340,22 @@ impl QueryParser for Parser {
         &self,
         client: &C,
         sql: &str,
-        _types: &[Option<Type>],
+        types: &[Option<Type>],
     ) -> PgWireResult<Option<Self::Statement>>
     where
         C: ClientInfo + Unpin + Send + Sync,
     {
+        let declared: Vec<_> = types
+            .iter()
+            .map(|t| t.as_ref().and_then(params::declared_type))
+            .collect();
         let connection = connection_of(&self.engine, &self.cancels, client);
         let mut session = connection.session.lock().await;
-        session.prepare(sql).await.map(Some).map_err(to_pgwire)
+        session
+            .prepare(sql, &declared)
+            .await
+            .map(Some)
+            .map_err(to_pgwire)
     }
 
     fn get_parameter_types(&self, stmt: &Self::Statement) -> PgWireResult<Vec<Type>> {

@@ -2,7 +2,7 @@
 
 use chrono::{DateTime, FixedOffset, NaiveDate, NaiveDateTime};
 use datafusion::arrow::compute::CastOptions;
-use datafusion::arrow::datatypes::DataType;
+use datafusion::arrow::datatypes::{DataType, TimeUnit};
 use datafusion::common::{ParamValues, ScalarValue};
 use pgwire::api::portal::Portal;
 use pgwire::api::Type;
@@ -12,7 +12,7 @@ use pgwire::types::FromSqlText;
 use postgres_types::Kind;
 
 use crate::sql::arrays::array_type_oid;
-use crate::sql::types::{cast_input, UTC};
+use crate::sql::types::{cast_input, list_of, UTC};
 use crate::sql::Prepared;
 
 /// The PostgreSQL type reported for a parameter of this Arrow type.
@@ -37,6 +37,33 @@ pub fn pg_param_type(ty: Option<&DataType>) -> Type {
         }
         _ => Type::TEXT,
     }
+}
+
+/// The type a parameter the client declared as `ty` (in Parse) is planned
+/// as, for the types whose values a guess from the statement could
+/// misread (a numeric added to `1`, a date compared with nothing); `None`
+/// leaves the type to the statement, as for text and unknown.
+pub fn declared_type(ty: &Type) -> Option<DataType> {
+    Some(match *ty {
+        Type::BOOL => DataType::Boolean,
+        Type::INT2 => DataType::Int16,
+        Type::INT4 => DataType::Int32,
+        Type::INT8 => DataType::Int64,
+        Type::FLOAT4 => DataType::Float32,
+        Type::FLOAT8 => DataType::Float64,
+        Type::NUMERIC => DataType::Decimal128(38, 10),
+        Type::DATE => DataType::Date32,
+        Type::TIMESTAMP => DataType::Timestamp(TimeUnit::Microsecond, None),
+        Type::TIMESTAMPTZ => DataType::Timestamp(TimeUnit::Microsecond, Some(UTC.into())),
+        Type::BYTEA => DataType::Binary,
+        _ => match ty.kind() {
+            Kind::Array(element) => list_of(match *element {
+                Type::TEXT | Type::VARCHAR => DataType::Utf8,
+                ref element => declared_type(element)?,
+            }),
+            _ => return None,
+        },
+    })
 }
 
 fn bad(i: usize, e: impl std::fmt::Display) -> PgWireError {

@@ -6,6 +6,7 @@
 //! one type for each parameter wherever it appears.
 
 use std::collections::{HashMap, HashSet};
+use std::ops::ControlFlow;
 use std::sync::Arc;
 
 use datafusion::arrow::datatypes::{DataType, Field, FieldRef};
@@ -13,6 +14,13 @@ use datafusion::common::tree_node::{Transformed, TreeNode, TreeNodeRecursion};
 use datafusion::common::DFSchema;
 use datafusion::logical_expr::expr::{Cast, Placeholder, ScalarFunction, TryCast};
 use datafusion::logical_expr::{Expr, ExprSchemable, Limit, LogicalPlan, ScalarUDF, TypeSignature};
+
+use datafusion::sql::sqlparser::ast::{
+    visit_expressions_mut, CastKind, DataType as SqlDataType, Expr as SqlExpr, Statement, Value,
+    ValueWithSpan,
+};
+use datafusion::sql::sqlparser::dialect::PostgreSqlDialect;
+use datafusion::sql::sqlparser::parser::Parser;
 
 use super::error::Result;
 use super::plan_nodes::rewrite_nodes_holding;
@@ -211,4 +219,144 @@ pub(super) fn one_type_each(plan: LogicalPlan) -> Result<LogicalPlan> {
         },
     )?;
     Ok(unified)
+}
+
+/// Whether a parameter the client declared as `declared` is planned as
+/// that type rather than as the `inferred` one: where nothing gave it a
+/// type, or where reading its values as the inferred type would change
+/// them (a numeric `1.25` added to `1` is not the bigint `1`). A value
+/// that the inferred type holds as it is (an int2 compared with a bigint
+/// key) keeps the statement's plan as it is.
+pub(super) fn declared_prevails(inferred: Option<&DataType>, declared: &DataType) -> bool {
+    let Some(inferred) = inferred else {
+        return true;
+    };
+    !reads_unchanged(declared, inferred)
+}
+
+/// Whether every value of type `from` reads as the same value of `to`.
+fn reads_unchanged(from: &DataType, to: &DataType) -> bool {
+    use DataType::*;
+    let decimal = |t: &DataType| matches!(t, Decimal128(..));
+    match (from, to) {
+        (List(from), List(to)) => reads_unchanged(from.data_type(), to.data_type()),
+        (Timestamp(..), Timestamp(..)) => true,
+        _ if from == to => true,
+        _ if from.is_integer() => to.is_integer() || to.is_floating() || decimal(to),
+        _ if from.is_floating() => to.is_floating(),
+        _ => decimal(from) && decimal(to),
+    }
+}
+
+/// The parameters whose declared type prevails (see [`declared_prevails`]),
+/// as `(number, type)`; with no plan, every declared one.
+pub(super) fn prevailing(
+    declared: &[Option<DataType>],
+    inferred: Option<&[Option<DataType>]>,
+) -> Vec<(usize, DataType)> {
+    declared
+        .iter()
+        .enumerate()
+        .filter_map(|(i, d)| {
+            let d = d.as_ref()?;
+            let inferred = match inferred {
+                Some(types) => types.get(i).and_then(Option::as_ref),
+                None => None,
+            };
+            declared_prevails(inferred, d).then(|| (i + 1, d.clone()))
+        })
+        .collect()
+}
+
+/// `statement` with each parameter `$n` of `types` cast to its type, as if
+/// written `$n::type`.
+pub(super) fn cast_parameters(statement: &mut Statement, types: &[(usize, DataType)]) {
+    let _ = visit_expressions_mut(statement, |e| {
+        if let SqlExpr::Value(ValueWithSpan {
+            value: Value::Placeholder(name),
+            ..
+        }) = e
+        {
+            let number = name.strip_prefix('$').and_then(|n| n.parse::<usize>().ok());
+            let cast = types.iter().find(|(n, _)| Some(*n) == number);
+            if let Some(data_type) = cast.and_then(|(_, t)| sql_type(t)) {
+                *e = SqlExpr::Cast {
+                    kind: CastKind::DoubleColon,
+                    expr: Box::new(e.clone()),
+                    data_type,
+                    array: false,
+                    format: None,
+                };
+            }
+        }
+        ControlFlow::<()>::Continue(())
+    });
+}
+
+/// The SQL type of a parameter of `data_type` ([`declared_prevails`]'s types).
+fn sql_type(data_type: &DataType) -> Option<SqlDataType> {
+    fn name(data_type: &DataType) -> Option<String> {
+        Some(match data_type {
+            DataType::Boolean => "boolean".into(),
+            DataType::Int16 => "smallint".into(),
+            DataType::Int32 => "integer".into(),
+            DataType::Int64 => "bigint".into(),
+            DataType::Float32 => "real".into(),
+            DataType::Float64 => "double precision".into(),
+            DataType::Decimal128(..) => "numeric".into(),
+            DataType::Date32 => "date".into(),
+            DataType::Timestamp(_, None) => "timestamp".into(),
+            DataType::Timestamp(_, Some(_)) => "timestamptz".into(),
+            DataType::Binary => "bytea".into(),
+            DataType::Utf8 => "text".into(),
+            DataType::List(element) => format!("{}[]", name(element.data_type())?),
+            _ => return None,
+        })
+    }
+    Parser::new(&PostgreSqlDialect {})
+        .try_with_sql(&name(data_type)?)
+        .and_then(|mut p| p.parse_data_type())
+        .ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_declared_type_prevails_where_the_inferred_one_would_change_values() {
+        let numeric = DataType::Decimal128(38, 10);
+        let list = |t: DataType| crate::sql::types::list_of(t);
+        // Nothing inferred: the client's type.
+        assert!(declared_prevails(None, &DataType::Int16));
+        // Values the inferred type holds as they are: the statement's type.
+        for (inferred, declared) in [
+            (DataType::Int64, DataType::Int16),
+            (DataType::Int32, DataType::Int64),
+            (DataType::Float64, DataType::Int32),
+            (numeric.clone(), DataType::Int64),
+            (DataType::Float32, DataType::Float64),
+            (DataType::Decimal128(10, 2), numeric.clone()),
+            (list(DataType::Int64), list(DataType::Int32)),
+        ] {
+            assert!(
+                !declared_prevails(Some(&inferred), &declared),
+                "{declared} as {inferred}"
+            );
+        }
+        // Values the inferred type would change: the client's type.
+        for (inferred, declared) in [
+            (DataType::Int64, numeric.clone()),
+            (DataType::Int64, DataType::Float64),
+            (DataType::Int64, DataType::Date32),
+            (numeric.clone(), DataType::Float64),
+            (DataType::Utf8, DataType::Int64),
+            (list(DataType::Int64), list(DataType::Float64)),
+        ] {
+            assert!(
+                declared_prevails(Some(&inferred), &declared),
+                "{declared} as {inferred}"
+            );
+        }
+    }
 }

@@ -871,11 +871,22 @@ impl Session {
 
     /// Parses and plans one statement for repeated execution; a read by key
     /// prepared before is taken as it was.
-    pub async fn prepare(&mut self, sql: &str) -> Result<Arc<Prepared>> {
+    ///
+    /// `declared` holds the types the client gave the parameters (`None`
+    /// for those it left to the statement); where reading a parameter's
+    /// values as the type the statement gives it would change them, it is
+    /// planned as the client's type (see [`super::parameters::prevailing`]).
+    pub async fn prepare(
+        &mut self,
+        sql: &str,
+        declared: &[Option<DataType>],
+    ) -> Result<Arc<Prepared>> {
         if let Some(Some(prepared)) = self.remembered(sql) {
-            return Ok(prepared);
+            if super::parameters::prevailing(declared, Some(&prepared.param_types)).is_empty() {
+                return Ok(prepared);
+            }
         }
-        let prepared = Arc::new(self.plan_statement(sql).await?);
+        let prepared = Arc::new(self.plan_statement(sql, declared).await?);
         if self.key_reads.len() >= MAX_KEY_READS {
             self.key_reads.clear();
         }
@@ -899,7 +910,11 @@ impl Session {
     }
 
     /// Parses and plans one statement.
-    async fn plan_statement(&mut self, sql: &str) -> Result<Prepared> {
+    async fn plan_statement(
+        &mut self,
+        sql: &str,
+        declared: &[Option<DataType>],
+    ) -> Result<Prepared> {
         if let Some(result) = ddl::text_command(sql) {
             return Ok(Prepared {
                 sql: Arc::from(sql),
@@ -934,6 +949,10 @@ impl Session {
             return Ok(prepared);
         };
         let mut names = None;
+        let parsed = declared
+            .iter()
+            .any(Option::is_some)
+            .then(|| statement.clone());
         if let DfStatement::Statement(s) = &mut statement {
             names = ColumnNames::of(s);
             rewrite::rewrite(s);
@@ -951,7 +970,31 @@ impl Session {
                 (prepared.param_types, prepared.result) = self.describe_writing_ctes(query).await?;
             }
             _ if is_query(&statement) => {
-                let plan = self.to_plan(statement.clone()).await?;
+                // A plan with the client's types where they prevail; should
+                // that fail, the statement's own plan, or its error.
+                let plan = match self.to_plan(statement.clone()).await {
+                    Ok(plan) => {
+                        let inferred = super::parameters::types(&plan)?;
+                        let prevailing = super::parameters::prevailing(declared, Some(&inferred));
+                        match self
+                            .replan_as_declared(parsed, &prevailing, &mut statement)
+                            .await
+                        {
+                            Ok(Some(declared_plan)) => declared_plan,
+                            _ => plan,
+                        }
+                    }
+                    Err(e) => {
+                        let prevailing = super::parameters::prevailing(declared, None);
+                        match self
+                            .replan_as_declared(parsed, &prevailing, &mut statement)
+                            .await
+                        {
+                            Ok(Some(declared_plan)) => declared_plan,
+                            _ => return Err(e),
+                        }
+                    }
+                };
                 prepared.param_types = super::parameters::types(&plan)?;
                 let schema = Arc::new(plan.schema().as_arrow().clone());
                 prepared.names = names.and_then(|n| n.resolve(schema.fields().len()));
@@ -966,6 +1009,27 @@ impl Session {
         }
         prepared.statement = Some(statement);
         Ok(prepared)
+    }
+
+    /// The plan of `parsed` (the statement as parsed, before its rewrite)
+    /// with the parameters of `prevailing` cast to their declared types,
+    /// which then replaces `statement`; `None` where there are none.
+    async fn replan_as_declared(
+        &self,
+        parsed: Option<DfStatement>,
+        prevailing: &[(usize, DataType)],
+        statement: &mut DfStatement,
+    ) -> Result<Option<LogicalPlan>> {
+        let Some(mut parsed) = parsed.filter(|_| !prevailing.is_empty()) else {
+            return Ok(None);
+        };
+        if let DfStatement::Statement(s) = &mut parsed {
+            super::parameters::cast_parameters(s, prevailing);
+            rewrite::rewrite(s);
+        }
+        let plan = self.to_plan(parsed.clone()).await?;
+        *statement = parsed;
+        Ok(Some(plan))
     }
 
     /// Executes a prepared statement with parameter values.
@@ -1087,7 +1151,7 @@ impl Session {
         let prepared = match self.remembered(&text) {
             Some(Some(prepared)) => prepared,
             Some(None) => return Ok(None),
-            None => match self.prepare(&text).await {
+            None => match self.prepare(&text, &[]).await {
                 Ok(prepared) => prepared,
                 // An error is the general path's to report, on the query as sent.
                 Err(_) => return Ok(None),
@@ -1602,7 +1666,7 @@ impl Session {
             Statement::Prepare {
                 name, statement, ..
             } if dml::is_dml(&statement) => {
-                let prepared = self.prepare(&statement.to_string()).await?;
+                let prepared = self.prepare(&statement.to_string(), &[]).await?;
                 self.prepared_writes.insert(normalize(&name), prepared);
                 Ok(Output::Command("PREPARE".into()))
             }

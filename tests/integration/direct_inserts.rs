@@ -126,10 +126,10 @@ async fn parameter_and_literal_inserts_match_planned_inserts() {
     .await;
     let placeholders: Vec<String> = (1..=12).map(|i| format!("${i}")).collect();
     let insert = session
-        .prepare(&format!(
-            "INSERT INTO direct VALUES ({})",
-            placeholders.join(", ")
-        ))
+        .prepare(
+            &format!("INSERT INTO direct VALUES ({})", placeholders.join(", ")),
+            &[],
+        )
         .await
         .unwrap();
     let mut rng = rand::rngs::StdRng::seed_from_u64(11);
@@ -235,7 +235,10 @@ async fn expressions_and_defaults_match_planned_inserts() {
         .await;
     }
     let prepared = session
-        .prepare("INSERT INTO alone (id, n, label) VALUES ($1 + 100, $2 * 2, lower($3))")
+        .prepare(
+            "INSERT INTO alone (id, n, label) VALUES ($1 + 100, $2 * 2, lower($3))",
+            &[],
+        )
         .await
         .unwrap();
     session
@@ -313,11 +316,11 @@ async fn expressions_and_defaults_match_planned_inserts() {
 async fn prepared_writes_follow_a_changed_definition() {
     let (_dir, mut session) = session_after("CREATE TABLE t (id bigint PRIMARY KEY, a text)").await;
     let insert = session
-        .prepare("INSERT INTO t VALUES ($1, $2)")
+        .prepare("INSERT INTO t VALUES ($1, $2)", &[])
         .await
         .unwrap();
     let update = session
-        .prepare("UPDATE t SET a = $2 WHERE id = $1")
+        .prepare("UPDATE t SET a = $2 WHERE id = $1", &[])
         .await
         .unwrap();
     let params = |id: i64, a: &str| {
@@ -381,7 +384,10 @@ async fn inserts_without_a_column_list_fill_the_first_columns() {
          INSERT INTO v VALUES (2);",
     )
     .await;
-    let insert = session.prepare("INSERT INTO v VALUES ($1)").await.unwrap();
+    let insert = session
+        .prepare("INSERT INTO v VALUES ($1)", &[])
+        .await
+        .unwrap();
     session
         .execute_prepared(
             &insert,
@@ -444,7 +450,7 @@ async fn volatile_values_are_drawn_at_each_execution() {
     )
     .await;
     let insert = session
-        .prepare("INSERT INTO v (n, r) VALUES (nextval('s'), random())")
+        .prepare("INSERT INTO v (n, r) VALUES (nextval('s'), random())", &[])
         .await
         .unwrap();
     for _ in 0..3 {
@@ -467,7 +473,7 @@ async fn volatile_values_are_drawn_at_each_execution() {
     );
 
     let bad = session
-        .prepare("INSERT INTO v (n) VALUES ('x'::bigint)")
+        .prepare("INSERT INTO v (n) VALUES ('x'::bigint)", &[])
         .await
         .unwrap();
     for _ in 0..2 {
@@ -495,7 +501,7 @@ async fn a_parameter_used_with_two_types_takes_the_first() {
     )
     .await;
     let update = session
-        .prepare("UPDATE p SET n = $1 + 1 WHERE id = $1")
+        .prepare("UPDATE p SET n = $1 + 1 WHERE id = $1", &[])
         .await
         .unwrap();
     session
@@ -506,7 +512,7 @@ async fn a_parameter_used_with_two_types_takes_the_first() {
         .await
         .unwrap();
     let read = session
-        .prepare("SELECT id, n FROM p WHERE id >= $1 AND n < $1 + 10")
+        .prepare("SELECT id, n FROM p WHERE id >= $1 AND n < $1 + 10", &[])
         .await
         .unwrap();
     let rows = table(

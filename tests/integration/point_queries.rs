@@ -45,7 +45,7 @@ async fn point_queries_skip_planning() {
         ),
     ];
     for (sql, point) in cases {
-        let prepared = session.prepare(sql).await.unwrap();
+        let prepared = session.prepare(sql, &[]).await.unwrap();
         assert_eq!(prepared.skips_planning(), point, "{sql}");
         let params = if sql.contains("$1") {
             vec![ScalarValue::Int32(Some(1))]
@@ -63,7 +63,7 @@ async fn point_queries_skip_planning() {
     }
     // A key that is not there, and NULL.
     let prepared = session
-        .prepare("SELECT owner FROM accounts WHERE id = $1")
+        .prepare("SELECT owner FROM accounts WHERE id = $1", &[])
         .await
         .unwrap();
     for value in [ScalarValue::Int32(Some(99)), ScalarValue::Int32(None)] {
@@ -260,9 +260,9 @@ async fn key_ranges_skip_planning_and_match_the_general_path() {
         .map(|c| (c, false))
         .chain(text_cases.into_iter().map(|c| (c, true)));
     for ((sql, skips, ordered, count), text) in cases {
-        let fast_prepared = fast.prepare(sql).await.unwrap();
+        let fast_prepared = fast.prepare(sql, &[]).await.unwrap();
         assert_eq!(fast_prepared.skips_planning(), skips, "{sql}");
-        let general_prepared = general.prepare(sql).await.unwrap();
+        let general_prepared = general.prepare(sql, &[]).await.unwrap();
         for _ in 0..40 {
             // A partition (some missing), then bounds (some NULL).
             let device = rng.random_range(0..5);
@@ -401,18 +401,21 @@ async fn key_reads_prepared_again_are_planned_once_per_definition() {
     let mut session = Session::new(engine);
     run_all(&mut session, "CREATE TABLE accounts (id int PRIMARY KEY, owner text); INSERT INTO accounts VALUES (1, 'a')").await;
     let sql = "SELECT * FROM accounts WHERE id = $1";
-    let first = session.prepare(sql).await.unwrap();
-    assert!(Arc::ptr_eq(&first, &session.prepare(sql).await.unwrap()));
+    let first = session.prepare(sql, &[]).await.unwrap();
+    assert!(Arc::ptr_eq(
+        &first,
+        &session.prepare(sql, &[]).await.unwrap()
+    ));
     // Statements that are not reads by key are planned each time.
     let count = "SELECT count(*) FROM accounts WHERE id = $1";
-    let counted = session.prepare(count).await.unwrap();
+    let counted = session.prepare(count, &[]).await.unwrap();
     assert!(!Arc::ptr_eq(
         &counted,
-        &session.prepare(count).await.unwrap()
+        &session.prepare(count, &[]).await.unwrap()
     ));
 
     run_all(&mut session, "ALTER TABLE accounts ADD COLUMN note text").await;
-    let after = session.prepare(sql).await.unwrap();
+    let after = session.prepare(sql, &[]).await.unwrap();
     assert!(!Arc::ptr_eq(&first, &after));
     assert!(after.skips_planning());
     let one = ParamValues::from(vec![ScalarValue::Int32(Some(1))]);

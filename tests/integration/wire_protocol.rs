@@ -289,6 +289,68 @@ async fn parameters_take_the_types_postgresql_infers() {
     );
 }
 
+/// A type the client declares for a parameter (in Parse, as psycopg and
+/// JDBC do) is the parameter's where the statement gives it none, or one
+/// that would read its values as other values: `$1 + 1` with a numeric
+/// `$1` is a numeric, not a bigint.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn parameters_keep_the_types_the_client_declares() {
+    let server = TestServer::start().await;
+    let client = server.client().await;
+    let typed = |sql: &'static str, types: &'static [Type]| {
+        let client = &client;
+        async move { client.prepare_typed(sql, types).await.unwrap() }
+    };
+
+    let sum = typed("SELECT $1 + 1", &[Type::NUMERIC]).await;
+    assert_eq!(sum.params(), &[Type::NUMERIC]);
+    assert_eq!(sum.columns()[0].type_(), &Type::NUMERIC);
+    let quarter: rust_decimal::Decimal = "1.25".parse().unwrap();
+    let row = client.query_one(&sum, &[&quarter]).await.unwrap();
+    assert_eq!(row.get::<_, rust_decimal::Decimal>(0).to_string(), "2.25");
+
+    let twice = typed("SELECT $1 * 2.0", &[Type::FLOAT8]).await;
+    let row = client.query_one(&twice, &[&1.5f64]).await.unwrap();
+    assert_eq!(row.get::<_, f64>(0), 3.0);
+
+    let day = chrono::NaiveDate::from_ymd_opt(2026, 11, 28).unwrap();
+    let next = typed("SELECT $1 + 1", &[Type::DATE]).await;
+    let row = client.query_one(&next, &[&day]).await.unwrap();
+    assert_eq!(row.get::<_, chrono::NaiveDate>(0), day.succ_opt().unwrap());
+
+    let at = chrono::DateTime::parse_from_rfc3339("2026-11-28T10:30:00Z")
+        .unwrap()
+        .with_timezone(&chrono::Utc);
+    let echo = typed("SELECT $1", &[Type::TIMESTAMPTZ]).await;
+    assert_eq!(echo.columns()[0].type_(), &Type::TIMESTAMPTZ);
+    let row = client.query_one(&echo, &[&at]).await.unwrap();
+    assert_eq!(row.get::<_, chrono::DateTime<chrono::Utc>>(0), at);
+
+    let second = typed("SELECT ($1)[2]", &[Type::INT8_ARRAY]).await;
+    let row = client
+        .query_one(&second, &[&vec![1i64, 20, 3]])
+        .await
+        .unwrap();
+    assert_eq!(row.get::<_, i64>(0), 20);
+
+    // A declared type the statement's type holds as it is: an int2 for a
+    // bigint key.
+    client
+        .batch_execute(
+            "CREATE TABLE marks (site text, id bigint, PRIMARY KEY (site, id)); \
+             INSERT INTO marks VALUES ('north', 7)",
+        )
+        .await
+        .unwrap();
+    let by_key = typed(
+        "SELECT id FROM marks WHERE site = $1 AND id = $2",
+        &[Type::TEXT, Type::INT2],
+    )
+    .await;
+    let row = client.query_one(&by_key, &[&"north", &7i16]).await.unwrap();
+    assert_eq!(row.get::<_, i64>(0), 7);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn errors_keep_the_connection_usable() {
     let server = TestServer::start().await;

@@ -97,6 +97,11 @@ def declared_parameters():
                 datetime.date(2026, 11, 29),
                 datetime.datetime(2026, 11, 28, 10, 0, tzinfo=datetime.timezone.utc),
             ), (binary, row)
+            day = datetime.timedelta(days=1, seconds=5, microseconds=7)
+            row = cur.execute(
+                "SELECT %s::interval, now() - %s < now() - interval '23 hours'", (day, day)
+            ).fetchone()
+            assert row == (day, True), (binary, row)
 
 
 @check("psycopg: lists as array columns and parameters (= ANY, @>), in text and binary")

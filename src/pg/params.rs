@@ -2,7 +2,7 @@
 
 use chrono::{DateTime, FixedOffset, NaiveDate, NaiveDateTime};
 use datafusion::arrow::compute::CastOptions;
-use datafusion::arrow::datatypes::{DataType, TimeUnit};
+use datafusion::arrow::datatypes::{DataType, IntervalMonthDayNano, IntervalUnit, TimeUnit};
 use datafusion::common::{ParamValues, ScalarValue};
 use pgwire::api::portal::Portal;
 use pgwire::api::Type;
@@ -29,6 +29,7 @@ pub fn pg_param_type(ty: Option<&DataType>) -> Type {
         Some(DataType::Timestamp(_, None)) => Type::TIMESTAMP,
         Some(DataType::Timestamp(_, Some(_))) => Type::TIMESTAMPTZ,
         Some(DataType::Binary) => Type::BYTEA,
+        Some(DataType::Interval(_)) => Type::INTERVAL,
         Some(DataType::List(element)) => {
             let element = pg_param_type(Some(element.data_type()));
             array_type_oid(element.oid())
@@ -56,6 +57,7 @@ pub fn declared_type(ty: &Type) -> Option<DataType> {
         Type::TIMESTAMP => DataType::Timestamp(TimeUnit::Microsecond, None),
         Type::TIMESTAMPTZ => DataType::Timestamp(TimeUnit::Microsecond, Some(UTC.into())),
         Type::BYTEA => DataType::Binary,
+        Type::INTERVAL => DataType::Interval(IntervalUnit::MonthDayNano),
         _ => match ty.kind() {
             Kind::Array(element) => list_of(match *element {
                 Type::TEXT | Type::VARCHAR => DataType::Utf8,
@@ -151,6 +153,25 @@ fn decode(raw: Option<&[u8]>, binary: bool, ty: &Type) -> PgWireResult<ScalarVal
             Some(UTC.into()),
         ),
         Type::BYTEA => ScalarValue::Binary(value::<Vec<u8>>(raw, binary, ty)?),
+        // `interval_send`: microseconds, days, months.
+        Type::INTERVAL if binary => match raw {
+            Some(&[a, b, c, d, e, f, g, h, i, j, k, l, m, n, o, p]) => {
+                let micros = i64::from_be_bytes([a, b, c, d, e, f, g, h]);
+                let days = i32::from_be_bytes([i, j, k, l]);
+                let months = i32::from_be_bytes([m, n, o, p]);
+                ScalarValue::IntervalMonthDayNano(Some(IntervalMonthDayNano::new(
+                    months,
+                    days,
+                    micros.saturating_mul(1000),
+                )))
+            }
+            Some(other) => {
+                return Err(PgWireError::ApiError(
+                    format!("a binary interval has 16 bytes, not {}", other.len()).into(),
+                ))
+            }
+            None => ScalarValue::IntervalMonthDayNano(None),
+        },
         Type::UUID => match raw {
             Some(bytes) if binary && bytes.len() == 16 => {
                 let mut g = [0u8; 16];

@@ -308,6 +308,7 @@ fn sql_type(data_type: &DataType) -> Option<SqlDataType> {
             DataType::Timestamp(_, None) => "timestamp".into(),
             DataType::Timestamp(_, Some(_)) => "timestamptz".into(),
             DataType::Binary => "bytea".into(),
+            DataType::Interval(_) => "interval".into(),
             DataType::Utf8 => "text".into(),
             DataType::List(element) => format!("{}[]", name(element.data_type())?),
             _ => return None,

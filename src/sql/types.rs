@@ -254,6 +254,7 @@ pub fn text_inputs(array: &ArrayRef, target: &DataType) -> Result<ArrayRef, SqlE
     };
     Ok(match target {
         DataType::Timestamp(..) => texts_read_as(texts, timestamp_input),
+        DataType::Interval(_) => texts_read_as(texts, interval_input),
         DataType::List(element) => super::arrays::texts_to_lists(texts, element.data_type())?,
         _ => array.clone(),
     })

@@ -905,7 +905,8 @@ fn regclass_of_value(expr: &Expr) -> Option<Expr> {
 /// with its own: `div(a, b)`, the quotient truncated toward zero (a
 /// numeric), `make_timestamp(year, month, day, hour, min, sec)`,
 /// `to_number`, `array_replace` and `generate_series` as PostgreSQL reads
-/// them, and `array_length` and `array_upper`, NULL for an empty array.
+/// them, `cardinality` an integer, and `array_length` and `array_upper`,
+/// NULL for an empty array.
 fn postgres_function(expr: &Expr) -> Option<Expr> {
     let Expr::Function(f) = expr else {
         return None;
@@ -956,6 +957,9 @@ fn postgres_function(expr: &Expr) -> Option<Expr> {
         // Arrays start at 1, and an empty one has no dimensions: its
         // length and upper bound are NULL. A bigint, as generate_series
         // takes it (pgJDBC's `generate_series(1, array_upper(a, 1))`).
+        // An integer, as PostgreSQL's (DataFusion's is unsigned, which
+        // goes to the wire as a numeric).
+        ("cardinality", [array]) => format!("CAST(cardinality({array}) AS INTEGER)"),
         ("array_length" | "array_upper", [array, dimension]) => {
             format!("CAST(nullif(array_length({array}, {dimension}), 0) AS BIGINT)")
         }
@@ -3087,7 +3091,7 @@ pub(super) mod tests {
         assert_eq!(
             rewritten("SELECT a.id, e FROM a LEFT JOIN LATERAL jsonb_object_keys(a.doc) AS e ON true"),
             "SELECT a.id, e FROM (SELECT \"a\".*, unnest(json_keys_list(a.doc)) AS \"e\" FROM a \
-             UNION ALL SELECT \"a\".*, NULL AS \"e\" FROM a WHERE coalesce(cardinality(json_keys_list(a.doc)), 0) = 0) AS \"a\""
+             UNION ALL SELECT \"a\".*, NULL AS \"e\" FROM a WHERE coalesce(CAST(cardinality(json_keys_list(a.doc)) AS INTEGER), 0) = 0) AS \"a\""
         );
         // Left for DataFusion: generate_series of constants (its table
         // function), unqualified columns beside two tables, a LEFT JOIN on

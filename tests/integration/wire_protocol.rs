@@ -933,6 +933,16 @@ async fn arrays_in_binary_and_through_copy() {
     assert_eq!(row.get::<_, Vec<Option<String>>>(0), tags);
     assert_eq!(row.get::<_, Vec<i64>>(1), scores);
     assert_eq!(row.get::<_, Vec<Option<f64>>>(2), weights);
+    // Counts are integers, as PostgreSQL's.
+    let row = client
+        .query_one(
+            "SELECT cardinality(tags), cardinality(scores) FROM posts WHERE id = 1",
+            &[],
+        )
+        .await
+        .unwrap();
+    let counts: (i32, i32) = (row.get(0), row.get(1));
+    assert_eq!(counts, (tags.len() as i32, scores.len() as i32));
     let row = client
         .query_one("SELECT tags, scores FROM posts WHERE id = 2", &[])
         .await

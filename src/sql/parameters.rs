@@ -293,7 +293,7 @@ pub(super) fn cast_parameters(statement: &mut Statement, types: &[(usize, DataTy
     });
 }
 
-/// The SQL type of a parameter of `data_type` ([`declared_prevails`]'s types).
+/// The SQL type naming `data_type`, for the types a client may declare.
 fn sql_type(data_type: &DataType) -> Option<SqlDataType> {
     fn name(data_type: &DataType) -> Option<String> {
         Some(match data_type {

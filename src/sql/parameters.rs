@@ -186,35 +186,34 @@ pub(super) fn one_type_each(plan: LogicalPlan) -> Result<LogicalPlan> {
     if !differ && !untyped.iter().any(|id| first.contains_key(id)) {
         return Ok(plan);
     }
-    let other_than_first = |e: &Expr| match e {
-        Expr::Placeholder(Placeholder { id, field }) => first
-            .get(id)
-            .is_some_and(|kept| field.as_ref() != Some(kept)),
-        _ => false,
+    // The type a parameter takes here, where it is not the one it has.
+    let retyped = |id: &str, field: Option<&FieldRef>| {
+        first.get(id).filter(|kept| field != Some(*kept)).cloned()
     };
     let unified = rewrite_nodes_holding(
         plan,
-        |_, e| other_than_first(e),
+        |_, e| matches!(e, Expr::Placeholder(p) if retyped(&p.id, p.field.as_ref()).is_some()),
         |e, _| {
-            e.transform_up(|e| match e {
-                Expr::Placeholder(Placeholder { id, field })
-                    if first
-                        .get(&id)
-                        .is_some_and(|kept| field.as_ref() != Some(kept)) =>
-                {
-                    let kept = first[&id].clone();
-                    let parameter = Expr::Placeholder(Placeholder {
+            e.transform_up(|e| {
+                let Expr::Placeholder(Placeholder { id, field }) = e else {
+                    return Ok(Transformed::no(e));
+                };
+                let Some(kept) = retyped(&id, field.as_ref()) else {
+                    return Ok(Transformed::no(Expr::Placeholder(Placeholder {
                         id,
-                        field: Some(kept.clone()),
-                    });
-                    Ok(Transformed::yes(match field {
-                        Some(field) if field.data_type() != kept.data_type() => {
-                            Expr::Cast(Cast::new_from_field(Box::new(parameter), field))
-                        }
-                        _ => parameter,
-                    }))
-                }
-                e => Ok(Transformed::no(e)),
+                        field,
+                    })));
+                };
+                let parameter = Expr::Placeholder(Placeholder {
+                    id,
+                    field: Some(kept.clone()),
+                });
+                Ok(Transformed::yes(match field {
+                    Some(field) if field.data_type() != kept.data_type() => {
+                        Expr::Cast(Cast::new_from_field(Box::new(parameter), field))
+                    }
+                    _ => parameter,
+                }))
             })
         },
     )?;
@@ -227,7 +226,7 @@ pub(super) fn one_type_each(plan: LogicalPlan) -> Result<LogicalPlan> {
 /// them (a numeric `1.25` added to `1` is not the bigint `1`). A value
 /// that the inferred type holds as it is (an int2 compared with a bigint
 /// key) keeps the statement's plan as it is.
-pub(super) fn declared_prevails(inferred: Option<&DataType>, declared: &DataType) -> bool {
+fn declared_prevails(inferred: Option<&DataType>, declared: &DataType) -> bool {
     let Some(inferred) = inferred else {
         return true;
     };

@@ -949,10 +949,6 @@ impl Session {
             return Ok(prepared);
         };
         let mut names = None;
-        let parsed = declared
-            .iter()
-            .any(Option::is_some)
-            .then(|| statement.clone());
         if let DfStatement::Statement(s) = &mut statement {
             names = ColumnNames::of(s);
             rewrite::rewrite(s);
@@ -970,32 +966,26 @@ impl Session {
                 (prepared.param_types, prepared.result) = self.describe_writing_ctes(query).await?;
             }
             _ if is_query(&statement) => {
-                // A plan with the client's types where they prevail; should
-                // that fail, the statement's own plan, or its error.
-                let plan = match self.to_plan(statement.clone()).await {
-                    Ok(plan) => {
-                        let inferred = super::parameters::types(&plan)?;
-                        let prevailing = super::parameters::prevailing(declared, Some(&inferred));
-                        match self
-                            .replan_as_declared(parsed, &prevailing, &mut statement)
-                            .await
-                        {
-                            Ok(Some(declared_plan)) => declared_plan,
-                            _ => plan,
-                        }
+                let planned = self.to_plan(statement.clone()).await;
+                let inferred = match &planned {
+                    Ok(plan) => Some(super::parameters::types(plan)?),
+                    Err(_) => None,
+                };
+                let prevailing = super::parameters::prevailing(declared, inferred.as_deref());
+                // The client's types where they prevail; should that fail,
+                // the statement's own plan, or its error.
+                let plan = match self.replan_as_declared(sql, &prevailing).await {
+                    Some((plan, replanned)) => {
+                        statement = replanned;
+                        prepared.param_types = super::parameters::types(&plan)?;
+                        plan
                     }
-                    Err(e) => {
-                        let prevailing = super::parameters::prevailing(declared, None);
-                        match self
-                            .replan_as_declared(parsed, &prevailing, &mut statement)
-                            .await
-                        {
-                            Ok(Some(declared_plan)) => declared_plan,
-                            _ => return Err(e),
-                        }
+                    None => {
+                        let plan = planned?;
+                        prepared.param_types = inferred.unwrap_or_default();
+                        plan
                     }
                 };
-                prepared.param_types = super::parameters::types(&plan)?;
                 let schema = Arc::new(plan.schema().as_arrow().clone());
                 prepared.names = names.and_then(|n| n.resolve(schema.fields().len()));
                 prepared.result = Some(match &prepared.names {
@@ -1011,25 +1001,24 @@ impl Session {
         Ok(prepared)
     }
 
-    /// The plan of `parsed` (the statement as parsed, before its rewrite)
-    /// with the parameters of `prevailing` cast to their declared types,
-    /// which then replaces `statement`; `None` where there are none.
+    /// `sql`'s statement, parsed again, with the parameters of `prevailing`
+    /// cast to their declared types, and its plan; `None` where there are
+    /// none, or it cannot be planned.
     async fn replan_as_declared(
         &self,
-        parsed: Option<DfStatement>,
+        sql: &str,
         prevailing: &[(usize, DataType)],
-        statement: &mut DfStatement,
-    ) -> Result<Option<LogicalPlan>> {
-        let Some(mut parsed) = parsed.filter(|_| !prevailing.is_empty()) else {
-            return Ok(None);
-        };
-        if let DfStatement::Statement(s) = &mut parsed {
+    ) -> Option<(LogicalPlan, DfStatement)> {
+        if prevailing.is_empty() {
+            return None;
+        }
+        let mut statement = Self::parse(sql).ok()?.pop()?;
+        if let DfStatement::Statement(s) = &mut statement {
             super::parameters::cast_parameters(s, prevailing);
             rewrite::rewrite(s);
         }
-        let plan = self.to_plan(parsed.clone()).await?;
-        *statement = parsed;
-        Ok(Some(plan))
+        let plan = self.to_plan(statement.clone()).await.ok()?;
+        Some((plan, statement))
     }
 
     /// Executes a prepared statement with parameter values.

@@ -12,11 +12,10 @@ use std::sync::Arc;
 
 use bytes::{BufMut, BytesMut};
 use datafusion::arrow::array::{
-    Array, ArrayRef, AsArray, Decimal128Array, Float32Array, Float64Array, Int16Array, Int32Array,
-    Int64Array, ListArray, RecordBatch, StringArray, StructArray,
+    Array, ArrayRef, AsArray, Date32Array, Decimal128Array, Float32Array, Float64Array, Int16Array,
+    Int32Array, Int64Array, ListArray, RecordBatch, StringArray, StructArray,
 };
-use datafusion::arrow::datatypes::{DataType, Date32Type, Field, Schema, TimeUnit};
-use datafusion::arrow::temporal_conversions::as_date;
+use datafusion::arrow::datatypes::{DataType, Field, Schema, TimeUnit};
 use futures::{Stream, StreamExt};
 use pgwire::api::portal::Format;
 use pgwire::api::results::{CopyCsvOptions, CopyEncoder, CopyTextOptions, FieldFormat, FieldInfo};
@@ -33,7 +32,7 @@ use crate::catalog::SqlType;
 use crate::model::{Date, DateTime, ValueRef};
 use crate::sql::decimals::{put_decimal, put_decimal_binary, put_digits};
 use crate::sql::floats::put_float;
-use crate::sql::types::{declared_type, timestamp_micros_at, timestamp_text};
+use crate::sql::types::{declared_type, push_moment, timestamp_micros_at, timestamp_text};
 use crate::sql::{rescale, RowSink, StoredRows};
 
 /// The PostgreSQL type of a result column.
@@ -227,33 +226,27 @@ fn integer_at(array: &dyn Array, row: usize) -> Option<Option<Number>> {
     }
 }
 
-/// A timestamp: binary as PostgreSQL's microseconds, text as PostgreSQL
-/// prints it (`2026-11-21 10:11:12.5`, fraction only when not zero, `+00`
-/// with a time zone, shown in UTC).
+/// A timestamp: binary as PostgreSQL's microseconds since 2000, text as
+/// PostgreSQL prints it (`2026-11-21 10:11:12.5`, fraction only when not
+/// zero, `+00` with a time zone, shown in UTC).
 #[derive(Debug)]
 struct Timestamp {
+    /// Since 1970-01-01.
     micros: i64,
     zoned: bool,
 }
 
-impl Timestamp {
-    fn utc(&self) -> Option<chrono::DateTime<chrono::Utc>> {
-        chrono::DateTime::from_timestamp_micros(self.micros)
-    }
-}
+/// Microseconds from 1970-01-01 to PostgreSQL's epoch, 2000-01-01.
+const PG_EPOCH_MICROS: i64 = PG_EPOCH_DAYS as i64 * 86_400_000_000;
+
+/// Days from 1970-01-01 to PostgreSQL's epoch, 2000-01-01.
+const PG_EPOCH_DAYS: i32 = 10_957;
 
 impl ToSql for Timestamp {
-    fn to_sql(
-        &self,
-        ty: &Type,
-        out: &mut BytesMut,
-    ) -> Result<IsNull, Box<dyn Error + Sync + Send>> {
-        let t = self.utc().ok_or("timestamp out of range")?;
-        if self.zoned {
-            t.to_sql(ty, out)
-        } else {
-            t.naive_utc().to_sql(ty, out)
-        }
+    fn to_sql(&self, _: &Type, out: &mut BytesMut) -> Result<IsNull, Box<dyn Error + Sync + Send>> {
+        let since_pg_epoch = self.micros.checked_sub(PG_EPOCH_MICROS);
+        out.put_i64(since_pg_epoch.ok_or("timestamp out of range")?);
+        Ok(IsNull::No)
     }
     fn accepts(ty: &Type) -> bool {
         *ty == Type::TIMESTAMP || *ty == Type::TIMESTAMPTZ
@@ -268,8 +261,39 @@ impl ToSqlText for Timestamp {
         out: &mut BytesMut,
         _: &FormatOptions,
     ) -> Result<IsNull, Box<dyn Error + Sync + Send>> {
-        let text = timestamp_text(self.micros, self.zoned).ok_or("timestamp out of range")?;
-        out.put_slice(text.as_bytes());
+        out.put_slice(timestamp_text(self.micros, self.zoned).as_bytes());
+        Ok(IsNull::No)
+    }
+}
+
+/// A date: binary as PostgreSQL's days since 2000, text as PostgreSQL
+/// prints it (`2026-11-21`, `0044-03-15 BC`).
+#[derive(Debug)]
+struct CalendarDate {
+    /// Since 1970-01-01.
+    days: i32,
+}
+
+impl ToSql for CalendarDate {
+    fn to_sql(&self, _: &Type, out: &mut BytesMut) -> Result<IsNull, Box<dyn Error + Sync + Send>> {
+        let since_pg_epoch = self.days.checked_sub(PG_EPOCH_DAYS);
+        out.put_i32(since_pg_epoch.ok_or("date out of range")?);
+        Ok(IsNull::No)
+    }
+    fn accepts(ty: &Type) -> bool {
+        *ty == Type::DATE
+    }
+    postgres_types::to_sql_checked!();
+}
+
+impl ToSqlText for CalendarDate {
+    fn to_sql_text(
+        &self,
+        _ty: &Type,
+        out: &mut BytesMut,
+        _: &FormatOptions,
+    ) -> Result<IsNull, Box<dyn Error + Sync + Send>> {
+        push_moment(out, i64::from(self.days), None, false);
         Ok(IsNull::No)
     }
 }
@@ -652,11 +676,17 @@ fn encode_row<E: arrow_pg::encoder::Encoder>(
         } else if let (Some(width), Some(strings)) =
             (widths[col], array.as_any().downcast_ref::<StringArray>())
         {
-            let value = strings
-                .is_valid(row)
-                .then(|| padded(strings.value(row), width));
+            let value = strings.is_valid(row).then(|| Padded {
+                text: strings.value(row),
+                width,
+            });
             encoder.encode_field(&value, pg_field)?;
         } else if let Some(value) = timestamp_at(array.as_ref(), row) {
+            encoder.encode_field(&value, pg_field)?;
+        } else if let Some(dates) = array.as_any().downcast_ref::<Date32Array>() {
+            let value = dates.is_valid(row).then(|| CalendarDate {
+                days: dates.value(row),
+            });
             encoder.encode_field(&value, pg_field)?;
         } else if let Some(value) = interval_at(array.as_ref(), row) {
             encoder.encode_field(&value, pg_field)?;
@@ -812,25 +842,21 @@ fn stored_column(field: &Field, pg_field: &FieldInfo) -> Option<StoredColumn> {
         ) => StoredColumn::Timestamp {
             zoned: zone.is_some(),
         },
-        (ty, _)
-            if [
-                Type::INT2,
-                Type::INT4,
-                Type::INT8,
-                Type::FLOAT4,
-                Type::FLOAT8,
-                Type::TEXT,
-                Type::VARCHAR,
-                Type::BOOL,
-                Type::BYTEA,
-                Type::UUID,
-                Type::JSON,
-                Type::JSONB,
-            ]
-            .contains(ty) =>
-        {
-            StoredColumn::Plain
-        }
+        (
+            &Type::INT2
+            | &Type::INT4
+            | &Type::INT8
+            | &Type::FLOAT4
+            | &Type::FLOAT8
+            | &Type::TEXT
+            | &Type::VARCHAR
+            | &Type::BOOL
+            | &Type::BYTEA
+            | &Type::UUID
+            | &Type::JSON
+            | &Type::JSONB,
+            _,
+        ) => StoredColumn::Plain,
         _ => return None,
     })
 }
@@ -912,7 +938,7 @@ impl RowSink for StoredSink<'_> {
             (ValueRef::Binary(v), _) => encoder.encode_field(&v, field),
             (ValueRef::Guid(v), _) => encoder.encode_field(&TypedText(&v.to_string()), field),
             (ValueRef::String(v), StoredColumn::Char(width)) => {
-                encoder.encode_field(&padded(v, width), field)
+                encoder.encode_field(&Padded { text: v, width }, field)
             }
             (ValueRef::String(v) | ValueRef::Json(v), _) if is_typed_text(ty) => {
                 encoder.encode_field(&TypedText(v), field)
@@ -929,8 +955,7 @@ impl RowSink for StoredSink<'_> {
                 encoder.encode_field(&value, field)
             }
             (ValueRef::Date(Date(days)), StoredColumn::Date) => {
-                let date = as_date::<Date32Type>(i64::from(days));
-                encoder.encode_field(&date, field)
+                encoder.encode_field(&CalendarDate { days }, field)
             }
             (ValueRef::DateTime(DateTime(micros)), StoredColumn::Timestamp { zoned }) => {
                 encoder.encode_field(&Timestamp { micros, zoned }, field)
@@ -953,10 +978,42 @@ impl RowSink for StoredSink<'_> {
     }
 }
 
-/// A char(n) value blank-padded to its width, as PostgreSQL sends one.
-fn padded(text: &str, width: usize) -> String {
-    let pad = width.saturating_sub(text.chars().count());
-    format!("{text}{}", " ".repeat(pad))
+/// A char(n) value, sent blank-padded to its width as PostgreSQL sends
+/// one, in either format.
+#[derive(Debug)]
+struct Padded<'a> {
+    text: &'a str,
+    width: usize,
+}
+
+impl Padded<'_> {
+    fn put(&self, out: &mut BytesMut) -> Result<IsNull, Box<dyn Error + Sync + Send>> {
+        out.put_slice(self.text.as_bytes());
+        let pad = self.width.saturating_sub(self.text.chars().count());
+        out.put_bytes(b' ', pad);
+        Ok(IsNull::No)
+    }
+}
+
+impl ToSql for Padded<'_> {
+    fn to_sql(&self, _: &Type, out: &mut BytesMut) -> Result<IsNull, Box<dyn Error + Sync + Send>> {
+        self.put(out)
+    }
+    fn accepts(ty: &Type) -> bool {
+        *ty == Type::BPCHAR
+    }
+    postgres_types::to_sql_checked!();
+}
+
+impl ToSqlText for Padded<'_> {
+    fn to_sql_text(
+        &self,
+        _: &Type,
+        out: &mut BytesMut,
+        _: &FormatOptions,
+    ) -> Result<IsNull, Box<dyn Error + Sync + Send>> {
+        self.put(out)
+    }
 }
 
 /// The COPY TO STDOUT data of a stream of record batches, in text or CSV.

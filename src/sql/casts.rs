@@ -388,9 +388,9 @@ pub(super) fn timestamp_texts(times: &ArrayRef) -> Result<ArrayRef> {
             continue;
         }
         let micros = timestamp_micros_at(times.as_ref(), row);
-        match micros.and_then(|micros| timestamp_text(micros, zone.is_some())) {
-            Some(text) => texts.append_value(text),
-            None => return exec_err!("timestamp out of range"),
+        match micros {
+            Some(micros) => texts.append_value(timestamp_text(micros, zone.is_some())),
+            None => return exec_err!("timestamp text of a {}", times.data_type()),
         }
     }
     Ok(Arc::new(texts.finish()))

@@ -477,7 +477,7 @@ impl ColumnCopy {
             })
             .collect::<Result<Vec<_>, BoxError>>()?;
         let columns: Vec<usize> = (0..def.columns.len()).collect();
-        let mut decoder = RowDecoder::new(def, &columns);
+        let decoder = RowDecoder::new(def, &columns);
         let mut query = Query::new(range).page_size(BATCH_ROWS);
         query.projection = def.store_projection(columns.iter().copied());
         let mut rows = EncodedRows::new();

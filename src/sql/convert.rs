@@ -148,7 +148,7 @@ pub fn entities_to_batch(
 }
 
 /// Where a decoded column's values come from.
-#[derive(Clone, Copy)]
+#[derive(Clone, Copy, Debug)]
 enum Source {
     /// The property of the column's name.
     Property,
@@ -162,6 +162,7 @@ enum Source {
 
 /// Decodes stored rows into the record batch of some table columns,
 /// copying each value from its stored record straight into its column.
+#[derive(Debug)]
 pub struct RowDecoder {
     columns: Vec<usize>,
     /// The property type of each column.
@@ -170,10 +171,6 @@ pub struct RowDecoder {
     /// The decoded properties' names in byte order, each with the output
     /// column it fills.
     properties: Vec<(Vec<u8>, usize)>,
-    /// The property found at each position of the last record read:
-    /// records of a table mostly hold the same properties, in name order,
-    /// so one comparison usually finds a property's column.
-    last_record: Vec<(Vec<u8>, Option<usize>)>,
     /// How many components the PartitionKey and RowKey split into, when a
     /// key column is decoded.
     key_counts: Option<(usize, usize)>,
@@ -220,33 +217,40 @@ impl RowDecoder {
                 .collect(),
             sources,
             properties,
-            last_record: Vec::new(),
             key_counts,
         }
     }
 
     /// The output column of a property name found at `position` in a
-    /// record; `None` for a property not decoded.
-    fn property_column(&mut self, position: usize, name: &[u8]) -> Option<usize> {
-        if let Some((last, column)) = self.last_record.get(position) {
-            if last.as_slice() == name {
-                return *column;
+    /// record; `None` for a property not decoded. `last` holds, for each
+    /// position, the index in `properties` of the decoded property found
+    /// there in the record before: records of a table mostly hold the same
+    /// properties, in name order, so one comparison usually finds it.
+    fn property_column(
+        &self,
+        last: &mut Vec<Option<usize>>,
+        position: usize,
+        name: &[u8],
+    ) -> Option<usize> {
+        if let Some(&Some(p)) = last.get(position) {
+            let (known, column) = &self.properties[p];
+            if known.as_slice() == name {
+                return Some(*column);
             }
         }
-        let column = self
+        let found = self
             .properties
             .binary_search_by(|(n, _)| n.as_slice().cmp(name))
-            .ok()
-            .map(|p| self.properties[p].1);
-        if position >= self.last_record.len() {
-            self.last_record.resize(position + 1, (Vec::new(), None));
+            .ok();
+        if position >= last.len() {
+            last.resize(position + 1, None);
         }
-        self.last_record[position] = (name.to_vec(), column);
-        column
+        last[position] = found;
+        found.map(|p| self.properties[p].1)
     }
 
     pub fn decode(
-        &mut self,
+        &self,
         def: &TableDef,
         schema: SchemaRef,
         rows: &EncodedRows,
@@ -274,20 +278,21 @@ impl RowDecoder {
     /// Passes each row's values to `sink`, one per decoded column in the
     /// columns' order, then ends the row.
     pub fn decode_into<S: RowSink>(
-        &mut self,
+        &self,
         def: &TableDef,
         rows: &EncodedRows,
         sink: &mut S,
     ) -> std::result::Result<(), S::Error> {
         // The value of each column the row's record holds.
         let mut found: Vec<Option<ValueRef>> = vec![None; self.sources.len()];
+        let mut last = Vec::new();
         let (mut partition_parts, mut row_parts) = (Vec::new(), Vec::new());
         for (r, row) in rows.iter().enumerate() {
             found.fill(None);
             let (_, properties) = read_record(row.record).map_err(corrupt)?;
             for (position, property) in properties.enumerate() {
                 let (name, value) = property.map_err(corrupt)?;
-                let Some(out) = self.property_column(position, name) else {
+                let Some(out) = self.property_column(&mut last, position, name) else {
                     continue;
                 };
                 let value = value.get().map_err(corrupt)?;

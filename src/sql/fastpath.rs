@@ -75,8 +75,8 @@ pub struct KeyPlan {
     reverse: bool,
     /// Most rows returned.
     fetch: Option<usize>,
-    /// The table column of each output column.
-    outputs: Vec<usize>,
+    /// Decodes the output columns from the rows read.
+    decoder: RowDecoder,
     /// Properties to decode.
     projection: Option<Vec<String>>,
     schema: SchemaRef,
@@ -558,6 +558,7 @@ impl KeyPlan {
             return None;
         }
         let projection = def.store_projection(outputs.iter().copied());
+        let decoder = RowDecoder::new(&def, &outputs);
         let schema = Arc::new(plan.schema().as_arrow().clone());
         Some(KeyPlan {
             table: def,
@@ -566,7 +567,7 @@ impl KeyPlan {
             recheck,
             reverse,
             fetch,
-            outputs,
+            decoder,
             projection,
             schema,
         })
@@ -817,14 +818,14 @@ impl StoredRows {
     /// Passes each row's values to `sink`, column by column.
     pub fn decode_into<S: RowSink>(&self, sink: &mut S) -> std::result::Result<(), S::Error> {
         let table = &self.plan.table;
-        RowDecoder::new(table, &self.plan.outputs).decode_into(table, &self.rows, sink)
+        self.plan.decoder.decode_into(table, &self.rows, sink)
     }
 
     /// The rows as one record batch of `schema` (the plan's, or the same
     /// columns renamed).
     pub fn decode(&self, schema: SchemaRef) -> Result<RecordBatch> {
         let table = &self.plan.table;
-        RowDecoder::new(table, &self.plan.outputs).decode(table, schema, &self.rows)
+        self.plan.decoder.decode(table, schema, &self.rows)
     }
 }
 

@@ -92,10 +92,16 @@ pub fn to_json(value: &ScalarValue) -> Value {
                 Ok(ScalarValue::TimestampMicrosecond(Some(micros), _)) => Some(micros),
                 _ => None,
             };
-            match micros.and_then(|micros| timestamp_text(micros, false)) {
-                Some(text) => {
+            match micros {
+                Some(micros) => {
+                    let text = timestamp_text(micros, false).replacen(' ', "T", 1);
                     let offset = if zone.is_some() { "+00:00" } else { "" };
-                    Value::String(format!("{}{offset}", text.replacen(' ', "T", 1)))
+                    // A year before 1 ends in ` BC`, after the offset.
+                    let (moment, era) = match text.strip_suffix(" BC") {
+                        Some(moment) => (moment, " BC"),
+                        None => (text.as_str(), ""),
+                    };
+                    Value::String(format!("{moment}{offset}{era}"))
                 }
                 None => Value::String(value.to_string()),
             }

@@ -9,7 +9,7 @@ use std::collections::{HashMap, HashSet};
 use std::ops::ControlFlow;
 use std::sync::Arc;
 
-use datafusion::arrow::datatypes::{DataType, Field, FieldRef};
+use datafusion::arrow::datatypes::{DataType, Field, FieldRef, TimeUnit};
 use datafusion::common::tree_node::{Transformed, TreeNode, TreeNodeRecursion};
 use datafusion::common::DFSchema;
 use datafusion::logical_expr::expr::{Cast, Placeholder, ScalarFunction, TryCast};
@@ -57,12 +57,12 @@ pub(super) fn typed_by_context(plan: LogicalPlan) -> Result<LogicalPlan> {
                 }
                 Ok(match e {
                     Expr::Cast(Cast { expr, field }) => Transformed::yes(Expr::Cast(Cast {
-                        expr: Box::new(typed(*expr, field.data_type())),
+                        expr: Box::new(typed(*expr, &cast_parameter_type(field.data_type()))),
                         field,
                     })),
                     Expr::TryCast(TryCast { expr, field }) => {
                         Transformed::yes(Expr::TryCast(TryCast {
-                            expr: Box::new(typed(*expr, field.data_type())),
+                            expr: Box::new(typed(*expr, &cast_parameter_type(field.data_type()))),
                             field,
                         }))
                     }
@@ -95,6 +95,17 @@ pub(super) fn typed_by_context(plan: LogicalPlan) -> Result<LogicalPlan> {
         node => Ok(Transformed::no(node)),
     })?;
     Ok(limits.data)
+}
+
+/// The type of a parameter cast to `target`: the target's, but a
+/// timestamp in microseconds, as PostgreSQL's are (DataFusion's
+/// `timestamp` is in nanoseconds, which hold no moment before 1677 or
+/// after 2262); the cast converts.
+fn cast_parameter_type(target: &DataType) -> DataType {
+    match target {
+        DataType::Timestamp(_, zone) => DataType::Timestamp(TimeUnit::Microsecond, zone.clone()),
+        other => other.clone(),
+    }
 }
 
 fn untyped(e: &Expr) -> bool {

@@ -230,18 +230,122 @@ pub fn timestamp_micros_at(array: &dyn Array, row: usize) -> Option<i64> {
 
 /// A timestamp as PostgreSQL prints one: `2026-11-21 10:11:12.5`, a
 /// fraction only when it is not zero, and `+00` after an instant (a
-/// `timestamptz`, shown in UTC). `None` past the range of dates it can show.
-pub fn timestamp_text(micros: i64, zoned: bool) -> Option<String> {
-    let t = chrono::DateTime::from_timestamp_micros(micros)?;
-    let mut text = t.format("%Y-%m-%d %H:%M:%S").to_string();
-    let fraction = micros.rem_euclid(1_000_000);
-    if fraction != 0 {
-        text.push_str(format!(".{fraction:06}").trim_end_matches('0'));
+/// `timestamptz`, shown in UTC).
+pub fn timestamp_text(micros: i64, zoned: bool) -> String {
+    let mut text = String::new();
+    push_moment(
+        &mut text,
+        micros.div_euclid(MICROS_A_DAY),
+        Some(micros.rem_euclid(MICROS_A_DAY)),
+        zoned,
+    );
+    text
+}
+
+const MICROS_A_DAY: i64 = 86_400_000_000;
+
+/// Writes a date, or a moment, as PostgreSQL prints it in its ISO style:
+/// `days` since 1970-01-01 as `2026-11-21` (years of more than four digits
+/// in full, years before 1 as `0044-03-15 BC`), then `clock`, the
+/// microseconds since midnight, as ` 10:11:12.5` (a fraction only when it
+/// is not zero), then `+00` for an instant (`zoned`, shown in UTC), and
+/// ` BC` last. The digits are written here, not by a format string: a
+/// result may hold many of them.
+pub fn push_moment(out: &mut impl std::fmt::Write, days: i64, clock: Option<i64>, zoned: bool) {
+    let (year, month, day) = civil_date(days);
+    // Year 0 is 1 BC.
+    let (year, bc) = if year <= 0 {
+        (1 - year, true)
+    } else {
+        (year, false)
+    };
+    let mut text = ShortText::default();
+    let mut digits = [b'0'; 20];
+    let start = super::decimals::put_digits(u128::from(year.unsigned_abs()), &mut digits);
+    // At least four digits: zeros before a shorter year.
+    text.put(&digits[start.min(digits.len() - 4)..]);
+    text.put(b"-");
+    text.two_digits(i64::from(month));
+    text.put(b"-");
+    text.two_digits(i64::from(day));
+    if let Some(clock) = clock {
+        let seconds = clock / 1_000_000;
+        text.put(b" ");
+        text.two_digits(seconds / 3600);
+        text.put(b":");
+        text.two_digits(seconds / 60 % 60);
+        text.put(b":");
+        text.two_digits(seconds % 60);
+        let fraction = clock % 1_000_000;
+        if fraction != 0 {
+            let mut places = [b'0'; 6];
+            super::decimals::put_digits(fraction as u128, &mut places);
+            let kept = places.iter().rposition(|&d| d != b'0').map_or(0, |p| p + 1);
+            text.put(b".");
+            text.put(&places[..kept]);
+        }
+        if zoned {
+            text.put(b"+00");
+        }
     }
-    if zoned {
-        text.push_str("+00");
+    if bc {
+        text.put(b" BC");
     }
-    Some(text)
+    let _ = out.write_str(text.as_str());
+}
+
+/// A short ASCII text built on the stack.
+struct ShortText {
+    bytes: [u8; 48],
+    len: usize,
+}
+
+impl Default for ShortText {
+    fn default() -> Self {
+        ShortText {
+            bytes: [0; 48],
+            len: 0,
+        }
+    }
+}
+
+impl ShortText {
+    fn put(&mut self, bytes: &[u8]) {
+        self.bytes[self.len..self.len + bytes.len()].copy_from_slice(bytes);
+        self.len += bytes.len();
+    }
+
+    /// A number below 100 as two digits.
+    fn two_digits(&mut self, n: i64) {
+        self.put(&[b'0' + (n / 10) as u8, b'0' + (n % 10) as u8]);
+    }
+
+    fn as_str(&self) -> &str {
+        // Only ASCII is put.
+        std::str::from_utf8(&self.bytes[..self.len]).unwrap_or_default()
+    }
+}
+
+/// Days since 1970-01-01 as a date of the proleptic Gregorian calendar,
+/// (year, month, day), year 0 being 1 BC (Howard Hinnant's
+/// `civil_from_days`).
+fn civil_date(days: i64) -> (i64, u32, u32) {
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let day_of_era = z.rem_euclid(146_097);
+    let year_of_era =
+        (day_of_era - day_of_era / 1460 + day_of_era / 36_524 - day_of_era / 146_096) / 365;
+    let day_of_year = day_of_era - (365 * year_of_era + year_of_era / 4 - year_of_era / 100);
+    // Months counted from March.
+    let march_month = (5 * day_of_year + 2) / 153;
+    let day = day_of_year - (153 * march_month + 2) / 5 + 1;
+    let month = if march_month < 10 {
+        march_month + 3
+    } else {
+        march_month - 9
+    };
+    let year = year_of_era + era * 400 + i64::from(month <= 2);
+    (year, month as u32, day as u32)
 }
 
 /// `array` with each text read as PostgreSQL reads a text cast to
@@ -427,7 +531,10 @@ pub fn cast_name(ty: SqlType) -> String {
         SqlType::Uuid | SqlType::Json | SqlType::Jsonb | SqlType::Char(_) | SqlType::Varchar(_) => {
             "TEXT".into()
         }
-        SqlType::Timestamptz => "TIMESTAMPTZ".into(),
+        // Microseconds, as the columns hold them (DataFusion's `TIMESTAMP`
+        // is nanoseconds, which hold no moment before 1677 or after 2262).
+        SqlType::Timestamp => "TIMESTAMP(6)".into(),
+        SqlType::Timestamptz => "TIMESTAMP(6) WITH TIME ZONE".into(),
         SqlType::Array(element) => format!("{}[]", cast_name(element.sql_type())),
         other => other.pg_name().to_uppercase(),
     }
@@ -456,6 +563,53 @@ pub fn parse_uuid(s: &str) -> Option<crate::model::Guid> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn dates_and_timestamps_print_as_postgresql_prints_them() {
+        // Microseconds since 1970 of a day and a time of day in microseconds.
+        let micros = |year: i32, month: u32, day: u32, clock: i64| {
+            let day = chrono::NaiveDate::from_ymd_opt(year, month, day).unwrap();
+            let midnight = day.and_hms_opt(0, 0, 0).unwrap().and_utc();
+            midnight.timestamp_micros() + clock
+        };
+        let clock =
+            |h: i64, m: i64, s: i64, fraction: i64| ((h * 60 + m) * 60 + s) * 1_000_000 + fraction;
+        let date = |days: i64| {
+            let mut text = String::new();
+            push_moment(&mut text, days, None, false);
+            text
+        };
+        let moment = micros(2026, 11, 21, clock(10, 11, 12, 500_000));
+        assert_eq!(timestamp_text(moment, false), "2026-11-21 10:11:12.5");
+        assert_eq!(timestamp_text(moment, true), "2026-11-21 10:11:12.5+00");
+        assert_eq!(timestamp_text(0, false), "1970-01-01 00:00:00");
+        assert_eq!(timestamp_text(-1, true), "1969-12-31 23:59:59.999999+00");
+        assert_eq!(
+            timestamp_text(micros(2000, 2, 29, 120), false),
+            "2000-02-29 00:00:00.00012"
+        );
+        // PostgreSQL's years before 1 (year 0 is 1 BC) and past 9999, as
+        // PostgreSQL 15 printed them.
+        assert_eq!(date(-1_000_000), "0769-02-04 BC");
+        assert_eq!(date(-730_000), "0030-05-01 BC");
+        assert_eq!(date(-719_163), "0001-12-31 BC");
+        assert_eq!(date(-719_162), "0001-01-01");
+        assert_eq!(
+            timestamp_text(micros(-43, 3, 15, clock(10, 11, 12, 500_000)), true),
+            "0044-03-15 10:11:12.5+00 BC"
+        );
+        assert_eq!(
+            timestamp_text(micros(12345, 1, 2, clock(3, 4, 5, 0)), true),
+            "12345-01-02 03:04:05+00"
+        );
+        assert_eq!(date(1_106_000), "4998-02-15");
+        // The calendar, against chrono's, from 1 AD to 4998 AD.
+        let epoch = chrono::NaiveDate::from_ymd_opt(1970, 1, 1).unwrap();
+        for days in (-719_162..1_106_000).step_by(7) {
+            let chrono = epoch + chrono::Duration::days(days);
+            assert_eq!(date(days), chrono.format("%Y-%m-%d").to_string());
+        }
+    }
 
     #[test]
     fn a_time_without_seconds_gets_them() {

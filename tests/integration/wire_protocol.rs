@@ -1147,3 +1147,73 @@ async fn text(client: &tokio_postgres::Client, sql: &str) -> Vec<Vec<Option<Stri
         })
         .collect()
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dates_before_year_one_and_after_9999_read_as_postgresql_prints_them() {
+    use chrono::{NaiveDate, NaiveDateTime};
+    let server = TestServer::start().await;
+    let client = server.client().await;
+    client
+        .batch_execute(
+            "CREATE TABLE eras (id int PRIMARY KEY, day date, at timestamp, tz timestamptz)",
+        )
+        .await
+        .unwrap();
+    let day = |y, m, d| NaiveDate::from_ymd_opt(y, m, d).unwrap();
+    let moment = |y, m, d, micros: i64| -> NaiveDateTime {
+        day(y, m, d).and_hms_opt(0, 0, 0).unwrap() + chrono::Duration::microseconds(micros)
+    };
+    // The year -43 is 44 BC (year 0 is 1 BC).
+    let rows = [
+        (1, day(-43, 3, 15), moment(-43, 3, 15, 36_672_500_000)),
+        (2, day(0, 12, 31), moment(0, 12, 31, 86_399_999_999)),
+        (3, day(12345, 1, 2), moment(12345, 1, 2, 11_045_000_000)),
+    ];
+    for (id, d, t) in rows {
+        client
+            .execute(
+                "INSERT INTO eras VALUES ($1, $2, $3, $4)",
+                &[&id, &d, &t, &t.and_utc()],
+            )
+            .await
+            .unwrap();
+    }
+    // PostgreSQL 15's text for the same values.
+    let expected = [
+        [
+            "0044-03-15 BC",
+            "0044-03-15 10:11:12.5 BC",
+            "0044-03-15 10:11:12.5+00 BC",
+        ],
+        [
+            "0001-12-31 BC",
+            "0001-12-31 23:59:59.999999 BC",
+            "0001-12-31 23:59:59.999999+00 BC",
+        ],
+        [
+            "12345-01-02",
+            "12345-01-02 03:04:05",
+            "12345-01-02 03:04:05+00",
+        ],
+    ];
+    for pushdown in ["on", "off"] {
+        client
+            .batch_execute(&format!("SET tablegate.pushdown = {pushdown}"))
+            .await
+            .unwrap();
+        for (i, (id, d, t)) in rows.into_iter().enumerate() {
+            let sql = format!("SELECT day, at, tz FROM eras WHERE id = {id}");
+            let texts = text(&client, &sql).await;
+            let want: Vec<Option<String>> =
+                expected[i].iter().map(|s| Some(s.to_string())).collect();
+            assert_eq!(texts, vec![want], "{sql}, pushdown {pushdown}");
+            let row = client
+                .query_one("SELECT day, at, tz FROM eras WHERE id = $1", &[&id])
+                .await
+                .unwrap();
+            assert_eq!(row.get::<_, NaiveDate>(0), d);
+            assert_eq!(row.get::<_, NaiveDateTime>(1), t);
+            assert_eq!(row.get::<_, chrono::DateTime<chrono::Utc>>(2), t.and_utc());
+        }
+    }
+}

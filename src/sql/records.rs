@@ -1,6 +1,8 @@
 //! PostgreSQL's row values (records), which DataFusion holds as structs:
 //! whole-row references (`row_to_json(t)`, `json_agg(t)`, `SELECT t FROM
-//! t`) and `ROW(x, y)`, both made with [`RowValue`].
+//! t`) and `ROW(x, y)`, both made with [`RowValue`]; and comparisons of
+//! rows, `(a, b) = (x, y)`, as the comparisons of their fields that
+//! PostgreSQL makes of them ([`row_comparison`]).
 //!
 //! PostgreSQL reads a table's alias used as a value as the row of its
 //! columns. DataFusion has no such reference, so each becomes
@@ -26,9 +28,9 @@ use datafusion::logical_expr::{
     Volatility,
 };
 use datafusion::sql::sqlparser::ast::{
-    visit_expressions_mut, Expr, FunctionArg, FunctionArgExpr, FunctionArguments, Ident, Query,
-    Select, SelectItem, SetExpr, Statement, TableFactor, TableWithJoins, Value, ValueWithSpan,
-    VisitMut, VisitorMut, WildcardAdditionalOptions, With,
+    visit_expressions_mut, BinaryOperator, Expr, FunctionArg, FunctionArgExpr, FunctionArguments,
+    Ident, Query, Select, SelectItem, SetExpr, Statement, TableFactor, TableWithJoins, Value,
+    ValueWithSpan, VisitMut, VisitorMut, WildcardAdditionalOptions, With,
 };
 
 use super::rewrite::{and_all, call, value_expressions, OUTER_KEY};
@@ -164,6 +166,118 @@ pub fn row_nullness(expr: &mut Expr) {
     if let Some(all) = and_all(tests) {
         *expr = Expr::Nested(Box::new(all));
     }
+}
+
+/// A comparison of two rows of as many fields, `(a, b) < (x, y)`, or a row
+/// in a list of rows, `(a, b) IN ((1, 2), (3, 4))`, as the comparisons of
+/// their fields, which is how PostgreSQL defines it: `=` holds where every
+/// pair is equal, `<>` where one pair differs, and `<`, `<=`, `>`, `>=`
+/// are decided by the first pair that is not equal (`a < x OR (a = x AND
+/// b < y)`, with `a <= x` beside it for the scan's range); a NULL in a pair
+/// that decides makes the answer NULL, as the AND and OR of the
+/// comparisons make it. DataFusion compared the rows as
+/// structs, a NULL field as a value (`(1, NULL) = (1, 2)` was false, not
+/// NULL), and a filter on the key columns written as a row read the whole
+/// table.
+pub fn row_comparison(expr: &mut Expr) {
+    match expr {
+        Expr::BinaryOp { left, op, right } => {
+            let (Expr::Tuple(left), Expr::Tuple(right)) = (left.as_ref(), right.as_ref()) else {
+                return;
+            };
+            if let Some(compared) = compare_rows(left, op, right) {
+                *expr = Expr::Nested(Box::new(compared));
+            }
+        }
+        Expr::InList {
+            expr: row,
+            list,
+            negated,
+        } => {
+            let Expr::Tuple(row) = row.as_ref() else {
+                return;
+            };
+            let equal: Option<Vec<Expr>> = list
+                .iter()
+                .map(|item| match item {
+                    Expr::Tuple(item) => compare_rows(row, &BinaryOperator::Eq, item),
+                    _ => None,
+                })
+                .collect();
+            let Some(any) = equal.and_then(either) else {
+                return;
+            };
+            let any = Expr::Nested(Box::new(any));
+            *expr = match negated {
+                true => Expr::UnaryOp {
+                    op: datafusion::sql::sqlparser::ast::UnaryOperator::Not,
+                    expr: Box::new(any),
+                },
+                false => any,
+            };
+        }
+        _ => {}
+    }
+}
+
+/// `left op right` as comparisons of their fields; `None` for rows of
+/// different lengths (left for the planner to refuse) or another operator.
+fn compare_rows(left: &[Expr], op: &BinaryOperator, right: &[Expr]) -> Option<Expr> {
+    use BinaryOperator::*;
+    if left.len() != right.len() || left.is_empty() {
+        return None;
+    }
+    let pair = |i: usize, op: BinaryOperator| {
+        Expr::Nested(Box::new(Expr::BinaryOp {
+            left: Box::new(left[i].clone()),
+            op,
+            right: Box::new(right[i].clone()),
+        }))
+    };
+    let pairs = 0..left.len();
+    match op {
+        Eq => and_all(pairs.map(|i| pair(i, Eq)).collect()),
+        NotEq => either(pairs.map(|i| pair(i, NotEq)).collect()),
+        Lt | LtEq | Gt | GtEq => {
+            let (strict, bound) = if matches!(op, Lt | LtEq) {
+                (Lt, LtEq)
+            } else {
+                (Gt, GtEq)
+            };
+            // From the last pair back: the last is compared with `op`
+            // itself, each before it decides where its fields differ.
+            let last = left.len() - 1;
+            let decided = (0..last).rev().fold(pair(last, op.clone()), |after, i| {
+                let equal_then = Expr::BinaryOp {
+                    left: Box::new(pair(i, Eq)),
+                    op: And,
+                    right: Box::new(after),
+                };
+                Expr::Nested(Box::new(Expr::BinaryOp {
+                    left: Box::new(pair(i, strict.clone())),
+                    op: Or,
+                    right: Box::new(Expr::Nested(Box::new(equal_then))),
+                }))
+            });
+            if last == 0 {
+                return Some(decided);
+            }
+            // The first fields' bound, which the comparison implies (and
+            // which is NULL where a NULL makes it NULL): the scan's range
+            // of keys, for a key read from where the last page ended.
+            and_all(vec![pair(0, bound), decided])
+        }
+        _ => None,
+    }
+}
+
+/// The OR of some conditions; `None` for none.
+fn either(conditions: Vec<Expr>) -> Option<Expr> {
+    conditions.into_iter().reduce(|a, b| Expr::BinaryOp {
+        left: Box::new(a),
+        op: BinaryOperator::Or,
+        right: Box::new(b),
+    })
 }
 
 fn text(s: &str) -> Expr {

@@ -970,6 +970,7 @@ fn postgres_function(expr: &Expr) -> Option<Expr> {
 
 fn rewrite_expr(expr: &mut Expr) {
     super::records::row_nullness(expr);
+    super::records::row_comparison(expr);
     super::date_fields::postgres_date_fields(expr);
     if let Some(written) = postgres_function(expr) {
         *expr = written;

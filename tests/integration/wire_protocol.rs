@@ -196,6 +196,15 @@ async fn parameters_take_the_types_postgresql_infers() {
     assert_eq!(by_id.params(), &[Type::TEXT, Type::INT4]);
     let row = client.query_one(&by_id, &[&"north", &2i32]).await.unwrap();
     assert_eq!(row.get::<_, f32>(0), 1.5);
+    // The key written as a row: each field's parameter takes its column's
+    // type, and the read is the same point get.
+    let by_row = client
+        .prepare("SELECT level FROM gauges WHERE (site, id) = ($1, $2)")
+        .await
+        .unwrap();
+    assert_eq!(by_row.params(), &[Type::TEXT, Type::INT8]);
+    let row = client.query_one(&by_row, &[&"north", &2i64]).await.unwrap();
+    assert_eq!(row.get::<_, f32>(0), 1.5);
     let since = client
         .prepare("SELECT count(*) FROM gauges WHERE read_at > $1::timestamptz")
         .await

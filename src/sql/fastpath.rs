@@ -696,17 +696,17 @@ impl KeyPlan {
             (access, read)
         };
         let partition = match &access {
-            AccessPath::Points(keys) => keys[0].partition_key.clone(),
+            AccessPath::Points(keys) => keys[0].partition_key.as_str(),
             AccessPath::Ranges(ranges) => match &ranges[0] {
-                KeyRange::Rows { partition_key, .. } => partition_key.clone(),
-                KeyRange::Partitions { .. } => String::new(),
+                KeyRange::Rows { partition_key, .. } => partition_key.as_str(),
+                KeyRange::Partitions { .. } => "",
             },
-            _ => String::new(),
+            _ => "",
         };
         let returned = rows.len() as u64;
         monitor
             .traffic
-            .record_reads(&def.name, [(partition.as_str(), read as u64)]);
+            .record_reads(&def.name, [(partition, read as u64)]);
         monitor.record_statement(QueryRecord {
             id: 0,
             started: started.0,
@@ -715,7 +715,8 @@ impl KeyPlan {
             rows: returned,
             scans: vec![ScanRecord {
                 table: def.name.clone(),
-                access: access.to_string(),
+                access,
+                key_lookups: false,
                 across_partitions: false,
                 entities_read: read as u64,
                 rows_returned: returned,

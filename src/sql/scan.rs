@@ -404,13 +404,10 @@ impl StoreScan {
             .collect();
         filter_columns.sort();
         filter_columns.dedup();
-        let mut access = s.access.to_string();
-        if s.key_lookup.is_some() {
-            access.push_str(", key lookups from the join");
-        }
         ScanRecord {
             table: s.table.name.clone(),
-            access,
+            access: s.access.clone(),
+            key_lookups: s.key_lookup.is_some(),
             across_partitions: s.access.across_partitions() && s.key_lookup.is_none(),
             entities_read: read as u64,
             rows_returned: returned as u64,

@@ -237,7 +237,7 @@ fn indexes_for_filters(def: &TableDef, log: &[QueryRecord]) -> Vec<Advice> {
             entry.0 += 1;
             entry.1 += s.entities_read;
             entry.2 += s.rows_returned;
-            entry.3 &= s.access.starts_with("partition") || s.access.starts_with("range");
+            entry.3 &= s.in_named_partitions();
         }
     }
     let mut advice = Vec::new();

@@ -7,6 +7,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
+use crate::sql::AccessPath;
+
 /// Statements the log keeps; older ones drop out.
 const KEPT: usize = 500;
 /// A scan that read fewer entities than this is cheap whatever its density.
@@ -19,8 +21,12 @@ pub const LOW_DENSITY_RATIO: u64 = 100;
 #[derive(Debug, Clone)]
 pub struct ScanRecord {
     pub table: String,
-    /// The access path, as EXPLAIN names it.
-    pub access: String,
+    /// The access path (shown as EXPLAIN names it by [`Self::access_text`]:
+    /// formatting it for every statement run cost a read by key more than
+    /// the log's other work).
+    pub access: AccessPath,
+    /// Whether a join gave the keys the scan read.
+    pub key_lookups: bool,
     /// Whether the path reads a range of partitions or the whole table.
     pub across_partitions: bool,
     pub entities_read: u64,
@@ -35,6 +41,21 @@ pub struct ScanRecord {
 }
 
 impl ScanRecord {
+    /// The access path as EXPLAIN names it.
+    pub fn access_text(&self) -> String {
+        let mut text = self.access.to_string();
+        if self.key_lookups {
+            text.push_str(", key lookups from the join");
+        }
+        text
+    }
+
+    /// Whether the scan read inside partitions it named: a whole partition
+    /// or a range of one's rows.
+    pub fn in_named_partitions(&self) -> bool {
+        matches!(self.access.kind(), "partition" | "range")
+    }
+
     /// Rows returned per entity read; `None` when nothing was read.
     pub fn density(&self) -> Option<f64> {
         (self.entities_read > 0).then(|| self.rows_returned as f64 / self.entities_read as f64)
@@ -49,7 +70,7 @@ impl ScanRecord {
         }
         let remedy = match self.filter_columns.as_slice() {
             [] => "a filter on the key columns would read only the rows asked for".to_owned(),
-            columns if self.access.starts_with("partition") => format!(
+            columns if self.in_named_partitions() => format!(
                 "an index with intra_partition = true on ({}) would read only the matching rows \
                  (intra-partition secondary index pattern)",
                 columns.join(", ")
@@ -62,7 +83,11 @@ impl ScanRecord {
         };
         Some(format!(
             "low query density: the scan of \"{}\" ({}) read {} entities to return {} rows; {}",
-            self.table, self.access, self.entities_read, self.rows_returned, remedy
+            self.table,
+            self.access_text(),
+            self.entities_read,
+            self.rows_returned,
+            remedy
         ))
     }
 }
@@ -106,11 +131,21 @@ impl QueryLog {
 mod tests {
     use super::*;
 
-    fn scan(read: u64, returned: u64, access: &str, filter: &[&str]) -> ScanRecord {
+    /// The scan of one whole partition.
+    fn partition(key: &str) -> AccessPath {
+        AccessPath::Ranges(vec![crate::store::KeyRange::Rows {
+            partition_key: key.into(),
+            from: std::ops::Bound::Unbounded,
+            to: std::ops::Bound::Unbounded,
+        }])
+    }
+
+    fn scan(read: u64, returned: u64, access: AccessPath, filter: &[&str]) -> ScanRecord {
         ScanRecord {
             table: "t".into(),
-            access: access.into(),
-            across_partitions: access == "table",
+            across_partitions: access == AccessPath::Table,
+            access,
+            key_lookups: false,
             entities_read: read,
             rows_returned: returned,
             filter_columns: filter.iter().map(|c| (*c).to_owned()).collect(),
@@ -122,8 +157,11 @@ mod tests {
 
     #[test]
     fn low_density_needs_many_entities_per_row() {
-        assert_eq!(scan(10_000, 1, "table", &["email"]).density(), Some(0.0001));
-        let warning = scan(10_000, 1, "table", &["email"])
+        assert_eq!(
+            scan(10_000, 1, AccessPath::Table, &["email"]).density(),
+            Some(0.0001)
+        );
+        let warning = scan(10_000, 1, AccessPath::Table, &["email"])
             .low_density_warning()
             .unwrap();
         assert!(
@@ -134,17 +172,20 @@ mod tests {
             warning.contains("inter-partition secondary index pattern"),
             "{warning}"
         );
-        let warning = scan(5000, 2, "partition [\"p\"]", &["kind"]).low_density_warning();
+        let warning = scan(5000, 2, partition("p"), &["kind"]).low_density_warning();
         assert!(warning
             .unwrap()
             .contains("intra-partition secondary index pattern"));
         // Small scans and dense scans are fine.
-        assert_eq!(scan(999, 0, "table", &["x"]).low_density_warning(), None);
         assert_eq!(
-            scan(10_000, 100, "table", &["x"]).low_density_warning(),
+            scan(999, 0, AccessPath::Table, &["x"]).low_density_warning(),
             None
         );
-        assert_eq!(scan(0, 0, "point", &[]).density(), None);
+        assert_eq!(
+            scan(10_000, 100, AccessPath::Table, &["x"]).low_density_warning(),
+            None
+        );
+        assert_eq!(scan(0, 0, AccessPath::Points(vec![]), &[]).density(), None);
     }
 
     #[test]

@@ -391,7 +391,7 @@ impl DiagnosticsSchema {
                 let mut row = statement(Cell::Int(i as i64 + 1));
                 row.extend([
                     scan.table.clone().into(),
-                    scan.access.clone().into(),
+                    scan.access_text().into(),
                     count(scan.entities_read),
                     count(scan.rows_returned),
                     scan.density().map_or(Cell::Null, Cell::Double),

@@ -32,7 +32,7 @@ use crate::catalog::SqlType;
 use crate::model::{Date, DateTime, ValueRef};
 use crate::sql::decimals::{put_decimal, put_decimal_binary, put_digits};
 use crate::sql::floats::put_float;
-use crate::sql::types::{declared_type, push_moment, timestamp_micros_at, timestamp_text};
+use crate::sql::types::{declared_type, push_moment, push_timestamp, timestamp_micros_at};
 use crate::sql::{rescale, RowSink, StoredRows};
 
 /// The PostgreSQL type of a result column.
@@ -261,7 +261,7 @@ impl ToSqlText for Timestamp {
         out: &mut BytesMut,
         _: &FormatOptions,
     ) -> Result<IsNull, Box<dyn Error + Sync + Send>> {
-        out.put_slice(timestamp_text(self.micros, self.zoned).as_bytes());
+        push_timestamp(out, self.micros, self.zoned);
         Ok(IsNull::No)
     }
 }

@@ -233,13 +233,17 @@ pub fn timestamp_micros_at(array: &dyn Array, row: usize) -> Option<i64> {
 /// `timestamptz`, shown in UTC).
 pub fn timestamp_text(micros: i64, zoned: bool) -> String {
     let mut text = String::new();
-    push_moment(
-        &mut text,
-        micros.div_euclid(MICROS_A_DAY),
-        Some(micros.rem_euclid(MICROS_A_DAY)),
-        zoned,
-    );
+    push_timestamp(&mut text, micros, zoned);
     text
+}
+
+/// Writes [`timestamp_text`]'s text of a timestamp.
+pub fn push_timestamp(out: &mut impl std::fmt::Write, micros: i64, zoned: bool) {
+    let (days, clock) = (
+        micros.div_euclid(MICROS_A_DAY),
+        micros.rem_euclid(MICROS_A_DAY),
+    );
+    push_moment(out, days, Some(clock), zoned);
 }
 
 const MICROS_A_DAY: i64 = 86_400_000_000;

@@ -1225,4 +1225,16 @@ async fn dates_before_year_one_and_after_9999_read_as_postgresql_prints_them() {
             assert_eq!(row.get::<_, chrono::DateTime<chrono::Utc>>(2), t.and_utc());
         }
     }
+    // In JSON, as PostgreSQL 15 writes them: ISO 8601's `T`, the era last.
+    assert_eq!(
+        text(
+            &client,
+            "SELECT to_json(at), to_json(tz) FROM eras WHERE id = 1"
+        )
+        .await,
+        vec![vec![
+            Some("\"0044-03-15T10:11:12.5 BC\"".to_owned()),
+            Some("\"0044-03-15T10:11:12.5+00:00 BC\"".to_owned())
+        ]]
+    );
 }

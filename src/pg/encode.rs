@@ -32,7 +32,7 @@ use crate::catalog::SqlType;
 use crate::model::{Date, DateTime, ValueRef};
 use crate::sql::decimals::{put_decimal, put_decimal_binary, put_digits};
 use crate::sql::floats::put_float;
-use crate::sql::types::{declared_type, push_moment, push_timestamp, timestamp_micros_at};
+use crate::sql::types::{declared_type, push_date, push_timestamp, timestamp_micros_at};
 use crate::sql::{rescale, RowSink, StoredRows};
 
 /// The PostgreSQL type of a result column.
@@ -293,7 +293,7 @@ impl ToSqlText for CalendarDate {
         out: &mut BytesMut,
         _: &FormatOptions,
     ) -> Result<IsNull, Box<dyn Error + Sync + Send>> {
-        push_moment(out, i64::from(self.days), None, false);
+        push_date(out, i64::from(self.days));
         Ok(IsNull::No)
     }
 }

@@ -33,7 +33,7 @@ use datafusion::optimizer::AnalyzerRule;
 use super::decimals::decimal_texts;
 use super::floats::{check_real_range, put_float};
 use super::plan_nodes::rewrite_nodes_holding;
-use super::types::{list_of, timestamp_micros_at, timestamp_text};
+use super::types::{list_of, push_timestamp, timestamp_micros_at};
 
 /// Puts a [`PostgresCast`] in place of each cast of a float or a timestamp
 /// to text, and of each cast to `real` of a double, a number or a text,
@@ -388,10 +388,12 @@ pub(super) fn timestamp_texts(times: &ArrayRef) -> Result<ArrayRef> {
             continue;
         }
         let micros = timestamp_micros_at(times.as_ref(), row);
-        match micros {
-            Some(micros) => texts.append_value(timestamp_text(micros, zone.is_some())),
-            None => return exec_err!("timestamp text of a {}", times.data_type()),
-        }
+        let Some(micros) = micros else {
+            return exec_err!("timestamp text of a {}", times.data_type());
+        };
+        // Written into the builder, then ended as one value.
+        push_timestamp(&mut texts, micros, zone.is_some());
+        texts.append_value("");
     }
     Ok(Arc::new(texts.finish()))
 }

@@ -717,7 +717,6 @@ impl KeyPlan {
                 table: def.name.clone(),
                 access,
                 key_lookups: false,
-                across_partitions: false,
                 entities_read: read as u64,
                 rows_returned: returned,
                 filter_columns: Vec::new(),

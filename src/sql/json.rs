@@ -27,7 +27,7 @@ use serde_json::Value;
 use super::decimals::{put_decimal, without_exponent};
 use super::floats::put_float;
 use super::functions::{each_row, text as text_of, text_list};
-use super::types::{declared_type, timestamp_text, PG_TYPE_KEY};
+use super::types::{declared_type, push_json_timestamp, PG_TYPE_KEY};
 use super::SqlError;
 use crate::catalog::SqlType;
 
@@ -94,14 +94,9 @@ pub fn to_json(value: &ScalarValue) -> Value {
             };
             match micros {
                 Some(micros) => {
-                    let text = timestamp_text(micros, false).replacen(' ', "T", 1);
-                    let offset = if zone.is_some() { "+00:00" } else { "" };
-                    // A year before 1 ends in ` BC`, after the offset.
-                    let (moment, era) = match text.strip_suffix(" BC") {
-                        Some(moment) => (moment, " BC"),
-                        None => (text.as_str(), ""),
-                    };
-                    Value::String(format!("{moment}{offset}{era}"))
+                    let mut text = String::new();
+                    push_json_timestamp(&mut text, micros, zone.is_some());
+                    Value::String(text)
                 }
                 None => Value::String(value.to_string()),
             }

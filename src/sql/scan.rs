@@ -408,7 +408,6 @@ impl StoreScan {
             table: s.table.name.clone(),
             access: s.access.clone(),
             key_lookups: s.key_lookup.is_some(),
-            across_partitions: s.access.across_partitions() && s.key_lookup.is_none(),
             entities_read: read as u64,
             rows_returned: returned as u64,
             filter_columns,

@@ -239,23 +239,47 @@ pub fn timestamp_text(micros: i64, zoned: bool) -> String {
 
 /// Writes [`timestamp_text`]'s text of a timestamp.
 pub fn push_timestamp(out: &mut impl std::fmt::Write, micros: i64, zoned: bool) {
+    let zone = if zoned { "+00" } else { "" };
+    push_instant(out, micros, b' ', zone);
+}
+
+/// Writes a timestamp as PostgreSQL writes one into JSON: ISO 8601's `T`
+/// between date and time, an instant's offset in full (`+00:00`).
+pub fn push_json_timestamp(out: &mut impl std::fmt::Write, micros: i64, zoned: bool) {
+    let zone = if zoned { "+00:00" } else { "" };
+    push_instant(out, micros, b'T', zone);
+}
+
+/// Writes a date as PostgreSQL prints one: `2026-11-21`, years of more than
+/// four digits in full, years before 1 as `0044-03-15 BC`.
+pub fn push_date(out: &mut impl std::fmt::Write, days: i64) {
+    push_moment(out, days, None, b' ', "");
+}
+
+/// Writes `micros` since 1970-01-01 as a date, `separator`, the time of
+/// day and `zone`.
+fn push_instant(out: &mut impl std::fmt::Write, micros: i64, separator: u8, zone: &str) {
     let (days, clock) = (
         micros.div_euclid(MICROS_A_DAY),
         micros.rem_euclid(MICROS_A_DAY),
     );
-    push_moment(out, days, Some(clock), zoned);
+    push_moment(out, days, Some(clock), separator, zone);
 }
 
 const MICROS_A_DAY: i64 = 86_400_000_000;
 
-/// Writes a date, or a moment, as PostgreSQL prints it in its ISO style:
-/// `days` since 1970-01-01 as `2026-11-21` (years of more than four digits
-/// in full, years before 1 as `0044-03-15 BC`), then `clock`, the
-/// microseconds since midnight, as ` 10:11:12.5` (a fraction only when it
-/// is not zero), then `+00` for an instant (`zoned`, shown in UTC), and
-/// ` BC` last. The digits are written here, not by a format string: a
-/// result may hold many of them.
-pub fn push_moment(out: &mut impl std::fmt::Write, days: i64, clock: Option<i64>, zoned: bool) {
+/// Writes `days` since 1970-01-01 as [`push_date`]'s date, then, given
+/// `clock` (microseconds since midnight), `separator`, the time of day
+/// (`10:11:12.5`, a fraction only when it is not zero) and `zone`, and
+/// ` BC` last for years before 1. The digits are written here, not by a
+/// format string: a result may hold many of them.
+fn push_moment(
+    out: &mut impl std::fmt::Write,
+    days: i64,
+    clock: Option<i64>,
+    separator: u8,
+    zone: &str,
+) {
     let (year, month, day) = civil_date(days);
     // Year 0 is 1 BC.
     let (year, bc) = if year <= 0 {
@@ -274,7 +298,7 @@ pub fn push_moment(out: &mut impl std::fmt::Write, days: i64, clock: Option<i64>
     text.two_digits(i64::from(day));
     if let Some(clock) = clock {
         let seconds = clock / 1_000_000;
-        text.put(b" ");
+        text.put(&[separator]);
         text.two_digits(seconds / 3600);
         text.put(b":");
         text.two_digits(seconds / 60 % 60);
@@ -288,9 +312,7 @@ pub fn push_moment(out: &mut impl std::fmt::Write, days: i64, clock: Option<i64>
             text.put(b".");
             text.put(&places[..kept]);
         }
-        if zoned {
-            text.put(b"+00");
-        }
+        text.put(zone.as_bytes());
     }
     if bc {
         text.put(b" BC");
@@ -580,7 +602,7 @@ mod tests {
             |h: i64, m: i64, s: i64, fraction: i64| ((h * 60 + m) * 60 + s) * 1_000_000 + fraction;
         let date = |days: i64| {
             let mut text = String::new();
-            push_moment(&mut text, days, None, false);
+            push_date(&mut text, days);
             text
         };
         let moment = micros(2026, 11, 21, clock(10, 11, 12, 500_000));

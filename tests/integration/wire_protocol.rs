@@ -205,6 +205,18 @@ async fn parameters_take_the_types_postgresql_infers() {
     assert_eq!(by_row.params(), &[Type::TEXT, Type::INT8]);
     let row = client.query_one(&by_row, &[&"north", &2i64]).await.unwrap();
     assert_eq!(row.get::<_, f32>(0), 1.5);
+    let read = client
+        .query_one(
+            "SELECT access FROM tablegate.queries WHERE query LIKE '%(site, id) = ($1, $2)'",
+            &[],
+        )
+        .await
+        .unwrap();
+    assert!(
+        read.get::<_, &str>(0).starts_with("point "),
+        "{:?}",
+        read.get::<_, &str>(0)
+    );
     let since = client
         .prepare("SELECT count(*) FROM gauges WHERE read_at > $1::timestamptz")
         .await

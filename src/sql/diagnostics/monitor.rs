@@ -51,7 +51,7 @@ impl Monitor {
     pub fn record_statement(&self, record: QueryRecord) -> Vec<String> {
         let mut warnings = Vec::new();
         for scan in &record.scans {
-            if scan.across_partitions {
+            if scan.across_partitions() {
                 self.traffic.record_scan(&scan.table, scan.entities_read);
             }
             if let Some(warning) = scan.low_density_warning() {

@@ -27,8 +27,6 @@ pub struct ScanRecord {
     pub access: AccessPath,
     /// Whether a join gave the keys the scan read.
     pub key_lookups: bool,
-    /// Whether the path reads a range of partitions or the whole table.
-    pub across_partitions: bool,
     pub entities_read: u64,
     pub rows_returned: u64,
     /// Columns the scan's filter reads that the key does not fix.
@@ -48,6 +46,12 @@ impl ScanRecord {
             text.push_str(", key lookups from the join");
         }
         text
+    }
+
+    /// Whether the scan read a range of partitions or the whole table (not
+    /// keys a join gave it).
+    pub fn across_partitions(&self) -> bool {
+        self.access.across_partitions() && !self.key_lookups
     }
 
     /// Whether the scan read inside partitions it named: a whole partition
@@ -143,7 +147,6 @@ mod tests {
     fn scan(read: u64, returned: u64, access: AccessPath, filter: &[&str]) -> ScanRecord {
         ScanRecord {
             table: "t".into(),
-            across_partitions: access == AccessPath::Table,
             access,
             key_lookups: false,
             entities_read: read,

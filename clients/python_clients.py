@@ -104,6 +104,36 @@ def declared_parameters():
             assert row == (day, True), (binary, row)
 
 
+@check("psycopg: dates and timestamps sent as text are read as PostgreSQL reads them")
+def dated_texts():
+    utc = datetime.timezone.utc
+    with connect(autocommit=True) as conn:
+        conn.execute("DROP TABLE IF EXISTS stamped")
+        conn.execute("CREATE TABLE stamped (id int PRIMARY KEY, t timestamp, tz timestamptz)")
+        conn.execute(
+            "INSERT INTO stamped VALUES (1, %s, %s)",
+            ("2024-03-01 10:00", "2024-03-01 10:00+02"),
+            prepare=True,
+        )
+        row = conn.execute(
+            "SELECT %s::timestamp, %s::timestamp, %s::timestamptz, %s::date",
+            ("2024-03-01 9:30", "2024-03-01 10:00:00+02", "2024-03-01 10:00+02", "2024-02-29"),
+            prepare=True,
+        ).fetchone()
+        assert row == (
+            datetime.datetime(2024, 3, 1, 9, 30),
+            datetime.datetime(2024, 3, 1, 10, 0),
+            datetime.datetime(2024, 3, 1, 8, 0, tzinfo=utc),
+            datetime.date(2024, 2, 29),
+        ), row
+        row = conn.execute(
+            "SELECT id FROM stamped WHERE t = %s::timestamp AND tz = %s::timestamptz",
+            ("2024-03-01 10:00", "2024-03-01 08:00Z"),
+            prepare=True,
+        ).fetchone()
+        assert row == (1,), row
+
+
 @check("psycopg: lists as array columns and parameters (= ANY, @>), in text and binary")
 def arrays():
     with connect(autocommit=True) as conn:

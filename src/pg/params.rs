@@ -1,6 +1,9 @@
 //! Parameter types and values of the extended protocol.
 
+use std::sync::Arc;
+
 use chrono::{DateTime, FixedOffset, NaiveDate, NaiveDateTime};
+use datafusion::arrow::array::{ArrayRef, StringArray};
 use datafusion::arrow::compute::CastOptions;
 use datafusion::arrow::datatypes::{DataType, IntervalMonthDayNano, IntervalUnit, TimeUnit};
 use datafusion::common::{ParamValues, ScalarValue};
@@ -129,7 +132,27 @@ where
     value.map(Some).map_err(PgWireError::FailedToParseParameter)
 }
 
+/// A date or a timestamp sent as text, read as the same text written as
+/// a literal of its type is (see [`cast_input`]): PostgreSQL's forms, a
+/// time without seconds or an offset of hours among them.
+fn dated_text(raw: Option<&[u8]>, target: &DataType) -> PgWireResult<ScalarValue> {
+    let text = raw.map(String::from_utf8_lossy);
+    let texts: ArrayRef = Arc::new(StringArray::from(vec![text.as_deref()]));
+    let strict = CastOptions {
+        safe: false,
+        ..Default::default()
+    };
+    let read = cast_input(&texts, target, &strict)
+        .map_err(|e| PgWireError::ApiError(e.to_string().into()))?;
+    ScalarValue::try_from_array(&read, 0).map_err(|e| PgWireError::ApiError(Box::new(e)))
+}
+
 fn decode(raw: Option<&[u8]>, binary: bool, ty: &Type) -> PgWireResult<ScalarValue> {
+    if !binary && matches!(*ty, Type::DATE | Type::TIMESTAMP | Type::TIMESTAMPTZ) {
+        if let Some(target) = declared_type(ty) {
+            return dated_text(raw, &target);
+        }
+    }
     Ok(match *ty {
         Type::BOOL => ScalarValue::Boolean(value::<bool>(raw, binary, ty)?),
         Type::INT2 => ScalarValue::Int16(value::<i16>(raw, binary, ty)?),
@@ -241,4 +264,71 @@ fn binary_array(raw: &[u8], element: &Type) -> PgWireResult<ScalarValue> {
         &elements,
         &element_type,
     )))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn micros(text: &str) -> i64 {
+        NaiveDateTime::parse_from_str(text, "%Y-%m-%d %H:%M:%S")
+            .unwrap()
+            .and_utc()
+            .timestamp_micros()
+    }
+
+    #[test]
+    fn dates_and_timestamps_sent_as_text_are_read_as_postgres_reads_them() {
+        let naive = |text| ScalarValue::TimestampMicrosecond(Some(micros(text)), None);
+        let zoned = |text| ScalarValue::TimestampMicrosecond(Some(micros(text)), Some(UTC.into()));
+        for (ty, text, read) in [
+            (
+                Type::TIMESTAMP,
+                "2020-01-01 10:00",
+                naive("2020-01-01 10:00:00"),
+            ),
+            (Type::TIMESTAMP, "2020-01-01 9:30:15.5", {
+                ScalarValue::TimestampMicrosecond(
+                    Some(micros("2020-01-01 09:30:15") + 500_000),
+                    None,
+                )
+            }),
+            // A timestamp without time zone ignores the offset.
+            (
+                Type::TIMESTAMP,
+                "2020-01-01 10:00:00+02",
+                naive("2020-01-01 10:00:00"),
+            ),
+            (
+                Type::TIMESTAMP,
+                "1500-03-01 12:00:00",
+                naive("1500-03-01 12:00:00"),
+            ),
+            (
+                Type::TIMESTAMPTZ,
+                "2020-01-01 10:00+02",
+                zoned("2020-01-01 08:00:00"),
+            ),
+            (
+                Type::TIMESTAMPTZ,
+                "2020-01-01T10:00:00Z",
+                zoned("2020-01-01 10:00:00"),
+            ),
+            (Type::DATE, "2020-02-29", ScalarValue::Date32(Some(18_321))),
+            (
+                Type::DATE,
+                "2020-02-29 +00",
+                ScalarValue::Date32(Some(18_321)),
+            ),
+        ] {
+            let value = decode(Some(text.as_bytes()), false, &ty).unwrap();
+            assert_eq!(value, read, "{ty} {text}");
+        }
+        assert_eq!(
+            decode(None, false, &Type::TIMESTAMP).unwrap(),
+            ScalarValue::TimestampMicrosecond(None, None)
+        );
+        assert!(decode(Some(b"2020-13-01 10:00"), false, &Type::TIMESTAMP).is_err());
+        assert!(decode(Some(b"yesterday-ish"), false, &Type::DATE).is_err());
+    }
 }

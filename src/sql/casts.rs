@@ -57,8 +57,8 @@ impl AnalyzerRule for PostgresCasts {
 /// `expr`, over columns of `inputs`, with a [`PostgresCast`] in place of
 /// each cast PostgreSQL does otherwise (see [`PostgresCasts`]).
 pub fn postgres_casts(expr: Expr, inputs: &DFSchema) -> Result<Transformed<Expr>> {
-    static CASTS: OnceLock<[Arc<ScalarUDF>; 9]> = OnceLock::new();
-    let [float_text, decimal_text, timestamp_text, real, rounded, timestamp_input, interval_input, array_text, array_input] =
+    static CASTS: OnceLock<[Arc<ScalarUDF>; 10]> = OnceLock::new();
+    let [float_text, decimal_text, timestamp_text, real, rounded, timestamp_input, naive_timestamp_input, interval_input, array_text, array_input] =
         CASTS.get_or_init(|| {
             let cast = |name, returns, cast| {
                 Arc::new(
@@ -88,6 +88,11 @@ pub fn postgres_casts(expr: Expr, inputs: &DFSchema) -> Result<Transformed<Expr>
                     "__tablegate_timestamp_input",
                     Some(DataType::Utf8),
                     timestamp_input_texts,
+                ),
+                cast(
+                    "__tablegate_naive_timestamp_input",
+                    Some(DataType::Utf8),
+                    naive_timestamp_input_texts,
                 ),
                 cast(
                     "__tablegate_interval_input",
@@ -131,6 +136,9 @@ pub fn postgres_casts(expr: Expr, inputs: &DFSchema) -> Result<Transformed<Expr>
             type Input = fn(&str) -> std::borrow::Cow<'_, str>;
             let (input, inputs_of): (Input, _) = match field.data_type() {
                 DataType::Interval(_) => (super::types::interval_input, interval_input),
+                DataType::Timestamp(_, None) => {
+                    (super::types::naive_timestamp_input, naive_timestamp_input)
+                }
                 _ => (super::types::timestamp_input, timestamp_input),
             };
             match *expr {
@@ -351,6 +359,12 @@ fn to_real(values: &ArrayRef) -> Result<ArrayRef> {
 /// Texts as Arrow reads them as timestamps (see [`super::types::timestamp_input`]).
 fn timestamp_input_texts(texts: &ArrayRef) -> Result<ArrayRef> {
     read_as(texts, super::types::timestamp_input)
+}
+
+/// Texts as Arrow reads them as timestamps without time zone (see
+/// [`super::types::naive_timestamp_input`]).
+fn naive_timestamp_input_texts(texts: &ArrayRef) -> Result<ArrayRef> {
+    read_as(texts, super::types::naive_timestamp_input)
 }
 
 /// Texts as Arrow reads them as intervals (see [`super::types::interval_input`]).

@@ -21,14 +21,7 @@ use crate::catalog::{Column, Element, SqlType, DEFAULT_NUMERIC};
 pub fn timestamp_input(text: &str) -> Cow<'_, str> {
     let b = text.as_bytes();
     let digit = |i: usize| b.get(i).is_some_and(u8::is_ascii_digit);
-    let date = b.len() > 11
-        && (0..4).all(digit)
-        && b[4] == b'-'
-        && (5..7).all(digit)
-        && b[7] == b'-'
-        && (8..10).all(digit)
-        && (b[10] == b' ' || b[10] == b'T');
-    if !date {
+    if !starts_with_date_and_time(text) {
         return Cow::Borrowed(text);
     }
     // The hour's digits, then `:` and two of minutes.
@@ -54,6 +47,43 @@ pub fn timestamp_input(text: &str) -> Cow<'_, str> {
         &text[11..end],
         &text[end..]
     ))
+}
+
+/// Whether `text` starts with a date, then a space or a `T` and more.
+fn starts_with_date_and_time(text: &str) -> bool {
+    let b = text.as_bytes();
+    let digit = |i: usize| b.get(i).is_some_and(u8::is_ascii_digit);
+    b.len() > 11
+        && (0..4).all(digit)
+        && b[4] == b'-'
+        && (5..7).all(digit)
+        && b[7] == b'-'
+        && (8..10).all(digit)
+        && (b[10] == b' ' || b[10] == b'T')
+}
+
+/// [`timestamp_input`] for a `timestamp` without time zone, which ignores
+/// an offset in the text, as PostgreSQL does (`2024-01-01 10:00+02` is
+/// 10:00; Arrow would move it to 08:00).
+pub fn naive_timestamp_input(text: &str) -> Cow<'_, str> {
+    let read = timestamp_input(text);
+    if !starts_with_date_and_time(&read) {
+        return read;
+    }
+    match read[11..].find(['+', '-', 'Z', 'z']) {
+        Some(offset) => Cow::Owned(read[..11 + offset].trim_end().to_owned()),
+        None => read,
+    }
+}
+
+/// A date's text as Arrow's parser reads it: PostgreSQL reads a date
+/// followed by a time or an offset (`2024-02-29 +00`, as JDBC sends a
+/// date) as the date alone.
+pub fn date_input(text: &str) -> Cow<'_, str> {
+    match starts_with_date_and_time(text) {
+        true => Cow::Borrowed(&text[..10]),
+        false => Cow::Borrowed(text),
+    }
 }
 
 /// An interval's text as Arrow's parser reads it. PostgreSQL also reads a
@@ -375,7 +405,8 @@ fn civil_date(days: i64) -> (i64, u32, u32) {
 }
 
 /// `array` with each text read as PostgreSQL reads a text cast to
-/// `target`, when it holds texts: a timestamp's by [`timestamp_input`],
+/// `target`, when it holds texts: a date's by [`date_input`], a
+/// timestamp's by [`timestamp_input`] or [`naive_timestamp_input`],
 /// an array's from its text form (`{a,b}`; Arrow would make `'{a,b}'` the
 /// one element of a list).
 pub fn text_inputs(array: &ArrayRef, target: &DataType) -> Result<ArrayRef, SqlError> {
@@ -383,7 +414,9 @@ pub fn text_inputs(array: &ArrayRef, target: &DataType) -> Result<ArrayRef, SqlE
         return Ok(array.clone());
     };
     Ok(match target {
-        DataType::Timestamp(..) => texts_read_as(texts, timestamp_input),
+        DataType::Date32 => texts_read_as(texts, date_input),
+        DataType::Timestamp(_, None) => texts_read_as(texts, naive_timestamp_input),
+        DataType::Timestamp(_, Some(_)) => texts_read_as(texts, timestamp_input),
         DataType::Interval(_) => texts_read_as(texts, interval_input),
         DataType::List(element) => super::arrays::texts_to_lists(texts, element.data_type())?,
         _ => array.clone(),
@@ -651,6 +684,20 @@ mod tests {
             ("now", "now"),
         ] {
             assert_eq!(timestamp_input(text), read, "{text}");
+        }
+    }
+
+    #[test]
+    fn a_timestamp_without_time_zone_ignores_the_text_s_offset() {
+        for (text, read) in [
+            ("2024-01-01 10:00+02", "2024-01-01 10:00:00"),
+            ("2024-01-01T10:00:00.5-05:30", "2024-01-01T10:00:00.5"),
+            ("2024-01-01 10:00:00Z", "2024-01-01 10:00:00"),
+            ("2024-01-01 10:00:00 +02", "2024-01-01 10:00:00"),
+            ("2024-01-01 9:00", "2024-01-01 09:00:00"),
+            ("2024-01-01", "2024-01-01"),
+        ] {
+            assert_eq!(naive_timestamp_input(text), read, "{text}");
         }
     }
 

@@ -267,6 +267,32 @@ pub enum Output {
 
 /// The name of a statement that SQL's `EXECUTE` runs, as PostgreSQL
 /// folds it.
+/// What the session keeps of a statement prepared with SQL's `PREPARE`
+/// (DataFusion keeps a query's plan).
+struct PreparedQuery {
+    /// The names of its result's columns, when it is a query.
+    names: Option<ColumnNames>,
+    /// The types its parameters are declared as.
+    parameter_types: Vec<Option<DataType>>,
+}
+
+impl PreparedQuery {
+    /// Makes the texts `EXECUTE` gives it ones Arrow reads as its
+    /// parameters' types, as a literal cast to them is (DataFusion casts
+    /// them with Arrow's cast, which takes fewer forms than PostgreSQL).
+    fn read_texts(&self, parameters: &mut [datafusion::sql::sqlparser::ast::Expr]) {
+        use datafusion::sql::sqlparser::ast::{Expr, Value};
+        for (parameter, ty) in parameters.iter_mut().zip(&self.parameter_types) {
+            let read = ty.as_ref().and_then(super::types::text_reader);
+            if let (Expr::Value(v), Some(read)) = (parameter, read) {
+                if let Value::SingleQuotedString(text) = &mut v.value {
+                    *text = read(text).into_owned();
+                }
+            }
+        }
+    }
+}
+
 fn executed_name(name: &datafusion::sql::sqlparser::ast::ObjectName) -> Option<String> {
     name.0
         .last()
@@ -393,8 +419,8 @@ pub struct Session {
     /// INSERT, UPDATE and DELETE statements prepared with SQL's `PREPARE`,
     /// by name (DataFusion keeps the queries).
     prepared_writes: HashMap<String, Arc<Prepared>>,
-    /// The result column names of queries prepared with SQL's `PREPARE`.
-    prepared_names: HashMap<String, ColumnNames>,
+    /// What the session keeps of statements prepared with SQL's `PREPARE`.
+    prepared_queries: HashMap<String, PreparedQuery>,
     /// The RETURNING rows of the writing parts of the statement running.
     pub(super) statement_tables: super::writing_ctes::StatementTables,
     /// The session's mark on the temporary tables it makes, and their names.
@@ -577,7 +603,7 @@ impl Session {
             key_reads: HashMap::new(),
             key_shapes: HashMap::new(),
             prepared_writes: HashMap::new(),
-            prepared_names: HashMap::new(),
+            prepared_queries: HashMap::new(),
             statement_tables,
             temporary: (temporary_owner(), Vec::new()),
         }
@@ -1455,20 +1481,34 @@ impl Session {
         let mut statement = statement;
         let mut names = None;
         if let DfStatement::Statement(s) = &mut statement {
-            names = match s.as_ref() {
-                // A query prepared with SQL's PREPARE names its columns
-                // when it is executed.
+            names = match s.as_mut() {
                 Statement::Prepare {
-                    name, statement, ..
+                    name,
+                    data_types,
+                    statement,
                 } => {
-                    if let Some(names) = ColumnNames::of(statement) {
-                        self.prepared_names.insert(normalize(name), names);
-                    }
+                    let parameter_types = data_types
+                        .iter()
+                        .map(super::types::parameter_type)
+                        .collect();
+                    let prepared = PreparedQuery {
+                        names: ColumnNames::of(statement),
+                        parameter_types,
+                    };
+                    self.prepared_queries.insert(normalize(name), prepared);
                     None
                 }
                 Statement::Execute {
-                    name: Some(name), ..
-                } => executed_name(name).and_then(|name| self.prepared_names.get(&name).cloned()),
+                    name: Some(name),
+                    parameters,
+                    ..
+                } => {
+                    let prepared = executed_name(name).and_then(|n| self.prepared_queries.get(&n));
+                    prepared.and_then(|prepared| {
+                        prepared.read_texts(parameters);
+                        prepared.names.clone()
+                    })
+                }
                 s => ColumnNames::of(s),
             };
             // A write prepared with SQL's PREPARE is rewritten when
@@ -1644,7 +1684,7 @@ impl Session {
             }
             Statement::Deallocate { name, .. } if name.value.eq_ignore_ascii_case("all") => {
                 self.prepared_writes.clear();
-                self.prepared_names.clear();
+                self.prepared_queries.clear();
                 Ok(Output::Command("DEALLOCATE ALL".into()))
             }
             Statement::Deallocate { name, .. }

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use datafusion::arrow::array::{Array, ArrayRef, AsArray, StringArray};
 use datafusion::arrow::compute::{cast_with_options, CastOptions};
-use datafusion::arrow::datatypes::{DataType, Field, TimeUnit};
+use datafusion::arrow::datatypes::{DataType, Field, IntervalUnit, TimeUnit};
 use datafusion::sql::sqlparser::ast::{
     ArrayElemTypeDef, CharacterLength, DataType as AstType, ExactNumberInfo, TimezoneInfo,
 };
@@ -414,12 +414,32 @@ pub fn text_inputs(array: &ArrayRef, target: &DataType) -> Result<ArrayRef, SqlE
         return Ok(array.clone());
     };
     Ok(match target {
-        DataType::Date32 => texts_read_as(texts, date_input),
-        DataType::Timestamp(_, None) => texts_read_as(texts, naive_timestamp_input),
-        DataType::Timestamp(_, Some(_)) => texts_read_as(texts, timestamp_input),
-        DataType::Interval(_) => texts_read_as(texts, interval_input),
         DataType::List(element) => super::arrays::texts_to_lists(texts, element.data_type())?,
-        _ => array.clone(),
+        target => match text_reader(target) {
+            Some(read) => texts_read_as(texts, read),
+            None => array.clone(),
+        },
+    })
+}
+
+/// The type a parameter declared as `ast` (in SQL's `PREPARE`) takes:
+/// a column type's, or an interval's.
+pub fn parameter_type(ast: &AstType) -> Option<DataType> {
+    match ast {
+        AstType::Interval { .. } => Some(DataType::Interval(IntervalUnit::MonthDayNano)),
+        ast => sql_type(ast).ok().map(arrow_type),
+    }
+}
+
+/// What makes a text one Arrow reads as a value of `target`, for the
+/// types of which PostgreSQL reads more forms than Arrow.
+pub fn text_reader(target: &DataType) -> Option<fn(&str) -> Cow<'_, str>> {
+    Some(match target {
+        DataType::Date32 => date_input,
+        DataType::Timestamp(_, None) => naive_timestamp_input,
+        DataType::Timestamp(_, Some(_)) => timestamp_input,
+        DataType::Interval(_) => interval_input,
+        _ => return None,
     })
 }
 

@@ -265,8 +265,6 @@ pub enum Output {
     },
 }
 
-/// The name of a statement that SQL's `EXECUTE` runs, as PostgreSQL
-/// folds it.
 /// What the session keeps of a statement prepared with SQL's `PREPARE`
 /// (DataFusion keeps a query's plan).
 struct PreparedQuery {
@@ -293,6 +291,8 @@ impl PreparedQuery {
     }
 }
 
+/// The name of a statement that SQL's `EXECUTE` runs, as PostgreSQL
+/// folds it.
 fn executed_name(name: &datafusion::sql::sqlparser::ast::ObjectName) -> Option<String> {
     name.0
         .last()

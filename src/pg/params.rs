@@ -1,9 +1,6 @@
 //! Parameter types and values of the extended protocol.
 
-use std::sync::Arc;
-
 use chrono::{DateTime, FixedOffset, NaiveDate, NaiveDateTime};
-use datafusion::arrow::array::{ArrayRef, StringArray};
 use datafusion::arrow::compute::CastOptions;
 use datafusion::arrow::datatypes::{DataType, IntervalMonthDayNano, IntervalUnit, TimeUnit};
 use datafusion::common::{ParamValues, ScalarValue};
@@ -17,6 +14,7 @@ use postgres_types::Kind;
 use crate::sql::arrays::array_type_oid;
 use crate::sql::types::{cast_input, list_of, UTC};
 use crate::sql::Prepared;
+use crate::sql::SqlError;
 
 /// The PostgreSQL type reported for a parameter of this Arrow type.
 pub fn pg_param_type(ty: Option<&DataType>) -> Type {
@@ -98,13 +96,7 @@ pub fn values(portal: &Portal<std::sync::Arc<Prepared>>) -> PgWireResult<ParamVa
         let value = decode(raw, binary, &declared).map_err(|e| bad(i, e))?;
         let value = match &expected {
             Some(target) if !value.is_null() && value.data_type() != *target => {
-                let strict = CastOptions {
-                    safe: false,
-                    ..Default::default()
-                };
-                let cast = cast_input(&value.to_array().map_err(|e| bad(i, e))?, target, &strict)
-                    .map_err(|e| bad(i, e))?;
-                ScalarValue::try_from_array(&cast, 0).map_err(|e| bad(i, e))?
+                read_as(&value, target).map_err(|e| bad(i, e))?
             }
             Some(target) if value.is_null() => {
                 ScalarValue::try_from(target).unwrap_or(ScalarValue::Null)
@@ -132,25 +124,25 @@ where
     value.map(Some).map_err(PgWireError::FailedToParseParameter)
 }
 
-/// A date or a timestamp sent as text, read as the same text written as
-/// a literal of its type is (see [`cast_input`]): PostgreSQL's forms, a
-/// time without seconds or an offset of hours among them.
-fn dated_text(raw: Option<&[u8]>, target: &DataType) -> PgWireResult<ScalarValue> {
-    let text = raw.map(String::from_utf8_lossy);
-    let texts: ArrayRef = Arc::new(StringArray::from(vec![text.as_deref()]));
+/// `value` as `target`, as a literal is cast (a text read by
+/// [`cast_input`]), refusing what `target` cannot hold.
+fn read_as(value: &ScalarValue, target: &DataType) -> Result<ScalarValue, SqlError> {
     let strict = CastOptions {
         safe: false,
         ..Default::default()
     };
-    let read = cast_input(&texts, target, &strict)
-        .map_err(|e| PgWireError::ApiError(e.to_string().into()))?;
-    ScalarValue::try_from_array(&read, 0).map_err(|e| PgWireError::ApiError(Box::new(e)))
+    let cast = cast_input(&value.to_array()?, target, &strict)?;
+    Ok(ScalarValue::try_from_array(&cast, 0)?)
 }
 
 fn decode(raw: Option<&[u8]>, binary: bool, ty: &Type) -> PgWireResult<ScalarValue> {
+    // A date or a timestamp sent as text reads as the same text written as
+    // a literal of its type: PostgreSQL's forms, a time without seconds or
+    // an offset of hours among them.
     if !binary && matches!(*ty, Type::DATE | Type::TIMESTAMP | Type::TIMESTAMPTZ) {
         if let Some(target) = declared_type(ty) {
-            return dated_text(raw, &target);
+            return read_as(&text(raw), &target)
+                .map_err(|e| PgWireError::ApiError(e.to_string().into()));
         }
     }
     Ok(match *ty {

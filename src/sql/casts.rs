@@ -33,14 +33,14 @@ use datafusion::optimizer::AnalyzerRule;
 use super::decimals::decimal_texts;
 use super::floats::{check_real_range, put_float};
 use super::plan_nodes::rewrite_nodes_holding;
-use super::types::{list_of, push_timestamp, timestamp_micros_at};
+use super::types::{list_of, push_timestamp, text_reader, timestamp_micros_at, TextReader};
 
 /// Puts a [`PostgresCast`] in place of each cast of a float or a timestamp
 /// to text, and of each cast to `real` of a double, a number or a text,
 /// after DataFusion's type coercion (which adds the casts of `x || 'a'`);
-/// the text of a literal cast to a timestamp or an interval is made one
-/// Arrow reads (see [`super::types::timestamp_input`] and
-/// [`super::types::interval_input`]). Result columns keep their names.
+/// a text cast to a date, a timestamp or an interval is made one Arrow
+/// reads (see [`super::types::text_reader`]). Result columns keep their
+/// names.
 #[derive(Debug)]
 pub struct PostgresCasts;
 
@@ -57,9 +57,9 @@ impl AnalyzerRule for PostgresCasts {
 /// `expr`, over columns of `inputs`, with a [`PostgresCast`] in place of
 /// each cast PostgreSQL does otherwise (see [`PostgresCasts`]).
 pub fn postgres_casts(expr: Expr, inputs: &DFSchema) -> Result<Transformed<Expr>> {
-    static CASTS: OnceLock<[Arc<ScalarUDF>; 10]> = OnceLock::new();
-    let [float_text, decimal_text, timestamp_text, real, rounded, timestamp_input, naive_timestamp_input, interval_input, array_text, array_input] =
-        CASTS.get_or_init(|| {
+    static CASTS: OnceLock<[Arc<ScalarUDF>; 7]> = OnceLock::new();
+    let [float_text, decimal_text, timestamp_text, real, rounded, array_text, array_input] = CASTS
+        .get_or_init(|| {
             let cast = |name, returns, cast| {
                 Arc::new(
                     PostgresCast {
@@ -84,21 +84,6 @@ pub fn postgres_casts(expr: Expr, inputs: &DFSchema) -> Result<Transformed<Expr>
                 ),
                 cast("__tablegate_real", Some(DataType::Float32), to_real),
                 cast("__tablegate_rounded", None, rounded_numbers),
-                cast(
-                    "__tablegate_timestamp_input",
-                    Some(DataType::Utf8),
-                    timestamp_input_texts,
-                ),
-                cast(
-                    "__tablegate_naive_timestamp_input",
-                    Some(DataType::Utf8),
-                    naive_timestamp_input_texts,
-                ),
-                cast(
-                    "__tablegate_interval_input",
-                    Some(DataType::Utf8),
-                    interval_input_texts,
-                ),
                 cast("__tablegate_array_text", Some(DataType::Utf8), array_texts),
                 cast(
                     "__tablegate_array_input",
@@ -126,20 +111,10 @@ pub fn postgres_casts(expr: Expr, inputs: &DFSchema) -> Result<Transformed<Expr>
                 _ => Expr::Cast(Cast::new_from_field(Box::new(text), field)),
             }))
         }
-        // A literal timestamp's or interval's text as Arrow reads it.
-        Expr::Cast(Cast { expr, field })
-            if matches!(
-                field.data_type(),
-                DataType::Timestamp(..) | DataType::Interval(_)
-            ) =>
-        {
-            type Input = fn(&str) -> std::borrow::Cow<'_, str>;
-            let (input, inputs_of): (Input, _) = match field.data_type() {
-                DataType::Interval(_) => (super::types::interval_input, interval_input),
-                DataType::Timestamp(_, None) => {
-                    (super::types::naive_timestamp_input, naive_timestamp_input)
-                }
-                _ => (super::types::timestamp_input, timestamp_input),
+        // A date's, a timestamp's or an interval's text as Arrow reads it.
+        Expr::Cast(Cast { expr, field }) if text_reader(field.data_type()).is_some() => {
+            let Some(input) = text_reader(field.data_type()) else {
+                unreachable!("matched a type with a reader");
             };
             match *expr {
                 Expr::Literal(ScalarValue::Utf8(Some(text)), meta) => {
@@ -151,7 +126,10 @@ pub fn postgres_casts(expr: Expr, inputs: &DFSchema) -> Result<Transformed<Expr>
                 }
                 // A column's texts, each made one Arrow reads.
                 expr if expr.get_type(inputs).is_ok_and(|t| t == DataType::Utf8) => {
-                    let read = ScalarFunction::new_udf(inputs_of.clone(), vec![expr]);
+                    let read = ScalarFunction::new_udf(
+                        TextInput::udf(field.data_type(), input),
+                        vec![expr],
+                    );
                     let cast = Cast::new_from_field(Box::new(Expr::ScalarFunction(read)), field);
                     Ok(Transformed::yes(Expr::Cast(cast)))
                 }
@@ -356,26 +334,64 @@ fn to_real(values: &ArrayRef) -> Result<ArrayRef> {
     Ok(real)
 }
 
-/// Texts as Arrow reads them as timestamps (see [`super::types::timestamp_input`]).
-fn timestamp_input_texts(texts: &ArrayRef) -> Result<ArrayRef> {
-    read_as(texts, super::types::timestamp_input)
+/// Makes a column's texts ones Arrow reads as a type's values, by that
+/// type's [`text_reader`]; a cast to the type follows it.
+#[derive(Debug)]
+struct TextInput {
+    name: String,
+    read: TextReader,
 }
 
-/// Texts as Arrow reads them as timestamps without time zone (see
-/// [`super::types::naive_timestamp_input`]).
-fn naive_timestamp_input_texts(texts: &ArrayRef) -> Result<ArrayRef> {
-    read_as(texts, super::types::naive_timestamp_input)
+impl PartialEq for TextInput {
+    fn eq(&self, other: &Self) -> bool {
+        self.name == other.name
+    }
 }
 
-/// Texts as Arrow reads them as intervals (see [`super::types::interval_input`]).
-fn interval_input_texts(texts: &ArrayRef) -> Result<ArrayRef> {
-    read_as(texts, super::types::interval_input)
+impl Eq for TextInput {}
+
+impl std::hash::Hash for TextInput {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.name.hash(state);
+    }
 }
 
-fn read_as(texts: &ArrayRef, input: fn(&str) -> std::borrow::Cow<'_, str>) -> Result<ArrayRef> {
-    match texts.as_string_opt::<i32>() {
-        Some(texts) => Ok(super::types::texts_read_as(texts, input)),
-        None => exec_err!("texts to read as a time of a {}", texts.data_type()),
+impl TextInput {
+    fn udf(target: &DataType, read: TextReader) -> Arc<ScalarUDF> {
+        let name = format!("__tablegate_text_input_{target}");
+        Arc::new(TextInput { name, read }.into())
+    }
+}
+
+impl ScalarUDFImpl for TextInput {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn signature(&self) -> &Signature {
+        static ONE_TEXT: OnceLock<Signature> = OnceLock::new();
+        ONE_TEXT.get_or_init(|| Signature::exact(vec![DataType::Utf8], Volatility::Immutable))
+    }
+
+    fn return_type(&self, _: &[DataType]) -> Result<DataType> {
+        Ok(DataType::Utf8)
+    }
+
+    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
+        let [value] = args.args.as_slice() else {
+            return exec_err!("{} takes one text", self.name);
+        };
+        let texts = value.to_array(args.number_rows)?;
+        let Some(texts) = texts.as_string_opt::<i32>() else {
+            return exec_err!("{} takes texts, not {}", self.name, texts.data_type());
+        };
+        let read = super::types::texts_read_as(texts, self.read);
+        Ok(match value {
+            ColumnarValue::Scalar(_) => {
+                ColumnarValue::Scalar(ScalarValue::try_from_array(&read, 0)?)
+            }
+            ColumnarValue::Array(_) => ColumnarValue::Array(read),
+        })
     }
 }
 

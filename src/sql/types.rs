@@ -80,9 +80,10 @@ pub fn naive_timestamp_input(text: &str) -> Cow<'_, str> {
 /// followed by a time or an offset (`2024-02-29 +00`, as JDBC sends a
 /// date) as the date alone.
 pub fn date_input(text: &str) -> Cow<'_, str> {
-    match starts_with_date_and_time(text) {
-        true => Cow::Borrowed(&text[..10]),
-        false => Cow::Borrowed(text),
+    if starts_with_date_and_time(text) {
+        Cow::Borrowed(&text[..10])
+    } else {
+        Cow::Borrowed(text)
     }
 }
 
@@ -431,9 +432,12 @@ pub fn parameter_type(ast: &AstType) -> Option<DataType> {
     }
 }
 
+/// Makes a text one Arrow reads, as a value of some type.
+pub type TextReader = fn(&str) -> Cow<'_, str>;
+
 /// What makes a text one Arrow reads as a value of `target`, for the
 /// types of which PostgreSQL reads more forms than Arrow.
-pub fn text_reader(target: &DataType) -> Option<fn(&str) -> Cow<'_, str>> {
+pub fn text_reader(target: &DataType) -> Option<TextReader> {
     Some(match target {
         DataType::Date32 => date_input,
         DataType::Timestamp(_, None) => naive_timestamp_input,
@@ -458,7 +462,7 @@ pub fn cast_input(
 
 /// Each text as `input` makes it (one Arrow reads as a timestamp or an
 /// interval: [`timestamp_input`], [`interval_input`]).
-pub fn texts_read_as(texts: &StringArray, input: fn(&str) -> Cow<'_, str>) -> ArrayRef {
+pub fn texts_read_as(texts: &StringArray, input: TextReader) -> ArrayRef {
     Arc::new(texts.iter().map(|t| t.map(input)).collect::<StringArray>())
 }
 

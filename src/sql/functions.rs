@@ -9,10 +9,14 @@ use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 
 use datafusion::arrow::array::{new_null_array, Array, AsArray};
-use datafusion::arrow::datatypes::{DataType, Field, FieldRef, Float64Type, IntervalUnit};
+use datafusion::arrow::datatypes::{
+    DataType, Field, FieldRef, Float64Type, IntervalUnit, TimeUnit,
+};
+use datafusion::catalog::{TableFunctionArgs, TableFunctionImpl, TableProvider};
 use datafusion::common::{exec_err, Result as DfResult, ScalarValue};
 use datafusion::execution::FunctionRegistry;
 use datafusion::logical_expr::async_udf::{AsyncScalarUDF, AsyncScalarUDFImpl};
+use datafusion::logical_expr::Expr;
 use datafusion::logical_expr::{
     ColumnarValue, ReturnFieldArgs, ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl, Signature,
     TypeSignature, Volatility,
@@ -348,6 +352,35 @@ fn type_name(field: &Field) -> String {
     match name.split_once('(') {
         Some((base, _)) => base.to_owned(),
         None => name,
+    }
+}
+
+/// `generate_series` and `range` in FROM, given timestamps of any unit:
+/// DataFusion's take nanoseconds only, where SQL's `timestamp` is
+/// microseconds here (see [`super::types::PostgresTypes`]). A timestamp
+/// nanoseconds cannot hold (before 1677, after 2262) is an error.
+#[derive(Debug)]
+struct SeriesOfAnyUnit(Arc<dyn TableFunctionImpl>);
+
+impl TableFunctionImpl for SeriesOfAnyUnit {
+    fn call_with_args(&self, args: TableFunctionArgs) -> DfResult<Arc<dyn TableProvider>> {
+        let exprs = args
+            .exprs()
+            .iter()
+            .map(|e| match e {
+                Expr::Literal(value, meta) => match value.data_type() {
+                    DataType::Timestamp(unit, zone) if unit != TimeUnit::Nanosecond => {
+                        let nanos =
+                            value.cast_to(&DataType::Timestamp(TimeUnit::Nanosecond, zone))?;
+                        Ok(Expr::Literal(nanos, meta.clone()))
+                    }
+                    _ => Ok(e.clone()),
+                },
+                e => Ok(e.clone()),
+            })
+            .collect::<DfResult<Vec<_>>>()?;
+        self.0
+            .call_with_args(TableFunctionArgs::new(&exprs, args.session()))
     }
 }
 
@@ -810,6 +843,12 @@ pub fn register_all(
     use Volatility::{Immutable, Stable, Volatile};
 
     ctx.register_udaf(SingleValue::udaf());
+    for name in ["generate_series", "range"] {
+        let series = ctx.state().table_functions().get(name).cloned();
+        if let Some(series) = series {
+            ctx.register_udtf(name, Arc::new(SeriesOfAnyUnit(series.function().clone())));
+        }
+    }
     // PostgreSQL's `variance` is the sample variance, DataFusion's `var`.
     let variance = datafusion::functions_aggregate::variance::var_samp_udaf();
     ctx.register_udaf(variance.as_ref().clone().with_aliases(["variance"]));

@@ -531,6 +531,7 @@ impl Session {
             .with_config(config)
             .with_runtime_env(engine.runtime.clone())
             .with_default_features()
+            .with_type_planner(Arc::new(super::types::PostgresTypes))
             .with_analyzer_rule(Arc::new(super::casts::PostgresCasts))
             .with_analyzer_rule(Arc::new(super::arithmetic::PostgresArithmetic))
             .build();

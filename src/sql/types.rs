@@ -6,7 +6,9 @@ use std::sync::Arc;
 
 use datafusion::arrow::array::{Array, ArrayRef, AsArray, StringArray};
 use datafusion::arrow::compute::{cast_with_options, CastOptions};
-use datafusion::arrow::datatypes::{DataType, Field, IntervalUnit, TimeUnit};
+use datafusion::arrow::datatypes::{DataType, Field, FieldRef, IntervalUnit, TimeUnit};
+use datafusion::common::datatype::DataTypeExt;
+use datafusion::logical_expr::planner::TypePlanner;
 use datafusion::sql::sqlparser::ast::{
     ArrayElemTypeDef, CharacterLength, DataType as AstType, ExactNumberInfo, TimezoneInfo,
 };
@@ -493,6 +495,25 @@ pub fn arrow_type(ty: SqlType) -> DataType {
         SqlType::Timestamptz => DataType::Timestamp(TimeUnit::Microsecond, Some(Arc::from(UTC))),
         SqlType::Bytea => DataType::Binary,
         SqlType::Array(element) => list_of(arrow_type(element.sql_type())),
+    }
+}
+
+/// The Arrow types of SQL's `timestamp` and `timestamptz` in casts and
+/// typed literals (`'9999-12-31'::timestamp`, `TIMESTAMP '1500-01-01'`):
+/// microseconds, as columns hold them and as PostgreSQL counts, where
+/// DataFusion's nanoseconds reach only 1677 to 2262. A precision given
+/// (`timestamp(3)`) keeps DataFusion's type.
+#[derive(Debug)]
+pub struct PostgresTypes;
+
+impl TypePlanner for PostgresTypes {
+    fn plan_type_field(&self, ast: &AstType) -> datafusion::common::Result<Option<FieldRef>> {
+        Ok(match ast {
+            AstType::Timestamp(None, _) => sql_type(ast)
+                .ok()
+                .map(|ty| arrow_type(ty).into_nullable_field_ref()),
+            _ => None,
+        })
     }
 }
 

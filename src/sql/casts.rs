@@ -14,12 +14,16 @@
 //!   a literal's text is made one Arrow reads when planned, a column's
 //!   texts when they are read.
 //! - A number cast to an integer is rounded (`3.7::int` is 4), a numeric's
-//!   half away from zero and a double's to even, where Arrow truncates it.
+//!   half away from zero and a double's to even, where Arrow truncates it;
+//!   `round`, `ceil`, `floor` and `trunc` round as PostgreSQL's do.
+//! - Timestamps given to `generate_series` and `range` are cast to
+//!   nanoseconds, DataFusion's unit there, by a cast that refuses a value
+//!   out of their range (the function's own made it NULL).
 
 use std::sync::{Arc, OnceLock};
 
 use datafusion::arrow::array::{Array, ArrayRef, AsArray, StringBuilder};
-use datafusion::arrow::datatypes::{DataType, Decimal128Type, Float32Type, Float64Type};
+use datafusion::arrow::datatypes::{DataType, Decimal128Type, Float32Type, Float64Type, TimeUnit};
 use datafusion::common::config::ConfigOptions;
 use datafusion::common::tree_node::{Transformed, TreeNode};
 use datafusion::common::{exec_err, DFSchema, Result, ScalarValue};
@@ -50,7 +54,19 @@ impl AnalyzerRule for PostgresCasts {
     }
 
     fn analyze(&self, plan: LogicalPlan, _: &ConfigOptions) -> Result<LogicalPlan> {
-        rewrite_nodes_holding(plan, |_, e| matches!(e, Expr::Cast(_)), postgres_casts)
+        rewrite_nodes_holding(plan, |_, e| may_rewrite(e), postgres_casts)
+    }
+}
+
+/// Whether [`postgres_casts`] may put something in place of `expr`.
+fn may_rewrite(expr: &Expr) -> bool {
+    match expr {
+        Expr::Cast(_) => true,
+        Expr::ScalarFunction(f) => matches!(
+            f.name(),
+            "round" | "ceil" | "floor" | "trunc" | "generate_series" | "range"
+        ),
+        _ => false,
     }
 }
 
@@ -166,6 +182,20 @@ pub fn postgres_casts(expr: Expr, inputs: &DFSchema) -> Result<Transformed<Expr>
                 ScalarFunction::new_udf(real.clone(), vec![*expr]),
             )))
         }
+        // DataFusion's series of timestamps count nanoseconds, and its
+        // cast of an argument to them made a value out of their range
+        // NULL (an empty series); a cast here makes it an error.
+        Expr::ScalarFunction(mut f)
+            if matches!(f.name(), "generate_series" | "range")
+                && f.args.iter().any(|a| in_nanoseconds(a, inputs).is_some()) =>
+        {
+            for arg in &mut f.args {
+                if let Some(nanos) = in_nanoseconds(arg, inputs) {
+                    *arg = Expr::Cast(Cast::new(Box::new(arg.clone()), nanos));
+                }
+            }
+            Ok(Transformed::yes(Expr::ScalarFunction(f)))
+        }
         // `round(x)` of a double rounds a half to even, as C's `rint` in
         // PostgreSQL (`round(2.5::float8)` is 2); DataFusion's away from zero.
         Expr::ScalarFunction(f)
@@ -219,6 +249,16 @@ pub fn postgres_casts(expr: Expr, inputs: &DFSchema) -> Result<Transformed<Expr>
         }
         e => Ok(Transformed::no(e)),
     })
+}
+
+/// The type in nanoseconds of `expr`, a timestamp of a coarser unit.
+fn in_nanoseconds(expr: &Expr, inputs: &DFSchema) -> Option<DataType> {
+    match expr.get_type(inputs) {
+        Ok(DataType::Timestamp(unit, zone)) if unit != TimeUnit::Nanosecond => {
+            Some(DataType::Timestamp(TimeUnit::Nanosecond, zone))
+        }
+        _ => None,
+    }
 }
 
 /// The value of an integer literal, also under a cast.

@@ -15,7 +15,7 @@ use datafusion::arrow::array::{
     Array, ArrayRef, AsArray, Date32Array, Decimal128Array, Float32Array, Float64Array, Int16Array,
     Int32Array, Int64Array, ListArray, RecordBatch, StringArray, StructArray,
 };
-use datafusion::arrow::datatypes::{DataType, Field, Schema, TimeUnit};
+use datafusion::arrow::datatypes::{DataType, Field, Int16Type, Schema, TimeUnit};
 use futures::{Stream, StreamExt};
 use pgwire::api::portal::Format;
 use pgwire::api::results::{CopyCsvOptions, CopyEncoder, CopyTextOptions, FieldFormat, FieldInfo};
@@ -32,11 +32,19 @@ use crate::catalog::SqlType;
 use crate::model::{Date, DateTime, ValueRef};
 use crate::sql::decimals::{put_decimal, put_decimal_binary, put_digits};
 use crate::sql::floats::put_float;
-use crate::sql::types::{declared_type, push_date, push_timestamp, timestamp_micros_at};
+use crate::sql::types::{
+    declared_type, push_date, push_timestamp, timestamp_micros_at, PG_TYPE_KEY,
+};
 use crate::sql::{rescale, RowSink, StoredRows};
 
 /// The PostgreSQL type of a result column.
 pub fn pg_type(field: &Arc<Field>) -> PgWireResult<Type> {
+    // The catalogs' vectors (`indkey`, `indclass`).
+    match field.metadata().get(PG_TYPE_KEY).map(String::as_str) {
+        Some("int2vector") => return Ok(Type::INT2_VECTOR),
+        Some("oidvector") => return Ok(Type::OID_VECTOR),
+        _ => {}
+    }
     Ok(match declared_type(field) {
         Some(SqlType::Uuid) => Type::UUID,
         Some(SqlType::Json) => Type::JSON,
@@ -570,6 +578,21 @@ fn array_value(lists: &ListArray, row: usize, field: &FieldInfo) -> PgWireResult
         return Ok(None);
     }
     let sql_error = |e: crate::sql::SqlError| super::error::to_pgwire(e);
+    let vector = [Type::INT2_VECTOR, Type::OID_VECTOR].contains(field.datatype());
+    if field.format() == FieldFormat::Text && vector {
+        // A vector's text is its numbers between spaces (`1 2`).
+        let values = lists.value(row);
+        let numbers = values.as_primitive_opt::<Int16Type>().ok_or_else(|| {
+            PgWireError::ApiError(format!("column {} is not a vector", field.name()).into())
+        })?;
+        let text = numbers
+            .iter()
+            .flatten()
+            .map(|n| n.to_string())
+            .collect::<Vec<_>>()
+            .join(" ");
+        return Ok(Some(Encoded(BytesMut::from(text.as_bytes()))));
+    }
     if field.format() == FieldFormat::Text {
         let one: ArrayRef = Arc::new(lists.slice(row, 1));
         let text = crate::sql::arrays::list_texts(&one).map_err(sql_error)?;

@@ -11,6 +11,7 @@
 //! inheritance, publications, ...) exist with their columns and no rows, so
 //! clients that look into them get the right answer: there are none.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use async_trait::async_trait;
@@ -304,6 +305,11 @@ pub(super) enum Ty {
     /// Microseconds since 1970, shown in UTC.
     Timestamptz,
     Int2Array,
+    /// `int2vector` (`indkey`): numbers printed `1 2`, where an array
+    /// prints `{1,2}`; subscripted and unnested as an array here.
+    Int2Vector,
+    /// `oidvector` (`indclass`, `proargtypes`), as [`Ty::Int2Vector`].
+    OidVector,
     TextArray,
 }
 
@@ -317,7 +323,9 @@ impl Ty {
             Ty::Float4 => SqlType::Float4,
             Ty::Float8 => SqlType::Float8,
             Ty::Bool => SqlType::Bool,
-            Ty::Text | Ty::Int2Array | Ty::TextArray => SqlType::Text,
+            Ty::Text | Ty::Int2Array | Ty::Int2Vector | Ty::OidVector | Ty::TextArray => {
+                SqlType::Text
+            }
             Ty::Timestamptz => SqlType::Timestamptz,
         }
     }
@@ -378,7 +386,9 @@ fn arrow_type(ty: Ty) -> DataType {
         ),
         Ty::Bool => DataType::Boolean,
         Ty::Text => DataType::Utf8,
-        Ty::Int2Array => DataType::List(Arc::new(Field::new("item", DataType::Int16, true))),
+        Ty::Int2Array | Ty::Int2Vector | Ty::OidVector => {
+            DataType::List(Arc::new(Field::new("item", DataType::Int16, true)))
+        }
         Ty::TextArray => DataType::List(Arc::new(Field::new("item", DataType::Utf8, true))),
     }
 }
@@ -395,7 +405,7 @@ fn scalar(ty: Ty, cell: &Cell) -> DfResult<ScalarValue> {
         }
         (Ty::Bool, Cell::Bool(v)) => ScalarValue::Boolean(Some(*v)),
         (Ty::Text, Cell::Text(v)) => ScalarValue::Utf8(Some(v.clone())),
-        (Ty::Int2Array, Cell::Ints(v)) => {
+        (Ty::Int2Array | Ty::Int2Vector | Ty::OidVector, Cell::Ints(v)) => {
             let items: Vec<ScalarValue> = v
                 .iter()
                 .map(|&x| ScalarValue::Int16(Some(x as i16)))
@@ -426,7 +436,16 @@ pub(super) fn table(
     let schema: SchemaRef = Arc::new(Schema::new(
         columns
             .iter()
-            .map(|(name, ty)| Field::new(*name, arrow_type(*ty), true))
+            .map(|(name, ty)| {
+                let field = Field::new(*name, arrow_type(*ty), true);
+                let vector = match ty {
+                    Ty::Int2Vector => "int2vector",
+                    Ty::OidVector => "oidvector",
+                    _ => return field,
+                };
+                let pg_type = (super::types::PG_TYPE_KEY.to_owned(), vector.to_owned());
+                field.with_metadata(HashMap::from([pg_type]))
+            })
             .collect::<Vec<_>>(),
     ));
     let arrays = columns
@@ -509,6 +528,7 @@ const PG_ATTRIBUTE: &[(&str, Ty)] = &[
     ("attacl", TextArray),
     ("attoptions", TextArray),
     ("attfdwoptions", TextArray),
+    ("attmissingval", TextArray),
 ];
 
 const PG_INDEX: &[(&str, Ty)] = &[
@@ -527,10 +547,10 @@ const PG_INDEX: &[(&str, Ty)] = &[
     ("indisready", Bool),
     ("indislive", Bool),
     ("indisreplident", Bool),
-    ("indkey", Int2Array),
-    ("indcollation", Int2Array),
-    ("indclass", Int2Array),
-    ("indoption", Int2Array),
+    ("indkey", Int2Vector),
+    ("indcollation", OidVector),
+    ("indclass", OidVector),
+    ("indoption", Int2Vector),
     ("indexprs", Text),
     ("indpred", Text),
 ];
@@ -726,7 +746,7 @@ const PG_PROC: &[(&str, Ty)] = &[
     ("provolatile", Text),
     ("pronargs", Int2),
     ("prorettype", Int4),
-    ("proargtypes", Int2Array),
+    ("proargtypes", OidVector),
     ("proargnames", TextArray),
     ("prosrc", Text),
     ("proacl", TextArray),
@@ -806,7 +826,7 @@ const EMPTY: &[(&str, &[(&str, Ty)])] = &[
             ("stxnamespace", Int4),
             ("stxowner", Int4),
             ("stxstattarget", Int4),
-            ("stxkeys", Int2Array),
+            ("stxkeys", Int2Vector),
             ("stxkind", TextArray),
             ("stxexprs", Text),
         ],
@@ -832,7 +852,7 @@ const EMPTY: &[(&str, &[(&str, Ty)])] = &[
             ("prpubid", Int4),
             ("prrelid", Int4),
             ("prqual", Text),
-            ("prattrs", Int2Array),
+            ("prattrs", Int2Vector),
         ],
     ),
     (
@@ -854,7 +874,7 @@ const EMPTY: &[(&str, &[(&str, Ty)])] = &[
             ("partstrat", Text),
             ("partnatts", Int2),
             ("partdefid", Int4),
-            ("partattrs", Int2Array),
+            ("partattrs", Int2Vector),
         ],
     ),
     (
@@ -1836,6 +1856,7 @@ fn attribute_row(
         true.into(),
         0.into(),
         0.into(),
+        Cell::Null,
         Cell::Null,
         Cell::Null,
         Cell::Null,

@@ -385,6 +385,28 @@ fn builtin(name: &str) -> Option<DataType> {
     })
 }
 
+/// `typname[0]` as `substr(typname, 0 + 1, 1)`: PostgreSQL subscripts a
+/// `name` as its characters from 0 (pg_dump reads `typname[0] = '_'`), and
+/// pg_type's names are text here.
+fn type_name_character(expr: &Expr) -> Option<Expr> {
+    use datafusion::sql::sqlparser::ast::{AccessExpr, Subscript};
+    let Expr::CompoundFieldAccess { root, access_chain } = expr else {
+        return None;
+    };
+    let name = match root.as_ref() {
+        Expr::Identifier(name) => name,
+        Expr::CompoundIdentifier(parts) => parts.last()?,
+        _ => return None,
+    };
+    let [AccessExpr::Subscript(Subscript::Index { index })] = access_chain.as_slice() else {
+        return None;
+    };
+    if !name.value.eq_ignore_ascii_case("typname") {
+        return None;
+    }
+    parse_expr(&format!("substr({root}, ({index}) + 1, 1)"))
+}
+
 fn is_value(expr: &Expr) -> bool {
     matches!(expr, Expr::Value(_))
 }
@@ -972,7 +994,7 @@ fn rewrite_expr(expr: &mut Expr) {
     super::records::row_nullness(expr);
     super::records::row_comparison(expr);
     super::date_fields::postgres_date_fields(expr);
-    if let Some(written) = postgres_function(expr) {
+    if let Some(written) = postgres_function(expr).or_else(|| type_name_character(expr)) {
         *expr = written;
     }
     match expr {
@@ -2139,6 +2161,7 @@ fn move_set_functions(
     for factor in factors_mut(&mut select.from) {
         unnest_as_function(factor);
         interval_step(factor);
+        no_options(factor);
     }
     // The columns the functions moved so far were given.
     let mut taken = HashSet::new();
@@ -2257,6 +2280,43 @@ fn interval_step(factor: &mut TableFactor) {
         if let Some(interval) = interval_step_of(step) {
             *step = interval;
         }
+    }
+}
+
+/// `pg_options_to_table(x)` in FROM (pg_dump reads a column's, a foreign
+/// server's and a foreign-data wrapper's options through it, correlated):
+/// a table of no rows. Nothing here has such options; the catalogs' option
+/// columns are all NULL, of which the function gives no rows.
+fn no_options(factor: &mut TableFactor) {
+    let (TableFactor::Table {
+        name,
+        args: Some(_),
+        alias,
+        ..
+    }
+    | TableFactor::Function { name, alias, .. }) = factor
+    else {
+        return;
+    };
+    let options = match name.0.as_slice() {
+        [function] => function,
+        [schema, function] if is_pg_catalog(schema) => function,
+        _ => return,
+    };
+    if !options
+        .as_ident()
+        .is_some_and(|f| f.value.eq_ignore_ascii_case("pg_options_to_table"))
+    {
+        return;
+    }
+    let alias = alias.as_ref().map_or_else(
+        || "pg_options_to_table".to_owned(),
+        |a| a.name.value.clone(),
+    );
+    let none =
+        "SELECT CAST(NULL AS TEXT) AS option_name, CAST(NULL AS TEXT) AS option_value WHERE false";
+    if let Some(table) = derived_table(none, &alias) {
+        *factor = table;
     }
 }
 
@@ -2663,17 +2723,31 @@ fn name_table_functions(select: &mut Select) {
 }
 
 /// A SELECT that reads a catalog that never has rows (`pg_policy`,
-/// `pg_publication`, ...) through an inner join, and does not aggregate,
-/// returns no rows: its WHERE becomes `false` and the select items that
-/// hold subqueries (which DataFusion may be unable to plan) become NULL.
+/// `pg_publication`, ...; with or without `pg_catalog.`, which PostgreSQL
+/// searches first) through an inner join, and does not aggregate, returns
+/// no rows: its WHERE becomes `false` and its select items other than
+/// columns NULL (DataFusion may be unable to plan them: pg_dump's read
+/// options through correlated subqueries and give a text where an array
+/// is due). The names the client sees are taken before rewriting.
 /// Returns whether it did so.
 fn over_empty_catalog(select: &mut Select) -> bool {
     use datafusion::sql::sqlparser::ast::JoinOperator;
     let empty = |factor: &TableFactor| {
-        matches!(factor, TableFactor::Table { name, args: None, .. }
-            if name.0.len() == 2
-                && is_pg_catalog(&name.0[0])
-                && name.0[1].as_ident().is_some_and(|i| super::pg_catalog::is_always_empty(&i.value)))
+        let TableFactor::Table {
+            name, args: None, ..
+        } = factor
+        else {
+            return false;
+        };
+        let (schema, table) = match name.0.as_slice() {
+            [table] => (None, table),
+            [schema, table] => (Some(schema), table),
+            _ => return false,
+        };
+        schema.is_none_or(is_pg_catalog)
+            && table
+                .as_ident()
+                .is_some_and(|i| super::pg_catalog::is_always_empty(&i.value))
     };
     let reads_empty = select.from.iter().any(|t| {
         empty(&t.relation)
@@ -2694,9 +2768,17 @@ fn over_empty_catalog(select: &mut Select) -> bool {
     if !reads_empty || grouped || aggregated || select.having.is_some() {
         return false;
     }
-    for item in &mut select.projection {
-        if let SelectItem::UnnamedExpr(e) | SelectItem::ExprWithAlias { expr: e, .. } = item {
-            *e = without_subqueries(e);
+    let null = || Expr::Value(Value::Null.into());
+    for (i, item) in select.projection.iter_mut().enumerate() {
+        match item {
+            SelectItem::UnnamedExpr(e) if !is_column(e) => {
+                *item = SelectItem::ExprWithAlias {
+                    expr: null(),
+                    alias: Ident::new(format!("__tablegate_column{i}")),
+                }
+            }
+            SelectItem::ExprWithAlias { expr, .. } if !is_column(expr) => *expr = null(),
+            _ => {}
         }
     }
     select.selection = Some(Expr::Value(Value::Boolean(false).into()));

@@ -3197,7 +3197,12 @@ pub(super) mod tests {
         assert_eq!(
             rewritten("SELECT p.pubname, (SELECT string_agg(a.attname, ',') FROM pg_attribute a WHERE a.attrelid = pr.prrelid) \
                        FROM pg_catalog.pg_publication p JOIN pg_catalog.pg_publication_rel pr ON p.oid = pr.prpubid"),
-            "SELECT p.pubname, NULL FROM pg_catalog.pg_publication p JOIN pg_catalog.pg_publication_rel pr ON p.oid = pr.prpubid WHERE false"
+            "SELECT p.pubname, NULL AS __tablegate_column1 FROM pg_catalog.pg_publication p JOIN pg_catalog.pg_publication_rel pr ON p.oid = pr.prpubid WHERE false"
+        );
+        // Without `pg_catalog.` too; an item other than a column is NULL.
+        assert_eq!(
+            rewritten("SELECT oid, CASE WHEN r = 0 THEN acldefault('T', r) ELSE '{}' END AS acl FROM pg_default_acl"),
+            "SELECT oid, NULL AS acl FROM pg_default_acl WHERE false"
         );
         // An aggregate returns a row even over no rows; a LEFT JOIN keeps the left side's.
         for sql in [

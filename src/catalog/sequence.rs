@@ -127,6 +127,17 @@ pub struct Sequence {
 }
 
 impl Sequence {
+    /// The last value handed out or set, and whether there was one (a
+    /// sequence read as a relation, `SELECT last_value, is_called FROM s`
+    /// as pg_dump does, shows its start and false before its first value).
+    pub fn last_value(&self) -> (i64, bool) {
+        let state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        match state.last {
+            Some(last) => (last, true),
+            None => (self.def.start, false),
+        }
+    }
+
     /// The value after `value`, or the start; `None` past the bounds without CYCLE.
     fn step(&self, value: Option<i64>) -> Result<i64, SequenceExhausted> {
         let d = &self.def;

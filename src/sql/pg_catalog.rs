@@ -215,6 +215,10 @@ pub fn format_type(oid: i64, typmod: Option<i64>) -> Option<String> {
     })
 }
 
+/// The object ids of pg_class and pg_attrdef, as PostgreSQL's.
+const CLASS_CATALOG_OID: i32 = 1259;
+const ATTRDEF_CATALOG_OID: i32 = 2604;
+
 /// PostgreSQL's object ids of the catalogs clients name with `::regclass`
 /// (as `classoid` values, say).
 pub fn catalog_oid(name: &str) -> Option<i32> {
@@ -223,8 +227,8 @@ pub fn catalog_oid(name: &str) -> Option<i32> {
         "pg_type" => 1247,
         "pg_attribute" => 1249,
         "pg_proc" => 1255,
-        "pg_class" => 1259,
-        "pg_attrdef" => 2604,
+        "pg_class" => CLASS_CATALOG_OID,
+        "pg_attrdef" => ATTRDEF_CATALOG_OID,
         "pg_constraint" => 2606,
         "pg_description" => 2609,
         "pg_index" => 2610,
@@ -428,6 +432,25 @@ fn column(ty: Ty, rows: &[Vec<Cell>], i: usize) -> DfResult<ArrayRef> {
     ScalarValue::iter_to_array(values)
 }
 
+/// The columns of a sequence read as a relation.
+const SEQUENCE_RELATION: &[(&str, Ty)] = &[
+    ("last_value", Ty::Int8),
+    ("log_cnt", Ty::Int8),
+    ("is_called", Ty::Bool),
+];
+
+/// A sequence read as a relation (`SELECT last_value, is_called FROM s`):
+/// its one row.
+pub(super) fn sequence_relation(
+    sequence: &crate::catalog::Sequence,
+) -> DfResult<Arc<dyn TableProvider>> {
+    let (last, called) = sequence.last_value();
+    table(
+        SEQUENCE_RELATION,
+        vec![vec![Cell::Int(last), Cell::Int(0), called.into()]],
+    )
+}
+
 /// A catalog's columns and rows, as a table DataFusion can scan.
 pub(super) fn table(
     columns: &[(&str, Ty)],
@@ -577,6 +600,16 @@ const PG_CONSTRAINT: &[(&str, Ty)] = &[
     ("conkey", Int2Array),
     ("confkey", Int2Array),
     ("conbin", Text),
+];
+
+const PG_DEPEND: &[(&str, Ty)] = &[
+    ("classid", Int4),
+    ("objid", Int4),
+    ("objsubid", Int4),
+    ("refclassid", Int4),
+    ("refobjid", Int4),
+    ("refobjsubid", Int4),
+    ("deptype", Text),
 ];
 
 const PG_ATTRDEF: &[(&str, Ty)] = &[
@@ -897,18 +930,6 @@ const EMPTY: &[(&str, &[(&str, Ty)])] = &[
             ("enumtypid", Int4),
             ("enumsortorder", Float4),
             ("enumlabel", Text),
-        ],
-    ),
-    (
-        "pg_depend",
-        &[
-            ("classid", Int4),
-            ("objid", Int4),
-            ("objsubid", Int4),
-            ("refclassid", Int4),
-            ("refobjid", Int4),
-            ("refobjsubid", Int4),
-            ("deptype", Text),
         ],
     ),
     (
@@ -1264,6 +1285,7 @@ const PG_STAT_PROGRESS_CREATE_INDEX: &[(&str, Ty)] = &[
 
 const NAMES: &[&str] = &[
     "pg_stat_progress_create_index",
+    "pg_depend",
     "pg_sequence",
     "pg_namespace",
     "pg_class",
@@ -1372,6 +1394,10 @@ impl PgCatalogSchema {
             "pg_index" => table(PG_INDEX, indexes(&tables)),
             "pg_constraint" => table(PG_CONSTRAINT, constraints(&tables)),
             "pg_attrdef" => table(PG_ATTRDEF, defaults(&tables)),
+            "pg_depend" => table(
+                PG_DEPEND,
+                dependencies(&tables, &self.catalog.sequences.list()),
+            ),
             "pg_type" => table(PG_TYPE, types()),
             "pg_database" => table(
                 PG_DATABASE,
@@ -1996,11 +2022,56 @@ fn descriptions(tables: &[Arc<TableDef>]) -> Vec<Vec<Cell>> {
             if let Some(comment) = comment {
                 rows.push(vec![
                     table_oid(&t.name).into(),
-                    1259.into(),
+                    CLASS_CATALOG_OID.into(),
                     subid.into(),
                     comment.clone().into(),
                 ]);
             }
+        }
+    }
+    rows
+}
+
+/// What pg_dump orders a dump by: a sequence owned by a column depends
+/// on its table (`a`uto), and the column's default on the sequence
+/// (`n`ormal), so the sequence is made before the default that calls it.
+fn dependencies(
+    tables: &[Arc<TableDef>],
+    sequences: &[Arc<crate::catalog::Sequence>],
+) -> Vec<Vec<Cell>> {
+    let class = CLASS_CATALOG_OID;
+    let mut rows = Vec::new();
+    for sequence in sequences {
+        let Some((table, column)) = &sequence.def.owned_by else {
+            continue;
+        };
+        let Some(def) = tables.iter().find(|t| &t.name == table) else {
+            continue;
+        };
+        let Some(i) = def.columns.iter().position(|c| &c.name == column) else {
+            continue;
+        };
+        let seq = sequence_oid(&sequence.def.name);
+        let attnum = i as i64 + 1;
+        rows.push(vec![
+            class.into(),
+            seq.into(),
+            0.into(),
+            class.into(),
+            table_oid(table).into(),
+            Cell::Int(attnum),
+            "a".into(),
+        ]);
+        if def.columns[i].default.is_some() {
+            rows.push(vec![
+                ATTRDEF_CATALOG_OID.into(),
+                oid_of("default", &format!("{table}.{column}")).into(),
+                0.into(),
+                class.into(),
+                seq.into(),
+                0.into(),
+                "n".into(),
+            ]);
         }
     }
     rows

@@ -229,9 +229,12 @@ impl SchemaProvider for TablegateSchema {
             def = self.view.definition(&self.catalog, name);
         }
         let Some(def) = def else {
-            return match with_row {
-                false => self.system.table(name).await,
-                true => Ok(None),
+            if with_row {
+                return Ok(None);
+            }
+            return match self.catalog.sequences.get(name) {
+                Some(sequence) => super::pg_catalog::sequence_relation(&sequence).map(Some),
+                None => self.system.table(name).await,
             };
         };
         Ok(Some({

@@ -2727,7 +2727,7 @@ fn name_table_functions(select: &mut Select) {
 /// searches first) through an inner join, and does not aggregate, returns
 /// no rows: its WHERE becomes `false` and its select items other than
 /// columns NULL (DataFusion may be unable to plan them: pg_dump's read
-/// options through correlated subqueries and give a text where an array
+/// options through correlated subqueries, or give a text where an array
 /// is due). The names the client sees are taken before rewriting.
 /// Returns whether it did so.
 fn over_empty_catalog(select: &mut Select) -> bool {

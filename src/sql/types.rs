@@ -16,13 +16,39 @@ use datafusion::sql::sqlparser::ast::{
 use super::error::SqlError;
 use crate::catalog::{Column, Element, SqlType, DEFAULT_NUMERIC};
 
+/// PostgreSQL's special inputs of dates and timestamps, in any case:
+/// `epoch`, `now`, `today`, `tomorrow` and `yesterday`, as the instant in
+/// UTC (the session's zone); `None` for any other text. `now` is the
+/// moment the text is read (PostgreSQL's, the transaction's start).
+fn special_instant(text: &str) -> Option<chrono::NaiveDateTime> {
+    let word = text.trim();
+    if !word.as_bytes().first()?.is_ascii_alphabetic() {
+        return None;
+    }
+    let now = chrono::Utc::now().naive_utc();
+    let today = now.date();
+    let day = match word.to_ascii_lowercase().as_str() {
+        "epoch" => return Some(chrono::DateTime::UNIX_EPOCH.naive_utc()),
+        "now" => return Some(now),
+        "today" => today,
+        "tomorrow" => today.succ_opt()?,
+        "yesterday" => today.pred_opt()?,
+        _ => return None,
+    };
+    Some(day.and_time(chrono::NaiveTime::MIN))
+}
+
 /// A timestamp's text as Arrow's parser reads it: PostgreSQL also reads a
 /// one-digit hour and a time of day without seconds (`2024-01-01 9:00`,
-/// `2024-01-01T10:00+02`), which get a `0` and `:00`; any other text is
-/// left as it is.
+/// `2024-01-01T10:00+02`), which get a `0` and `:00`, and the special
+/// inputs of [`special_instant`] (`epoch`); any other text is left as it
+/// is.
 pub fn timestamp_input(text: &str) -> Cow<'_, str> {
     let b = text.as_bytes();
     let digit = |i: usize| b.get(i).is_some_and(u8::is_ascii_digit);
+    if let Some(at) = special_instant(text) {
+        return Cow::Owned(at.format("%Y-%m-%d %H:%M:%S%.f+00:00").to_string());
+    }
     if !starts_with_date_and_time(text) {
         return Cow::Borrowed(text);
     }
@@ -80,8 +106,12 @@ pub fn naive_timestamp_input(text: &str) -> Cow<'_, str> {
 
 /// A date's text as Arrow's parser reads it: PostgreSQL reads a date
 /// followed by a time or an offset (`2024-02-29 +00`, as JDBC sends a
-/// date) as the date alone.
+/// date) as the date alone, and the special inputs of [`special_instant`]
+/// (`today`) as their day.
 pub fn date_input(text: &str) -> Cow<'_, str> {
+    if let Some(at) = special_instant(text) {
+        return Cow::Owned(at.date().to_string());
+    }
     if starts_with_date_and_time(text) {
         Cow::Borrowed(&text[..10])
     } else {

@@ -194,6 +194,24 @@ def same_value(got, expected):
     return got == expected
 
 
+def restore_with_psql(dump, conninfo):
+    """Runs a dump with psql -f, stopping at its first error."""
+    return subprocess.run(
+        ["psql", "-X", "-q", "-v", "ON_ERROR_STOP=1", "-f", str(dump), conninfo],
+        capture_output=True,
+        text=True,
+    )
+
+
+def check_same_tables(label, expected_conn, got_conn):
+    """Checks that every table has the same rows on both connections."""
+    for table, key in TABLES.items():
+        expected = table_digest(expected_conn, table, key)
+        got = table_digest(got_conn, table, key)
+        detail = f"{got[0]} rows, sha256 {got[1][:16]}" if got == expected else f"{got} != {expected}"
+        check(f"{label} {table}", got == expected, detail)
+
+
 def check_same_rows(name, sql, expected_conn, got_conn, noun):
     """Checks that `sql` returns the same rows on both connections."""
     expected = expected_conn.execute(sql).fetchall()
@@ -242,11 +260,7 @@ def main():
         processes.append(tablegate)
         target = f"host=127.0.0.1 port={tg_port} user=migrator dbname=tablegate"
         started = time.perf_counter()
-        restore = subprocess.run(
-            ["psql", "-X", "-q", "-v", "ON_ERROR_STOP=1", "-f", str(dump), target],
-            capture_output=True,
-            text=True,
-        )
+        restore = restore_with_psql(dump, target)
         check(
             "pg_dump output restores with psql -f",
             restore.returncode == 0,
@@ -256,10 +270,7 @@ def main():
             return
 
         with psycopg.connect(source) as pg, psycopg.connect(target) as tg:
-            for table, key in TABLES.items():
-                expected = table_digest(pg, table, key)
-                got = table_digest(tg, table, key)
-                check(f"table {table}", got == expected, f"{got[0]} rows, sha256 {got[1][:16]}" if got == expected else f"{got} != {expected}")
+            check_same_tables("table", pg, tg)
             constraints = (
                 "SELECT c.conname, pg_get_constraintdef(c.oid) FROM pg_constraint c "
                 "JOIN pg_namespace n ON n.oid = c.connamespace WHERE n.nspname = 'public' ORDER BY 1"
@@ -336,19 +347,12 @@ def main():
         with psycopg.connect(f"{admin} dbname=postgres", autocommit=True) as conn:
             conn.execute("CREATE DATABASE exported")
         back = f"{admin} dbname=exported"
-        restore = subprocess.run(
-            ["psql", "-X", "-q", "-v", "ON_ERROR_STOP=1", "-f", str(exported), back],
-            capture_output=True,
-            text=True,
-        )
+        restore = restore_with_psql(exported, back)
         check("tablegate's dump restores into PostgreSQL 15", restore.returncode == 0, restore.stderr[-2000:])
         if restore.returncode != 0:
             return
         with psycopg.connect(back) as pg, psycopg.connect(target) as tg:
-            for table, key in TABLES.items():
-                expected = table_digest(tg, table, key)
-                got = table_digest(pg, table, key)
-                check(f"exported table {table}", got == expected, f"{got[0]} rows" if got == expected else f"{got} != {expected}")
+            check_same_tables("exported table", tg, pg)
             keys = (
                 "SELECT c.conname, c.contype FROM pg_constraint c "
                 "JOIN pg_namespace n ON n.oid = c.connamespace WHERE n.nspname = 'public' ORDER BY 1"

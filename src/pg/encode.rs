@@ -39,11 +39,8 @@ use crate::sql::{rescale, RowSink, StoredRows};
 
 /// The PostgreSQL type of a result column.
 pub fn pg_type(field: &Arc<Field>) -> PgWireResult<Type> {
-    // The catalogs' vectors (`indkey`, `indclass`).
-    match field.metadata().get(PG_TYPE_KEY).map(String::as_str) {
-        Some("int2vector") => return Ok(Type::INT2_VECTOR),
-        Some("oidvector") => return Ok(Type::OID_VECTOR),
-        _ => {}
+    if let Some(vector) = vector_type(field) {
+        return Ok(vector);
     }
     Ok(match declared_type(field) {
         Some(SqlType::Uuid) => Type::UUID,
@@ -58,6 +55,21 @@ pub fn pg_type(field: &Arc<Field>) -> PgWireResult<Type> {
         _ if matches!(field.data_type(), DataType::Struct(_)) => Type::RECORD,
         _ => return arrow_pg::datatypes::field_into_pg_type(field),
     })
+}
+
+/// The type of a catalog's vector (`indkey`, `indclass`): a list its
+/// metadata names `int2vector` or `oidvector`. As with a declared type, a
+/// cast (`indkey::text`) passes the name on with another Arrow type, and
+/// then the Arrow type says what the values are.
+fn vector_type(field: &Field) -> Option<Type> {
+    if !matches!(field.data_type(), DataType::List(_)) {
+        return None;
+    }
+    match field.metadata().get(PG_TYPE_KEY)?.as_str() {
+        "int2vector" => Some(Type::INT2_VECTOR),
+        "oidvector" => Some(Type::OID_VECTOR),
+        _ => None,
+    }
 }
 
 pub fn fields(schema: &Schema, format: &Format) -> PgWireResult<Vec<FieldInfo>> {

@@ -22,18 +22,26 @@ use crate::catalog::{Column, Element, SqlType, DEFAULT_NUMERIC};
 /// moment the text is read (PostgreSQL's, the transaction's start).
 fn special_instant(text: &str) -> Option<chrono::NaiveDateTime> {
     let word = text.trim();
+    // A date's text starts with a digit: the clock is read only for words.
     if !word.as_bytes().first()?.is_ascii_alphabetic() {
         return None;
     }
+    let is = |special: &str| word.eq_ignore_ascii_case(special);
+    if is("epoch") {
+        return Some(chrono::DateTime::UNIX_EPOCH.naive_utc());
+    }
     let now = chrono::Utc::now().naive_utc();
     let today = now.date();
-    let day = match word.to_ascii_lowercase().as_str() {
-        "epoch" => return Some(chrono::DateTime::UNIX_EPOCH.naive_utc()),
-        "now" => return Some(now),
-        "today" => today,
-        "tomorrow" => today.succ_opt()?,
-        "yesterday" => today.pred_opt()?,
-        _ => return None,
+    let day = if is("now") {
+        return Some(now);
+    } else if is("today") {
+        today
+    } else if is("tomorrow") {
+        today.succ_opt()?
+    } else if is("yesterday") {
+        today.pred_opt()?
+    } else {
+        return None;
     };
     Some(day.and_time(chrono::NaiveTime::MIN))
 }

@@ -358,6 +358,7 @@ def main():
                 "JOIN pg_namespace n ON n.oid = c.connamespace WHERE n.nspname = 'public' ORDER BY 1"
             )
             check_same_rows("exported primary and foreign keys", keys, tg, pg, "constraints")
+            check_same_rows("exported indexes", indexes, tg, pg, "indexes")
             insert = "INSERT INTO events (happened, flag) VALUES ('2026-11-22 12:00:00+00', false) RETURNING id"
             check_same_rows("exported serial id goes on", insert, tg, pg, "rows")
     finally:

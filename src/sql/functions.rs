@@ -975,12 +975,15 @@ pub fn register_all(
         Ok(utf8(text(&args[0])))
     });
     // Comments: of tables (obj_description) and their columns
-    // (col_description); nothing else has them.
+    // (col_description), and the built-in schemas' descriptions.
     let (c, v) = (catalog.clone(), view.clone());
     register(ctx, "obj_description", &[1, 2], Utf8, Stable, move |args| {
         let Some(oid) = int(&args[0]) else {
             return Ok(utf8(None));
         };
+        if let Some(description) = super::pg_catalog::built_in_description(oid) {
+            return Ok(utf8(Some(description.into())));
+        }
         Ok(utf8(
             find_table(&c, &v, |name| i64::from(table_oid(name)) == oid)
                 .and_then(|def| def.comment.clone()),

@@ -32,6 +32,14 @@ pub const PUBLIC_OID: i32 = 2200;
 pub const INFORMATION_SCHEMA_OID: i32 = 13_000;
 /// The `tablegate` schema of diagnostics views.
 pub const TABLEGATE_OID: i32 = 13_100;
+/// The diagnostics schema and its views, shown as the members of a
+/// built-in extension (as PostgreSQL shows plpgsql): tools that copy a
+/// database, pg_dump first, leave them out, as they leave out
+/// `information_schema`. An oid below 16,384 is how pg_dump tells a
+/// built-in extension.
+const EXTENSION_OID: i32 = 13_200;
+const NAMESPACE_CATALOG_OID: i32 = 2615;
+const EXTENSION_CATALOG_OID: i32 = 3079;
 const DATABASE_OID: i32 = 16_384 - 1;
 const OWNER_OID: i32 = 10;
 const BTREE_OID: i32 = 403;
@@ -232,7 +240,7 @@ pub fn catalog_oid(name: &str) -> Option<i32> {
         "pg_constraint" => 2606,
         "pg_description" => 2609,
         "pg_index" => 2610,
-        "pg_namespace" => 2615,
+        "pg_namespace" => NAMESPACE_CATALOG_OID,
         "pg_database" => 1262,
         "pg_default_acl" => 826,
         "pg_tablespace" => 1213,
@@ -255,7 +263,7 @@ pub fn catalog_oid(name: &str) -> Option<i32> {
         "pg_trigger" => 2620,
         "pg_opfamily" => 2753,
         "pg_largeobject_metadata" => 2995,
-        "pg_extension" => 3079,
+        "pg_extension" => EXTENSION_CATALOG_OID,
         "pg_policy" => 3256,
         "pg_statistic_ext" => 3381,
         "pg_collation" => 3456,
@@ -612,6 +620,17 @@ const PG_DEPEND: &[(&str, Ty)] = &[
     ("deptype", Text),
 ];
 
+const PG_EXTENSION: &[(&str, Ty)] = &[
+    ("oid", Int4),
+    ("extname", Text),
+    ("extowner", Int4),
+    ("extnamespace", Int4),
+    ("extrelocatable", Bool),
+    ("extversion", Text),
+    ("extconfig", TextArray),
+    ("extcondition", TextArray),
+];
+
 const PG_ATTRDEF: &[(&str, Ty)] = &[
     ("oid", Int4),
     ("adrelid", Int4),
@@ -908,19 +927,6 @@ const EMPTY: &[(&str, &[(&str, Ty)])] = &[
             ("partnatts", Int2),
             ("partdefid", Int4),
             ("partattrs", Int2Vector),
-        ],
-    ),
-    (
-        "pg_extension",
-        &[
-            ("oid", Int4),
-            ("extname", Text),
-            ("extowner", Int4),
-            ("extnamespace", Int4),
-            ("extrelocatable", Bool),
-            ("extversion", Text),
-            ("extconfig", TextArray),
-            ("extcondition", TextArray),
         ],
     ),
     (
@@ -1286,6 +1292,7 @@ const PG_STAT_PROGRESS_CREATE_INDEX: &[(&str, Ty)] = &[
 const NAMES: &[&str] = &[
     "pg_stat_progress_create_index",
     "pg_depend",
+    "pg_extension",
     "pg_sequence",
     "pg_namespace",
     "pg_class",
@@ -1397,6 +1404,19 @@ impl PgCatalogSchema {
             "pg_depend" => table(
                 PG_DEPEND,
                 dependencies(&tables, &self.catalog.sequences.list()),
+            ),
+            "pg_extension" => table(
+                PG_EXTENSION,
+                vec![vec![
+                    EXTENSION_OID.into(),
+                    super::diagnostics::SCHEMA.into(),
+                    OWNER_OID.into(),
+                    TABLEGATE_OID.into(),
+                    false.into(),
+                    env!("CARGO_PKG_VERSION").into(),
+                    Cell::Null,
+                    Cell::Null,
+                ]],
             ),
             "pg_type" => table(PG_TYPE, types()),
             "pg_database" => table(
@@ -2009,8 +2029,38 @@ fn constraints(tables: &[Arc<TableDef>]) -> Vec<Vec<Cell>> {
 }
 
 /// The comments of tables (`objsubid` 0) and their columns.
+/// What the diagnostics schema and its extension hold.
+const DIAGNOSTICS: &str =
+    "the store's tables, partitions, indexes, materialized views and recent queries";
+
+/// Descriptions of the schemas (PostgreSQL's own for its two; pg_dump
+/// leaves out public's as it stands after initdb) and of the extension.
+const BUILT_IN_DESCRIPTIONS: [(i32, i32, &str); 4] = [
+    (
+        PG_CATALOG_OID,
+        NAMESPACE_CATALOG_OID,
+        "system catalog schema",
+    ),
+    (PUBLIC_OID, NAMESPACE_CATALOG_OID, "standard public schema"),
+    (TABLEGATE_OID, NAMESPACE_CATALOG_OID, DIAGNOSTICS),
+    (EXTENSION_OID, EXTENSION_CATALOG_OID, DIAGNOSTICS),
+];
+
+/// The description of a built-in schema or extension.
+pub fn built_in_description(oid: i64) -> Option<&'static str> {
+    BUILT_IN_DESCRIPTIONS
+        .iter()
+        .find(|d| i64::from(d.0) == oid)
+        .map(|d| d.2)
+}
+
 fn descriptions(tables: &[Arc<TableDef>]) -> Vec<Vec<Cell>> {
-    let mut rows = Vec::new();
+    let mut rows: Vec<Vec<Cell>> = BUILT_IN_DESCRIPTIONS
+        .into_iter()
+        .map(|(oid, catalog, description)| {
+            vec![oid.into(), catalog.into(), 0.into(), description.into()]
+        })
+        .collect();
     for t in tables {
         let comments = std::iter::once((0, &t.comment)).chain(
             t.columns
@@ -2032,15 +2082,31 @@ fn descriptions(tables: &[Arc<TableDef>]) -> Vec<Vec<Cell>> {
     rows
 }
 
-/// What pg_dump orders a dump by: a sequence owned by a column depends
-/// on its table (`a`uto), and the column's default on the sequence
-/// (`n`ormal), so the sequence is made before the default that calls it.
+/// What pg_dump orders a dump by and leaves out of it: a sequence owned by
+/// a column depends on its table (`a`uto), and the column's default on the
+/// sequence (`n`ormal), so the sequence is made before the default that
+/// calls it; the diagnostics schema and its views are members of the
+/// built-in extension (`e`).
 fn dependencies(
     tables: &[Arc<TableDef>],
     sequences: &[Arc<crate::catalog::Sequence>],
 ) -> Vec<Vec<Cell>> {
     let class = CLASS_CATALOG_OID;
-    let mut rows = Vec::new();
+    let member = |catalog: i32, oid: i32| {
+        vec![
+            catalog.into(),
+            oid.into(),
+            0.into(),
+            EXTENSION_CATALOG_OID.into(),
+            EXTENSION_OID.into(),
+            0.into(),
+            "e".into(),
+        ]
+    };
+    let mut rows = vec![member(NAMESPACE_CATALOG_OID, TABLEGATE_OID)];
+    rows.extend(
+        super::diagnostics::relations().map(|(name, _)| member(class, oid_of("view", name))),
+    );
     for sequence in sequences {
         let Some((table, column)) = &sequence.def.owned_by else {
             continue;

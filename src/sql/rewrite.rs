@@ -2160,7 +2160,7 @@ fn move_set_functions(
 ) {
     for factor in factors_mut(&mut select.from) {
         unnest_as_function(factor);
-        interval_step(factor);
+        series_arguments(factor);
         no_options(factor);
     }
     // The columns the functions moved so far were given.
@@ -2255,10 +2255,13 @@ pub(super) fn operators_unqualified(sql: &str) -> std::borrow::Cow<'_, str> {
     out.into()
 }
 
-/// `generate_series(a, b, '1 day')` in FROM: its step an interval (see
-/// [`interval_step_of`]), as [`postgres_function`] makes it in an
-/// expression.
-fn interval_step(factor: &mut TableFactor) {
+/// `generate_series` and `range` in FROM, whose arguments DataFusion
+/// evaluates before the casts' rule reads texts as PostgreSQL does: a
+/// typed text (`'2024-01-01 10:00'::timestamp`, `TIMESTAMP 'today'`) is
+/// read here ([`read_typed_text`]), and an untyped step (`'1 day'`) is an
+/// interval ([`interval_step_of`]), as [`postgres_function`] makes it in
+/// an expression.
+fn series_arguments(factor: &mut TableFactor) {
     use datafusion::sql::sqlparser::ast::{FunctionArg, FunctionArgExpr, TableFunctionArgs};
     let (TableFactor::Table {
         name,
@@ -2273,12 +2276,52 @@ fn interval_step(factor: &mut TableFactor) {
         .0
         .last()
         .and_then(|part| part.as_ident())
-        .is_some_and(|f| super::session::normalize(f) == "generate_series");
-    if let (true, [_, _, FunctionArg::Unnamed(FunctionArgExpr::Expr(step))]) =
-        (series, args.as_mut_slice())
-    {
+        .is_some_and(|f| {
+            matches!(
+                super::session::normalize(f).as_str(),
+                "generate_series" | "range"
+            )
+        });
+    if !series {
+        return;
+    }
+    for arg in args.iter_mut() {
+        if let FunctionArg::Unnamed(FunctionArgExpr::Expr(e)) = arg {
+            read_typed_text(e);
+        }
+    }
+    if let [_, _, FunctionArg::Unnamed(FunctionArgExpr::Expr(step))] = args.as_mut_slice() {
         if let Some(interval) = interval_step_of(step) {
             *step = interval;
+        }
+    }
+}
+
+/// A text cast to a type (`'...'::timestamp`, `CAST('...' AS date)`,
+/// `DATE '...'`), its text made one Arrow reads as PostgreSQL reads it
+/// ([`super::types::text_reader`]).
+fn read_typed_text(expr: &mut Expr) {
+    let (data_type, value) = match expr {
+        Expr::Cast {
+            expr: inner,
+            data_type,
+            ..
+        } => match inner.as_mut() {
+            Expr::Value(v) => (&*data_type, &mut v.value),
+            _ => return,
+        },
+        Expr::TypedString(typed) => (&typed.data_type, &mut typed.value.value),
+        _ => return,
+    };
+    let Value::SingleQuotedString(text) = value else {
+        return;
+    };
+    let reader = super::types::parameter_type(data_type)
+        .as_ref()
+        .and_then(super::types::text_reader);
+    if let Some(read) = reader {
+        if let std::borrow::Cow::Owned(read) = read(text) {
+            *text = read;
         }
     }
 }

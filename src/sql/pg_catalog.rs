@@ -2028,7 +2028,6 @@ fn constraints(tables: &[Arc<TableDef>]) -> Vec<Vec<Cell>> {
         .collect()
 }
 
-/// The comments of tables (`objsubid` 0) and their columns.
 /// What the diagnostics schema and its extension hold.
 const DIAGNOSTICS: &str =
     "the store's tables, partitions, indexes, materialized views and recent queries";
@@ -2054,6 +2053,8 @@ pub fn built_in_description(oid: i64) -> Option<&'static str> {
         .map(|d| d.2)
 }
 
+/// The built-in descriptions, then the comments of tables (`objsubid` 0)
+/// and their columns.
 fn descriptions(tables: &[Arc<TableDef>]) -> Vec<Vec<Cell>> {
     let mut rows: Vec<Vec<Cell>> = BUILT_IN_DESCRIPTIONS
         .into_iter()

@@ -194,13 +194,18 @@ def same_value(got, expected):
     return got == expected
 
 
-def restore_with_psql(dump, conninfo):
-    """Runs a dump with psql -f, stopping at its first error."""
-    return subprocess.run(
+def check_restore(name, dump, conninfo):
+    """Runs a dump with psql -f, stopping at its first error, and checks
+    that it ran through; returns whether it did."""
+    started = time.perf_counter()
+    restore = subprocess.run(
         ["psql", "-X", "-q", "-v", "ON_ERROR_STOP=1", "-f", str(dump), conninfo],
         capture_output=True,
         text=True,
     )
+    ok = restore.returncode == 0
+    check(name, ok, f"({time.perf_counter() - started:.1f}s)" if ok else restore.stderr[-2000:])
+    return ok
 
 
 def check_same_tables(label, expected_conn, got_conn):
@@ -259,14 +264,7 @@ def main():
         tablegate, tg_port = start_tablegate(binary, work)
         processes.append(tablegate)
         target = f"host=127.0.0.1 port={tg_port} user=migrator dbname=tablegate"
-        started = time.perf_counter()
-        restore = restore_with_psql(dump, target)
-        check(
-            "pg_dump output restores with psql -f",
-            restore.returncode == 0,
-            f"({time.perf_counter() - started:.1f}s)" if restore.returncode == 0 else restore.stderr[-2000:],
-        )
-        if restore.returncode != 0:
+        if not check_restore("pg_dump output restores with psql -f", dump, target):
             return
 
         with psycopg.connect(source) as pg, psycopg.connect(target) as tg:
@@ -348,9 +346,7 @@ def main():
         with psycopg.connect(f"{admin} dbname=postgres", autocommit=True) as conn:
             conn.execute("CREATE DATABASE exported")
         back = f"{admin} dbname=exported"
-        restore = restore_with_psql(exported, back)
-        check("tablegate's dump restores into PostgreSQL 15", restore.returncode == 0, restore.stderr[-2000:])
-        if restore.returncode != 0:
+        if not check_restore("tablegate's dump restores into PostgreSQL 15", exported, back):
             return
         with psycopg.connect(back) as pg, psycopg.connect(target) as tg:
             check_same_tables("exported table", tg, pg)

@@ -332,6 +332,22 @@ fn is_pg_catalog(part: &ObjectNamePart) -> bool {
         .is_some_and(|i| i.value.eq_ignore_ascii_case("pg_catalog"))
 }
 
+/// The last part of a name of something in pg_catalog, written alone or
+/// qualified by `pg_catalog` (which PostgreSQL searches first).
+fn pg_catalog_name(name: &ObjectName) -> Option<&Ident> {
+    match name.0.as_slice() {
+        [part] => part.as_ident(),
+        [schema, part] if is_pg_catalog(schema) => part.as_ident(),
+        _ => None,
+    }
+}
+
+/// The alias of the `i`th select item, where the name it would be given
+/// is not one the plan can hold (a repeat, or an item rewritten).
+fn hidden_alias(i: usize) -> Ident {
+    Ident::new(format!("__tablegate_column{i}"))
+}
+
 /// The plain operator an `OPERATOR(pg_catalog.op)` names.
 fn plain_operator(parts: &[String]) -> Option<BinaryOperator> {
     let op = match parts {
@@ -1634,7 +1650,7 @@ fn name_repeated_items(projection: &mut [SelectItem]) {
         if let SelectItem::UnnamedExpr(expr) = &projection[i] {
             projection[i] = SelectItem::ExprWithAlias {
                 expr: expr.clone(),
-                alias: Ident::new(format!("__tablegate_column{i}")),
+                alias: hidden_alias(i),
             };
         }
     }
@@ -2341,15 +2357,7 @@ fn no_options(factor: &mut TableFactor) {
     else {
         return;
     };
-    let options = match name.0.as_slice() {
-        [function] => function,
-        [schema, function] if is_pg_catalog(schema) => function,
-        _ => return,
-    };
-    if !options
-        .as_ident()
-        .is_some_and(|f| f.value.eq_ignore_ascii_case("pg_options_to_table"))
-    {
+    if !pg_catalog_name(name).is_some_and(|f| f.value.eq_ignore_ascii_case("pg_options_to_table")) {
         return;
     }
     let alias = alias.as_ref().map_or_else(
@@ -2503,11 +2511,7 @@ fn lateral_set_function(select: &mut Select, taken: &HashSet<String>) -> Option<
             } => (name, args, alias),
             _ => continue,
         };
-        let function = match name.0.as_slice() {
-            [f] => f.as_ident().map(normalize),
-            [schema, f] if is_pg_catalog(schema) => f.as_ident().map(normalize),
-            _ => None,
-        };
+        let function = pg_catalog_name(name).map(normalize);
         let Some(function) = function else {
             continue;
         };
@@ -2782,15 +2786,7 @@ fn over_empty_catalog(select: &mut Select) -> bool {
         else {
             return false;
         };
-        let (schema, table) = match name.0.as_slice() {
-            [table] => (None, table),
-            [schema, table] => (Some(schema), table),
-            _ => return false,
-        };
-        schema.is_none_or(is_pg_catalog)
-            && table
-                .as_ident()
-                .is_some_and(|i| super::pg_catalog::is_always_empty(&i.value))
+        pg_catalog_name(name).is_some_and(|i| super::pg_catalog::is_always_empty(&i.value))
     };
     let reads_empty = select.from.iter().any(|t| {
         empty(&t.relation)
@@ -2817,7 +2813,7 @@ fn over_empty_catalog(select: &mut Select) -> bool {
             SelectItem::UnnamedExpr(e) if !is_column(e) => {
                 *item = SelectItem::ExprWithAlias {
                     expr: null(),
-                    alias: Ident::new(format!("__tablegate_column{i}")),
+                    alias: hidden_alias(i),
                 }
             }
             SelectItem::ExprWithAlias { expr, .. } if !is_column(expr) => *expr = null(),

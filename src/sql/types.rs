@@ -27,22 +27,21 @@ fn special_instant(text: &str) -> Option<chrono::NaiveDateTime> {
         return None;
     }
     let is = |special: &str| word.eq_ignore_ascii_case(special);
-    if is("epoch") {
+    let days_from_today = if is("epoch") {
         return Some(chrono::DateTime::UNIX_EPOCH.naive_utc());
-    }
-    let now = chrono::Utc::now().naive_utc();
-    let today = now.date();
-    let day = if is("now") {
-        return Some(now);
+    } else if is("now") {
+        return Some(chrono::Utc::now().naive_utc());
     } else if is("today") {
-        today
+        0
     } else if is("tomorrow") {
-        today.succ_opt()?
+        1
     } else if is("yesterday") {
-        today.pred_opt()?
+        -1
     } else {
         return None;
     };
+    let today = chrono::Utc::now().date_naive();
+    let day = today.checked_add_signed(chrono::TimeDelta::days(days_from_today))?;
     Some(day.and_time(chrono::NaiveTime::MIN))
 }
 

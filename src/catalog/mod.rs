@@ -23,7 +23,7 @@ pub use keys::{
     join_components, key_components, split_components, KeyError,
 };
 pub use roles::{salted_password, RoleDef, Roles, ScramSecret, SCRAM_ITERATIONS};
-pub use sequence::{Sequence, SequenceDef, SequenceExhausted, Sequences};
+pub use sequence::{NextvalError, Sequence, SequenceDef, SequenceExhausted, Sequences};
 pub use table::{
     Column, ForeignKey, Grant, KeyParts, Keys, Privilege, Row, RowError, SystemField, TableDef,
     GENERATED_PARTITIONS,

@@ -6,7 +6,9 @@
 //! never handed out twice, even after a crash, and a crash skips at most
 //! that many values. [`Sequences::persist`] writes the state ahead when the
 //! values handed out reach it; the SQL layer calls it before committing any
-//! write that may hold one of them.
+//! write that may hold one of them. At a clean stop, [`Sequences::close`]
+//! stores the last values exactly: as PostgreSQL's, a sequence skips values
+//! only after a crash.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -111,6 +113,24 @@ pub struct SequenceExhausted {
     pub value: i64,
 }
 
+/// Why `nextval` gave no value.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum NextvalError {
+    #[error(transparent)]
+    Exhausted(#[from] SequenceExhausted),
+    #[error("nextval: the server is shutting down")]
+    ShuttingDown,
+}
+
+impl NextvalError {
+    pub fn sqlstate(&self) -> &'static str {
+        match self {
+            NextvalError::Exhausted(_) => "2200H",
+            NextvalError::ShuttingDown => "57P01",
+        }
+    }
+}
+
 #[derive(Debug)]
 struct State {
     /// The last value handed out; `None` before the first `nextval`.
@@ -175,6 +195,8 @@ pub struct Sequences {
     all: RwLock<HashMap<String, Arc<Sequence>>>,
     /// Set when some sequence handed out a value its stored state does not cover.
     behind: AtomicBool,
+    /// Set by [`Sequences::close`]: no value is handed out after it.
+    closed: AtomicBool,
 }
 
 fn entity(def: &SequenceDef, logged: Option<i64>) -> Result<Entity, CatalogError> {
@@ -221,6 +243,7 @@ impl Sequences {
             store,
             all: RwLock::new(all),
             behind: AtomicBool::new(false),
+            closed: AtomicBool::new(false),
         })
     }
 
@@ -328,8 +351,12 @@ impl Sequences {
     }
 
     /// `nextval`: the next value, handed out once.
-    pub fn next(&self, sequence: &Sequence) -> Result<i64, SequenceExhausted> {
+    pub fn next(&self, sequence: &Sequence) -> Result<i64, NextvalError> {
         let mut state = sequence.state.lock().unwrap_or_else(|e| e.into_inner());
+        // Read under the state's lock, which `close` takes after setting it.
+        if self.closed.load(Ordering::Acquire) {
+            return Err(NextvalError::ShuttingDown);
+        }
         let value = sequence.step(state.last)?;
         state.last = Some(value);
         if sequence.beyond(value, state.logged) {
@@ -398,6 +425,25 @@ impl Sequences {
         }
         Ok(())
     }
+
+    /// At a clean stop: stores each sequence's last value handed out, so
+    /// that a restart goes on right after it, and hands out no value after
+    /// this. A value handed out before is in the state `close` reads: it
+    /// takes each state's lock after setting `closed`.
+    pub async fn close(&self) -> Result<(), CatalogError> {
+        self.closed.store(true, Ordering::Release);
+        for sequence in self.list() {
+            let (last, logged) = {
+                let state = sequence.state.lock().unwrap_or_else(|e| e.into_inner());
+                (state.last, state.logged)
+            };
+            // Without a last value, what is stored stays.
+            if last.is_some() && last != logged {
+                self.write(&sequence.def, last).await?;
+            }
+        }
+        Ok(())
+    }
 }
 
 #[cfg(test)]
@@ -437,6 +483,32 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_clean_stop_goes_on_from_the_last_value() {
+        let dir = tempfile::tempdir().unwrap();
+        {
+            let (_store, sequences) = open(dir.path()).await;
+            for name in ["s", "unused"] {
+                sequences
+                    .create(SequenceDef::new(name, SqlType::Int8))
+                    .await
+                    .unwrap();
+            }
+            let s = sequences.get("s").unwrap();
+            for _ in 0..3 {
+                sequences.next(&s).unwrap();
+            }
+            sequences.persist().await.unwrap();
+            sequences.close().await.unwrap();
+            assert_eq!(sequences.next(&s), Err(NextvalError::ShuttingDown));
+        }
+        let (_store, sequences) = open(dir.path()).await;
+        let s = sequences.get("s").unwrap();
+        assert_eq!(sequences.next(&s).unwrap(), 4);
+        let unused = sequences.get("unused").unwrap();
+        assert_eq!(sequences.next(&unused).unwrap(), 1);
+    }
+
+    #[tokio::test]
     async fn bounds_cycles_and_setval() {
         let dir = tempfile::tempdir().unwrap();
         let (_store, sequences) = open(dir.path()).await;
@@ -454,7 +526,9 @@ mod tests {
         sequences.set(&s, 1, false).unwrap();
         assert_eq!(sequences.next(&s).unwrap(), 1);
         assert_eq!(sequences.next(&s).unwrap(), 2);
-        let exhausted = sequences.next(&s).unwrap_err();
+        let Err(NextvalError::Exhausted(exhausted)) = sequences.next(&s) else {
+            panic!("a value past the maximum");
+        };
         assert_eq!(exhausted.bound, "maximum");
         assert!(sequences.set(&s, 3, true).is_err());
 

@@ -182,6 +182,10 @@ pub fn idle_watch<C: ClientInfo>(client: &C) -> Option<Arc<IdleWatch>> {
 }
 
 impl Handlers {
+    pub fn engine(&self) -> &Arc<Engine> {
+        &self.engine
+    }
+
     /// Logins exchange SCRAM messages.
     pub fn scram(&self) -> bool {
         matches!(self.authentication, Authentication::Scram(_))

@@ -114,13 +114,14 @@ impl Server {
 
     /// Serves connections until `shutdown` completes; then, or when this
     /// future is dropped, the open connections are closed (and the Unix
-    /// socket's file removed).
+    /// socket's file removed). After `shutdown`, the engine stores what a
+    /// clean stop keeps ([`Engine::close`]).
     pub async fn run(self, shutdown: impl Future<Output = ()>) {
         tokio::pin!(shutdown);
         let mut shards = self.shards;
         loop {
             let (socket, peer) = tokio::select! {
-                _ = &mut shutdown => return,
+                _ = &mut shutdown => break,
                 accepted = self.listener.accept() => match accepted {
                     Ok((socket, peer)) => {
                         // Each reply goes out as soon as it is written, as
@@ -168,6 +169,10 @@ impl Server {
                 drop(slot);
             });
         }
+        // The connections stop first (a statement still running when the
+        // engine closes gets no sequence value).
+        drop(shards);
+        self.handlers.engine().close().await;
     }
 }
 

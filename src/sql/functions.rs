@@ -1398,7 +1398,7 @@ fn register_sequence_functions(ctx: &SessionContext, catalog: &Arc<Catalog>) {
             let value = c
                 .sequences
                 .next(&sequence)
-                .map_err(|e| sql_error("2200H", e.to_string()))?;
+                .map_err(|e| sql_error(e.sqlstate(), e.to_string()))?;
             values
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())

@@ -247,6 +247,7 @@ pub async fn simple_rows(client: &tokio_postgres::Client, sql: &str) -> Vec<Vec<
 pub struct TestServer {
     pub port: u16,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
+    run: Option<tokio::task::JoinHandle<()>>,
     dir: tempfile::TempDir,
 }
 
@@ -291,12 +292,13 @@ impl TestServer {
         let server = configure(server);
         let port = server.local_addr().expect("addr").port();
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        tokio::spawn(server.run(async {
+        let run = tokio::spawn(server.run(async {
             let _ = stopped.await;
         }));
         TestServer {
             port,
             stop: Some(stop),
+            run: Some(run),
             dir,
         }
     }
@@ -349,7 +351,10 @@ impl TestServer {
         if let Some(stop) = self.stop.take() {
             let _ = stop.send(());
         }
-        // Let the server and its store shut down before the dir is reused.
+        if let Some(run) = self.run.take() {
+            run.await.expect("the server stops");
+        }
+        // Let the connection threads drop the store before the dir is reused.
         tokio::time::sleep(std::time::Duration::from_millis(200)).await;
         std::mem::replace(&mut self.dir, tempfile::tempdir().expect("tempdir"))
     }

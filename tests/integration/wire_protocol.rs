@@ -634,6 +634,29 @@ async fn tables_and_rows_survive_a_restart() {
     assert_eq!(err.code().map(|c| c.code()), Some("42P01"));
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_serial_goes_on_from_its_last_value_after_a_clean_restart() {
+    let server = TestServer::start().await;
+    let client = server.client().await;
+    client
+        .batch_execute(
+            "CREATE TABLE numbered (id serial PRIMARY KEY, v text); \
+             INSERT INTO numbered (v) VALUES ('a'), ('b'), ('c')",
+        )
+        .await
+        .unwrap();
+    drop(client);
+    let dir = server.stop().await;
+    let server = TestServer::start_in(dir).await;
+    let client = server.client().await;
+    let id: i32 = client
+        .query_one("INSERT INTO numbered (v) VALUES ('d') RETURNING id", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(id, 4);
+}
+
 /// A frontend message: type byte, length, body.
 fn message(kind: u8, body: &[u8]) -> Vec<u8> {
     let mut m = vec![kind];

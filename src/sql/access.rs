@@ -410,7 +410,7 @@ fn quoted(s: &str) -> Option<(String, &str)> {
 
 /// A GRANT ending with `PARTITIONS 'from' TO 'to'`: the GRANT before it and
 /// the two values.
-fn partitions_clause(sql: &str) -> Option<(&str, String, String)> {
+pub(super) fn partitions_clause(sql: &str) -> Option<(&str, String, String)> {
     let lower = sql.to_ascii_lowercase();
     if !lower.trim_start().starts_with("grant") {
         return None;

@@ -136,6 +136,18 @@ impl Engine {
         result
     }
 
+    /// At a clean stop, after the connections: sequences go on from their
+    /// last values after a restart. Over a shared store, which other
+    /// gateways' sequences write too, only values logged ahead are stored.
+    pub async fn close(&self) {
+        if self.store().shared() {
+            return;
+        }
+        if let Err(e) = self.catalog.sequences.close().await {
+            tracing::warn!("the sequences' last values were not stored: {e}");
+        }
+    }
+
     pub fn store(&self) -> &Arc<dyn TableStore> {
         self.catalog.store()
     }
@@ -228,6 +240,24 @@ impl Output {
             Output::Stored { schema, rows } => {
                 let batch = rows.decode(schema.clone())?;
                 Output::from_batches(schema, vec![batch], "SELECT")
+            }
+            output => Ok(output),
+        }
+    }
+
+    /// The output with its rows read: an error raised while they are
+    /// produced is the statement's. A text of several statements reads
+    /// each one's so before the next runs, as PostgreSQL runs them in turn
+    /// and stops at the first error (their rows are held in memory).
+    async fn produced(self) -> Result<Output> {
+        match self {
+            Output::Rows {
+                schema,
+                stream,
+                tag,
+            } => {
+                let batches: Vec<_> = futures::TryStreamExt::try_collect(stream).await?;
+                Output::from_batches(schema, batches, &tag)
             }
             output => Ok(output),
         }
@@ -831,6 +861,22 @@ impl Session {
         if let Some((statement, data)) = inline_copy(sql) {
             return vec![self.copy_inline(statement, data).await];
         }
+        // The statements read by their words below take a text for one
+        // statement: a text of several with one of them among them runs
+        // statement by statement.
+        if let Some(texts) = statement_texts(sql).filter(|t| t.iter().any(|t| read_by_words(t))) {
+            let mut outputs = Vec::with_capacity(texts.len());
+            for text in texts {
+                self.start_statement(Arc::from(text.as_str()));
+                for result in Box::pin(self.execute_text(&text)).await {
+                    outputs.push(self.produced(result).await);
+                }
+                if outputs.last().is_some_and(Result::is_err) {
+                    break;
+                }
+            }
+            return outputs;
+        }
         // Statements the parser does not read, told by their first words
         // before anything reads the whole text.
         if let Some(result) = super::access::grant_partitions(self, sql).await {
@@ -878,14 +924,25 @@ impl Session {
             if several {
                 self.start_statement(Arc::from(statement.to_string()));
             }
-            let result = self.run(statement, None).await;
-            let failed = result.is_err();
-            outputs.push(result.map_err(|e| self.fail(e)));
-            if failed {
+            let result = self.run(statement, None).await.map_err(|e| self.fail(e));
+            outputs.push(if several {
+                self.produced(result).await
+            } else {
+                result
+            });
+            if outputs.last().is_some_and(Result::is_err) {
                 break;
             }
         }
         outputs
+    }
+
+    /// A statement's result with its rows read ([`Output::produced`]).
+    async fn produced(&mut self, result: Result<Output>) -> Result<Output> {
+        match result {
+            Ok(output) => output.produced().await.map_err(|e| self.fail(e)),
+            failed => failed,
+        }
     }
 
     /// Marks the open transaction failed, as PostgreSQL does after an error.
@@ -2482,6 +2539,35 @@ fn writable(def: &TableDef) -> Result<()> {
         ))),
         None => Ok(()),
     }
+}
+
+/// Whether a statement's text is read by its first words rather than by
+/// the SQL parser ([`Session::execute_text`]).
+fn read_by_words(sql: &str) -> bool {
+    ddl::text_command(sql).is_some()
+        || super::access::partitions_clause(sql).is_some()
+        || as_fetch(sql).is_some()
+}
+
+/// The texts of the statements of a query string, when it holds more than
+/// one (semicolons in quotes, comments and dollar quotes are no ends).
+fn statement_texts(sql: &str) -> Option<Vec<String>> {
+    use datafusion::sql::sqlparser::tokenizer::{Token, Tokenizer};
+    // Most texts are one statement, with at most a semicolon at its end.
+    if !sql.trim_end().trim_end_matches(';').contains(';') {
+        return None;
+    }
+    let tokens = Tokenizer::new(&PostgreSqlDialect {}, sql).tokenize().ok()?;
+    let mut texts = vec![String::new()];
+    for token in tokens {
+        match token {
+            Token::SemiColon => texts.push(String::new()),
+            Token::EOF => {}
+            token => texts.last_mut()?.push_str(&token.to_string()),
+        }
+    }
+    texts.retain(|t| !t.trim().is_empty());
+    (texts.len() > 1).then_some(texts)
 }
 
 fn as_fetch(sql: &str) -> Option<String> {

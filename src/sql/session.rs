@@ -865,17 +865,9 @@ impl Session {
         // statement: a text of several with one of them among them runs
         // statement by statement.
         if let Some(texts) = statement_texts(sql).filter(|t| t.iter().any(|t| read_by_words(t))) {
-            let mut outputs = Vec::with_capacity(texts.len());
-            for text in texts {
-                self.start_statement(Arc::from(text.as_str()));
-                for result in Box::pin(self.execute_text(&text)).await {
-                    outputs.push(self.produced(result).await);
-                }
-                if outputs.last().is_some_and(Result::is_err) {
-                    break;
-                }
-            }
-            return outputs;
+            return self
+                .run_in_turn(texts.into_iter().map(Statements::Text).collect())
+                .await;
         }
         // Statements the parser does not read, told by their first words
         // before anything reads the whole text.
@@ -917,21 +909,71 @@ impl Session {
             Ok(s) => s,
             Err(e) => return vec![Err(self.fail(e))],
         };
-        let mut outputs = Vec::with_capacity(statements.len());
-        let several = statements.len() > 1;
-        for statement in statements {
-            // Each statement of a text has its own statement_timeout.
-            if several {
-                self.start_statement(Arc::from(statement.to_string()));
+        match <[DfStatement; 1]>::try_from(statements) {
+            Ok([statement]) => vec![self.run(statement, None).await.map_err(|e| self.fail(e))],
+            Err(statements) => {
+                self.run_in_turn(statements.into_iter().map(Statements::Parsed).collect())
+                    .await
             }
-            let result = self.run(statement, None).await.map_err(|e| self.fail(e));
-            outputs.push(if several {
-                self.produced(result).await
-            } else {
-                result
-            });
+        }
+    }
+
+    /// The statements of a text of several, in turn, as PostgreSQL runs
+    /// them: in one transaction, committed when the text ends and dropped
+    /// at its first error (after which nothing more runs), unless the text
+    /// opens or closes a block (BEGIN, COMMIT, ROLLBACK) itself. Each
+    /// statement's rows are read before the next statement runs.
+    ///
+    /// Unlike PostgreSQL, a statement that builds from a table's rows
+    /// ([`builds_from_rows`]) runs on its own, as outside a block: what
+    /// the text ran before it commits first. Over a store whose writes to
+    /// several partitions become whole only later (the Azure service),
+    /// each statement commits on its own: such a block could write only
+    /// one partition.
+    async fn run_in_turn(&mut self, statements: Vec<Statements>) -> Vec<Result<Output>> {
+        let mut outputs = Vec::with_capacity(statements.len());
+        for statement in statements {
+            let text = match &statement {
+                Statements::Text(text) => text.clone(),
+                Statements::Parsed(statement) => statement.to_string(),
+            };
+            let in_text_block = self.txn.as_ref().is_some_and(|txn| txn.ends_with_text);
+            if builds_from_rows(&text) {
+                if in_text_block {
+                    if let Err(e) = self.commit().await {
+                        outputs.push(Err(e));
+                        return outputs;
+                    }
+                }
+            } else if self.txn.is_none() && self.engine.store().atomic_across_partitions() {
+                let mut txn = Transaction::new(self.engine.store().read_view());
+                txn.ends_with_text = true;
+                self.txn = Some(txn);
+                self.refresh_view();
+            }
+            // Each statement of a text has its own statement_timeout.
+            self.start_statement(Arc::from(text.as_str()));
+            let results = match statement {
+                Statements::Text(text) => Box::pin(self.execute_text(&text)).await,
+                Statements::Parsed(statement) => {
+                    vec![self.run(statement, None).await.map_err(|e| self.fail(e))]
+                }
+            };
+            for result in results {
+                outputs.push(self.produced(result).await);
+            }
             if outputs.last().is_some_and(Result::is_err) {
                 break;
+            }
+        }
+        if self.txn.as_ref().is_some_and(|txn| txn.ends_with_text) {
+            let failed = outputs.last().is_some_and(Result::is_err);
+            let ended = match failed {
+                true => self.rollback().await,
+                false => self.commit().await,
+            };
+            if let Err(e) = ended {
+                outputs.push(Err(e));
             }
         }
         outputs
@@ -2271,8 +2313,10 @@ impl Session {
     }
 
     fn begin(&mut self) -> Result<Output> {
-        if self.txn.is_none() {
-            self.txn = Some(Transaction::new(self.engine.store().read_view()));
+        match &mut self.txn {
+            None => self.txn = Some(Transaction::new(self.engine.store().read_view())),
+            // What the text ran before its BEGIN joins the block.
+            Some(txn) => txn.ends_with_text = false,
         }
         // Like PostgreSQL, a BEGIN inside a block only warns.
         Ok(Output::TransactionStart("BEGIN".into()))
@@ -2539,6 +2583,33 @@ fn writable(def: &TableDef) -> Result<()> {
         ))),
         None => Ok(()),
     }
+}
+
+/// The statements of a text of several, as [`Session::run_in_turn`] runs them.
+enum Statements {
+    /// A statement's text, for one read by its words.
+    Text(String),
+    Parsed(DfStatement),
+}
+
+/// Whether a statement builds from a table's rows: CREATE INDEX and
+/// CREATE or REFRESH MATERIALIZED VIEW (outside a block, built after their
+/// definition commits, a page at a time; inside one, refused on a table
+/// the block writes), and TRUNCATE (which empties a table outside any
+/// transaction).
+fn builds_from_rows(sql: &str) -> bool {
+    let words: Vec<String> = sql
+        .split_whitespace()
+        .take(3)
+        .map(str::to_ascii_lowercase)
+        .collect();
+    let words: Vec<&str> = words.iter().map(String::as_str).collect();
+    matches!(
+        words.as_slice(),
+        ["create", "index" | "unique", ..]
+            | ["create" | "refresh", "materialized", "view"]
+            | ["truncate", ..]
+    )
 }
 
 /// Whether a statement's text is read by its first words rather than by

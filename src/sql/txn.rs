@@ -134,6 +134,10 @@ pub struct Transaction {
     /// One statement's own transaction, committed when it ends, not a
     /// block: its writes are one statement's, made whole as a statement's.
     pub implicit: bool,
+    /// Opened for a query string of several statements: committed when the
+    /// text ends, unless a BEGIN in it makes it a block
+    /// ([`super::Session::run_in_turn`]).
+    pub ends_with_text: bool,
 }
 
 /// Sequences a transaction created (at once, so that it can draw from
@@ -169,6 +173,7 @@ impl Transaction {
             savepoints: Vec::new(),
             failed: false,
             implicit: false,
+            ends_with_text: false,
         }
     }
 

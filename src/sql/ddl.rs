@@ -813,11 +813,7 @@ pub fn create_index(
 /// parser (CREATE and ALTER SEQUENCE, VERIFY INDEX), and the columns it
 /// returns: prepared statements (JDBC sends nothing else) describe them so.
 pub fn text_command(sql: &str) -> Option<Option<datafusion::arrow::datatypes::SchemaRef>> {
-    let words: Vec<String> = sql
-        .split_whitespace()
-        .take(3)
-        .map(|w| w.trim_end_matches(';').to_ascii_lowercase())
-        .collect();
+    let words = first_words(sql);
     let words: Vec<&str> = words.iter().map(String::as_str).collect();
     match words.as_slice() {
         ["create", "sequence", ..]
@@ -828,6 +824,14 @@ pub fn text_command(sql: &str) -> Option<Option<datafusion::arrow::datatypes::Sc
         ["tablegate", "advise", ..] => Some(Some(super::diagnostics::advise::schema())),
         _ => None,
     }
+}
+
+/// A statement's first three words, in lower case, without semicolons.
+pub fn first_words(sql: &str) -> Vec<String> {
+    sql.split_whitespace()
+        .take(3)
+        .map(|w| w.trim_end_matches(';').to_ascii_lowercase())
+        .collect()
 }
 
 /// The columns of VERIFY INDEX.

@@ -2598,11 +2598,7 @@ enum Statements {
 /// the block writes), and TRUNCATE (which empties a table outside any
 /// transaction).
 fn builds_from_rows(sql: &str) -> bool {
-    let words: Vec<String> = sql
-        .split_whitespace()
-        .take(3)
-        .map(str::to_ascii_lowercase)
-        .collect();
+    let words = ddl::first_words(sql);
     let words: Vec<&str> = words.iter().map(String::as_str).collect();
     matches!(
         words.as_slice(),

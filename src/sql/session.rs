@@ -937,9 +937,8 @@ impl Session {
                 Statements::Text(text) => text.clone(),
                 Statements::Parsed(statement) => statement.to_string(),
             };
-            let in_text_block = self.txn.as_ref().is_some_and(|txn| txn.ends_with_text);
             if builds_from_rows(&text) {
-                if in_text_block {
+                if self.txn.as_ref().is_some_and(|txn| txn.ends_with_text) {
                     if let Err(e) = self.commit().await {
                         outputs.push(Err(e));
                         return outputs;

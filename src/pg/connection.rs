@@ -24,9 +24,11 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpStream, UnixStream};
 use tokio_util::codec::{Framed, FramedParts};
 
+use super::error::protocol_error;
 use super::frames::{frame_error, Checked, FrameCheck, GSS_ENC_REQUEST, SSL_REQUEST};
 use super::handler::{idle_watch, Handlers};
 use super::idle::IdleWatch;
+use super::key_portal::KeyPortal;
 use crate::sql::Prepared;
 
 /// How long a client may take from connecting to being logged in
@@ -113,6 +115,7 @@ pub async fn serve(
     let startup = handlers.startup();
     let cancel = handlers.canceller();
     let mut idle: Option<Arc<IdleWatch>> = None;
+    let mut key_portal = KeyPortal::default();
 
     loop {
         let logging_in = matches!(
@@ -151,18 +154,28 @@ pub async fn serve(
             PgWireConnectionState::CopyInProgress(extended) => extended,
             _ => message.is_extended_query(),
         };
-        let handled = process_message(
+        let ends_transaction = matches!(
             message,
-            &mut socket,
-            startup.clone(),
-            handlers.clone(),
-            handlers.clone(),
-            handlers.clone(),
-            cancel.clone(),
-        )
-        .await;
+            PgWireFrontendMessage::Sync(_) | PgWireFrontendMessage::Query(_)
+        );
+        let handled = match key_portal.handle(&handlers, &mut socket, message).await {
+            Ok(Some(message)) => {
+                process_message(
+                    message,
+                    &mut socket,
+                    startup.clone(),
+                    handlers.clone(),
+                    handlers.clone(),
+                    handlers.clone(),
+                    cancel.clone(),
+                )
+                .await
+            }
+            Ok(None) => Ok(()),
+            Err(error) => Err(error),
+        };
         if let Err(error) = handled {
-            let error = ErrorInfo::from(error);
+            let error = protocol_error(error);
             let is_fatal = error.is_fatal();
             process_error(
                 &mut socket,
@@ -173,6 +186,9 @@ pub async fn serve(
             if is_fatal {
                 return Ok(());
             }
+        }
+        if ends_transaction {
+            key_portal.transaction_ended(&socket);
         }
         if idle.is_none() {
             idle = idle_watch(&socket);

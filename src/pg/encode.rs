@@ -915,12 +915,9 @@ enum StoredColumn {
 /// with the same values [`encode_row`] encodes from their Arrow form, with
 /// no record batch between; `None` when a column's type is not one of
 /// [`stored_column`]'s.
-pub fn stored_rows(
-    rows: &StoredRows,
-    schema: &Schema,
-    fields: &[FieldInfo],
-) -> PgWireResult<Option<Vec<DataRow>>> {
-    let columns: Option<Vec<StoredColumn>> = schema
+pub fn stored_rows(rows: &StoredRows, fields: &[FieldInfo]) -> PgWireResult<Option<Vec<DataRow>>> {
+    let columns: Option<Vec<StoredColumn>> = rows
+        .schema()
         .fields()
         .iter()
         .zip(fields)

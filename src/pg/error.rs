@@ -3,6 +3,7 @@
 
 use datafusion::arrow::error::ArrowError;
 use datafusion::error::DataFusionError;
+use pgwire::api::DEFAULT_NAME;
 use pgwire::error::{ErrorInfo, PgWireError};
 
 use crate::catalog::{CatalogError, KeyError, RowError};
@@ -92,6 +93,31 @@ impl From<SqlError> for PgWireError {
     fn from(e: SqlError) -> Self {
         to_pgwire(e)
     }
+}
+
+/// An error of the protocol's own (a portal or a statement the client
+/// names that does not exist), in PostgreSQL's words and SQLSTATE; pgwire
+/// gives both kinds 26000 and calls the unnamed one by its own key.
+pub fn protocol_error(error: PgWireError) -> ErrorInfo {
+    let shown = |name: String| {
+        if name == DEFAULT_NAME {
+            String::new()
+        } else {
+            name
+        }
+    };
+    let (code, message) = match error {
+        PgWireError::PortalNotFound(name) => (
+            "34000",
+            format!("portal \"{}\" does not exist", shown(name)),
+        ),
+        PgWireError::StatementNotFound(name) => (
+            "26000",
+            format!("prepared statement \"{}\" does not exist", shown(name)),
+        ),
+        error => return ErrorInfo::from(error),
+    };
+    ErrorInfo::new("ERROR".to_owned(), code.to_owned(), message)
 }
 
 pub fn to_pgwire(e: SqlError) -> PgWireError {

@@ -6,7 +6,8 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use datafusion::arrow::datatypes::SchemaRef;
-use futures::{Sink, SinkExt};
+use datafusion::physical_plan::SendableRecordBatchStream;
+use futures::{Sink, SinkExt, StreamExt};
 use pgwire::api::auth::noop::NoopStartupHandler;
 use pgwire::api::auth::sasl::scram::ScramAuth;
 use pgwire::api::auth::sasl::SASLAuthStartupHandler;
@@ -25,7 +26,9 @@ use pgwire::api::ConnectionManager;
 use pgwire::api::{ClientInfo, ClientPortalStore, PgWireConnectionState, Type, DEFAULT_NAME};
 use pgwire::error::{PgWireError, PgWireResult};
 use pgwire::messages::copy::{CopyData, CopyDone, CopyFail};
-use pgwire::messages::extendedquery::{Bind, Describe, Execute, Parse, TARGET_TYPE_BYTE_PORTAL};
+use pgwire::messages::extendedquery::{
+    Bind, BindComplete, Describe, Execute, Parse, TARGET_TYPE_BYTE_PORTAL,
+};
 use pgwire::messages::simplequery::Query;
 use pgwire::messages::startup::ParameterStatus;
 use pgwire::messages::PgWireBackendMessage;
@@ -37,10 +40,11 @@ use super::cancel::{cancellable, Canceller, Cancels, Registration};
 use super::encode;
 use super::error::{error_info, to_pgwire};
 use super::idle::IdleWatch;
+use super::key_portal::Kept;
 use super::params;
 use super::replies::Replies;
 use crate::sql::session::Notices;
-use crate::sql::{Engine, Output, Prepared, Session};
+use crate::sql::{Engine, Output, Prepared, Session, StoredRows};
 
 /// A connection's session, shared by its handlers' calls; the notices and
 /// error word that pass between them; its cancel signal; its idle timer.
@@ -219,6 +223,93 @@ impl Handlers {
     }
 }
 
+/// The answers to a portal of a read by key that the connection keeps
+/// (see `key_portal`).
+impl Handlers {
+    /// Bind: the parameters' values are read now, as PostgreSQL reads
+    /// them, and BindComplete waits for the Sync.
+    pub(super) async fn bind_kept<C>(
+        &self,
+        client: &mut C,
+        portal: Portal<Arc<Prepared>>,
+    ) -> PgWireResult<Kept>
+    where
+        C: ClientInfo + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+        C::Error: Debug,
+        PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+    {
+        let mut replies = self.deferred(client)?;
+        let values = params::values(&portal)?;
+        replies
+            .feed(PgWireBackendMessage::BindComplete(BindComplete::new()))
+            .await?;
+        Ok(Kept::new(portal, values))
+    }
+
+    /// Describe: the portal's row description.
+    pub(super) async fn describe_kept<C>(&self, client: &mut C, kept: &Kept) -> PgWireResult<()>
+    where
+        C: ClientInfo + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+        C::Error: Debug,
+        PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+    {
+        let portal = &kept.portal;
+        let fields = self.row_description(
+            client,
+            &portal.statement.statement,
+            &portal.result_column_format,
+        )?;
+        let mut replies = self.deferred(client)?;
+        send_describe_response(&mut replies, &DescribePortalResponse::new(fields)).await
+    }
+
+    /// Execute for all the rows: false, with nothing sent, when the
+    /// general path must run it.
+    pub(super) async fn execute_kept<C>(
+        &self,
+        client: &mut C,
+        kept: &mut Kept,
+    ) -> PgWireResult<bool>
+    where
+        C: ClientInfo + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+        C::Error: Debug,
+        PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+    {
+        let connection = self.connection(client);
+        connection.idle.message()?;
+        let executed = async {
+            let response = if kept.finished {
+                QueryResponse::new(Arc::new(Vec::new()), futures::stream::empty())
+            } else {
+                let Some(rows) = read_kept(&connection, kept).await? else {
+                    return Ok(false);
+                };
+                kept.finished = true;
+                stored(rows, &kept.portal.result_column_format, &connection)?
+            };
+            let mut replies = Replies::deferred(client, connection.notices.clone());
+            send_rows(&mut replies, response).await?;
+            Ok(true)
+        };
+        fail_on_error(&connection.notices, executed.await)
+    }
+}
+
+/// Reads the rows of a kept portal; a cancel request stops the read.
+async fn read_kept(connection: &Connection, kept: &Kept) -> PgWireResult<Option<StoredRows>> {
+    let mut session = connection.session.lock().await;
+    let mut cancel = connection.cancel.signal.clone();
+    cancel.borrow_and_update();
+    let read = tokio::select! {
+        read = session.read_by_key(&kept.portal.statement.statement, &kept.values) => {
+            read.map_err(to_pgwire)
+        }
+        Ok(()) = cancel.changed() => Err(PgWireError::QueryCanceled),
+    };
+    connection.idle.replied(&connection.session, &session);
+    read
+}
+
 fn same_format(a: &Format, b: &Format) -> bool {
     match (a, b) {
         (Format::UnifiedText, Format::UnifiedText) => true,
@@ -230,34 +321,13 @@ fn same_format(a: &Format, b: &Format) -> bool {
 
 /// The response to one statement's output.
 fn response(output: Output, format: &Format, connection: &Connection) -> PgWireResult<Response> {
-    let cancel = &connection.cancel;
     Ok(match output {
         Output::Rows {
             schema,
             stream,
             tag,
-        } => {
-            let fields = connection.fields(&schema, format)?;
-            let rows = cancellable(stream, cancel.signal.clone());
-            let mut response = QueryResponse::new(fields.clone(), encode::rows(rows, fields));
-            response.set_command_tag(&tag);
-            Response::Query(response)
-        }
-        Output::Stored { schema, rows } => {
-            let fields = connection.fields(&schema, format)?;
-            match encode::stored_rows(&rows, &schema, &fields)? {
-                Some(data) => {
-                    let data = futures::stream::iter(data.into_iter().map(Ok));
-                    let mut response = QueryResponse::new(fields, data);
-                    response.set_command_tag("SELECT");
-                    Response::Query(response)
-                }
-                None => {
-                    let decoded = Output::Stored { schema, rows }.decoded()?;
-                    return response(decoded, format, connection);
-                }
-            }
-        }
+        } => Response::Query(streamed(&schema, stream, &tag, format, connection)?),
+        Output::Stored(rows) => Response::Query(stored(rows, format, connection)?),
         Output::Command(tag) if tag.is_empty() => Response::EmptyQuery,
         Output::Command(tag) => Response::Execution(Tag::new(&tag)),
         Output::TransactionStart(tag) => Response::TransactionStart(Tag::new(&tag)),
@@ -271,19 +341,76 @@ fn response(output: Output, format: &Format, connection: &Connection) -> PgWireR
             format,
         } => {
             let columns = schema.fields().len();
+            let rows = cancellable(stream, connection.cancel.signal.clone());
             Response::CopyOut(CopyResponse::new(
                 0,
                 columns,
-                encode::copy_rows(&schema, cancellable(stream, cancel.signal.clone()), &format)?,
+                encode::copy_rows(&schema, rows, &format)?,
             ))
         }
     })
 }
 
+/// Rows that stream from a plan; a cancel stops them.
+fn streamed(
+    schema: &SchemaRef,
+    stream: SendableRecordBatchStream,
+    tag: &str,
+    format: &Format,
+    connection: &Connection,
+) -> PgWireResult<QueryResponse> {
+    let fields = connection.fields(schema, format)?;
+    let rows = cancellable(stream, connection.cancel.signal.clone());
+    let mut response = QueryResponse::new(fields.clone(), encode::rows(rows, fields));
+    response.set_command_tag(tag);
+    Ok(response)
+}
+
+/// The rows of a read by key, encoded from their stored values (through a
+/// record batch when a column's type asks for it).
+fn stored(
+    rows: StoredRows,
+    format: &Format,
+    connection: &Connection,
+) -> PgWireResult<QueryResponse> {
+    let fields = connection.fields(rows.schema(), format)?;
+    match encode::stored_rows(&rows, &fields)? {
+        Some(data) => {
+            let data = futures::stream::iter(data.into_iter().map(Ok));
+            let mut response = QueryResponse::new(fields, data);
+            response.set_command_tag("SELECT");
+            Ok(response)
+        }
+        None => {
+            let schema = rows.schema().clone();
+            streamed(&schema, rows.into_stream()?, "SELECT", format, connection)
+        }
+    }
+}
+
+/// Sends a query's rows, then its CommandComplete.
+async fn send_rows<C>(client: &mut C, mut response: QueryResponse) -> PgWireResult<()>
+where
+    C: Sink<PgWireBackendMessage> + Unpin,
+    C::Error: Debug,
+    PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+{
+    let mut rows = 0;
+    while let Some(row) = response.data_rows().next().await {
+        client.feed(PgWireBackendMessage::DataRow(row?)).await?;
+        rows += 1;
+    }
+    let tag = Tag::new(response.command_tag()).with_rows(rows);
+    client
+        .send(PgWireBackendMessage::CommandComplete(tag.into()))
+        .await?;
+    Ok(())
+}
+
 /// An error pgwire sends for a statement the session already returned
 /// (one raised while its rows were read, or a cancel) fails the open
 /// transaction, as any error does in PostgreSQL.
-fn fail_on_error(notices: &Notices, result: PgWireResult<()>) -> PgWireResult<()> {
+fn fail_on_error<T>(notices: &Notices, result: PgWireResult<T>) -> PgWireResult<T> {
     if result.is_err() {
         notices.error_sent();
     }

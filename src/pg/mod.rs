@@ -8,6 +8,8 @@
 //!   session lives in its extensions.
 //! - `encode`: Arrow results to row descriptions and data rows, and rows
 //!   read by key to data rows from their stored values.
+//! - `key_portal`: the portal of a prepared read by key, bound and run
+//!   without pgwire's portal store.
 //! - `params`: parameter types and values.
 //! - `error`: every error's SQLSTATE, in one match.
 //! - `auth`: trust or SCRAM-SHA-256, and TLS.
@@ -30,6 +32,7 @@ mod error;
 mod frames;
 mod handler;
 mod idle;
+mod key_portal;
 mod limit;
 mod params;
 mod replies;

@@ -17,7 +17,6 @@
 use std::borrow::Cow;
 use std::sync::Arc;
 
-use datafusion::arrow::array::RecordBatch;
 use datafusion::arrow::datatypes::DataType;
 use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::common::{Column, ParamValues, ScalarValue};
@@ -25,6 +24,8 @@ use datafusion::logical_expr::utils::split_conjunction;
 use datafusion::logical_expr::{
     BinaryExpr, Cast, Expr, FetchType, LogicalPlan, Operator, Projection, SkipType,
 };
+use datafusion::physical_plan::memory::MemoryStream;
+use datafusion::physical_plan::SendableRecordBatchStream;
 use datafusion::sql::sqlparser::ast;
 
 use std::time::{Instant, SystemTime};
@@ -34,7 +35,6 @@ use super::diagnostics::queries::{QueryRecord, ScanRecord};
 use super::diagnostics::Monitor;
 use super::error::Result;
 use super::pushdown::{access_path, literal_value, AccessPath};
-use super::session::Output;
 use crate::catalog::{Catalog, Keys, Row, SqlType, TableDef};
 use crate::model::Value;
 use crate::store::{EncodedRows, EntityRead, KeyRange, Query, MAX_PAGE_SIZE};
@@ -583,7 +583,7 @@ impl KeyPlan {
         params: &ParamValues,
         monitor: &Monitor,
         text: &Arc<str>,
-    ) -> Result<Option<Output>> {
+    ) -> Result<Option<StoredRows>> {
         if !self.is_current(current.as_ref()) {
             return Ok(None);
         }
@@ -787,13 +787,11 @@ impl KeyPlan {
         &self.table.name
     }
 
-    fn rows(self: &Arc<Self>, rows: EncodedRows) -> Output {
-        Output::Stored {
+    fn rows(self: &Arc<Self>, rows: EncodedRows) -> StoredRows {
+        StoredRows {
             schema: self.schema.clone(),
-            rows: StoredRows {
-                plan: self.clone(),
-                rows,
-            },
+            plan: self.clone(),
+            rows,
         }
     }
 }
@@ -802,11 +800,22 @@ impl KeyPlan {
 /// without a record batch between (see [`RowSink`]); anything else decodes
 /// them into one.
 pub struct StoredRows {
+    /// The plan's columns, or the same columns under PostgreSQL's names.
+    schema: SchemaRef,
     plan: Arc<KeyPlan>,
     rows: EncodedRows,
 }
 
 impl StoredRows {
+    pub fn schema(&self) -> &SchemaRef {
+        &self.schema
+    }
+
+    /// The same rows, their columns renamed.
+    pub fn with_schema(self, schema: SchemaRef) -> StoredRows {
+        StoredRows { schema, ..self }
+    }
+
     pub fn len(&self) -> usize {
         self.rows.len()
     }
@@ -821,11 +830,18 @@ impl StoredRows {
         self.plan.decoder.decode_into(table, &self.rows, sink)
     }
 
-    /// The rows as one record batch of `schema` (the plan's, or the same
-    /// columns renamed).
-    pub fn decode(&self, schema: SchemaRef) -> Result<RecordBatch> {
+    /// The rows as a stream of one record batch, for readers of batches.
+    pub fn into_stream(self) -> Result<SendableRecordBatchStream> {
         let table = &self.plan.table;
-        self.plan.decoder.decode(table, schema, &self.rows)
+        let batch = self
+            .plan
+            .decoder
+            .decode(table, self.schema.clone(), &self.rows)?;
+        Ok(Box::pin(MemoryStream::try_new(
+            vec![batch],
+            self.schema,
+            None,
+        )?))
     }
 }
 

@@ -237,10 +237,11 @@ impl Output {
     /// batch, for readers of [`Output::Rows`].
     pub fn decoded(self) -> Result<Output> {
         match self {
-            Output::Stored { schema, rows } => {
-                let batch = rows.decode(schema.clone())?;
-                Output::from_batches(schema, vec![batch], "SELECT")
-            }
+            Output::Stored(rows) => Ok(Output::Rows {
+                schema: rows.schema().clone(),
+                stream: rows.into_stream()?,
+                tag: "SELECT".into(),
+            }),
             output => Ok(output),
         }
     }
@@ -274,10 +275,7 @@ pub enum Output {
         tag: String,
     },
     /// The rows of a read by key (`SELECT`), as the store holds them.
-    Stored {
-        schema: SchemaRef,
-        rows: StoredRows,
-    },
+    Stored(StoredRows),
     /// A command tag such as `INSERT 0 3` or `CREATE TABLE`.
     Command(String),
     /// The statement opened or closed a transaction block.
@@ -1146,20 +1144,34 @@ impl Session {
         Some((plan, statement))
     }
 
+    /// Starts a prepared statement with parameter values, and runs it if
+    /// it is a read by key (`Prepared::skips_planning`); `None` when the
+    /// general path must run it ([`Session::execute_prepared`] does both).
+    pub async fn read_by_key(
+        &mut self,
+        prepared: &Prepared,
+        params: &ParamValues,
+    ) -> Result<Option<StoredRows>> {
+        self.note_errors_sent();
+        self.start_statement(prepared.sql.clone());
+        self.refresh_catalog().await;
+        match &prepared.by_key {
+            Some(by_key) => {
+                let names = prepared.names.as_deref();
+                self.execute_by_key(by_key, params, names).await
+            }
+            None => Ok(None),
+        }
+    }
+
     /// Executes a prepared statement with parameter values.
     pub async fn execute_prepared(
         &mut self,
         prepared: &Prepared,
         params: ParamValues,
     ) -> Result<Output> {
-        self.note_errors_sent();
-        self.start_statement(prepared.sql.clone());
-        self.refresh_catalog().await;
-        if let Some(by_key) = &prepared.by_key {
-            let names = prepared.names.as_deref();
-            if let Some(output) = self.execute_by_key(by_key, &params, names).await? {
-                return Ok(output);
-            }
+        if let Some(rows) = self.read_by_key(prepared, &params).await? {
+            return Ok(Output::Stored(rows));
         }
         // Boxed: the general path's state is many kilobytes, which a read
         // by key would otherwise allocate and copy on every execution.
@@ -1218,7 +1230,7 @@ impl Session {
         by_key: &Arc<KeyPlan>,
         params: &ParamValues,
         names: Option<&[Option<String>]>,
-    ) -> Result<Option<Output>> {
+    ) -> Result<Option<StoredRows>> {
         // A role's grant limited to some partitions takes the general path,
         // whose scan applies the limit; so does a session with key pushdown
         // off.
@@ -1240,7 +1252,13 @@ impl Session {
             .execute(def, view, params, monitor, &self.statement_text)
             .await
         {
-            Ok(output) => Ok(output.map(|output| with_names(output, names))),
+            Ok(rows) => Ok(rows.map(|rows| match names {
+                Some(names) => {
+                    let schema = names::rename(rows.schema(), names);
+                    rows.with_schema(schema)
+                }
+                None => rows,
+            })),
             Err(e) => Err(self.fail(e)),
         }
     }
@@ -1299,8 +1317,8 @@ impl Session {
             }
         }
         let params = ParamValues::List(values.into_iter().map(Into::into).collect());
-        self.execute_by_key(by_key, &params, prepared.names.as_deref())
-            .await
+        let rows = self.execute_by_key(by_key, &params, prepared.names.as_deref());
+        Ok(rows.await?.map(Output::Stored))
     }
 
     /// Runs, without parsing it, a query whose text has the shape of one
@@ -1331,7 +1349,7 @@ impl Session {
             self.execute_by_key(by_key, &params, prepared.names.as_deref())
                 .await
         };
-        run.await.transpose()
+        run.await.map(|rows| rows.map(Output::Stored)).transpose()
     }
 
     /// Fails the open transaction when the connection sent an error since
@@ -2689,10 +2707,6 @@ fn with_names(output: Output, names: Option<&[Option<String>]>) -> Output {
             schema: names::rename(&schema, names),
             stream,
             tag,
-        },
-        (Output::Stored { schema, rows }, Some(names)) => Output::Stored {
-            schema: names::rename(&schema, names),
-            rows,
         },
         (output, _) => output,
     }

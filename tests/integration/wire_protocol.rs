@@ -668,19 +668,140 @@ fn message(kind: u8, body: &[u8]) -> Vec<u8> {
 
 /// Reads backend messages until one of type `until`, returning their types.
 async fn read_until(stream: &mut tokio::net::TcpStream, until: u8) -> Vec<u8> {
+    let replies = read_replies_until(stream, until).await;
+    replies.iter().map(|(kind, _)| *kind).collect()
+}
+
+/// Reads backend messages until one of type `until`: their types and bodies.
+async fn read_replies_until(stream: &mut tokio::net::TcpStream, until: u8) -> Vec<(u8, Vec<u8>)> {
     use tokio::io::AsyncReadExt;
-    let mut kinds = Vec::new();
+    let mut replies = Vec::new();
     loop {
         let mut header = [0u8; 5];
         stream.read_exact(&mut header).await.unwrap();
         let len = i32::from_be_bytes(header[1..5].try_into().unwrap()) as usize;
         let mut body = vec![0u8; len - 4];
         stream.read_exact(&mut body).await.unwrap();
-        kinds.push(header[0]);
+        replies.push((header[0], body));
         if header[0] == until {
-            return kinds;
+            return replies;
         }
     }
+}
+
+/// A connection logged in as `test`, speaking the protocol's messages.
+async fn raw_connection(port: u16) -> tokio::net::TcpStream {
+    use tokio::io::AsyncWriteExt;
+    let mut stream = tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .unwrap();
+    let mut startup = Vec::new();
+    startup.extend_from_slice(&196608i32.to_be_bytes());
+    startup.extend_from_slice(b"user\0test\0\0");
+    let mut packet = ((startup.len() + 4) as i32).to_be_bytes().to_vec();
+    packet.extend_from_slice(&startup);
+    stream.write_all(&packet).await.unwrap();
+    read_until(&mut stream, b'Z').await;
+    stream
+}
+
+/// Sends messages; the replies up to ReadyForQuery, each as its type,
+/// with a CommandComplete's tag and an error's SQLSTATE.
+async fn exchange(stream: &mut tokio::net::TcpStream, messages: &[Vec<u8>]) -> Vec<String> {
+    use tokio::io::AsyncWriteExt;
+    stream.write_all(&messages.concat()).await.unwrap();
+    let replies = read_replies_until(stream, b'Z').await;
+    replies
+        .into_iter()
+        .map(|(kind, body)| {
+            let kind = kind as char;
+            match kind {
+                'C' => format!("C {}", String::from_utf8_lossy(&body[..body.len() - 1])),
+                'E' => {
+                    let code = body.split(|b| *b == 0).find(|f| f.first() == Some(&b'C'));
+                    format!("E {}", String::from_utf8_lossy(&code.unwrap()[1..]))
+                }
+                _ => kind.to_string(),
+            }
+        })
+        .collect()
+}
+
+/// Portals of a prepared read by key behave as PostgreSQL's: the replies
+/// asserted are PostgreSQL 15's to the same messages. Two portals bound
+/// at once, one described; a portal executed again sends no rows; rows in
+/// pieces (a row limit at Execute); a bad parameter fails the Bind; a
+/// closed portal, and every portal once its transaction ended, no longer
+/// exist (34000); with key pushdown off the general path answers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn portals_of_reads_by_key_behave_as_postgresql_portals() {
+    let server = TestServer::start().await;
+    let mut stream = raw_connection(server.port).await;
+    let query = |sql: &str| message(b'Q', format!("{sql}\0").as_bytes());
+    let parse = message(b'P', b"st\0SELECT i, v FROM kp WHERE i = $1\0\0\0");
+    let bind = |portal: &str, value: &str| {
+        let mut body = format!("{portal}\0st\0").into_bytes();
+        body.extend(0i16.to_be_bytes());
+        body.extend(1i16.to_be_bytes());
+        body.extend((value.len() as i32).to_be_bytes());
+        body.extend(value.as_bytes());
+        body.extend(0i16.to_be_bytes());
+        message(b'B', &body)
+    };
+    let execute = |portal: &str, max_rows: i32| {
+        let mut body = format!("{portal}\0").into_bytes();
+        body.extend(max_rows.to_be_bytes());
+        message(b'E', &body)
+    };
+    let describe = |portal: &str| message(b'D', format!("P{portal}\0").as_bytes());
+    let close = |portal: &str| message(b'C', format!("P{portal}\0").as_bytes());
+    let sync = || message(b'S', b"");
+    let s = &mut stream;
+
+    let create = "CREATE TABLE kp (i int PRIMARY KEY, v text); \
+                  INSERT INTO kp VALUES (1, 'a'), (2, 'b'), (3, 'c')";
+    let replies = exchange(s, &[query(create)]).await;
+    assert_eq!(replies, ["C CREATE TABLE", "C INSERT 0 3", "Z"]);
+    let replies = exchange(
+        s,
+        &[
+            parse,
+            bind("p1", "1"),
+            bind("p2", "2"),
+            describe("p1"),
+            execute("p2", 0),
+            execute("p1", 0),
+            execute("p1", 0),
+            execute("p2", 0),
+            sync(),
+        ],
+    )
+    .await;
+    assert_eq!(
+        replies,
+        ["1", "2", "2", "T", "D", "C SELECT 1", "D", "C SELECT 1", "C SELECT 0", "C SELECT 0", "Z"]
+    );
+    let replies = exchange(
+        s,
+        &[bind("", "3"), execute("", 1), execute("", 1), execute("", 0), sync()],
+    )
+    .await;
+    assert_eq!(replies, ["2", "D", "s", "C SELECT 0", "C SELECT 0", "Z"]);
+    assert_eq!(exchange(s, &[execute("", 0), sync()]).await, ["E 34000", "Z"]);
+    let replies = exchange(s, &[bind("", "x"), execute("", 0), sync()]).await;
+    assert_eq!(replies, ["E 22P02", "Z"]);
+    let replies = exchange(s, &[bind("p3", "1"), close("p3"), execute("p3", 0), sync()]).await;
+    assert_eq!(replies, ["2", "3", "E 34000", "Z"]);
+    assert_eq!(exchange(s, &[query("BEGIN")]).await, ["C BEGIN", "Z"]);
+    assert_eq!(exchange(s, &[bind("p4", "2"), sync()]).await, ["2", "Z"]);
+    let replies = exchange(s, &[execute("p4", 0), sync()]).await;
+    assert_eq!(replies, ["D", "C SELECT 1", "Z"]);
+    assert_eq!(exchange(s, &[query("COMMIT")]).await, ["C COMMIT", "Z"]);
+    assert_eq!(exchange(s, &[execute("p4", 0), sync()]).await, ["E 34000", "Z"]);
+    let replies = exchange(s, &[query("SET tablegate.pushdown = off")]).await;
+    assert_eq!(replies, ["C SET", "Z"]);
+    let replies = exchange(s, &[bind("", "3"), execute("", 0), sync()]).await;
+    assert_eq!(replies, ["2", "D", "C SELECT 1", "Z"]);
 }
 
 /// Stopping a server closes every connection it was serving (they are
@@ -708,17 +829,7 @@ async fn a_stopped_server_closes_its_connections() {
 async fn flush_sends_pending_replies() {
     use tokio::io::AsyncWriteExt;
     let server = TestServer::start().await;
-    let mut stream = tokio::net::TcpStream::connect(("127.0.0.1", server.port))
-        .await
-        .unwrap();
-    let mut startup = Vec::new();
-    startup.extend_from_slice(&196608i32.to_be_bytes());
-    startup.extend_from_slice(b"user\0test\0\0");
-    let mut packet = ((startup.len() + 4) as i32).to_be_bytes().to_vec();
-    packet.extend_from_slice(&startup);
-    stream.write_all(&packet).await.unwrap();
-    read_until(&mut stream, b'Z').await;
-
+    let mut stream = raw_connection(server.port).await;
     let mut pipeline = message(b'P', b"\0SELECT 1 + 1\0\0\0");
     pipeline.extend(message(b'B', b"\0\0\0\0\0\0\0\0"));
     pipeline.extend(message(b'E', b"\0\0\0\0\0"));

@@ -7,7 +7,8 @@
 use datafusion::arrow::array::RecordBatch;
 use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::physical_plan::SendableRecordBatchStream;
-use datafusion::sql::sqlparser::ast::FetchDirection;
+use datafusion::sql::sqlparser::dialect::PostgreSqlDialect;
+use datafusion::sql::sqlparser::tokenizer::{Token, Tokenizer};
 use futures::StreamExt;
 
 use super::error::{Result, SqlError};
@@ -25,30 +26,99 @@ pub struct Cursor {
     pub in_block: bool,
 }
 
-/// How many rows a FETCH or MOVE asks for; `None` is all the rest.
-pub fn count(direction: &FetchDirection) -> Result<Option<usize>> {
-    use FetchDirection as D;
-    let number = |v: &datafusion::sql::sqlparser::ast::ValueWithSpan| -> Result<Option<usize>> {
-        let text = v.to_string();
-        match text.parse::<i64>() {
-            Ok(n) if n >= 0 => Ok(Some(n as usize)),
-            Ok(_) => Err(backward()),
-            Err(_) => Err(SqlError::Syntax(format!("invalid FETCH count {text}"))),
+/// A FETCH or MOVE, read from its words as PostgreSQL's grammar has them:
+/// `FETCH [ direction ] [ FROM | IN ] cursor_name`, the direction one of
+/// NEXT, PRIOR, FIRST, LAST, ABSOLUTE n, RELATIVE n, n, ALL, FORWARD
+/// [n | ALL] and BACKWARD [n | ALL] (NEXT when none is given). The SQL
+/// parser reads only some of these forms, and not MOVE.
+pub struct Fetch {
+    pub cursor: String,
+    /// How many rows it asks for; `None` is all the rest.
+    pub count: Option<usize>,
+    /// MOVE: the rows are skipped, not sent.
+    pub skip: bool,
+}
+
+impl Fetch {
+    /// `None` when the text is not a FETCH or MOVE.
+    pub fn read(sql: &str) -> Option<Result<Fetch>> {
+        let first = sql.split_whitespace().next()?;
+        let skip = first.eq_ignore_ascii_case("move");
+        if !skip && !first.eq_ignore_ascii_case("fetch") {
+            return None;
         }
+        let tokens = match Tokenizer::new(&PostgreSqlDialect {}, sql).tokenize() {
+            Ok(tokens) => tokens,
+            Err(e) => return Some(Err(SqlError::Syntax(e.to_string()))),
+        };
+        let mut words = tokens
+            .into_iter()
+            .filter(|t| !matches!(t, Token::Whitespace(_) | Token::SemiColon | Token::EOF));
+        words.next();
+        Some(Self::read_rest(words.collect(), skip))
+    }
+
+    /// The direction, FROM or IN, and the cursor's name.
+    fn read_rest(words: Vec<Token>, skip: bool) -> Result<Fetch> {
+        let (count, mut at) = direction(&words)?;
+        if words
+            .get(at)
+            .is_some_and(|t| matches!(keyword(t).as_str(), "FROM" | "IN"))
+        {
+            at += 1;
+        }
+        let command = if skip { "MOVE" } else { "FETCH" };
+        let cursor = match words.get(at) {
+            Some(Token::Word(w)) => w.value.clone(),
+            _ => return Err(SqlError::Syntax(format!("{command} needs a cursor name"))),
+        };
+        if let Some(extra) = words.get(at + 1) {
+            return Err(SqlError::Syntax(format!(
+                "unexpected \"{extra}\" after the cursor name in {command}"
+            )));
+        }
+        Ok(Fetch {
+            cursor,
+            count,
+            skip,
+        })
+    }
+}
+
+/// A FETCH's direction as a count of rows forward (`None`: all the rest),
+/// and how many words it took.
+fn direction(words: &[Token]) -> Result<(Option<usize>, usize)> {
+    let rows = |n: &str| match n.parse::<usize>() {
+        Ok(n) => Ok(Some(n)),
+        Err(_) => Err(SqlError::Syntax(format!("invalid FETCH count {n}"))),
     };
-    match direction {
-        D::Next => Ok(Some(1)),
-        D::Count { limit } => number(limit),
-        D::Forward { limit: Some(limit) } => number(limit),
-        D::Forward { limit: None } => Ok(Some(1)),
-        D::All | D::ForwardAll => Ok(None),
-        D::Prior
-        | D::First
-        | D::Last
-        | D::Absolute { .. }
-        | D::Relative { .. }
-        | D::Backward { .. }
-        | D::BackwardAll => Err(backward()),
+    let Some(first) = words.first() else {
+        return Ok((Some(1), 0));
+    };
+    match first {
+        Token::Minus => Err(backward()),
+        Token::Number(n, _) => Ok((rows(n)?, 1)),
+        _ => match keyword(first).as_str() {
+            "NEXT" => Ok((Some(1), 1)),
+            "ALL" => Ok((None, 1)),
+            "FORWARD" => match words.get(1) {
+                Some(Token::Number(n, _)) => Ok((rows(n)?, 2)),
+                Some(Token::Minus) => Err(backward()),
+                Some(t) if keyword(t) == "ALL" => Ok((None, 2)),
+                _ => Ok((Some(1), 1)),
+            },
+            "PRIOR" | "FIRST" | "LAST" | "ABSOLUTE" | "RELATIVE" | "BACKWARD" => Err(backward()),
+            // The cursor's name, or FROM / IN before it.
+            _ => Ok((Some(1), 0)),
+        },
+    }
+}
+
+/// An unquoted word, in upper case (empty for anything else).
+fn keyword(token: &Token) -> String {
+    match token {
+        Token::Word(w) if w.quote_style.is_none() => w.value.to_ascii_uppercase(),
+        _ => String::new(),
     }
 }
 

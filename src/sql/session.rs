@@ -889,16 +889,9 @@ impl Session {
                 return vec![result.map_err(|e| self.fail(e))];
             }
         }
-        // The parser knows FETCH but not MOVE, which reads the same way.
-        if let Some(fetch) = as_fetch(sql) {
-            let result = match Self::parse(&fetch).map(|mut s| s.pop()) {
-                Ok(Some(DfStatement::Statement(s))) => match *s {
-                    Statement::Fetch {
-                        name, direction, ..
-                    } => self.fetch(&name.value, &direction, true).await,
-                    _ => Err(SqlError::Syntax(format!("not a MOVE: {sql}"))),
-                },
-                Ok(_) => Err(SqlError::Syntax(format!("not a MOVE: {sql}"))),
+        if let Some(fetch) = cursor::Fetch::read(sql) {
+            let result = match fetch {
+                Ok(fetch) => self.fetch(&fetch).await,
                 Err(e) => Err(e),
             };
             return vec![result.map_err(|e| self.fail(e))];
@@ -1038,7 +1031,19 @@ impl Session {
         sql: &str,
         declared: &[Option<DataType>],
     ) -> Result<Prepared> {
-        if let Some(result) = ddl::text_command(sql) {
+        // A FETCH answers with its cursor's columns, known from now on.
+        let text_command = match cursor::Fetch::read(sql) {
+            Some(fetch) => {
+                let fetch = fetch?;
+                Some(
+                    (!fetch.skip)
+                        .then(|| self.cursor_schema(&fetch.cursor))
+                        .flatten(),
+                )
+            }
+            None => ddl::text_command(sql),
+        };
+        if let Some(result) = text_command {
             return Ok(Prepared {
                 sql: Arc::from(sql),
                 statement: None,
@@ -1832,12 +1837,6 @@ impl Session {
             Statement::Declare { mut stmts } if stmts.len() == 1 => {
                 self.declare(stmts.remove(0)).await
             }
-            Statement::Fetch {
-                name,
-                direction,
-                into: None,
-                ..
-            } => self.fetch(&name.value, &direction, false).await,
             Statement::Close { cursor } => {
                 match cursor {
                     datafusion::sql::sqlparser::ast::CloseCursor::All => self.cursors.clear(),
@@ -2450,19 +2449,14 @@ impl Session {
     }
 
     /// `FETCH` (rows out) or `MOVE` (rows skipped) on a cursor.
-    async fn fetch(
-        &mut self,
-        name: &str,
-        direction: &datafusion::sql::sqlparser::ast::FetchDirection,
-        skip: bool,
-    ) -> Result<Output> {
-        let count = cursor::count(direction)?;
+    async fn fetch(&mut self, fetch: &cursor::Fetch) -> Result<Output> {
+        let name = &fetch.cursor;
         let cursor = self
             .cursors
             .get_mut(name)
             .ok_or_else(|| SqlError::value("34000", format!("cursor \"{name}\" does not exist")))?;
-        let batches = cursor.take(count).await?;
-        if skip {
+        let batches = cursor.take(fetch.count).await?;
+        if fetch.skip {
             let rows: usize = batches.iter().map(|b| b.num_rows()).sum();
             return Ok(Output::Command(format!("MOVE {rows}")));
         }
@@ -2589,7 +2583,6 @@ impl Session {
     }
 }
 
-/// `MOVE ...` as the `FETCH ...` it mirrors, for the parser.
 /// Refuses the writes of INSERT, UPDATE, DELETE and COPY to a
 /// materialized view: only its base tables' writes and REFRESH change it.
 fn writable(def: &TableDef) -> Result<()> {
@@ -2630,7 +2623,7 @@ fn builds_from_rows(sql: &str) -> bool {
 fn read_by_words(sql: &str) -> bool {
     ddl::text_command(sql).is_some()
         || super::access::partitions_clause(sql).is_some()
-        || as_fetch(sql).is_some()
+        || cursor::Fetch::read(sql).is_some()
 }
 
 /// The texts of the statements of a query string, when it holds more than
@@ -2652,14 +2645,6 @@ fn statement_texts(sql: &str) -> Option<Vec<String>> {
     }
     texts.retain(|t| !t.trim().is_empty());
     (texts.len() > 1).then_some(texts)
-}
-
-fn as_fetch(sql: &str) -> Option<String> {
-    let trimmed = sql.trim_start();
-    let head = trimmed.get(..4)?;
-    let rest = &trimmed[4..];
-    (head.eq_ignore_ascii_case("move") && rest.starts_with(char::is_whitespace))
-        .then(|| format!("FETCH{rest}"))
 }
 
 /// A SET value as text: quotes and identifiers unwrapped.

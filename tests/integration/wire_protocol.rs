@@ -658,6 +658,33 @@ async fn a_serial_goes_on_from_its_last_value_after_a_clean_restart() {
     assert_eq!(id, 4);
 }
 
+/// FETCH and MOVE in PostgreSQL's shorter forms through the extended
+/// protocol: a FETCH is described with its cursor's columns.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fetch_and_move_in_the_forms_postgresql_reads() {
+    let server = TestServer::start().await;
+    let client = server.client().await;
+    client
+        .batch_execute(
+            "CREATE TABLE s (k int PRIMARY KEY); \
+             INSERT INTO s SELECT n FROM generate_series(1, 10) AS g(n); \
+             BEGIN; DECLARE c CURSOR FOR SELECT k FROM s ORDER BY k",
+        )
+        .await
+        .unwrap();
+    let fetch = async |sql: &str| -> Vec<i32> {
+        let rows = client.query(sql, &[]).await.unwrap();
+        rows.iter().map(|r| r.get(0)).collect()
+    };
+    assert_eq!(fetch("FETCH c").await, [1]);
+    assert_eq!(fetch("FETCH FROM c").await, [2]);
+    assert_eq!(fetch("FETCH NEXT c").await, [3]);
+    assert_eq!(fetch("FETCH 2 c").await, [4, 5]);
+    assert_eq!(client.execute("MOVE c", &[]).await.unwrap(), 1);
+    assert_eq!(fetch("FETCH FORWARD 1 IN c").await, [7]);
+    assert_eq!(fetch("FETCH ALL c").await, [8, 9, 10]);
+}
+
 /// A frontend message: type byte, length, body.
 fn message(kind: u8, body: &[u8]) -> Vec<u8> {
     let mut m = vec![kind];
@@ -779,15 +806,36 @@ async fn portals_of_reads_by_key_behave_as_postgresql_portals() {
     .await;
     assert_eq!(
         replies,
-        ["1", "2", "2", "T", "D", "C SELECT 1", "D", "C SELECT 1", "C SELECT 0", "C SELECT 0", "Z"]
+        [
+            "1",
+            "2",
+            "2",
+            "T",
+            "D",
+            "C SELECT 1",
+            "D",
+            "C SELECT 1",
+            "C SELECT 0",
+            "C SELECT 0",
+            "Z"
+        ]
     );
     let replies = exchange(
         s,
-        &[bind("", "3"), execute("", 1), execute("", 1), execute("", 0), sync()],
+        &[
+            bind("", "3"),
+            execute("", 1),
+            execute("", 1),
+            execute("", 0),
+            sync(),
+        ],
     )
     .await;
     assert_eq!(replies, ["2", "D", "s", "C SELECT 0", "C SELECT 0", "Z"]);
-    assert_eq!(exchange(s, &[execute("", 0), sync()]).await, ["E 34000", "Z"]);
+    assert_eq!(
+        exchange(s, &[execute("", 0), sync()]).await,
+        ["E 34000", "Z"]
+    );
     let replies = exchange(s, &[bind("", "x"), execute("", 0), sync()]).await;
     assert_eq!(replies, ["E 22P02", "Z"]);
     let replies = exchange(s, &[bind("p3", "1"), close("p3"), execute("p3", 0), sync()]).await;
@@ -797,7 +845,10 @@ async fn portals_of_reads_by_key_behave_as_postgresql_portals() {
     let replies = exchange(s, &[execute("p4", 0), sync()]).await;
     assert_eq!(replies, ["D", "C SELECT 1", "Z"]);
     assert_eq!(exchange(s, &[query("COMMIT")]).await, ["C COMMIT", "Z"]);
-    assert_eq!(exchange(s, &[execute("p4", 0), sync()]).await, ["E 34000", "Z"]);
+    assert_eq!(
+        exchange(s, &[execute("p4", 0), sync()]).await,
+        ["E 34000", "Z"]
+    );
     let replies = exchange(s, &[query("SET tablegate.pushdown = off")]).await;
     assert_eq!(replies, ["C SET", "Z"]);
     let replies = exchange(s, &[bind("", "3"), execute("", 0), sync()]).await;

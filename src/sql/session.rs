@@ -1662,7 +1662,7 @@ impl Session {
                     return self.savepoint_command(
                         &name.value,
                         Transaction::rollback_to,
-                        "ROLLBACK",
+                        "ROLLBACK TO SAVEPOINT",
                     )
                 }
                 Statement::Rollback { .. } => return self.rollback().await,
@@ -1679,7 +1679,11 @@ impl Session {
                 }
                 Statement::ReleaseSavepoint { name } => {
                     let name = name.value.clone();
-                    return self.savepoint_command(&name, Transaction::release, "RELEASE");
+                    return self.savepoint_command(
+                        &name,
+                        Transaction::release,
+                        "RELEASE SAVEPOINT",
+                    );
                 }
                 _ => {}
             }
@@ -2355,18 +2359,21 @@ impl Session {
         Ok(Output::TransactionEnd("COMMIT".into()))
     }
 
-    /// SAVEPOINT, RELEASE and ROLLBACK TO, which need an open block (and,
-    /// but for ROLLBACK TO, one without an error).
+    /// SAVEPOINT, RELEASE SAVEPOINT and ROLLBACK TO SAVEPOINT (`command`),
+    /// which need an open block (and, but for ROLLBACK TO, one without an
+    /// error). Their tag is the command's first word.
     fn savepoint_command(
         &mut self,
         name: &str,
         apply: impl FnOnce(&mut Transaction, &str) -> bool,
-        tag: &str,
+        command: &str,
     ) -> Result<Output> {
-        let Some(txn) = self.txn.as_mut() else {
+        let tag = command.split(' ').next().unwrap_or(command);
+        // The implicit transaction of a text of several statements is no block.
+        let Some(txn) = self.txn.as_mut().filter(|txn| !txn.ends_with_text) else {
             return Err(SqlError::value(
                 "25P01",
-                format!("{tag} can only be used in transaction blocks"),
+                format!("{command} can only be used in transaction blocks"),
             ));
         };
         if txn.failed && tag != "ROLLBACK" {

@@ -110,11 +110,11 @@ impl KeyPortal {
             }
             PgWireFrontendMessage::Execute(execute) if self.holds(execute.name.as_deref()) => {
                 let kept = self.kept.as_mut().expect("held");
-                // Rows in pieces: pgwire's portal suspends and resumes.
                 if execute.max_rows == 0 && handlers.execute_kept(client, kept).await? {
                     return Ok(None);
                 }
-                // The general path runs it, from pgwire's store.
+                // Rows in pieces (pgwire's portal suspends and resumes), or
+                // a read the general path runs: from pgwire's store.
                 if let Some(kept) = self.kept.take() {
                     hand_over(client, kept).await;
                 }

@@ -7,11 +7,13 @@
 use datafusion::arrow::array::RecordBatch;
 use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::physical_plan::SendableRecordBatchStream;
+use datafusion::sql::sqlparser::ast::Ident;
 use datafusion::sql::sqlparser::dialect::PostgreSqlDialect;
 use datafusion::sql::sqlparser::tokenizer::{Token, Tokenizer};
 use futures::StreamExt;
 
 use super::error::{Result, SqlError};
+use super::session::normalize;
 
 pub struct Cursor {
     pub schema: SchemaRef,
@@ -69,7 +71,10 @@ impl Fetch {
         }
         let command = if skip { "MOVE" } else { "FETCH" };
         let cursor = match words.get(at) {
-            Some(Token::Word(w)) => w.value.clone(),
+            Some(Token::Word(w)) => normalize(&match w.quote_style {
+                Some(quote) => Ident::with_quote(quote, &w.value),
+                None => Ident::new(&w.value),
+            }),
             _ => return Err(SqlError::Syntax(format!("{command} needs a cursor name"))),
         };
         if let Some(extra) = words.get(at + 1) {

@@ -1845,10 +1845,11 @@ impl Session {
                 match cursor {
                     datafusion::sql::sqlparser::ast::CloseCursor::All => self.cursors.clear(),
                     datafusion::sql::sqlparser::ast::CloseCursor::Specific { name } => {
-                        if self.cursors.remove(&name.value).is_none() {
+                        let name = normalize(&name);
+                        if self.cursors.remove(&name).is_none() {
                             return Err(SqlError::value(
                                 "34000",
-                                format!("cursor \"{}\" does not exist", name.value),
+                                format!("cursor \"{name}\" does not exist"),
                             ));
                         }
                     }
@@ -2413,7 +2414,7 @@ impl Session {
         let name = declare
             .names
             .first()
-            .map(|n| n.value.clone())
+            .map(normalize)
             .ok_or_else(|| SqlError::Syntax("DECLARE needs a cursor name".into()))?;
         let query = declare
             .for_query

@@ -105,9 +105,13 @@ pub fn cancellable(
             batch = batches.next() => batch.map(|b| (b, Some((batches, signal)))),
             // A closed signal means the connection is gone: nobody reads.
             changed = signal.changed() => changed.ok().map(|()| {
-                let canceled = SqlError::value("57014", "canceling statement due to user request");
-                (Err(DataFusionError::External(Box::new(canceled))), None)
+                (Err(DataFusionError::External(Box::new(canceled()))), None)
             }),
         }
     })
+}
+
+/// The error of a statement a cancel request stopped, as PostgreSQL's.
+pub fn canceled() -> SqlError {
+    SqlError::value("57014", "canceling statement due to user request")
 }

@@ -99,21 +99,18 @@ impl From<SqlError> for PgWireError {
 /// names that does not exist), in PostgreSQL's words and SQLSTATE; pgwire
 /// gives both kinds 26000 and calls the unnamed one by its own key.
 pub fn protocol_error(error: PgWireError) -> ErrorInfo {
-    let shown = |name: String| {
-        if name == DEFAULT_NAME {
-            String::new()
-        } else {
-            name
-        }
-    };
     let (code, message) = match error {
-        PgWireError::PortalNotFound(name) => (
-            "34000",
-            format!("portal \"{}\" does not exist", shown(name)),
+        PgWireError::PortalNotFound(name) if name == DEFAULT_NAME => {
+            ("34000", "portal \"\" does not exist".to_owned())
+        }
+        PgWireError::PortalNotFound(name) => ("34000", format!("portal \"{name}\" does not exist")),
+        PgWireError::StatementNotFound(name) if name == DEFAULT_NAME => (
+            "26000",
+            "unnamed prepared statement does not exist".to_owned(),
         ),
         PgWireError::StatementNotFound(name) => (
             "26000",
-            format!("prepared statement \"{}\" does not exist", shown(name)),
+            format!("prepared statement \"{name}\" does not exist"),
         ),
         error => return ErrorInfo::from(error),
     };

@@ -36,7 +36,7 @@ use pgwire::messages::PgWireFrontendMessage;
 use tokio::sync::Mutex;
 
 use super::auth::{server_parameters, Authentication};
-use super::cancel::{cancellable, Canceller, Cancels, Registration};
+use super::cancel::{canceled, cancellable, Canceller, Cancels, Registration};
 use super::encode;
 use super::error::{error_info, to_pgwire};
 use super::idle::IdleWatch;
@@ -304,7 +304,7 @@ async fn read_kept(connection: &Connection, kept: &Kept) -> PgWireResult<Option<
         read = session.read_by_key(&kept.portal.statement.statement, &kept.values) => {
             read.map_err(to_pgwire)
         }
-        Ok(()) = cancel.changed() => Err(PgWireError::QueryCanceled),
+        Ok(()) = cancel.changed() => Err(to_pgwire(canceled())),
     };
     connection.idle.replied(&connection.session, &session);
     read

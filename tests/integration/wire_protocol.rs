@@ -849,6 +849,15 @@ async fn portals_of_reads_by_key_behave_as_postgresql_portals() {
         exchange(s, &[execute("p4", 0), sync()]).await,
         ["E 34000", "Z"]
     );
+    let bind_to = |statement: &str| {
+        let mut body = format!("\0{statement}\0").into_bytes();
+        body.extend([0u8; 6]);
+        message(b'B', &body)
+    };
+    assert_eq!(
+        exchange(s, &[bind_to("nosuch"), sync()]).await,
+        ["E 26000", "Z"]
+    );
     let replies = exchange(s, &[query("SET tablegate.pushdown = off")]).await;
     assert_eq!(replies, ["C SET", "Z"]);
     let replies = exchange(s, &[bind("", "3"), execute("", 0), sync()]).await;

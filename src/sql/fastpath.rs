@@ -783,6 +783,15 @@ impl KeyPlan {
         current.is_some_and(|current| Arc::ptr_eq(current, &self.table))
     }
 
+    /// The plan with its result columns under PostgreSQL's names, where
+    /// they differ from DataFusion's (renamed once, when prepared).
+    pub fn with_names(mut self, names: Option<&[Option<String>]>) -> KeyPlan {
+        if let Some(names) = names {
+            self.schema = super::names::rename(&self.schema, names);
+        }
+        self
+    }
+
     pub fn table_name(&self) -> &str {
         &self.table.name
     }
@@ -800,7 +809,7 @@ impl KeyPlan {
 /// without a record batch between (see [`RowSink`]); anything else decodes
 /// them into one.
 pub struct StoredRows {
-    /// The plan's columns, or the same columns under PostgreSQL's names.
+    /// The plan's result columns.
     schema: SchemaRef,
     plan: Arc<KeyPlan>,
     rows: EncodedRows,
@@ -809,11 +818,6 @@ pub struct StoredRows {
 impl StoredRows {
     pub fn schema(&self) -> &SchemaRef {
         &self.schema
-    }
-
-    /// The same rows, their columns renamed.
-    pub fn with_schema(self, schema: SchemaRef) -> StoredRows {
-        StoredRows { schema, ..self }
     }
 
     pub fn len(&self) -> usize {

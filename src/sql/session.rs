@@ -1120,7 +1120,7 @@ impl Session {
                     Some(names) => names::rename(&schema, names),
                     None => schema,
                 });
-                prepared.by_key = self.key_plan(&plan);
+                prepared.by_key = self.key_plan(&plan, prepared.names.as_deref());
                 prepared.plan = Some(plan);
             }
             _ => {}
@@ -1161,10 +1161,7 @@ impl Session {
         self.start_statement(prepared.sql.clone());
         self.refresh_catalog().await;
         match &prepared.by_key {
-            Some(by_key) => {
-                let names = prepared.names.as_deref();
-                self.execute_by_key(by_key, params, names).await
-            }
+            Some(by_key) => self.execute_by_key(by_key, params).await,
             None => Ok(None),
         }
     }
@@ -1223,10 +1220,15 @@ impl Session {
     }
 
     /// A read by key of a planned query, if it is one.
-    fn key_plan(&self, plan: &LogicalPlan) -> Option<Arc<KeyPlan>> {
+    fn key_plan(
+        &self,
+        plan: &LogicalPlan,
+        names: Option<&[Option<String>]>,
+    ) -> Option<Arc<KeyPlan>> {
         let key_ordered = self.engine.store().key_ordered();
         let optimized = self.ctx.state().optimize(plan).ok()?;
-        KeyPlan::detect(&optimized, &self.engine.catalog, key_ordered).map(Arc::new)
+        let by_key = KeyPlan::detect(&optimized, &self.engine.catalog, key_ordered)?;
+        Some(Arc::new(by_key.with_names(names)))
     }
 
     /// Runs a read by key, or returns `None` when the general path must.
@@ -1234,7 +1236,6 @@ impl Session {
         &mut self,
         by_key: &Arc<KeyPlan>,
         params: &ParamValues,
-        names: Option<&[Option<String>]>,
     ) -> Result<Option<StoredRows>> {
         // A role's grant limited to some partitions takes the general path,
         // whose scan applies the limit; so does a session with key pushdown
@@ -1253,19 +1254,10 @@ impl Session {
         }
         let view = self.current_view();
         let monitor = &self.engine.monitor;
-        match by_key
+        by_key
             .execute(def, view, params, monitor, &self.statement_text)
             .await
-        {
-            Ok(rows) => Ok(rows.map(|rows| match names {
-                Some(names) => {
-                    let schema = names::rename(rows.schema(), names);
-                    rows.with_schema(schema)
-                }
-                None => rows,
-            })),
-            Err(e) => Err(self.fail(e)),
-        }
+            .map_err(|e| self.fail(e))
     }
 
     /// Reads by key a query that compares key columns with literals: the
@@ -1322,8 +1314,8 @@ impl Session {
             }
         }
         let params = ParamValues::List(values.into_iter().map(Into::into).collect());
-        let rows = self.execute_by_key(by_key, &params, prepared.names.as_deref());
-        Ok(rows.await?.map(Output::Stored))
+        let rows = self.execute_by_key(by_key, &params).await?;
+        Ok(rows.map(Output::Stored))
     }
 
     /// Runs, without parsing it, a query whose text has the shape of one
@@ -1351,8 +1343,7 @@ impl Session {
             self.check_not_failed()?;
             self.engine.catalog.sequences.persist().await?;
             self.refresh_view();
-            self.execute_by_key(by_key, &params, prepared.names.as_deref())
-                .await
+            self.execute_by_key(by_key, &params).await
         };
         run.await.map(|rows| rows.map(Output::Stored)).transpose()
     }

@@ -12,6 +12,11 @@ use crate::sql::SqlError;
 use crate::store::StoreError;
 
 pub fn error_info(e: &SqlError) -> ErrorInfo {
+    if let SqlError::InContext { error, context } = e {
+        let mut info = error_info(error);
+        info.where_context = Some(context.clone());
+        return info;
+    }
     let (message, detail) = with_detail(message(e));
     let mut info = ErrorInfo::new("ERROR".to_owned(), sqlstate(e).to_owned(), message);
     info.detail = detail;
@@ -42,7 +47,12 @@ fn message(e: &SqlError) -> String {
                     if let Some(ty) = narrowing_cast(m) {
                         return format!("{ty} out of range");
                     }
+                    if let Some(unread) = unread_text(m) {
+                        return unread.to_string();
+                    }
+                    return m.clone();
                 }
+                ArrowError::ParseError(m) | ArrowError::ComputeError(m) => return m.clone(),
                 ArrowError::InvalidArgumentError(m) => {
                     if let Some(overflow) = numeric_overflow(m) {
                         return overflow;
@@ -70,6 +80,27 @@ fn narrowing_cast(message: &str) -> Option<&'static str> {
         "Int64" => "bigint",
         _ => "value",
     })
+}
+
+/// A text a cast could not read as a number or a truth value (Arrow's
+/// "Cannot cast string '12x' to value of Int32 type"), as PostgreSQL
+/// reports it ([`SqlError::unreadable`]).
+fn unread_text(message: &str) -> Option<SqlError> {
+    let rest = message
+        .strip_prefix("Cannot cast string '")
+        .or_else(|| message.strip_prefix("Cannot cast value '"))?;
+    let (text, ty) = rest.rsplit_once("' to value of ")?;
+    let name = match ty.strip_suffix(" type")? {
+        "Int16" => "smallint",
+        "Int32" => "integer",
+        "Int64" => "bigint",
+        "Float32" => "real",
+        "Float64" => "double precision",
+        "Boolean" => "boolean",
+        ty if ty.starts_with("Decimal") => "numeric",
+        _ => return None,
+    };
+    Some(SqlError::unreadable(text, name))
 }
 
 /// PostgreSQL's words for a number too large for a `numeric(p, s)` column
@@ -138,6 +169,7 @@ pub fn sqlstate(e: &SqlError) -> &'static str {
         SqlError::UndefinedColumn(_) => "42703",
         SqlError::WrongObjectType(_) => "42809",
         SqlError::DataFusion(d) => datafusion_state(d),
+        SqlError::InContext { error, .. } => sqlstate(error),
         SqlError::Internal(_) => "XX000",
     }
 }
@@ -213,8 +245,9 @@ fn row_state(e: &RowError) -> &'static str {
 fn arrow_state(e: &ArrowError) -> &'static str {
     match e {
         ArrowError::CastError(m) if narrowing_cast(m).is_some() => "22003",
+        ArrowError::CastError(m) => unread_text(m).map_or("22P02", |e| sqlstate(&e)),
         ArrowError::InvalidArgumentError(m) if numeric_overflow(m).is_some() => "22003",
-        ArrowError::CastError(_) | ArrowError::ParseError(_) => "22P02",
+        ArrowError::ParseError(_) => "22P02",
         ArrowError::DivideByZero => "22012",
         ArrowError::ArithmeticOverflow(_) => "22003",
         ArrowError::ComputeError(m) if m.contains("Overflow") || m.contains("overflow") => "22003",
@@ -339,6 +372,43 @@ mod tests {
             message(&e),
             "numeric field overflow: a field with precision 10, scale 2 must round to an \
              absolute value less than 10^8"
+        );
+    }
+
+    #[test]
+    fn a_text_a_cast_cannot_read_is_named_as_postgresql_names_it() {
+        let check = |arrow: &str, code: &str, words: &str| {
+            let arrow = ArrowError::CastError(arrow.into());
+            let e = SqlError::DataFusion(DataFusionError::Context(
+                "Optimizer rule 'simplify_expressions' failed".into(),
+                Box::new(DataFusionError::ArrowError(Box::new(arrow), None)),
+            ));
+            assert_eq!((sqlstate(&e), message(&e).as_str()), (code, words));
+        };
+        check(
+            "Cannot cast string '12x' to value of Int32 type",
+            "22P02",
+            "invalid input syntax for type integer: \"12x\"",
+        );
+        check(
+            "Cannot cast string '-99999' to value of Int16 type",
+            "22003",
+            "value \"-99999\" is out of range for type smallint",
+        );
+        check(
+            "Cannot cast string 'x' to value of Decimal128(38, 10) type",
+            "22P02",
+            "invalid input syntax for type numeric: \"x\"",
+        );
+        check(
+            "Cannot cast value 'maybe' to value of Boolean type",
+            "22P02",
+            "invalid input syntax for type boolean: \"maybe\"",
+        );
+        check(
+            "Cannot cast to Interval(MonthDayNano). Overflowing on 9",
+            "22P02",
+            "Cannot cast to Interval(MonthDayNano). Overflowing on 9",
         );
     }
 

@@ -69,12 +69,24 @@ pub fn declared_type(ty: &Type) -> Option<DataType> {
     })
 }
 
-fn bad(i: usize, e: impl std::fmt::Display) -> PgWireError {
-    PgWireError::UserError(Box::new(pgwire::error::ErrorInfo::new(
-        "ERROR".into(),
-        "22P02".into(),
-        format!("invalid value for parameter ${}: {e}", i + 1),
-    )))
+/// A parameter's value that could not be read: PostgreSQL's error for
+/// its text, with the parameter named in the CONTEXT as PostgreSQL names
+/// it (`unnamed portal parameter $1 = '...'`).
+fn bad(portal: &str, i: usize, e: PgWireError) -> PgWireError {
+    let mut info = match e {
+        PgWireError::UserError(info) => *info,
+        e => pgwire::error::ErrorInfo::new(
+            "ERROR".into(),
+            "22P02".into(),
+            format!("invalid value for parameter ${}: {e}", i + 1),
+        ),
+    };
+    let portal = match portal {
+        pgwire::api::DEFAULT_NAME | "" => "unnamed portal".to_owned(),
+        name => format!("portal \"{name}\""),
+    };
+    info.where_context = Some(format!("{portal} parameter ${} = '...'", i + 1));
+    PgWireError::UserError(Box::new(info))
 }
 
 /// The values of a portal's parameters, as the statement's parameter types.
@@ -93,10 +105,10 @@ pub fn values(portal: &Portal<std::sync::Arc<Prepared>>) -> PgWireResult<ParamVa
             .unwrap_or_else(|| pg_param_type(expected.as_ref()));
         let raw = portal.parameters.get(i).and_then(|p| p.as_deref());
         let binary = portal.parameter_format.is_binary(i);
-        let value = decode(raw, binary, &declared).map_err(|e| bad(i, e))?;
+        let value = decode(raw, binary, &declared).map_err(|e| bad(&portal.name, i, e))?;
         let value = match &expected {
             Some(target) if !value.is_null() && value.data_type() != *target => {
-                read_as(&value, target).map_err(|e| bad(i, e))?
+                read_as(&value, target).map_err(|e| bad(&portal.name, i, e.into()))?
             }
             Some(target) if value.is_null() => {
                 ScalarValue::try_from(target).unwrap_or(ScalarValue::Null)
@@ -116,12 +128,25 @@ where
     let Some(raw) = raw else {
         return Ok(None);
     };
-    let value = if binary {
-        T::from_sql(ty, raw)
-    } else {
-        T::from_sql_text(ty, raw, &FormatOptions::default())
-    };
-    value.map(Some).map_err(PgWireError::FailedToParseParameter)
+    if binary {
+        return T::from_sql(ty, raw)
+            .map(Some)
+            .map_err(PgWireError::FailedToParseParameter);
+    }
+    T::from_sql_text(ty, raw, &FormatOptions::default())
+        .map(Some)
+        .map_err(|_| {
+            let name = match *ty {
+                Type::INT2 => "smallint",
+                Type::INT4 => "integer",
+                Type::INT8 => "bigint",
+                Type::FLOAT4 => "real",
+                Type::FLOAT8 => "double precision",
+                Type::BOOL => "boolean",
+                ref ty => ty.name(),
+            };
+            SqlError::unreadable(&String::from_utf8_lossy(raw), name).into()
+        })
 }
 
 /// `value` as `target`, as a literal is cast (a text read by
@@ -141,8 +166,7 @@ fn decode(raw: Option<&[u8]>, binary: bool, ty: &Type) -> PgWireResult<ScalarVal
     // an offset of hours among them.
     if !binary && matches!(*ty, Type::DATE | Type::TIMESTAMP | Type::TIMESTAMPTZ) {
         if let Some(target) = declared_type(ty) {
-            return read_as(&text(raw), &target)
-                .map_err(|e| PgWireError::ApiError(e.to_string().into()));
+            return read_as(&text(raw), &target).map_err(PgWireError::from);
         }
     }
     Ok(match *ty {

@@ -22,7 +22,7 @@
 
 use std::sync::{Arc, OnceLock};
 
-use datafusion::arrow::array::{Array, ArrayRef, AsArray, StringBuilder};
+use datafusion::arrow::array::{Array, ArrayRef, AsArray, StringArray, StringBuilder};
 use datafusion::arrow::datatypes::{DataType, Decimal128Type, Float32Type, Float64Type, TimeUnit};
 use datafusion::common::config::ConfigOptions;
 use datafusion::common::tree_node::{Transformed, TreeNode};
@@ -34,10 +34,11 @@ use datafusion::logical_expr::{
 };
 use datafusion::optimizer::AnalyzerRule;
 
+use super::datetime_input::Target;
 use super::decimals::decimal_texts;
 use super::floats::{check_real_range, put_float};
 use super::plan_nodes::rewrite_nodes_holding;
-use super::types::{list_of, push_timestamp, text_reader, timestamp_micros_at, TextReader};
+use super::types::{list_of, push_timestamp, text_inputs, text_reader, timestamp_micros_at};
 
 /// Puts a [`PostgresCast`] in place of each cast of a float or a timestamp
 /// to text, and of each cast to `real` of a double, a number or a text,
@@ -127,34 +128,32 @@ pub fn postgres_casts(expr: Expr, inputs: &DFSchema) -> Result<Transformed<Expr>
                 _ => Expr::Cast(Cast::new_from_field(Box::new(text), field)),
             }))
         }
-        // A date's, a timestamp's or an interval's text as Arrow reads it.
-        Expr::Cast(Cast { expr, field }) if text_reader(field.data_type()).is_some() => {
-            let Some(input) = text_reader(field.data_type()) else {
-                unreachable!("matched a type with a reader");
-            };
-            match *expr {
-                Expr::Literal(ScalarValue::Utf8(Some(text)), meta) => {
-                    let read = input(&text).into_owned();
-                    let changed = read != text;
-                    let literal = Expr::Literal(ScalarValue::Utf8(Some(read)), meta);
-                    let cast = Expr::Cast(Cast::new_from_field(Box::new(literal), field));
-                    Ok(Transformed::new_transformed(cast, changed))
-                }
-                // A column's texts, each made one Arrow reads.
-                expr if expr.get_type(inputs).is_ok_and(|t| t == DataType::Utf8) => {
-                    let read = ScalarFunction::new_udf(
-                        TextInput::udf(field.data_type(), input),
-                        vec![expr],
-                    );
-                    let cast = Cast::new_from_field(Box::new(Expr::ScalarFunction(read)), field);
-                    Ok(Transformed::yes(Expr::Cast(cast)))
-                }
-                expr => Ok(Transformed::no(Expr::Cast(Cast::new_from_field(
-                    Box::new(expr),
-                    field,
-                )))),
+        // A date's or a timestamp's text read as its value, an interval's
+        // made one Arrow reads (see `types::text_inputs`).
+        Expr::Cast(Cast { expr, field }) if text_reader(field.data_type()).is_some() => match *expr
+        {
+            Expr::Literal(ScalarValue::Utf8(Some(text)), meta) => {
+                let texts: ArrayRef = Arc::new(StringArray::from(vec![text]));
+                let read = text_inputs(&texts, field.data_type())?;
+                let literal = Expr::Literal(ScalarValue::try_from_array(&read, 0)?, meta);
+                Ok(Transformed::yes(
+                    match read.data_type() == field.data_type() {
+                        true => literal,
+                        false => Expr::Cast(Cast::new_from_field(Box::new(literal), field)),
+                    },
+                ))
             }
-        }
+            expr if expr.get_type(inputs).is_ok_and(|t| t == DataType::Utf8) => {
+                let read = TextInput::udf(field.data_type());
+                let read = ScalarFunction::new_udf(read, vec![expr]);
+                let cast = Cast::new_from_field(Box::new(Expr::ScalarFunction(read)), field);
+                Ok(Transformed::yes(Expr::Cast(cast)))
+            }
+            expr => Ok(Transformed::no(Expr::Cast(Cast::new_from_field(
+                Box::new(expr),
+                field,
+            )))),
+        },
         // A text in an array's text form (`'{a,b}'::text[]`), whose
         // elements are then cast.
         Expr::Cast(Cast { expr, field })
@@ -374,32 +373,19 @@ fn to_real(values: &ArrayRef) -> Result<ArrayRef> {
     Ok(real)
 }
 
-/// Makes a column's texts ones Arrow reads as a type's values, by that
-/// type's [`text_reader`]; a cast to the type follows it.
-#[derive(Debug)]
+/// A column's texts read as a type's values, or made ones Arrow reads
+/// as them ([`text_inputs`]); a cast to the type follows it.
+#[derive(Debug, PartialEq, Eq, Hash)]
 struct TextInput {
     name: String,
-    read: TextReader,
-}
-
-impl PartialEq for TextInput {
-    fn eq(&self, other: &Self) -> bool {
-        self.name == other.name
-    }
-}
-
-impl Eq for TextInput {}
-
-impl std::hash::Hash for TextInput {
-    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
-        self.name.hash(state);
-    }
+    target: DataType,
 }
 
 impl TextInput {
-    fn udf(target: &DataType, read: TextReader) -> Arc<ScalarUDF> {
+    fn udf(target: &DataType) -> Arc<ScalarUDF> {
         let name = format!("__tablegate_text_input_{target}");
-        Arc::new(TextInput { name, read }.into())
+        let target = target.clone();
+        Arc::new(TextInput { name, target }.into())
     }
 }
 
@@ -414,18 +400,17 @@ impl ScalarUDFImpl for TextInput {
     }
 
     fn return_type(&self, _: &[DataType]) -> Result<DataType> {
-        Ok(DataType::Utf8)
+        Ok(match Target::of(&self.target) {
+            Some(_) => self.target.clone(),
+            None => DataType::Utf8,
+        })
     }
 
     fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
         let [value] = args.args.as_slice() else {
             return exec_err!("{} takes one text", self.name);
         };
-        let texts = value.to_array(args.number_rows)?;
-        let Some(texts) = texts.as_string_opt::<i32>() else {
-            return exec_err!("{} takes texts, not {}", self.name, texts.data_type());
-        };
-        let read = super::types::texts_read_as(texts, self.read);
+        let read = text_inputs(&value.to_array(args.number_rows)?, &self.target)?;
         Ok(match value {
             ColumnarValue::Scalar(_) => {
                 ColumnarValue::Scalar(ScalarValue::try_from_array(&read, 0)?)
@@ -443,7 +428,7 @@ fn array_texts(lists: &ArrayRef) -> Result<ArrayRef> {
 /// Texts in an array's text form as lists of texts.
 fn array_input_texts(texts: &ArrayRef) -> Result<ArrayRef> {
     let texts = datafusion::arrow::compute::cast(texts, &DataType::Utf8)?;
-    Ok(super::types::text_inputs(&texts, &list_of(DataType::Utf8))?)
+    Ok(text_inputs(&texts, &list_of(DataType::Utf8))?)
 }
 
 /// Timestamps' text, as PostgreSQL prints them.

@@ -9,9 +9,9 @@ use std::path::PathBuf;
 use std::sync::mpsc::{self, Receiver, SyncSender, TryRecvError};
 use std::sync::{Arc, Mutex, OnceLock};
 
-use datafusion::arrow::array::{ArrayRef, BinaryArray, RecordBatch, StringArray};
+use datafusion::arrow::array::{ArrayRef, AsArray, BinaryArray, RecordBatch, StringArray};
 use datafusion::arrow::compute::CastOptions;
-use datafusion::arrow::datatypes::{Field, Schema};
+use datafusion::arrow::datatypes::{DataType, Field, Schema};
 use datafusion::execution::memory_pool::{MemoryConsumer, MemoryPool, MemoryReservation};
 use datafusion::sql::sqlparser::ast::{CopyLegacyCsvOption, CopyLegacyOption, CopyOption};
 
@@ -437,7 +437,7 @@ impl LineParser {
             line
         });
         let fields = self.parse_lines(lines, first)?;
-        self.make_rows(&fields)
+        self.make_rows(&fields, first)
     }
 
     /// Splits held lines into their fields, all in one list (a line's
@@ -553,13 +553,50 @@ impl LineParser {
         out.push(self.csv_value(value, was_quoted));
     }
 
+    /// The error of the first of a column's texts (of lines numbered from
+    /// `first`) that does not read as `target`, with its line and column
+    /// as PostgreSQL's CONTEXT names them; `error` (the whole column's)
+    /// when no text alone fails.
+    fn unread(
+        &self,
+        error: SqlError,
+        texts: &ArrayRef,
+        target: &DataType,
+        first: usize,
+        column: &str,
+    ) -> SqlError {
+        let strict = CastOptions {
+            safe: false,
+            ..Default::default()
+        };
+        for row in 0..texts.len() {
+            if let Err(error) = cast_input(&texts.slice(row, 1), target, &strict) {
+                let text = texts.as_string_opt::<i32>().map_or("", |t| t.value(row));
+                let context = format!(
+                    "COPY {}, line {}, column {column}: \"{text}\"",
+                    self.def.name,
+                    first + row
+                );
+                return SqlError::InContext {
+                    error: Box::new(error),
+                    context,
+                };
+            }
+        }
+        error
+    }
+
     fn csv_value<'a>(&self, value: String, was_quoted: bool) -> Option<Cow<'a, str>> {
         (was_quoted || value != self.format.null).then_some(Cow::Owned(value))
     }
 
     /// Makes parsed lines (their fields in one list) into rows, casting each
     /// column's text to its type.
-    fn make_rows(&self, fields: &[Option<Cow<str>>]) -> Result<(EncodedRows, NearLimits)> {
+    fn make_rows(
+        &self,
+        fields: &[Option<Cow<str>>],
+        first: usize,
+    ) -> Result<(EncodedRows, NearLimits)> {
         let width = self.columns.len();
         let strict = CastOptions {
             safe: false,
@@ -575,16 +612,8 @@ impl LineParser {
             } else {
                 let strings: ArrayRef = Arc::new(texts.collect::<StringArray>());
                 let target = arrow_type(column.ty);
-                let array = cast_input(&strings, &target, &strict).map_err(|e| {
-                    SqlError::value(
-                        "22P02",
-                        format!(
-                            "invalid input for column {:?} of type {}: {e}",
-                            column.name,
-                            column.ty.pg_name()
-                        ),
-                    )
-                })?;
+                let array = cast_input(&strings, &target, &strict)
+                    .map_err(|e| self.unread(e, &strings, &target, first, &column.name))?;
                 if column.ty == SqlType::Float4 {
                     check_real_range(&strings, &array)?;
                 }

@@ -46,6 +46,13 @@ pub enum SqlError {
     UndefinedColumn(String),
     #[error("{0}")]
     DataFusion(#[from] DataFusionError),
+    /// An error with where it happened, as PostgreSQL's CONTEXT gives it
+    /// (`COPY t, line 3, column d: "x"`).
+    #[error("{error}")]
+    InContext {
+        error: Box<SqlError>,
+        context: String,
+    },
     /// A broken invariant of the gateway itself.
     #[error("internal error: {0}")]
     Internal(String),
@@ -65,6 +72,26 @@ impl SqlError {
             sqlstate,
             message: message.into(),
         }
+    }
+
+    /// A text that does not read as a value of the type PostgreSQL names
+    /// `name` (`integer`, `boolean`): 22P02 `invalid input syntax for type
+    /// integer: "12x"`, or 22003 `value "99999" is out of range for type
+    /// smallint` for digits an integer type cannot hold.
+    pub fn unreadable(text: &str, name: &str) -> Self {
+        let trimmed = text.trim();
+        let digits = trimmed.strip_prefix(['+', '-']).unwrap_or(trimmed);
+        let integer = matches!(name, "smallint" | "integer" | "bigint");
+        if integer && !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit()) {
+            return SqlError::value(
+                "22003",
+                format!("value \"{text}\" is out of range for type {name}"),
+            );
+        }
+        SqlError::value(
+            "22P02",
+            format!("invalid input syntax for type {name}: \"{text}\""),
+        )
     }
 
     /// A statement that ran past `statement_timeout`.

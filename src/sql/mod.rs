@@ -25,6 +25,7 @@ pub mod copy;
 mod correlated;
 mod cursor;
 mod date_fields;
+pub mod datetime_input;
 mod ddl;
 pub mod decimals;
 mod diagnostics;

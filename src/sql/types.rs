@@ -16,116 +16,6 @@ use datafusion::sql::sqlparser::ast::{
 use super::error::SqlError;
 use crate::catalog::{Column, Element, SqlType, DEFAULT_NUMERIC};
 
-/// PostgreSQL's special inputs of dates and timestamps, in any case:
-/// `epoch`, `now`, `today`, `tomorrow` and `yesterday`, as the instant in
-/// UTC (the session's zone); `None` for any other text. `now` is the
-/// moment the text is read (PostgreSQL's, the transaction's start).
-fn special_instant(text: &str) -> Option<chrono::NaiveDateTime> {
-    let word = text.trim();
-    // A date's text starts with a digit: the clock is read only for words.
-    if !word.as_bytes().first()?.is_ascii_alphabetic() {
-        return None;
-    }
-    let is = |special: &str| word.eq_ignore_ascii_case(special);
-    let days_from_today = if is("epoch") {
-        return Some(chrono::DateTime::UNIX_EPOCH.naive_utc());
-    } else if is("now") {
-        return Some(chrono::Utc::now().naive_utc());
-    } else if is("today") {
-        0
-    } else if is("tomorrow") {
-        1
-    } else if is("yesterday") {
-        -1
-    } else {
-        return None;
-    };
-    let today = chrono::Utc::now().date_naive();
-    let day = today.checked_add_signed(chrono::TimeDelta::days(days_from_today))?;
-    Some(day.and_time(chrono::NaiveTime::MIN))
-}
-
-/// A timestamp's text as Arrow's parser reads it: PostgreSQL also reads a
-/// one-digit hour and a time of day without seconds (`2024-01-01 9:00`,
-/// `2024-01-01T10:00+02`), which get a `0` and `:00`, and the special
-/// inputs of [`special_instant`] (`epoch`); any other text is left as it
-/// is.
-pub fn timestamp_input(text: &str) -> Cow<'_, str> {
-    let b = text.as_bytes();
-    let digit = |i: usize| b.get(i).is_some_and(u8::is_ascii_digit);
-    if let Some(at) = special_instant(text) {
-        return Cow::Owned(at.format("%Y-%m-%d %H:%M:%S%.f+00:00").to_string());
-    }
-    if !starts_with_date_and_time(text) {
-        return Cow::Borrowed(text);
-    }
-    // The hour's digits, then `:` and two of minutes.
-    let hour = match (digit(11), digit(12)) {
-        (true, true) => 2,
-        (true, false) => 1,
-        _ => return Cow::Borrowed(text),
-    };
-    let minutes = 11 + hour + 1;
-    if b.get(11 + hour) != Some(&b':') || !digit(minutes) || !digit(minutes + 1) {
-        return Cow::Borrowed(text);
-    }
-    let end = minutes + 2;
-    let seconds = b.get(end) == Some(&b':');
-    if hour == 2 && seconds {
-        return Cow::Borrowed(text);
-    }
-    let pad = if hour == 1 { "0" } else { "" };
-    let add = if seconds { "" } else { ":00" };
-    Cow::Owned(format!(
-        "{}{pad}{}{add}{}",
-        &text[..11],
-        &text[11..end],
-        &text[end..]
-    ))
-}
-
-/// Whether `text` starts with a date, then a space or a `T` and more.
-fn starts_with_date_and_time(text: &str) -> bool {
-    let b = text.as_bytes();
-    let digit = |i: usize| b.get(i).is_some_and(u8::is_ascii_digit);
-    b.len() > 11
-        && (0..4).all(digit)
-        && b[4] == b'-'
-        && (5..7).all(digit)
-        && b[7] == b'-'
-        && (8..10).all(digit)
-        && (b[10] == b' ' || b[10] == b'T')
-}
-
-/// [`timestamp_input`] for a `timestamp` without time zone, which ignores
-/// an offset in the text, as PostgreSQL does (`2024-01-01 10:00+02` is
-/// 10:00; Arrow would move it to 08:00).
-pub fn naive_timestamp_input(text: &str) -> Cow<'_, str> {
-    let read = timestamp_input(text);
-    if !starts_with_date_and_time(&read) {
-        return read;
-    }
-    match read[11..].find(['+', '-', 'Z', 'z']) {
-        Some(offset) => Cow::Owned(read[..11 + offset].trim_end().to_owned()),
-        None => read,
-    }
-}
-
-/// A date's text as Arrow's parser reads it: PostgreSQL reads a date
-/// followed by a time or an offset (`2024-02-29 +00`, as JDBC sends a
-/// date) as the date alone, and the special inputs of [`special_instant`]
-/// (`today`) as their day.
-pub fn date_input(text: &str) -> Cow<'_, str> {
-    if let Some(at) = special_instant(text) {
-        return Cow::Owned(at.date().to_string());
-    }
-    if starts_with_date_and_time(text) {
-        Cow::Borrowed(&text[..10])
-    } else {
-        Cow::Borrowed(text)
-    }
-}
-
 /// An interval's text as Arrow's parser reads it. PostgreSQL also reads a
 /// time of day (`1 day 01:30:00`, `-1 days +02:00:00`, as it prints
 /// intervals), signs before numbers (`+2 hours`), a number without a unit
@@ -425,7 +315,7 @@ impl ShortText {
 /// Days since 1970-01-01 as a date of the proleptic Gregorian calendar,
 /// (year, month, day), year 0 being 1 BC (Howard Hinnant's
 /// `civil_from_days`).
-fn civil_date(days: i64) -> (i64, u32, u32) {
+pub(super) fn civil_date(days: i64) -> (i64, u32, u32) {
     let z = days + 719_468;
     let era = z.div_euclid(146_097);
     let day_of_era = z.rem_euclid(146_097);
@@ -445,9 +335,9 @@ fn civil_date(days: i64) -> (i64, u32, u32) {
 }
 
 /// `array` with each text read as PostgreSQL reads a text cast to
-/// `target`, when it holds texts: a date's by [`date_input`], a
-/// timestamp's by [`timestamp_input`] or [`naive_timestamp_input`],
-/// an array's from its text form (`{a,b}`; Arrow would make `'{a,b}'` the
+/// `target`, when it holds texts: a date's or a timestamp's as its value
+/// ([`super::datetime_input`]), an interval's by [`interval_input`], an
+/// array's from its text form (`{a,b}`; Arrow would make `'{a,b}'` the
 /// one element of a list).
 pub fn text_inputs(array: &ArrayRef, target: &DataType) -> Result<ArrayRef, SqlError> {
     let Some(texts) = array.as_any().downcast_ref::<StringArray>() else {
@@ -455,6 +345,9 @@ pub fn text_inputs(array: &ArrayRef, target: &DataType) -> Result<ArrayRef, SqlE
     };
     Ok(match target {
         DataType::List(element) => super::arrays::texts_to_lists(texts, element.data_type())?,
+        DataType::Date32 | DataType::Timestamp(..) => {
+            super::datetime_input::read_texts(texts, target)?
+        }
         target => match text_reader(target) {
             Some(read) => texts_read_as(texts, read),
             None => array.clone(),
@@ -477,10 +370,11 @@ pub type TextReader = fn(&str) -> Cow<'_, str>;
 /// What makes a text one Arrow reads as a value of `target`, for the
 /// types of which PostgreSQL reads more forms than Arrow.
 pub fn text_reader(target: &DataType) -> Option<TextReader> {
+    use super::datetime_input::{arrow_text, Target};
     Some(match target {
-        DataType::Date32 => date_input,
-        DataType::Timestamp(_, None) => naive_timestamp_input,
-        DataType::Timestamp(_, Some(_)) => timestamp_input,
+        DataType::Date32 => |text| arrow_text(text, Target::Date),
+        DataType::Timestamp(_, None) => |text| arrow_text(text, Target::Timestamp),
+        DataType::Timestamp(_, Some(_)) => |text| arrow_text(text, Target::Timestamptz),
         DataType::Interval(_) => interval_input,
         _ => return None,
     })
@@ -499,8 +393,8 @@ pub fn cast_input(
     )?)
 }
 
-/// Each text as `input` makes it (one Arrow reads as a timestamp or an
-/// interval: [`timestamp_input`], [`interval_input`]).
+/// Each text as `input` makes it (one Arrow reads as an interval:
+/// [`interval_input`]).
 pub fn texts_read_as(texts: &StringArray, input: TextReader) -> ArrayRef {
     Arc::new(texts.iter().map(|t| t.map(input)).collect::<StringArray>())
 }
@@ -749,38 +643,6 @@ mod tests {
         for days in (-719_162..1_106_000).step_by(7) {
             let chrono = epoch + chrono::Duration::days(days);
             assert_eq!(date(days), chrono.format("%Y-%m-%d").to_string());
-        }
-    }
-
-    #[test]
-    fn a_time_without_seconds_gets_them() {
-        for (text, read) in [
-            ("2024-01-01 10:00", "2024-01-01 10:00:00"),
-            ("2024-01-01T10:00+02", "2024-01-01T10:00:00+02"),
-            ("2024-01-01 10:00:30", "2024-01-01 10:00:30"),
-            ("2024-01-01 10:00:30.5", "2024-01-01 10:00:30.5"),
-            ("2024-01-01 9:00", "2024-01-01 09:00:00"),
-            ("2024-01-01 9:00:05.25", "2024-01-01 09:00:05.25"),
-            ("2024-01-01 10:0", "2024-01-01 10:0"),
-            ("2024-01-01", "2024-01-01"),
-            (" Epoch ", "1970-01-01 00:00:00+00:00"),
-            ("soon", "soon"),
-        ] {
-            assert_eq!(timestamp_input(text), read, "{text}");
-        }
-    }
-
-    #[test]
-    fn a_timestamp_without_time_zone_ignores_the_text_s_offset() {
-        for (text, read) in [
-            ("2024-01-01 10:00+02", "2024-01-01 10:00:00"),
-            ("2024-01-01T10:00:00.5-05:30", "2024-01-01T10:00:00.5"),
-            ("2024-01-01 10:00:00Z", "2024-01-01 10:00:00"),
-            ("2024-01-01 10:00:00 +02", "2024-01-01 10:00:00"),
-            ("2024-01-01 9:00", "2024-01-01 09:00:00"),
-            ("2024-01-01", "2024-01-01"),
-        ] {
-            assert_eq!(naive_timestamp_input(text), read, "{text}");
         }
     }
 

@@ -423,26 +423,34 @@ async fn a_copy_of_many_parts_is_all_or_nothing() {
         lines[index] = text;
         lines.concat()
     };
-    // The COPY of `lines` fails with `code` and writes nothing; its message.
+    // The COPY of `lines` fails with `code` and writes nothing; its
+    // message and its context.
     let fails = |lines: String, code: &'static str| {
         let (copy, count) = (&copy, &count);
         async move {
             let e = copy(lines).await.unwrap_err();
             assert_eq!(e.code().map(|c| c.code()), Some(code), "{e}");
             assert_eq!(count().await, 0);
-            e.as_db_error()
-                .map(|d| d.message().to_owned())
-                .unwrap_or_default()
+            let db = e.as_db_error().expect("an error of the server");
+            (db.message().to_owned(), db.where_().map(str::to_owned))
         }
     };
 
-    let message = fails(
+    // PostgreSQL 15's message and context for the same line.
+    let (message, context) = fails(
         with_line(45_000, "1\t45000\tnot a number\n".into()),
         "22P02",
     )
     .await;
-    assert!(message.contains("\"v\""), "{message}");
-    let message = fails(with_line(45_000, "1\t45000\n".into()), "22P04").await;
+    assert_eq!(
+        message,
+        "invalid input syntax for type bigint: \"not a number\""
+    );
+    assert_eq!(
+        context.as_deref(),
+        Some("COPY m, line 45001, column v: \"not a number\"")
+    );
+    let (message, _) = fails(with_line(45_000, "1\t45000\n".into()), "22P04").await;
     assert!(message.contains("COPY line 45001:"), "{message}");
     fails(with_line(40_000, line(3)), "23505").await;
 

@@ -754,6 +754,88 @@ async fn exchange(stream: &mut tokio::net::TcpStream, messages: &[Vec<u8>]) -> V
         .collect()
 }
 
+/// The SQLSTATE, message and context of the error of `sql` bound to the
+/// text `value` (its one parameter) and executed.
+async fn bind_fails(
+    stream: &mut tokio::net::TcpStream,
+    sql: &str,
+    value: &str,
+) -> (Option<String>, Option<String>, Option<String>) {
+    use tokio::io::AsyncWriteExt;
+    let mut bind = b"\0\0".to_vec();
+    bind.extend(0i16.to_be_bytes());
+    bind.extend(1i16.to_be_bytes());
+    bind.extend((value.len() as i32).to_be_bytes());
+    bind.extend(value.as_bytes());
+    bind.extend(0i16.to_be_bytes());
+    let messages = [
+        message(b'P', format!("\0{sql}\0\0\0").as_bytes()),
+        message(b'B', &bind),
+        message(b'E', b"\0\0\0\0\0"),
+        message(b'S', b""),
+    ];
+    stream.write_all(&messages.concat()).await.unwrap();
+    let replies = read_replies_until(stream, b'Z').await;
+    let (_, error) = replies.iter().find(|(kind, _)| *kind == b'E').unwrap();
+    let field = |tag: u8| {
+        error
+            .split(|b| *b == 0)
+            .find(|f| f.first() == Some(&tag))
+            .map(|f| String::from_utf8_lossy(&f[1..]).into_owned())
+    };
+    (field(b'C'), field(b'M'), field(b'W'))
+}
+
+/// A parameter sent as text that does not read as its type fails the Bind
+/// with PostgreSQL 15's SQLSTATE, message and context (each asserted here
+/// is what PostgreSQL 15 sends for the same messages).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn parameters_that_do_not_read_as_their_types_fail_as_in_postgresql() {
+    let server = TestServer::start().await;
+    let mut stream = raw_connection(server.port).await;
+    let context = Some("unnamed portal parameter $1 = '...'".to_owned());
+    for (sql, value, code, words) in [
+        (
+            "SELECT $1::int + 1",
+            "x",
+            "22P02",
+            "invalid input syntax for type integer: \"x\"",
+        ),
+        (
+            "SELECT $1::int + 1",
+            "99999999999",
+            "22003",
+            "value \"99999999999\" is out of range for type integer",
+        ),
+        (
+            "SELECT $1::bool",
+            "maybe",
+            "22P02",
+            "invalid input syntax for type boolean: \"maybe\"",
+        ),
+        (
+            "SELECT $1::date",
+            "2024-02-30",
+            "22008",
+            "date/time field value out of range: \"2024-02-30\"",
+        ),
+        (
+            "SELECT $1::timestamptz",
+            "soon",
+            "22007",
+            "invalid input syntax for type timestamp with time zone: \"soon\"",
+        ),
+    ] {
+        let got = bind_fails(&mut stream, sql, value).await;
+        let want = (
+            Some(code.to_owned()),
+            Some(words.to_owned()),
+            context.clone(),
+        );
+        assert_eq!(got, want, "{sql} with {value}");
+    }
+}
+
 /// Portals of a prepared read by key behave as PostgreSQL's: the replies
 /// asserted are PostgreSQL 15's to the same messages. Two portals bound
 /// at once, one described; a portal executed again sends no rows; rows in

@@ -105,29 +105,30 @@ pub fn read_texts(texts: &StringArray, target: &DataType) -> Result<ArrayRef, Sq
             } else {
                 Target::Timestamp
             };
-            let array: ArrayRef = match unit {
-                TimeUnit::Second => Arc::new(TimestampSecondArray::from(timestamps(
-                    |m| Some(m.div_euclid(1_000_000)),
-                    kind,
-                )?)),
-                TimeUnit::Millisecond => Arc::new(TimestampMillisecondArray::from(timestamps(
-                    |m| Some(m.div_euclid(1_000)),
-                    kind,
-                )?)),
-                TimeUnit::Microsecond => {
-                    Arc::new(TimestampMicrosecondArray::from(timestamps(Some, kind)?))
-                }
-                TimeUnit::Nanosecond => Arc::new(TimestampNanosecondArray::from(timestamps(
-                    |m| m.checked_mul(1_000),
-                    kind,
-                )?)),
-            };
-            match zone {
-                Some(zone) => datafusion::arrow::compute::cast(
-                    &array,
-                    &DataType::Timestamp(*unit, Some(zone.clone())),
-                )?,
-                None => array,
+            let zone = zone.clone();
+            match unit {
+                TimeUnit::Second => Arc::new(
+                    TimestampSecondArray::from(timestamps(
+                        |m| Some(m.div_euclid(1_000_000)),
+                        kind,
+                    )?)
+                    .with_timezone_opt(zone),
+                ),
+                TimeUnit::Millisecond => Arc::new(
+                    TimestampMillisecondArray::from(timestamps(
+                        |m| Some(m.div_euclid(1_000)),
+                        kind,
+                    )?)
+                    .with_timezone_opt(zone),
+                ),
+                TimeUnit::Microsecond => Arc::new(
+                    TimestampMicrosecondArray::from(timestamps(Some, kind)?)
+                        .with_timezone_opt(zone),
+                ),
+                TimeUnit::Nanosecond => Arc::new(
+                    TimestampNanosecondArray::from(timestamps(|m| m.checked_mul(1_000), kind)?)
+                        .with_timezone_opt(zone),
+                ),
             }
         }
         other => {
@@ -1068,6 +1069,31 @@ mod tests {
         ] {
             assert!(plain_iso(text).is_none(), "{text}");
         }
+    }
+
+    #[test]
+    fn texts_read_as_timestamps_of_any_unit_and_zone() {
+        use datafusion::arrow::array::{Array, AsArray};
+        use datafusion::arrow::datatypes::{TimestampMillisecondType, TimestampNanosecondType};
+        let texts = StringArray::from(vec![Some("2024-03-15 10:30+02"), None]);
+        // An instant's zone only names how it is shown: the value is UTC's.
+        let tokyo = DataType::Timestamp(TimeUnit::Millisecond, Some("Asia/Tokyo".into()));
+        let read = read_texts(&texts, &tokyo).unwrap();
+        assert_eq!(read.data_type(), &tokyo);
+        let utc = read_timestamp("2024-03-15 08:30", Target::Timestamp).unwrap();
+        let millis = read.as_primitive::<TimestampMillisecondType>();
+        assert_eq!(millis.value(0), utc / 1_000);
+        assert!(millis.is_null(1));
+        let nanos = DataType::Timestamp(TimeUnit::Nanosecond, None);
+        let read = read_texts(&texts, &nanos).unwrap();
+        let wall = read_timestamp("2024-03-15 10:30", Target::Timestamp).unwrap();
+        assert_eq!(
+            read.as_primitive::<TimestampNanosecondType>().value(0),
+            wall * 1_000
+        );
+        // Beyond the years nanoseconds hold.
+        let far = StringArray::from(vec!["2300-01-01"]);
+        assert!(read_texts(&far, &nanos).is_err());
     }
 
     #[test]

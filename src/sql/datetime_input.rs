@@ -624,20 +624,7 @@ impl<'a> Fields<'a> {
                 });
             }
             "allballs" if self.clock.is_none() => self.clock = Some((0, 0, 0, 0)),
-            "z" | "zulu" | "utc" | "ut" | "gmt" if self.zone.is_none() => {
-                self.zone = Some(Zone::Offset(0));
-            }
-            _ if self.zone.is_none() => {
-                self.zone = Some(Zone::Named(word.parse::<Tz>().map_err(|_| {
-                    // A word with a `/` can only be a zone's name; another
-                    // word is not part of a date.
-                    if word.contains('/') {
-                        Failure::Zone(word.to_owned())
-                    } else {
-                        Failure::Syntax
-                    }
-                })?));
-            }
+            _ if self.zone.is_none() => self.zone = Some(zone_named(word, &lower)?),
             _ => return Err(Failure::Syntax),
         }
         Ok(())
@@ -737,6 +724,61 @@ impl<'a> Fields<'a> {
             return Err(Failure::Field);
         }
         Ok(days_from_civil(year, month, day))
+    }
+}
+
+/// The zone a word names: an abbreviation PostgreSQL's default set gives
+/// a fixed offset (`PST`, `CEST`), or a zone of the IANA database, its
+/// name in any case (`Europe/Paris`, `europe/paris`).
+fn zone_named(word: &str, lower: &str) -> Result<Zone, Failure> {
+    /// PostgreSQL 15's offsets (`pg_timezone_abbrevs`) of the
+    /// abbreviations most used, in seconds east of UTC.
+    const ABBREVIATIONS: [(&str, i64); 27] = [
+        ("z", 0),
+        ("zulu", 0),
+        ("ut", 0),
+        ("utc", 0),
+        ("gmt", 0),
+        ("wet", 0),
+        ("bst", 3_600),
+        ("cet", 3_600),
+        ("cest", 7_200),
+        ("eet", 7_200),
+        ("eest", 10_800),
+        ("jst", 32_400),
+        ("aest", 36_000),
+        ("aedt", 39_600),
+        ("nzst", 43_200),
+        ("nzdt", 46_800),
+        ("hst", -36_000),
+        ("akst", -32_400),
+        ("akdt", -28_800),
+        ("pst", -28_800),
+        ("pdt", -25_200),
+        ("mst", -25_200),
+        ("mdt", -21_600),
+        ("cst", -21_600),
+        ("cdt", -18_000),
+        ("est", -18_000),
+        ("edt", -14_400),
+    ];
+    if let Some((_, offset)) = ABBREVIATIONS.iter().find(|(name, _)| *name == lower) {
+        return Ok(Zone::Offset(*offset));
+    }
+    // The database's names capitalize each word: `America/New_York`.
+    let capitalized: String = word
+        .split_inclusive(['/', '_'])
+        .map(|part| {
+            let (first, rest) = part.split_at(1);
+            first.to_ascii_uppercase() + &rest.to_ascii_lowercase()
+        })
+        .collect();
+    match word.parse::<Tz>().or_else(|_| capitalized.parse::<Tz>()) {
+        Ok(tz) => Ok(Zone::Named(tz)),
+        // A word with a `/` can only be a zone's name; another word is
+        // not part of a date.
+        Err(_) if word.contains('/') => Err(Failure::Zone(word.to_owned())),
+        Err(_) => Err(Failure::Syntax),
     }
 }
 
@@ -1018,6 +1060,26 @@ mod tests {
                 "2024-03-15 10:30:00+00",
             ),
             ("epoch", Target::Timestamptz, "1970-01-01 00:00:00+00"),
+            (
+                "2024-01-15 12:00 PST",
+                Target::Timestamptz,
+                "2024-01-15 20:00:00+00",
+            ),
+            (
+                "2024-07-01 12:00 cest",
+                Target::Timestamptz,
+                "2024-07-01 10:00:00+00",
+            ),
+            (
+                "2024-01-15 12:00 europe/paris",
+                Target::Timestamptz,
+                "2024-01-15 11:00:00+00",
+            ),
+            (
+                "2024-01-15 12:00 PST",
+                Target::Timestamp,
+                "2024-01-15 12:00:00",
+            ),
             ("2024-03-15 10:60", Target::Timestamp, "22008"),
             ("2024-03-15 24:00:01", Target::Timestamp, "22008"),
             ("2024-03-15 13:00 PM", Target::Timestamp, "22008"),

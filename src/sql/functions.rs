@@ -956,6 +956,9 @@ pub fn register_all(
             Ok(()) => Ok(utf8(Some(value))),
             Err(Refused::ReadOnly(_)) => exec_err!("parameter \"{name}\" cannot be changed"),
             Err(Refused::Invalid(message)) => exec_err!("{message}"),
+            Err(Refused::Unsupported(message)) => {
+                Err(super::SqlError::FeatureNotSupported(message).into())
+            }
         }
     });
 

@@ -2507,6 +2507,7 @@ impl Session {
                     SqlError::value("55P02", format!("parameter \"{name}\" cannot be changed"))
                 }
                 Refused::Invalid(message) => SqlError::value("22023", message),
+                Refused::Unsupported(message) => SqlError::FeatureNotSupported(message),
             })
     }
 

@@ -132,6 +132,9 @@ pub enum Refused {
     ReadOnly(String),
     /// Not a value of the parameter's type (22023); the message says why.
     Invalid(String),
+    /// A value PostgreSQL takes that tablegate does not act on, refused
+    /// rather than kept and ignored (0A000); the message says why.
+    Unsupported(String),
 }
 
 impl Settings {
@@ -160,8 +163,12 @@ impl Settings {
                 "parameter \"{name}\" requires a Boolean value"
             )));
         }
+        let value = match name.as_str() {
+            "datestyle" => date_style(value)?,
+            _ => value.to_owned(),
+        };
         let mut parameters = self.0.write().unwrap_or_else(|e| e.into_inner());
-        parameters.values.insert(name, value.to_owned());
+        parameters.values.insert(name, value);
         parameters.switches = Switches::of(&parameters.values);
         Ok(())
     }
@@ -205,9 +212,53 @@ impl Settings {
     }
 }
 
+/// A `DateStyle` as PostgreSQL writes it back (`mdy` is `ISO, MDY`).
+/// tablegate prints dates as ISO 8601 and reads day and month in the
+/// order month first: a style that would print them otherwise or read
+/// `03/04/2024` as the 3rd of April is refused, not kept and ignored.
+fn date_style(value: &str) -> Result<String, Refused> {
+    let words = value
+        .split([',', ' ', '\''])
+        .filter(|w| !w.is_empty())
+        .map(str::to_lowercase);
+    for word in words {
+        match word.as_str() {
+            "iso" | "mdy" | "us" | "noneuropean" | "non-european" | "default" => {}
+            "sql" | "postgres" | "german" | "dmy" | "ymd" | "euro" | "european" => {
+                return Err(Refused::Unsupported(format!(
+                    "DateStyle \"{value}\" is not supported: tablegate prints dates as ISO \
+                     8601 and reads them month first (ISO, MDY)"
+                )))
+            }
+            _ => {
+                return Err(Refused::Invalid(format!(
+                    "invalid value for parameter \"DateStyle\": \"{value}\""
+                )))
+            }
+        }
+    }
+    Ok("ISO, MDY".to_owned())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_the_date_style_tablegate_follows_is_taken() {
+        let s = Settings::default();
+        for style in ["ISO, MDY", "mdy", "'iso'", "US", "ISO,MDY"] {
+            s.set("DateStyle", style).unwrap();
+            assert_eq!(s.get("datestyle").as_deref(), Some("ISO, MDY"), "{style}");
+        }
+        for style in ["ISO, DMY", "German", "SQL, MDY", "ymd"] {
+            let refused = s.set("DateStyle", style);
+            assert!(matches!(refused, Err(Refused::Unsupported(_))), "{style}");
+        }
+        let refused = s.set("DateStyle", "sideways");
+        assert!(matches!(refused, Err(Refused::Invalid(_))));
+        assert_eq!(s.get("datestyle").as_deref(), Some("ISO, MDY"));
+    }
 
     #[test]
     fn set_show_reset() {

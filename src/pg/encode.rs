@@ -15,7 +15,7 @@ use datafusion::arrow::array::{
     Array, ArrayRef, AsArray, Date32Array, Decimal128Array, Float32Array, Float64Array, Int16Array,
     Int32Array, Int64Array, ListArray, RecordBatch, StringArray, StructArray,
 };
-use datafusion::arrow::datatypes::{DataType, Field, Int16Type, Schema, TimeUnit};
+use datafusion::arrow::datatypes::{DataType, Field, Schema, TimeUnit};
 use futures::{Stream, StreamExt};
 use pgwire::api::portal::Format;
 use pgwire::api::results::{CopyCsvOptions, CopyEncoder, CopyTextOptions, FieldFormat, FieldInfo};
@@ -592,17 +592,9 @@ fn array_value(lists: &ListArray, row: usize, field: &FieldInfo) -> PgWireResult
     let sql_error = |e: crate::sql::SqlError| super::error::to_pgwire(e);
     let vector = [Type::INT2_VECTOR, Type::OID_VECTOR].contains(field.datatype());
     if field.format() == FieldFormat::Text && vector {
-        // A vector's text is its numbers between spaces (`1 2`).
-        let values = lists.value(row);
-        let numbers = values.as_primitive_opt::<Int16Type>().ok_or_else(|| {
-            PgWireError::ApiError(format!("column {} is not a vector", field.name()).into())
-        })?;
-        let text = numbers
-            .iter()
-            .flatten()
-            .map(|n| n.to_string())
-            .collect::<Vec<_>>()
-            .join(" ");
+        let one: ArrayRef = Arc::new(lists.slice(row, 1));
+        let text = crate::sql::arrays::vector_texts(&one).map_err(sql_error)?;
+        let text = text.as_string::<i32>().value(0);
         return Ok(Some(Encoded(BytesMut::from(text.as_bytes()))));
     }
     if field.format() == FieldFormat::Text {

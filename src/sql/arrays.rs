@@ -190,6 +190,29 @@ fn element_texts(values: &ArrayRef) -> Result<ArrayRef> {
     })
 }
 
+/// Each list's text as an `int2vector` or an `oidvector` (`indkey`) is
+/// written: its numbers between spaces (`1 2`), where an array is `{1,2}`.
+pub fn vector_texts(lists: &ArrayRef) -> Result<ArrayRef> {
+    let Some(lists) = lists.as_list_opt::<i32>() else {
+        return Err(SqlError::value(
+            "42804",
+            format!("{} is not a vector", lists.data_type()),
+        ));
+    };
+    let mut texts = StringBuilder::with_capacity(lists.len(), 8 * lists.len());
+    for row in 0..lists.len() {
+        if lists.is_null(row) {
+            texts.append_null();
+            continue;
+        }
+        let numbers = element_texts(&lists.value(row))?;
+        let numbers = numbers.as_string::<i32>();
+        let numbers: Vec<&str> = numbers.iter().flatten().collect();
+        texts.append_value(numbers.join(" "));
+    }
+    Ok(Arc::new(texts.finish()))
+}
+
 /// Each list's text form (`tags::text`).
 pub fn list_texts(lists: &ArrayRef) -> Result<ArrayRef> {
     let Some(lists) = lists.as_list_opt::<i32>() else {

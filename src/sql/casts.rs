@@ -65,7 +65,7 @@ fn may_rewrite(expr: &Expr) -> bool {
         Expr::Cast(_) => true,
         Expr::ScalarFunction(f) => matches!(
             f.name(),
-            "round" | "ceil" | "floor" | "trunc" | "generate_series" | "range"
+            "round" | "ceil" | "floor" | "trunc" | "generate_series" | "range" | "array_element"
         ),
         _ => false,
     }
@@ -74,9 +74,9 @@ fn may_rewrite(expr: &Expr) -> bool {
 /// `expr`, over columns of `inputs`, with a [`PostgresCast`] in place of
 /// each cast PostgreSQL does otherwise (see [`PostgresCasts`]).
 pub fn postgres_casts(expr: Expr, inputs: &DFSchema) -> Result<Transformed<Expr>> {
-    static CASTS: OnceLock<[Arc<ScalarUDF>; 7]> = OnceLock::new();
-    let [float_text, decimal_text, timestamp_text, real, rounded, array_text, array_input] = CASTS
-        .get_or_init(|| {
+    static CASTS: OnceLock<[Arc<ScalarUDF>; 8]> = OnceLock::new();
+    let [float_text, decimal_text, timestamp_text, real, rounded, array_text, vector_text, array_input] =
+        CASTS.get_or_init(|| {
             let cast = |name, returns, cast| {
                 Arc::new(
                     PostgresCast {
@@ -103,6 +103,11 @@ pub fn postgres_casts(expr: Expr, inputs: &DFSchema) -> Result<Transformed<Expr>
                 cast("__tablegate_rounded", None, rounded_numbers),
                 cast("__tablegate_array_text", Some(DataType::Utf8), array_texts),
                 cast(
+                    "__tablegate_vector_text",
+                    Some(DataType::Utf8),
+                    vector_texts,
+                ),
+                cast(
                     "__tablegate_array_input",
                     Some(list_of(DataType::Utf8)),
                     array_input_texts,
@@ -115,6 +120,7 @@ pub fn postgres_casts(expr: Expr, inputs: &DFSchema) -> Result<Transformed<Expr>
                 Ok(t) if t.is_floating() => float_text,
                 Ok(DataType::Decimal128(..)) => decimal_text,
                 Ok(DataType::Timestamp(..)) => timestamp_text,
+                Ok(DataType::List(_)) if is_vector(&expr, inputs) => vector_text,
                 Ok(DataType::List(_)) => array_text,
                 _ => {
                     return Ok(Transformed::no(Expr::Cast(Cast::new_from_field(
@@ -193,6 +199,18 @@ pub fn postgres_casts(expr: Expr, inputs: &DFSchema) -> Result<Transformed<Expr>
                     *arg = Expr::Cast(Cast::new(Box::new(arg.clone()), nanos));
                 }
             }
+            Ok(Transformed::yes(Expr::ScalarFunction(f)))
+        }
+        // A vector's subscripts count from 0, as PostgreSQL's int2vector's
+        // and oidvector's do (`indkey[0]` is an index's first column); an
+        // array's from 1.
+        Expr::ScalarFunction(mut f)
+            if f.name() == "array_element"
+                && f.args.len() == 2
+                && is_vector(&f.args[0], inputs) =>
+        {
+            let index = Expr::Cast(Cast::new(Box::new(f.args[1].clone()), DataType::Int64));
+            f.args[1] = index + datafusion::logical_expr::lit(1i64);
             Ok(Transformed::yes(Expr::ScalarFunction(f)))
         }
         // `round(x)` of a double rounds a half to even, as C's `rint` in
@@ -423,6 +441,25 @@ impl ScalarUDFImpl for TextInput {
 /// Arrays' text form (see [`super::arrays::list_texts`]).
 fn array_texts(lists: &ArrayRef) -> Result<ArrayRef> {
     Ok(super::arrays::list_texts(lists)?)
+}
+
+/// Vectors' text form (see [`super::arrays::vector_texts`]).
+fn vector_texts(lists: &ArrayRef) -> Result<ArrayRef> {
+    Ok(super::arrays::vector_texts(lists)?)
+}
+
+/// Whether `expr` is a catalog's `int2vector` or `oidvector` column
+/// (`indkey`), by the type its field's metadata names.
+fn is_vector(expr: &Expr, inputs: &DFSchema) -> bool {
+    expr.to_field(inputs).is_ok_and(|(_, field)| {
+        matches!(
+            field
+                .metadata()
+                .get(super::types::PG_TYPE_KEY)
+                .map(String::as_str),
+            Some("int2vector" | "oidvector")
+        )
+    })
 }
 
 /// Texts in an array's text form as lists of texts.

@@ -708,6 +708,11 @@ impl<'a> Fields<'a> {
         if year == 0 {
             return Err(Failure::Field);
         }
+        // Beyond any date's year (PostgreSQL's last is 5874897): out of
+        // range before the days are counted, which would overflow.
+        if year > 10_000_000 {
+            return Err(Failure::Range);
+        }
         // Year 0 of the calendar is 1 BC.
         let year = if self.before_christ { 1 - year } else { year };
         if let Some(day_of_year) = self.day_of_year {
@@ -1156,6 +1161,25 @@ mod tests {
         // Beyond the years nanoseconds hold.
         let far = StringArray::from(vec!["2300-01-01"]);
         assert!(read_texts(&far, &nanos).is_err());
+    }
+
+    proptest::proptest! {
+        /// Any text is read or refused, never a panic: the reader runs on
+        /// every client's input.
+        #[test]
+        fn any_text_is_read_or_refused(text in "[0-9a-zA-Z :./,+_-]{0,40}|\\PC{0,20}") {
+            for target in [Target::Date, Target::Timestamp, Target::Timestamptz] {
+                let _ = read(&text, target).and_then(|r| r.micros(target));
+                let _ = arrow_text(&text, target);
+            }
+        }
+    }
+
+    #[test]
+    fn years_beyond_any_date_are_out_of_range() {
+        check("99999999999999999-01-01", Target::Date, "22008");
+        check("January 1, 99999999999999999", Target::Timestamp, "22008");
+        check("99999999999999999.001", Target::Date, "22008");
     }
 
     #[test]

@@ -142,12 +142,14 @@ pub fn postgres_casts(expr: Expr, inputs: &DFSchema) -> Result<Transformed<Expr>
                 let texts: ArrayRef = Arc::new(StringArray::from(vec![text]));
                 let read = text_inputs(&texts, field.data_type())?;
                 let literal = Expr::Literal(ScalarValue::try_from_array(&read, 0)?, meta);
-                Ok(Transformed::yes(
-                    match read.data_type() == field.data_type() {
-                        true => literal,
-                        false => Expr::Cast(Cast::new_from_field(Box::new(literal), field)),
-                    },
-                ))
+                // A date's or a timestamp's value, or an interval's text
+                // to cast.
+                if read.data_type() == field.data_type() {
+                    Ok(Transformed::yes(literal))
+                } else {
+                    let cast = Cast::new_from_field(Box::new(literal), field);
+                    Ok(Transformed::yes(Expr::Cast(cast)))
+                }
             }
             expr if expr.get_type(inputs).is_ok_and(|t| t == DataType::Utf8) => {
                 let read = TextInput::udf(field.data_type());

@@ -7,9 +7,8 @@
 use datafusion::arrow::array::RecordBatch;
 use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::physical_plan::SendableRecordBatchStream;
-use datafusion::sql::sqlparser::ast::Ident;
 use datafusion::sql::sqlparser::dialect::PostgreSqlDialect;
-use datafusion::sql::sqlparser::tokenizer::{Token, Tokenizer};
+use datafusion::sql::sqlparser::tokenizer::{Span, Token, Tokenizer};
 use futures::StreamExt;
 
 use super::error::{Result, SqlError};
@@ -71,10 +70,7 @@ impl Fetch {
         }
         let command = if skip { "MOVE" } else { "FETCH" };
         let cursor = match words.get(at) {
-            Some(Token::Word(w)) => normalize(&match w.quote_style {
-                Some(quote) => Ident::with_quote(quote, &w.value),
-                None => Ident::new(&w.value),
-            }),
+            Some(Token::Word(w)) => normalize(&w.to_ident(Span::empty())),
             _ => return Err(SqlError::Syntax(format!("{command} needs a cursor name"))),
         };
         if let Some(extra) = words.get(at + 1) {

@@ -1,6 +1,7 @@
 //! Errors to SQLSTATEs: the one place where every error of the layers below
 //! gets its PostgreSQL code.
 
+use datafusion::arrow::datatypes::DataType;
 use datafusion::arrow::error::ArrowError;
 use datafusion::error::DataFusionError;
 use pgwire::api::DEFAULT_NAME;
@@ -90,17 +91,14 @@ fn unread_text(message: &str) -> Option<SqlError> {
         .strip_prefix("Cannot cast string '")
         .or_else(|| message.strip_prefix("Cannot cast value '"))?;
     let (text, ty) = rest.rsplit_once("' to value of ")?;
-    let name = match ty.strip_suffix(" type")? {
-        "Int16" => "smallint",
-        "Int32" => "integer",
-        "Int64" => "bigint",
-        "Float32" => "real",
-        "Float64" => "double precision",
-        "Boolean" => "boolean",
-        ty if ty.starts_with("Decimal") => "numeric",
-        _ => return None,
-    };
-    Some(SqlError::unreadable(text, name))
+    let ty: DataType = ty.strip_suffix(" type")?.parse().ok()?;
+    if !(ty.is_numeric() || ty == DataType::Boolean) {
+        return None;
+    }
+    Some(SqlError::unreadable(
+        text,
+        &crate::sql::types::sql_name(&ty)?,
+    ))
 }
 
 /// PostgreSQL's words for a number too large for a `numeric(p, s)` column

@@ -136,15 +136,8 @@ where
     T::from_sql_text(ty, raw, &FormatOptions::default())
         .map(Some)
         .map_err(|_| {
-            let name = match *ty {
-                Type::INT2 => "smallint",
-                Type::INT4 => "integer",
-                Type::INT8 => "bigint",
-                Type::FLOAT4 => "real",
-                Type::FLOAT8 => "double precision",
-                Type::BOOL => "boolean",
-                ref ty => ty.name(),
-            };
+            let name = declared_type(ty).and_then(|t| crate::sql::types::sql_name(&t));
+            let name = name.as_deref().unwrap_or(ty.name());
             SqlError::unreadable(&String::from_utf8_lossy(raw), name).into()
         })
 }

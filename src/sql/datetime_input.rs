@@ -32,6 +32,7 @@ use datafusion::arrow::array::{
 use datafusion::arrow::datatypes::{DataType, TimeUnit};
 
 use super::error::SqlError;
+use super::types::MICROS_A_DAY;
 
 /// What a text is read as.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -175,8 +176,6 @@ pub fn arrow_text(text: &str, target: Target) -> Cow<'_, str> {
         clock % 1_000_000
     ))
 }
-
-const MICROS_A_DAY: i64 = 86_400_000_000;
 
 /// Why a text could not be read.
 #[derive(Debug, PartialEq)]
@@ -368,8 +367,8 @@ fn plain_iso(text: &str) -> Option<Read> {
     let zone = match rest.as_bytes() {
         [] => None,
         [b'Z'] => Some(Zone::Offset(0)),
-        [sign @ (b'+' | b'-'), offset @ ..] => {
-            let seconds = offset_seconds(std::str::from_utf8(offset).ok()?).ok()?;
+        [sign @ (b'+' | b'-'), ..] => {
+            let seconds = offset_seconds(&rest[1..]).ok()?;
             Some(Zone::Offset(if *sign == b'+' { seconds } else { -seconds }))
         }
         _ => return None,
@@ -428,9 +427,7 @@ fn tokens(text: &str) -> Result<Vec<Token<'_>>, Failure> {
                     if b.get(i + 1).is_some_and(u8::is_ascii_alphanumeric) =>
                 {
                     i = date_end(b, start, separator);
-                    tokens.push(Token::Date(
-                        text[start..i].split(separator as char).collect(),
-                    ));
+                    tokens.push(date_token(&text[start..i], separator));
                 }
                 _ => tokens.push(Token::Number(&text[start..i])),
             }
@@ -448,9 +445,7 @@ fn tokens(text: &str) -> Result<Vec<Token<'_>>, Failure> {
                     if b.get(i + 1).is_some_and(u8::is_ascii_alphanumeric) =>
                 {
                     i = date_end(b, start, separator);
-                    tokens.push(Token::Date(
-                        text[start..i].split(separator as char).collect(),
-                    ));
+                    tokens.push(date_token(&text[start..i], separator));
                 }
                 _ => tokens.push(Token::Word(word)),
             }
@@ -465,6 +460,11 @@ fn tokens(text: &str) -> Result<Vec<Token<'_>>, Failure> {
         }
     }
     Ok(tokens)
+}
+
+/// A date of parts (`2024-03-15`, `Mar-15-2024`) as its parts.
+fn date_token(date: &str, separator: u8) -> Token<'_> {
+    Token::Date(date.split(separator as char).collect())
 }
 
 /// Where a date of parts starting at `start` ends: runs of digits or of
@@ -597,7 +597,7 @@ impl<'a> Fields<'a> {
 
     fn word(&mut self, word: &str) -> Result<(), Failure> {
         let lower = word.to_ascii_lowercase();
-        if let Some(month) = month_named(&lower) {
+        if let Some(month) = month_named(word) {
             if self.month.is_some() {
                 return Err(Failure::Syntax);
             }

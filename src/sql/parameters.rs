@@ -305,27 +305,8 @@ pub(super) fn cast_parameters(statement: &mut Statement, types: &[(usize, DataTy
 
 /// The SQL type naming `data_type`, for the types a client may declare.
 fn sql_type(data_type: &DataType) -> Option<SqlDataType> {
-    fn name(data_type: &DataType) -> Option<String> {
-        Some(match data_type {
-            DataType::Boolean => "boolean".into(),
-            DataType::Int16 => "smallint".into(),
-            DataType::Int32 => "integer".into(),
-            DataType::Int64 => "bigint".into(),
-            DataType::Float32 => "real".into(),
-            DataType::Float64 => "double precision".into(),
-            DataType::Decimal128(..) => "numeric".into(),
-            DataType::Date32 => "date".into(),
-            DataType::Timestamp(_, None) => "timestamp".into(),
-            DataType::Timestamp(_, Some(_)) => "timestamptz".into(),
-            DataType::Binary => "bytea".into(),
-            DataType::Interval(_) => "interval".into(),
-            DataType::Utf8 => "text".into(),
-            DataType::List(element) => format!("{}[]", name(element.data_type())?),
-            _ => return None,
-        })
-    }
     Parser::new(&PostgreSqlDialect {})
-        .try_with_sql(&name(data_type)?)
+        .try_with_sql(&super::types::sql_name(data_type)?)
         .and_then(|mut p| p.parse_data_type())
         .ok()
 }

@@ -226,7 +226,8 @@ fn push_instant(out: &mut impl std::fmt::Write, micros: i64, separator: u8, zone
     push_moment(out, days, Some(clock), separator, zone);
 }
 
-const MICROS_A_DAY: i64 = 86_400_000_000;
+/// Microseconds in a day.
+pub(super) const MICROS_A_DAY: i64 = 86_400_000_000;
 
 /// Writes `days` since 1970-01-01 as [`push_date`]'s date, then, given
 /// `clock` (microseconds since midnight), `separator`, the time of day
@@ -397,6 +398,29 @@ pub fn cast_input(
 /// [`interval_input`]).
 pub fn texts_read_as(texts: &StringArray, input: TextReader) -> ArrayRef {
     Arc::new(texts.iter().map(|t| t.map(input)).collect::<StringArray>())
+}
+
+/// The name SQL gives the type of Arrow's `data_type`, for the types a
+/// client may declare or a text may be read as (`integer`, `double
+/// precision`, `numeric`, `timestamptz`, `text[]`).
+pub fn sql_name(data_type: &DataType) -> Option<String> {
+    Some(match data_type {
+        DataType::Boolean => "boolean".into(),
+        DataType::Int16 => "smallint".into(),
+        DataType::Int32 => "integer".into(),
+        DataType::Int64 => "bigint".into(),
+        DataType::Float32 => "real".into(),
+        DataType::Float64 => "double precision".into(),
+        DataType::Decimal128(..) => "numeric".into(),
+        DataType::Date32 => "date".into(),
+        DataType::Timestamp(_, None) => "timestamp".into(),
+        DataType::Timestamp(_, Some(_)) => "timestamptz".into(),
+        DataType::Binary => "bytea".into(),
+        DataType::Interval(_) => "interval".into(),
+        DataType::Utf8 => "text".into(),
+        DataType::List(element) => format!("{}[]", sql_name(element.data_type())?),
+        _ => return None,
+    })
 }
 
 /// Arrow field metadata naming the PostgreSQL type of a column whose Arrow

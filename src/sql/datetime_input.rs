@@ -8,9 +8,9 @@
 //!   and a day of the year (`2024.075`), day names (ignored), `AM` / `PM`;
 //! - `BC` after a date (`0044-03-15 BC`), two-digit years (`24` is 2024,
 //!   `99` is 1999);
-//! - zones as offsets (`+02`, `-05:30`, `+0530`, `Z`) or names (`UTC`,
-//!   `Europe/Paris`), counted for a `timestamptz` and ignored for a `date`
-//!   or a `timestamp`;
+//! - zones as offsets (`+02`, `-05:30`, `+0530`, `Z`), abbreviations
+//!   (`UTC`, `PST`, `CEST`) or names in any case (`Europe/Paris`), counted
+//!   for a `timestamptz` and ignored for a `date` or a `timestamp`;
 //! - the special inputs `epoch`, `now`, `today`, `tomorrow`, `yesterday`
 //!   and `allballs` (midnight).
 //!
@@ -286,6 +286,9 @@ impl Read {
 /// `text` read as a date or a timestamp (see the module's comment).
 fn read(text: &str, target: Target) -> Result<Read, Failure> {
     let text = text.trim();
+    if let Some(read) = plain_iso(text) {
+        return Ok(read);
+    }
     let is = |word: &str| text.eq_ignore_ascii_case(word);
     if is("infinity") || is("+infinity") || is("-infinity") {
         return Err(Failure::Infinite);
@@ -304,9 +307,6 @@ fn read(text: &str, target: Target) -> Result<Read, Failure> {
             clock: now.rem_euclid(MICROS_A_DAY),
             zone: Some(Zone::Offset(0)),
         });
-    }
-    if let Some(read) = plain_iso(text) {
-        return Ok(read);
     }
     let mut fields = Fields::default();
     for token in tokens(text)? {

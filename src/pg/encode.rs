@@ -32,6 +32,7 @@ use crate::catalog::SqlType;
 use crate::model::{Date, DateTime, ValueRef};
 use crate::sql::decimals::{put_decimal, put_decimal_binary, put_digits};
 use crate::sql::floats::put_float;
+use crate::sql::time_zone::SessionZone;
 use crate::sql::types::{
     declared_type, push_date, push_timestamp, timestamp_micros_at, PG_TYPE_KEY,
 };
@@ -248,12 +249,13 @@ fn integer_at(array: &dyn Array, row: usize) -> Option<Option<Number>> {
 
 /// A timestamp: binary as PostgreSQL's microseconds since 2000, text as
 /// PostgreSQL prints it (`2026-11-21 10:11:12.5`, fraction only when not
-/// zero, `+00` with a time zone, shown in UTC).
+/// zero; an instant in the session's zone, with its offset there).
 #[derive(Debug)]
-struct Timestamp {
+struct Timestamp<'a> {
     /// Since 1970-01-01.
     micros: i64,
-    zoned: bool,
+    /// The session's zone, for an instant (a `timestamptz`).
+    zone: Option<&'a SessionZone>,
 }
 
 /// Microseconds from 1970-01-01 to PostgreSQL's epoch, 2000-01-01.
@@ -262,7 +264,7 @@ const PG_EPOCH_MICROS: i64 = PG_EPOCH_DAYS as i64 * 86_400_000_000;
 /// Days from 1970-01-01 to PostgreSQL's epoch, 2000-01-01.
 const PG_EPOCH_DAYS: i32 = 10_957;
 
-impl ToSql for Timestamp {
+impl ToSql for Timestamp<'_> {
     fn to_sql(&self, _: &Type, out: &mut BytesMut) -> Result<IsNull, Box<dyn Error + Sync + Send>> {
         let since_pg_epoch = self.micros.checked_sub(PG_EPOCH_MICROS);
         out.put_i64(since_pg_epoch.ok_or("timestamp out of range")?);
@@ -274,14 +276,14 @@ impl ToSql for Timestamp {
     postgres_types::to_sql_checked!();
 }
 
-impl ToSqlText for Timestamp {
+impl ToSqlText for Timestamp<'_> {
     fn to_sql_text(
         &self,
         _ty: &Type,
         out: &mut BytesMut,
         _: &FormatOptions,
     ) -> Result<IsNull, Box<dyn Error + Sync + Send>> {
-        push_timestamp(out, self.micros, self.zoned);
+        push_timestamp(out, self.micros, self.zone);
         Ok(IsNull::No)
     }
 }
@@ -321,14 +323,18 @@ impl ToSqlText for CalendarDate {
 /// A timestamp column's value at `row`, if the column is one, in
 /// PostgreSQL's microseconds (a computed timestamp, such as a cast
 /// literal's, is in nanoseconds; rounded to the nearest microsecond).
-fn timestamp_at(array: &dyn Array, row: usize) -> Option<Option<Timestamp>> {
+fn timestamp_at<'a>(
+    array: &dyn Array,
+    row: usize,
+    session_zone: &'a SessionZone,
+) -> Option<Option<Timestamp<'a>>> {
     let DataType::Timestamp(_, zone) = array.data_type() else {
         return None;
     };
     let micros = timestamp_micros_at(array, row)?;
     Some(array.is_valid(row).then_some(Timestamp {
         micros,
-        zoned: zone.is_some(),
+        zone: zone.is_some().then_some(session_zone),
     }))
 }
 
@@ -539,7 +545,11 @@ impl ToSqlText for Encoded {
 /// when empty or holding a quote, backslash, parenthesis, comma or white
 /// space (quotes and backslashes doubled inside), nothing for NULL (`None`
 /// for a NULL row). Its binary form is left to arrow-pg.
-fn record_text(records: &StructArray, row: usize) -> PgWireResult<Option<Encoded>> {
+fn record_text(
+    records: &StructArray,
+    row: usize,
+    zone: &SessionZone,
+) -> PgWireResult<Option<Encoded>> {
     if records.is_null(row) {
         return Ok(None);
     }
@@ -552,7 +562,7 @@ fn record_text(records: &StructArray, row: usize) -> PgWireResult<Option<Encoded
         .map(|f| char_width(f))
         .collect();
     let mut texts = FieldValues::default();
-    encode_row(&mut texts, &batch, 0, &fields, &widths)?;
+    encode_row(&mut texts, &batch, 0, &fields, &widths, zone)?;
     let mut out = BytesMut::new();
     out.put_u8(b'(');
     for (i, text) in texts.0.iter().enumerate() {
@@ -624,7 +634,15 @@ fn array_value(lists: &ListArray, row: usize, field: &FieldInfo) -> PgWireResult
     )];
     let mut elements = FieldValues::default();
     for r in 0..values.len() {
-        encode_row(&mut elements, &batch, r, &fields, &[None])?;
+        // Binary: an instant's form is the same in every zone.
+        encode_row(
+            &mut elements,
+            &batch,
+            r,
+            &fields,
+            &[None],
+            &SessionZone::utc(),
+        )?;
     }
     let mut out = BytesMut::new();
     let dimensions = i32::from(!values.is_empty());
@@ -689,6 +707,7 @@ fn encode_row<E: arrow_pg::encoder::Encoder>(
     row: usize,
     fields: &[FieldInfo],
     widths: &[Option<usize>],
+    zone: &SessionZone,
 ) -> PgWireResult<()> {
     let schema = batch.schema_ref();
     for (col, pg_field) in fields.iter().enumerate() {
@@ -708,7 +727,7 @@ fn encode_row<E: arrow_pg::encoder::Encoder>(
                 width,
             });
             encoder.encode_field(&value, pg_field)?;
-        } else if let Some(value) = timestamp_at(array.as_ref(), row) {
+        } else if let Some(value) = timestamp_at(array.as_ref(), row, zone) {
             encoder.encode_field(&value, pg_field)?;
         } else if let Some(dates) = array.as_any().downcast_ref::<Date32Array>() {
             let value = dates.is_valid(row).then(|| CalendarDate {
@@ -746,7 +765,7 @@ fn encode_row<E: arrow_pg::encoder::Encoder>(
         } else if let (FieldFormat::Text, Some(records)) =
             (pg_field.format(), array.as_struct_opt())
         {
-            encoder.encode_field(&record_text(records, row)?, pg_field)?;
+            encoder.encode_field(&record_text(records, row, zone)?, pg_field)?;
         } else {
             arrow_pg::encoder::encode_value(encoder, array, row, schema.field(col), pg_field)?;
         }
@@ -759,6 +778,7 @@ fn encode_row<E: arrow_pg::encoder::Encoder>(
 fn encode_batches<E>(
     batches: impl Stream<Item = datafusion::error::Result<RecordBatch>> + Send + 'static,
     fields: Arc<Vec<FieldInfo>>,
+    zone: SessionZone,
     make_encoder: impl Fn(usize) -> E + Send + 'static,
 ) -> impl Stream<Item = PgWireResult<E::Item>> + Send + 'static
 where
@@ -780,7 +800,7 @@ where
                     .collect();
                 (0..batch.num_rows())
                     .map(|r| {
-                        encode_row(&mut encoder, &batch, r, &fields, &widths)?;
+                        encode_row(&mut encoder, &batch, r, &fields, &widths, &zone)?;
                         Ok(encoder.take_row())
                     })
                     .collect()
@@ -844,12 +864,13 @@ impl arrow_pg::encoder::Encoder for DataRows {
     }
 }
 
-/// The data rows of a stream of record batches.
+/// The data rows of a stream of record batches, instants shown in `zone`.
 pub fn rows(
     batches: impl Stream<Item = datafusion::error::Result<RecordBatch>> + Send + 'static,
     fields: Arc<Vec<FieldInfo>>,
+    zone: SessionZone,
 ) -> impl Stream<Item = PgWireResult<DataRow>> + Send + 'static {
-    encode_batches(batches, fields, DataRows::new)
+    encode_batches(batches, fields, zone, DataRows::new)
 }
 
 /// How [`stored_rows`] encodes a column's stored values: as their Arrow
@@ -907,7 +928,11 @@ enum StoredColumn {
 /// with the same values [`encode_row`] encodes from their Arrow form, with
 /// no record batch between; `None` when a column's type is not one of
 /// [`stored_column`]'s.
-pub fn stored_rows(rows: &StoredRows, fields: &[FieldInfo]) -> PgWireResult<Option<Vec<DataRow>>> {
+pub fn stored_rows(
+    rows: &StoredRows,
+    fields: &[FieldInfo],
+    zone: &SessionZone,
+) -> PgWireResult<Option<Vec<DataRow>>> {
     let columns: Option<Vec<StoredColumn>> = rows
         .schema()
         .fields()
@@ -923,6 +948,7 @@ pub fn stored_rows(rows: &StoredRows, fields: &[FieldInfo]) -> PgWireResult<Opti
         fields,
         columns,
         rows: Vec::with_capacity(rows.len()),
+        zone,
     };
     rows.decode_into(&mut sink)?;
     Ok(Some(sink.rows))
@@ -933,6 +959,8 @@ struct StoredSink<'a> {
     fields: &'a [FieldInfo],
     columns: Vec<StoredColumn>,
     rows: Vec<DataRow>,
+    /// The session's, in which instants are shown.
+    zone: &'a SessionZone,
 }
 
 impl RowSink for StoredSink<'_> {
@@ -982,7 +1010,8 @@ impl RowSink for StoredSink<'_> {
                 encoder.encode_field(&CalendarDate { days }, field)
             }
             (ValueRef::DateTime(DateTime(micros)), StoredColumn::Timestamp { zoned }) => {
-                encoder.encode_field(&Timestamp { micros, zoned }, field)
+                let zone = zoned.then_some(self.zone);
+                encoder.encode_field(&Timestamp { micros, zone }, field)
             }
             (other, _) => Err(PgWireError::ApiError(
                 format!(
@@ -1045,6 +1074,7 @@ pub fn copy_rows(
     schema: &Schema,
     batches: impl Stream<Item = datafusion::error::Result<RecordBatch>> + Send + 'static,
     format: &crate::sql::copy::CopyFormat,
+    zone: SessionZone,
 ) -> PgWireResult<impl Stream<Item = PgWireResult<CopyData>> + Send + 'static> {
     let fields = Arc::new(fields(schema, &Format::UnifiedText)?);
     let delimiter = format.delimiter.to_string();
@@ -1080,7 +1110,7 @@ pub fn copy_rows(
         let names: Vec<&str> = schema.fields().iter().map(|f| f.name().as_str()).collect();
         format!("{}\n", names.join(&delimiter))
     });
-    let rows = encode_batches(batches, fields, make_encoder);
+    let rows = encode_batches(batches, fields, zone, make_encoder);
     let rows = rows.map(move |row| match (header.take(), row) {
         (Some(h), Ok(data)) => {
             let mut bytes = h.into_bytes();

@@ -44,7 +44,7 @@ use super::key_portal::Kept;
 use super::params;
 use super::replies::Replies;
 use crate::sql::session::Notices;
-use crate::sql::{Engine, Output, Prepared, Session, StoredRows};
+use crate::sql::{Engine, Output, Prepared, Session, Settings, StoredRows};
 
 /// A connection's session, shared by its handlers' calls; the notices and
 /// error word that pass between them; its cancel signal; its idle timer.
@@ -53,6 +53,8 @@ struct Connection {
     notices: Notices,
     cancel: Registration,
     idle: Arc<IdleWatch>,
+    /// The session's parameters (the zone its instants are shown in).
+    settings: Settings,
     /// Row descriptions made lately, newest last.
     described: std::sync::Mutex<Vec<Described>>,
 }
@@ -166,6 +168,7 @@ fn connection_of<C: ClientInfo>(
         let session = Session::for_user(engine.clone(), &user);
         Connection {
             notices: session.notices(),
+            settings: session.settings(),
             session: Arc::new(Mutex::new(session)),
             cancel: cancels.register(pid, &secret),
             idle: Arc::default(),
@@ -238,8 +241,9 @@ impl Handlers {
         C::Error: Debug,
         PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
     {
+        let zone = self.connection(client).settings.zone();
         let mut replies = self.deferred(client)?;
-        let values = params::values(&portal)?;
+        let values = params::values(&portal, &zone)?;
         replies
             .feed(PgWireBackendMessage::BindComplete(BindComplete::new()))
             .await?;
@@ -345,7 +349,7 @@ fn response(output: Output, format: &Format, connection: &Connection) -> PgWireR
             Response::CopyOut(CopyResponse::new(
                 0,
                 columns,
-                encode::copy_rows(&schema, rows, &format)?,
+                encode::copy_rows(&schema, rows, &format, connection.settings.zone())?,
             ))
         }
     })
@@ -361,7 +365,8 @@ fn streamed(
 ) -> PgWireResult<QueryResponse> {
     let fields = connection.fields(schema, format)?;
     let rows = cancellable(stream, connection.cancel.signal.clone());
-    let mut response = QueryResponse::new(fields.clone(), encode::rows(rows, fields));
+    let zone = connection.settings.zone();
+    let mut response = QueryResponse::new(fields.clone(), encode::rows(rows, fields, zone));
     response.set_command_tag(tag);
     Ok(response)
 }
@@ -374,7 +379,7 @@ fn stored(
     connection: &Connection,
 ) -> PgWireResult<QueryResponse> {
     let fields = connection.fields(rows.schema(), format)?;
-    match encode::stored_rows(&rows, &fields)? {
+    match encode::stored_rows(&rows, &fields, &connection.settings.zone())? {
         Some(data) => {
             let data = futures::stream::iter(data.into_iter().map(Ok));
             let mut response = QueryResponse::new(fields, data);
@@ -610,8 +615,8 @@ impl ExtendedQueryHandler for Handlers {
         C::Error: Debug,
         PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
     {
-        let values = params::values(portal)?;
         let connection = self.connection(client);
+        let values = params::values(portal, &connection.settings.zone())?;
         let mut session = connection.session.lock().await;
         let result = session
             .execute_prepared(&portal.statement.statement, values)

@@ -12,6 +12,7 @@ use pgwire::types::FromSqlText;
 use postgres_types::Kind;
 
 use crate::sql::arrays::array_type_oid;
+use crate::sql::time_zone::SessionZone;
 use crate::sql::types::{cast_input, list_of, UTC};
 use crate::sql::Prepared;
 use crate::sql::SqlError;
@@ -89,8 +90,12 @@ fn bad(portal: &str, i: usize, e: PgWireError) -> PgWireError {
     PgWireError::UserError(Box::new(info))
 }
 
-/// The values of a portal's parameters, as the statement's parameter types.
-pub fn values(portal: &Portal<std::sync::Arc<Prepared>>) -> PgWireResult<ParamValues> {
+/// The values of a portal's parameters, as the statement's parameter types
+/// (an instant's text without a zone read in `zone`, the session's).
+pub fn values(
+    portal: &Portal<std::sync::Arc<Prepared>>,
+    zone: &SessionZone,
+) -> PgWireResult<ParamValues> {
     let prepared = &portal.statement.statement;
     let mut out = Vec::with_capacity(portal.parameter_len());
     for i in 0..portal.parameter_len() {
@@ -105,10 +110,10 @@ pub fn values(portal: &Portal<std::sync::Arc<Prepared>>) -> PgWireResult<ParamVa
             .unwrap_or_else(|| pg_param_type(expected.as_ref()));
         let raw = portal.parameters.get(i).and_then(|p| p.as_deref());
         let binary = portal.parameter_format.is_binary(i);
-        let value = decode(raw, binary, &declared).map_err(|e| bad(&portal.name, i, e))?;
+        let value = decode(raw, binary, &declared, zone).map_err(|e| bad(&portal.name, i, e))?;
         let value = match &expected {
             Some(target) if !value.is_null() && value.data_type() != *target => {
-                read_as(&value, target).map_err(|e| bad(&portal.name, i, e.into()))?
+                read_as(&value, target, zone).map_err(|e| bad(&portal.name, i, e.into()))?
             }
             Some(target) if value.is_null() => {
                 ScalarValue::try_from(target).unwrap_or(ScalarValue::Null)
@@ -144,22 +149,31 @@ where
 
 /// `value` as `target`, as a literal is cast (a text read by
 /// [`cast_input`]), refusing what `target` cannot hold.
-fn read_as(value: &ScalarValue, target: &DataType) -> Result<ScalarValue, SqlError> {
+fn read_as(
+    value: &ScalarValue,
+    target: &DataType,
+    zone: &SessionZone,
+) -> Result<ScalarValue, SqlError> {
     let strict = CastOptions {
         safe: false,
         ..Default::default()
     };
-    let cast = cast_input(&value.to_array()?, target, &strict)?;
+    let cast = cast_input(&value.to_array()?, target, &strict, zone)?;
     Ok(ScalarValue::try_from_array(&cast, 0)?)
 }
 
-fn decode(raw: Option<&[u8]>, binary: bool, ty: &Type) -> PgWireResult<ScalarValue> {
+fn decode(
+    raw: Option<&[u8]>,
+    binary: bool,
+    ty: &Type,
+    zone: &SessionZone,
+) -> PgWireResult<ScalarValue> {
     // A date or a timestamp sent as text reads as the same text written as
     // a literal of its type: PostgreSQL's forms, a time without seconds or
     // an offset of hours among them.
     if !binary && matches!(*ty, Type::DATE | Type::TIMESTAMP | Type::TIMESTAMPTZ) {
         if let Some(target) = declared_type(ty) {
-            return read_as(&text(raw), &target).map_err(PgWireError::from);
+            return read_as(&text(raw), &target, zone).map_err(PgWireError::from);
         }
     }
     Ok(match *ty {
@@ -266,9 +280,9 @@ fn binary_array(raw: &[u8], element: &Type) -> PgWireResult<ScalarValue> {
             Ok(length) => Some(take(&mut rest, length)?),
             Err(_) => None,
         };
-        elements.push(decode(bytes, true, element)?);
+        elements.push(decode(bytes, true, element, &SessionZone::utc())?);
     }
-    let element_type = decode(None, true, element)?.data_type();
+    let element_type = decode(None, true, element, &SessionZone::utc())?.data_type();
     Ok(ScalarValue::List(ScalarValue::new_list_nullable(
         &elements,
         &element_type,
@@ -330,14 +344,26 @@ mod tests {
                 ScalarValue::Date32(Some(18_321)),
             ),
         ] {
-            let value = decode(Some(text.as_bytes()), false, &ty).unwrap();
+            let value = decode(Some(text.as_bytes()), false, &ty, &SessionZone::utc()).unwrap();
             assert_eq!(value, read, "{ty} {text}");
         }
         assert_eq!(
-            decode(None, false, &Type::TIMESTAMP).unwrap(),
+            decode(None, false, &Type::TIMESTAMP, &SessionZone::utc()).unwrap(),
             ScalarValue::TimestampMicrosecond(None, None)
         );
-        assert!(decode(Some(b"2020-13-01 10:00"), false, &Type::TIMESTAMP).is_err());
-        assert!(decode(Some(b"yesterday-ish"), false, &Type::DATE).is_err());
+        assert!(decode(
+            Some(b"2020-13-01 10:00"),
+            false,
+            &Type::TIMESTAMP,
+            &SessionZone::utc()
+        )
+        .is_err());
+        assert!(decode(
+            Some(b"yesterday-ish"),
+            false,
+            &Type::DATE,
+            &SessionZone::utc()
+        )
+        .is_err());
     }
 }

@@ -21,6 +21,7 @@ use datafusion::sql::sqlparser::ast::BinaryOperator;
 
 use super::error::{Result, SqlError};
 use super::plan_nodes::rewrite_nodes_holding;
+use super::time_zone::SessionZone;
 use super::types::list_of;
 use crate::catalog::{Element, SqlType};
 
@@ -117,7 +118,11 @@ pub fn parse_literal(text: &str) -> Result<Vec<Option<String>>> {
 
 /// Texts in array form as lists of `element`, each element's text read as
 /// a text cast to it is (see [`super::types::text_inputs`]).
-pub fn texts_to_lists(texts: &StringArray, element: &DataType) -> Result<ArrayRef> {
+pub fn texts_to_lists(
+    texts: &StringArray,
+    element: &DataType,
+    zone: &SessionZone,
+) -> Result<ArrayRef> {
     let mut lists = ListBuilder::new(StringBuilder::new());
     for text in texts {
         match text {
@@ -131,7 +136,7 @@ pub fn texts_to_lists(texts: &StringArray, element: &DataType) -> Result<ArrayRe
         }
     }
     let (_, offsets, values, nulls) = lists.finish().into_parts();
-    let values = super::types::text_inputs(&values, element)?;
+    let values = super::types::text_inputs(&values, element, zone)?;
     let field = Arc::new(Field::new_list_field(values.data_type().clone(), true));
     Ok(Arc::new(ListArray::try_new(field, offsets, values, nulls)?))
 }
@@ -184,7 +189,7 @@ fn element_texts(values: &ArrayRef) -> Result<ArrayRef> {
                 .collect::<StringArray>(),
         ),
         DataType::Decimal128(..) => super::decimals::decimal_texts(values)?,
-        DataType::Timestamp(..) => super::casts::timestamp_texts(values)?,
+        DataType::Timestamp(..) => super::casts::timestamp_texts(values, &SessionZone::utc())?,
         DataType::List(_) => list_texts(values)?,
         _ => cast(values, &DataType::Utf8)?,
     })
@@ -491,7 +496,7 @@ mod tests {
             Some("{\"c d\",NULL}"),
             Some("{}"),
         ]);
-        let lists = texts_to_lists(&texts, &DataType::Utf8).unwrap();
+        let lists = texts_to_lists(&texts, &DataType::Utf8, &SessionZone::utc()).unwrap();
         let written = |lists: &ArrayRef| {
             let texts = list_texts(lists).unwrap();
             texts

@@ -19,6 +19,11 @@
 //! - Timestamps given to `generate_series` and `range` are cast to
 //!   nanoseconds, DataFusion's unit there, by a cast that refuses a value
 //!   out of their range (the function's own made it NULL).
+//! - In a session whose time zone is not UTC, an instant's text and the
+//!   casts between `timestamptz` and `timestamp`, `date` or `time`, and
+//!   `date_trunc` and `date_part` of an instant, take their wall times in
+//!   that zone, as PostgreSQL's do (see [`super::time_zone`]); Arrow's
+//!   take them in UTC.
 
 use std::sync::{Arc, OnceLock};
 
@@ -37,7 +42,10 @@ use datafusion::optimizer::AnalyzerRule;
 use super::datetime_input::Target;
 use super::decimals::decimal_texts;
 use super::floats::{check_real_range, put_float};
+use super::functions::AT_TIME_ZONE;
 use super::plan_nodes::rewrite_nodes_holding;
+use super::settings::Settings;
+use super::time_zone::SessionZone;
 use super::types::{list_of, push_timestamp, text_inputs, text_reader, timestamp_micros_at};
 
 /// Puts a [`PostgresCast`] in place of each cast of a float or a timestamp
@@ -46,8 +54,9 @@ use super::types::{list_of, push_timestamp, text_inputs, text_reader, timestamp_
 /// a text cast to a date, a timestamp or an interval is made one Arrow
 /// reads (see [`super::types::text_reader`]). Result columns keep their
 /// names.
+/// The session's settings name the zone of its instants.
 #[derive(Debug)]
-pub struct PostgresCasts;
+pub struct PostgresCasts(pub Settings);
 
 impl AnalyzerRule for PostgresCasts {
     fn name(&self) -> &str {
@@ -55,7 +64,12 @@ impl AnalyzerRule for PostgresCasts {
     }
 
     fn analyze(&self, plan: LogicalPlan, _: &ConfigOptions) -> Result<LogicalPlan> {
-        rewrite_nodes_holding(plan, |_, e| may_rewrite(e), postgres_casts)
+        let zone = self.0.zone();
+        rewrite_nodes_holding(
+            plan,
+            |_, e| may_rewrite(e),
+            |e, inputs| postgres_casts(e, inputs, &zone),
+        )
     }
 }
 
@@ -65,18 +79,32 @@ fn may_rewrite(expr: &Expr) -> bool {
         Expr::Cast(_) => true,
         Expr::ScalarFunction(f) => matches!(
             f.name(),
-            "round" | "ceil" | "floor" | "trunc" | "generate_series" | "range" | "array_element"
+            "round"
+                | "ceil"
+                | "floor"
+                | "trunc"
+                | "generate_series"
+                | "range"
+                | "array_element"
+                | "date_trunc"
+                | "date_part"
+                | AT_TIME_ZONE
         ),
         _ => false,
     }
 }
 
 /// `expr`, over columns of `inputs`, with a [`PostgresCast`] in place of
-/// each cast PostgreSQL does otherwise (see [`PostgresCasts`]).
-pub fn postgres_casts(expr: Expr, inputs: &DFSchema) -> Result<Transformed<Expr>> {
-    static CASTS: OnceLock<[Arc<ScalarUDF>; 8]> = OnceLock::new();
-    let [float_text, decimal_text, timestamp_text, real, rounded, array_text, vector_text, array_input] =
-        CASTS.get_or_init(|| {
+/// each cast PostgreSQL does otherwise (see [`PostgresCasts`]), in a
+/// session whose time zone is `zone`.
+pub fn postgres_casts(
+    expr: Expr,
+    inputs: &DFSchema,
+    zone: &SessionZone,
+) -> Result<Transformed<Expr>> {
+    static CASTS: OnceLock<[Arc<ScalarUDF>; 7]> = OnceLock::new();
+    let [float_text, decimal_text, real, rounded, array_text, vector_text, array_input] = CASTS
+        .get_or_init(|| {
             let cast = |name, returns, cast| {
                 Arc::new(
                     PostgresCast {
@@ -94,11 +122,6 @@ pub fn postgres_casts(expr: Expr, inputs: &DFSchema) -> Result<Transformed<Expr>
                     Some(DataType::Utf8),
                     decimal_texts,
                 ),
-                cast(
-                    "__tablegate_timestamp_text",
-                    Some(DataType::Utf8),
-                    timestamp_texts,
-                ),
                 cast("__tablegate_real", Some(DataType::Float32), to_real),
                 cast("__tablegate_rounded", None, rounded_numbers),
                 cast("__tablegate_array_text", Some(DataType::Utf8), array_texts),
@@ -114,12 +137,69 @@ pub fn postgres_casts(expr: Expr, inputs: &DFSchema) -> Result<Transformed<Expr>
                 ),
             ]
         });
+    let timestamp_text = TimestampText::udf(zone);
     expr.transform_up(|e| match e {
+        // An instant's wall time, date or time of day in the session's
+        // zone, and the instant of a wall time or a date there.
+        Expr::Cast(Cast { expr, field })
+            if !zone.is_utc()
+                && expr
+                    .get_type(inputs)
+                    .is_ok_and(|from| shifts_zone(&from, field.data_type())) =>
+        {
+            let shifted = in_zone(*expr, inputs, zone)?;
+            Ok(Transformed::yes(Expr::Cast(Cast::new_from_field(
+                Box::new(shifted),
+                field,
+            ))))
+        }
+        // An instant truncated at its wall time in the session's zone.
+        Expr::ScalarFunction(mut f)
+            if !zone.is_utc()
+                && f.name() == "date_trunc"
+                && f.args.len() == 2
+                && is_instant(&f.args[1], inputs) =>
+        {
+            let ty = Expr::ScalarFunction(f.clone()).get_type(inputs)?;
+            f.args[1] = in_zone(f.args[1].clone(), inputs, zone)?;
+            let truncated = in_zone(Expr::ScalarFunction(f), inputs, zone)?;
+            Ok(Transformed::yes(Expr::Cast(Cast::new(
+                Box::new(truncated),
+                ty,
+            ))))
+        }
+        // A field of an instant's wall time in the session's zone (its
+        // epoch is the same in every zone).
+        Expr::ScalarFunction(mut f)
+            if !zone.is_utc()
+                && f.name() == "date_part"
+                && f.args.len() == 2
+                && is_instant(&f.args[1], inputs)
+                && !matches!(&f.args[0], Expr::Literal(ScalarValue::Utf8(Some(field)), _)
+                    if field.eq_ignore_ascii_case("epoch")) =>
+        {
+            f.args[1] = in_zone(f.args[1].clone(), inputs, zone)?;
+            Ok(Transformed::yes(Expr::ScalarFunction(f)))
+        }
+        // `x AT TIME ZONE z` of a text or a date: the instant it is in the
+        // session's zone.
+        Expr::ScalarFunction(mut f)
+            if !zone.is_utc()
+                && f.name() == AT_TIME_ZONE
+                && f.args.first().is_some_and(|value| {
+                    value
+                        .get_type(inputs)
+                        .is_ok_and(|t| matches!(t, DataType::Utf8 | DataType::Date32))
+                }) =>
+        {
+            f.args[0] = instant_in_zone(f.args[0].clone(), inputs, zone)?;
+            Ok(Transformed::yes(Expr::ScalarFunction(f)))
+        }
         Expr::Cast(Cast { expr, field }) if is_text(field.data_type()) => {
             let text = match expr.get_type(inputs) {
                 Ok(t) if t.is_floating() => float_text,
                 Ok(DataType::Decimal128(..)) => decimal_text,
-                Ok(DataType::Timestamp(..)) => timestamp_text,
+                Ok(DataType::Timestamp(..)) => &timestamp_text,
                 Ok(DataType::List(_)) if is_vector(&expr, inputs) => vector_text,
                 Ok(DataType::List(_)) => array_text,
                 _ => {
@@ -140,7 +220,7 @@ pub fn postgres_casts(expr: Expr, inputs: &DFSchema) -> Result<Transformed<Expr>
         {
             Expr::Literal(ScalarValue::Utf8(Some(text)), meta) => {
                 let texts: ArrayRef = Arc::new(StringArray::from(vec![text]));
-                let read = text_inputs(&texts, field.data_type())?;
+                let read = text_inputs(&texts, field.data_type(), zone)?;
                 let literal = Expr::Literal(ScalarValue::try_from_array(&read, 0)?, meta);
                 // A date's or a timestamp's value, or an interval's text
                 // to cast.
@@ -152,7 +232,7 @@ pub fn postgres_casts(expr: Expr, inputs: &DFSchema) -> Result<Transformed<Expr>
                 }
             }
             expr if expr.get_type(inputs).is_ok_and(|t| t == DataType::Utf8) => {
-                let read = TextInput::udf(field.data_type());
+                let read = TextInput::udf(field.data_type(), zone);
                 let read = ScalarFunction::new_udf(read, vec![expr]);
                 let cast = Cast::new_from_field(Box::new(Expr::ScalarFunction(read)), field);
                 Ok(Transformed::yes(Expr::Cast(cast)))
@@ -268,6 +348,60 @@ pub fn postgres_casts(expr: Expr, inputs: &DFSchema) -> Result<Transformed<Expr>
         }
         e => Ok(Transformed::no(e)),
     })
+}
+
+/// Whether a cast from `from` to `to` takes a wall time in the session's
+/// zone: from an instant to a wall time, a date or a time of day, or from
+/// a wall time or a date to an instant.
+fn shifts_zone(from: &DataType, to: &DataType) -> bool {
+    match (from, to) {
+        (DataType::Timestamp(_, Some(_)), to) => matches!(
+            to,
+            DataType::Timestamp(_, None) | DataType::Date32 | DataType::Time64(_)
+        ),
+        (DataType::Timestamp(_, None) | DataType::Date32, DataType::Timestamp(_, Some(_))) => true,
+        _ => false,
+    }
+}
+
+/// Whether `expr` is an instant (a `timestamptz`).
+fn is_instant(expr: &Expr, inputs: &DFSchema) -> bool {
+    expr.get_type(inputs)
+        .is_ok_and(|t| matches!(t, DataType::Timestamp(_, Some(_))))
+}
+
+/// `expr AT TIME ZONE zone`: an instant's wall time in the zone, or the
+/// instant of a wall time (a date's midnight) there.
+fn in_zone(expr: Expr, inputs: &DFSchema, zone: &SessionZone) -> Result<Expr> {
+    let expr = match expr.get_type(inputs)? {
+        DataType::Date32 => Expr::Cast(Cast::new(
+            Box::new(expr),
+            DataType::Timestamp(TimeUnit::Microsecond, None),
+        )),
+        _ => expr,
+    };
+    let zone = datafusion::logical_expr::lit(zone.name());
+    Ok(Expr::ScalarFunction(ScalarFunction::new_udf(
+        super::functions::at_time_zone(),
+        vec![expr, zone],
+    )))
+}
+
+/// The instant a text (read in the session's zone) or a date (its
+/// midnight there) is.
+fn instant_in_zone(expr: Expr, inputs: &DFSchema, zone: &SessionZone) -> Result<Expr> {
+    let instant = DataType::Timestamp(TimeUnit::Microsecond, Some(super::types::UTC.into()));
+    match expr {
+        Expr::Literal(ScalarValue::Utf8(Some(text)), meta) => {
+            let texts: ArrayRef = Arc::new(StringArray::from(vec![text]));
+            let read = text_inputs(&texts, &instant, zone)?;
+            Ok(Expr::Literal(ScalarValue::try_from_array(&read, 0)?, meta))
+        }
+        expr if expr.get_type(inputs)? == DataType::Utf8 => Ok(Expr::ScalarFunction(
+            ScalarFunction::new_udf(TextInput::udf(&instant, zone), vec![expr]),
+        )),
+        expr => in_zone(expr, inputs, zone),
+    }
 }
 
 /// The type in nanoseconds of `expr`, a timestamp of a coarser unit.
@@ -399,13 +533,16 @@ fn to_real(values: &ArrayRef) -> Result<ArrayRef> {
 struct TextInput {
     name: String,
     target: DataType,
+    /// The session's, in which an instant's text without a zone is read.
+    zone: SessionZone,
 }
 
 impl TextInput {
-    fn udf(target: &DataType) -> Arc<ScalarUDF> {
+    fn udf(target: &DataType, zone: &SessionZone) -> Arc<ScalarUDF> {
         let name = format!("__tablegate_text_input_{target}");
         let target = target.clone();
-        Arc::new(TextInput { name, target }.into())
+        let zone = zone.clone();
+        Arc::new(TextInput { name, target, zone }.into())
     }
 }
 
@@ -430,7 +567,7 @@ impl ScalarUDFImpl for TextInput {
         let [value] = args.args.as_slice() else {
             return exec_err!("{} takes one text", self.name);
         };
-        let read = text_inputs(&value.to_array(args.number_rows)?, &self.target)?;
+        let read = text_inputs(&value.to_array(args.number_rows)?, &self.target, &self.zone)?;
         Ok(match value {
             ColumnarValue::Scalar(_) => {
                 ColumnarValue::Scalar(ScalarValue::try_from_array(&read, 0)?)
@@ -467,14 +604,61 @@ fn is_vector(expr: &Expr, inputs: &DFSchema) -> bool {
 /// Texts in an array's text form as lists of texts.
 fn array_input_texts(texts: &ArrayRef) -> Result<ArrayRef> {
     let texts = datafusion::arrow::compute::cast(texts, &DataType::Utf8)?;
-    Ok(text_inputs(&texts, &list_of(DataType::Utf8))?)
+    Ok(text_inputs(
+        &texts,
+        &list_of(DataType::Utf8),
+        &SessionZone::utc(),
+    )?)
 }
 
-/// Timestamps' text, as PostgreSQL prints them.
-pub(super) fn timestamp_texts(times: &ArrayRef) -> Result<ArrayRef> {
-    let DataType::Timestamp(_, zone) = times.data_type() else {
+/// A timestamp's text, as PostgreSQL prints it: an instant's in the
+/// session's zone.
+#[derive(Debug, PartialEq, Eq, Hash)]
+struct TimestampText {
+    zone: SessionZone,
+}
+
+impl TimestampText {
+    fn udf(zone: &SessionZone) -> Arc<ScalarUDF> {
+        let zone = zone.clone();
+        Arc::new(TimestampText { zone }.into())
+    }
+}
+
+impl ScalarUDFImpl for TimestampText {
+    fn name(&self) -> &str {
+        "__tablegate_timestamp_text"
+    }
+
+    fn signature(&self) -> &Signature {
+        static ANY_ONE: OnceLock<Signature> = OnceLock::new();
+        ANY_ONE.get_or_init(|| Signature::any(1, Volatility::Immutable))
+    }
+
+    fn return_type(&self, _: &[DataType]) -> Result<DataType> {
+        Ok(DataType::Utf8)
+    }
+
+    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
+        let [value] = args.args.as_slice() else {
+            return exec_err!("{} takes one value", self.name());
+        };
+        let texts = timestamp_texts(&value.to_array(args.number_rows)?, &self.zone)?;
+        Ok(match value {
+            ColumnarValue::Scalar(_) => {
+                ColumnarValue::Scalar(ScalarValue::try_from_array(&texts, 0)?)
+            }
+            ColumnarValue::Array(_) => ColumnarValue::Array(texts),
+        })
+    }
+}
+
+/// Timestamps' text, as PostgreSQL prints them (instants in `zone`).
+pub(super) fn timestamp_texts(times: &ArrayRef, zone: &SessionZone) -> Result<ArrayRef> {
+    let DataType::Timestamp(_, of_type) = times.data_type() else {
         return exec_err!("timestamp text of a {}", times.data_type());
     };
+    let zoned = of_type.is_some();
     let mut texts = StringBuilder::with_capacity(times.len(), times.len() * 26);
     for row in 0..times.len() {
         if times.is_null(row) {
@@ -486,7 +670,7 @@ pub(super) fn timestamp_texts(times: &ArrayRef) -> Result<ArrayRef> {
             return exec_err!("timestamp text of a {}", times.data_type());
         };
         // Written into the builder, then ended as one value.
-        push_timestamp(&mut texts, micros, zone.is_some());
+        push_timestamp(&mut texts, micros, zoned.then_some(zone));
         texts.append_value("");
     }
     Ok(Arc::new(texts.finish()))

@@ -20,6 +20,7 @@ use super::diagnostics::monitor::NearLimits;
 use super::dml::bytea_input;
 use super::error::{Result, SqlError};
 use super::floats::check_real_range;
+use super::time_zone::SessionZone;
 use super::types::{arrow_type, cast_input};
 use crate::catalog::{SqlType, TableDef};
 use crate::model::check_entity_parts;
@@ -155,11 +156,13 @@ pub struct CopyIn {
 impl CopyIn {
     /// A COPY of `columns` of `def`, holding its rows in `memory`; with a
     /// `spill_dir`, rows past [`MAX_HELD_BYTES`] or the room left in
-    /// `memory` are spilled there in sorted runs.
+    /// `memory` are spilled there in sorted runs. Instants without a zone
+    /// are read in `zone`, the session's.
     pub fn new(
         def: Arc<TableDef>,
         columns: Vec<usize>,
         format: CopyFormat,
+        zone: SessionZone,
         memory: &Arc<dyn MemoryPool>,
         spill_dir: Option<PathBuf>,
     ) -> Self {
@@ -170,6 +173,7 @@ impl CopyIn {
                 def,
                 columns,
                 format,
+                zone,
             }),
             pending: Vec::new(),
             held: Vec::new(),
@@ -424,6 +428,8 @@ struct LineParser {
     /// The columns stored as properties (neither key nor system columns),
     /// in name order: the order of a record's properties.
     properties: Vec<usize>,
+    /// The session's, in which an instant's text without a zone is read.
+    zone: SessionZone,
 }
 
 impl LineParser {
@@ -570,7 +576,7 @@ impl LineParser {
             ..Default::default()
         };
         for row in 0..texts.len() {
-            if let Err(error) = cast_input(&texts.slice(row, 1), target, &strict) {
+            if let Err(error) = cast_input(&texts.slice(row, 1), target, &strict, &self.zone) {
                 let text = texts.as_string_opt::<i32>().map_or("", |t| t.value(row));
                 let context = format!(
                     "COPY {}, line {}, column {column}: \"{text}\"",
@@ -612,7 +618,7 @@ impl LineParser {
             } else {
                 let strings: ArrayRef = Arc::new(texts.collect::<StringArray>());
                 let target = arrow_type(column.ty);
-                let array = cast_input(&strings, &target, &strict)
+                let array = cast_input(&strings, &target, &strict, &self.zone)
                     .map_err(|e| self.unread(e, &strings, &target, first, &column.name))?;
                 if column.ty == SqlType::Float4 {
                     check_real_range(&strings, &array)?;
@@ -682,7 +688,14 @@ mod tests {
 
     fn copy(csv: bool) -> CopyIn {
         let def = table(vec![], crate::catalog::Keys::Generated);
-        CopyIn::new(def, vec![], format(csv), &unlimited(), None)
+        CopyIn::new(
+            def,
+            vec![],
+            format(csv),
+            SessionZone::utc(),
+            &unlimited(),
+            None,
+        )
     }
 
     /// The rows of a COPY that held them all.
@@ -714,7 +727,14 @@ mod tests {
                 row: vec![],
             },
         );
-        let mut copy = CopyIn::new(def, vec![0, 1, 2, 3], format(false), &unlimited(), None);
+        let mut copy = CopyIn::new(
+            def,
+            vec![0, 1, 2, 3],
+            format(false),
+            SessionZone::utc(),
+            &unlimited(),
+            None,
+        );
         copy.feed(b"1\tz\t7\tt\n2\t\\N\t-3\t\\N\n").unwrap();
         let (rows, _) = held(copy.finish().unwrap());
         assert_eq!(rows.len(), 2);
@@ -756,7 +776,14 @@ mod tests {
                 row: vec![],
             },
         );
-        let mut copy = CopyIn::new(def, vec![0, 1], format(false), memory, spill_dir);
+        let mut copy = CopyIn::new(
+            def,
+            vec![0, 1],
+            format(false),
+            SessionZone::utc(),
+            memory,
+            spill_dir,
+        );
         let text: String = (1..=lines)
             .map(|n| match bad.contains(&n) {
                 true => format!("{n}\n"),

@@ -23,7 +23,6 @@
 use std::borrow::Cow;
 use std::sync::Arc;
 
-use chrono::{Offset, TimeZone};
 use datafusion::arrow::array::timezone::Tz;
 use datafusion::arrow::array::{
     ArrayRef, Date32Array, StringArray, TimestampMicrosecondArray, TimestampMillisecondArray,
@@ -32,6 +31,7 @@ use datafusion::arrow::array::{
 use datafusion::arrow::datatypes::{DataType, TimeUnit};
 
 use super::error::SqlError;
+use super::time_zone::{instant_of, SessionZone};
 use super::types::MICROS_A_DAY;
 
 /// What a text is read as.
@@ -72,21 +72,26 @@ pub fn read_date(text: &str) -> Result<i32, SqlError> {
 
 /// A timestamp read from `text`, in microseconds since 1970-01-01 00:00: a
 /// wall-clock time (`Target::Timestamp`), or an instant in UTC
-/// (`Target::Timestamptz`).
-pub fn read_timestamp(text: &str, target: Target) -> Result<i64, SqlError> {
+/// (`Target::Timestamptz`; a text without a zone is a wall time in `zone`,
+/// the session's).
+pub fn read_timestamp(text: &str, target: Target, zone: &SessionZone) -> Result<i64, SqlError> {
     let read = read(text, target).map_err(|f| f.error(text, target))?;
-    read.micros(target).map_err(|f| f.error(text, target))
+    read.micros(target, zone).map_err(|f| f.error(text, target))
 }
 
 /// Each of `texts` read as a value of `target` (a date, or a timestamp in
-/// any unit).
-pub fn read_texts(texts: &StringArray, target: &DataType) -> Result<ArrayRef, SqlError> {
+/// any unit), those of instants without a zone in `zone`.
+pub fn read_texts(
+    texts: &StringArray,
+    target: &DataType,
+    zone: &SessionZone,
+) -> Result<ArrayRef, SqlError> {
     let timestamps = |to_unit: fn(i64) -> Option<i64>, kind| {
         texts
             .iter()
             .map(|text| {
                 text.map(|text| {
-                    let micros = read_timestamp(text, kind)?;
+                    let micros = read_timestamp(text, kind, zone)?;
                     to_unit(micros).ok_or_else(|| Failure::Range.error(text, kind))
                 })
                 .transpose()
@@ -100,13 +105,13 @@ pub fn read_texts(texts: &StringArray, target: &DataType) -> Result<ArrayRef, Sq
                 .map(|text| text.map(read_date).transpose())
                 .collect::<Result<Date32Array, SqlError>>()?,
         ),
-        DataType::Timestamp(unit, zone) => {
-            let kind = if zone.is_some() {
+        DataType::Timestamp(unit, zone_of_type) => {
+            let kind = if zone_of_type.is_some() {
                 Target::Timestamptz
             } else {
                 Target::Timestamp
             };
-            let zone = zone.clone();
+            let zone = zone_of_type.clone();
             match unit {
                 TimeUnit::Second => Arc::new(
                     TimestampSecondArray::from(timestamps(
@@ -145,7 +150,7 @@ pub fn read_texts(texts: &StringArray, target: &DataType) -> Result<ArrayRef, Sq
 /// `2024-03-15T08:30:00+00:00` for an instant); the text itself when this
 /// module cannot read it or Arrow could not read the value (a timestamp
 /// before year 0 or after 9999), and Arrow's cast then refuses it.
-pub fn arrow_text(text: &str, target: Target) -> Cow<'_, str> {
+pub fn arrow_text<'a>(text: &'a str, target: Target, zone: &SessionZone) -> Cow<'a, str> {
     let Ok(read) = read(text, target) else {
         return Cow::Borrowed(text);
     };
@@ -154,7 +159,7 @@ pub fn arrow_text(text: &str, target: Target) -> Cow<'_, str> {
         let sign = if year < 0 { "-" } else { "" };
         return Cow::Owned(format!("{sign}{:04}-{month:02}-{day:02}", year.abs()));
     }
-    let Ok(micros) = read.micros(target) else {
+    let Ok(micros) = read.micros(target, zone) else {
         return Cow::Borrowed(text);
     };
     let (year, month, day) = super::types::civil_date(micros.div_euclid(MICROS_A_DAY));
@@ -250,8 +255,8 @@ enum Zone {
 
 impl Read {
     /// Microseconds since 1970: the wall-clock time, or for an instant the
-    /// time in UTC (a text without a zone is in the session's, UTC).
-    fn micros(&self, target: Target) -> Result<i64, Failure> {
+    /// time in UTC (a text without a zone is a wall time in `session`).
+    fn micros(&self, target: Target, session: &SessionZone) -> Result<i64, Failure> {
         // PostgreSQL's first timestamp is 4714-11-24 BC, midnight.
         const FIRST_DAY: i64 = -2_440_588;
         if self.days < FIRST_DAY {
@@ -262,24 +267,15 @@ impl Read {
             .checked_mul(MICROS_A_DAY)
             .and_then(|m| m.checked_add(self.clock))
             .ok_or(Failure::Range)?;
-        let offset_seconds = match (&self.zone, target) {
-            (Some(Zone::Offset(seconds)), Target::Timestamptz) => *seconds,
-            (Some(Zone::Named(tz)), Target::Timestamptz) => {
-                let naive = chrono::DateTime::from_timestamp_micros(wall)
-                    .ok_or(Failure::Range)?
-                    .naive_utc();
-                // A wall time a change of offset skips or repeats takes the
-                // offset in force before the change.
-                let offset = match tz.offset_from_local_datetime(&naive) {
-                    chrono::LocalResult::Single(o) | chrono::LocalResult::Ambiguous(o, _) => o,
-                    chrono::LocalResult::None => tz.offset_from_utc_datetime(&naive),
-                };
-                i64::from(offset.fix().local_minus_utc())
+        let instant = match (&self.zone, target) {
+            (_, Target::Date | Target::Timestamp) => Some(wall),
+            (Some(Zone::Offset(seconds)), Target::Timestamptz) => {
+                wall.checked_sub(seconds * 1_000_000)
             }
-            _ => 0,
+            (Some(Zone::Named(tz)), Target::Timestamptz) => instant_of(tz, wall),
+            (None, Target::Timestamptz) => session.instant_of(wall),
         };
-        wall.checked_sub(offset_seconds * 1_000_000)
-            .ok_or(Failure::Range)
+        instant.ok_or(Failure::Range)
     }
 }
 
@@ -770,20 +766,12 @@ fn zone_named(word: &str, lower: &str) -> Result<Zone, Failure> {
     if let Some((_, offset)) = ABBREVIATIONS.iter().find(|(name, _)| *name == lower) {
         return Ok(Zone::Offset(*offset));
     }
-    // The database's names capitalize each word: `America/New_York`.
-    let capitalized: String = word
-        .split_inclusive(['/', '_'])
-        .map(|part| {
-            let (first, rest) = part.split_at(1);
-            first.to_ascii_uppercase() + &rest.to_ascii_lowercase()
-        })
-        .collect();
-    match word.parse::<Tz>().or_else(|_| capitalized.parse::<Tz>()) {
-        Ok(tz) => Ok(Zone::Named(tz)),
+    match super::time_zone::iana_name(word).and_then(|name| name.parse::<Tz>().ok()) {
+        Some(tz) => Ok(Zone::Named(tz)),
         // A word with a `/` can only be a zone's name; another word is
         // not part of a date.
-        Err(_) if word.contains('/') => Err(Failure::Zone(word.to_owned())),
-        Err(_) => Err(Failure::Syntax),
+        None if word.contains('/') => Err(Failure::Zone(word.to_owned())),
+        None => Err(Failure::Syntax),
     }
 }
 
@@ -906,7 +894,7 @@ mod tests {
                 super::super::types::push_date(&mut out, i64::from(days));
                 out
             }),
-            _ => read_timestamp(text, target).map(|micros| {
+            _ => read_timestamp(text, target, &SessionZone::utc()).map(|micros| {
                 super::super::types::timestamp_text(micros, target == Target::Timestamptz)
             }),
         };
@@ -1123,8 +1111,8 @@ mod tests {
             }
             let read = fields.finish(Target::Timestamptz).unwrap();
             assert_eq!(
-                plain.micros(Target::Timestamptz),
-                read.micros(Target::Timestamptz),
+                plain.micros(Target::Timestamptz, &SessionZone::utc()),
+                read.micros(Target::Timestamptz, &SessionZone::utc()),
                 "{text}"
             );
         }
@@ -1145,22 +1133,58 @@ mod tests {
         let texts = StringArray::from(vec![Some("2024-03-15 10:30+02"), None]);
         // An instant's zone only names how it is shown: the value is UTC's.
         let tokyo = DataType::Timestamp(TimeUnit::Millisecond, Some("Asia/Tokyo".into()));
-        let read = read_texts(&texts, &tokyo).unwrap();
+        let read = read_texts(&texts, &tokyo, &SessionZone::utc()).unwrap();
         assert_eq!(read.data_type(), &tokyo);
-        let utc = read_timestamp("2024-03-15 08:30", Target::Timestamp).unwrap();
+        let utc =
+            read_timestamp("2024-03-15 08:30", Target::Timestamp, &SessionZone::utc()).unwrap();
         let millis = read.as_primitive::<TimestampMillisecondType>();
         assert_eq!(millis.value(0), utc / 1_000);
         assert!(millis.is_null(1));
         let nanos = DataType::Timestamp(TimeUnit::Nanosecond, None);
-        let read = read_texts(&texts, &nanos).unwrap();
-        let wall = read_timestamp("2024-03-15 10:30", Target::Timestamp).unwrap();
+        let read = read_texts(&texts, &nanos, &SessionZone::utc()).unwrap();
+        let wall =
+            read_timestamp("2024-03-15 10:30", Target::Timestamp, &SessionZone::utc()).unwrap();
         assert_eq!(
             read.as_primitive::<TimestampNanosecondType>().value(0),
             wall * 1_000
         );
         // Beyond the years nanoseconds hold.
         let far = StringArray::from(vec!["2300-01-01"]);
-        assert!(read_texts(&far, &nanos).is_err());
+        assert!(read_texts(&far, &nanos, &SessionZone::utc()).is_err());
+    }
+
+    /// PostgreSQL 15's instants, with `SET TimeZone = 'Europe/Paris'`.
+    #[test]
+    fn an_instant_without_a_zone_is_a_wall_time_in_the_session_zone() {
+        let paris = SessionZone::of("Europe/Paris").unwrap();
+        let instant = |text| {
+            let micros = read_timestamp(text, Target::Timestamptz, &paris).unwrap();
+            super::super::types::timestamp_text(micros, true)
+        };
+        assert_eq!(instant("2024-03-15 10:30"), "2024-03-15 09:30:00+00");
+        assert_eq!(instant("2024-07-15 10:30"), "2024-07-15 08:30:00+00");
+        assert_eq!(instant("2024-03-15 10:30+00"), "2024-03-15 10:30:00+00");
+        assert_eq!(
+            instant("2024-03-15 10:30 America/New_York"),
+            "2024-03-15 14:30:00+00"
+        );
+        // Skipped, then repeated, wall times: the offsets PostgreSQL takes.
+        assert_eq!(instant("2024-03-31 02:30"), "2024-03-31 01:30:00+00");
+        assert_eq!(instant("2024-10-27 02:30"), "2024-10-27 01:30:00+00");
+        assert_eq!(
+            instant("2024-03-10 02:30 America/New_York"),
+            "2024-03-10 07:30:00+00"
+        );
+        assert_eq!(
+            instant("2024-11-03 01:30 America/New_York"),
+            "2024-11-03 06:30:00+00"
+        );
+        // A timestamp's or a date's text is a wall time in any zone.
+        let wall = read_timestamp("2024-03-15 10:30", Target::Timestamp, &paris).unwrap();
+        assert_eq!(
+            super::super::types::timestamp_text(wall, false),
+            "2024-03-15 10:30:00"
+        );
     }
 
     proptest::proptest! {
@@ -1169,8 +1193,8 @@ mod tests {
         #[test]
         fn any_text_is_read_or_refused(text in "[0-9a-zA-Z :./,+_-]{0,40}|\\PC{0,20}") {
             for target in [Target::Date, Target::Timestamp, Target::Timestamptz] {
-                let _ = read(&text, target).and_then(|r| r.micros(target));
-                let _ = arrow_text(&text, target);
+                let _ = read(&text, target).and_then(|r| r.micros(target, &SessionZone::utc()));
+                let _ = arrow_text(&text, target, &SessionZone::utc());
             }
         }
     }
@@ -1214,7 +1238,11 @@ mod tests {
             ("0044-03-15 BC", Target::Timestamp, "0044-03-15 BC"),
             ("abc", Target::Date, "abc"),
         ] {
-            assert_eq!(arrow_text(text, target), want, "{text}");
+            assert_eq!(
+                arrow_text(text, target, &SessionZone::utc()),
+                want,
+                "{text}"
+            );
         }
     }
 }

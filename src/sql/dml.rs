@@ -45,6 +45,7 @@ use super::fastpath::literal_scalar;
 use super::floats::check_real_range;
 use super::provider::{dml_table_name, parse_row_identity, ROW_COLUMN};
 use super::session::{normalize, table_name, Output, Session};
+use super::time_zone::SessionZone;
 use super::txn::Change;
 use super::types::{arrow_type, cast_input, cast_name};
 use super::writing_ctes;
@@ -569,7 +570,7 @@ fn standalone(session: &Session, sql: &str) -> Option<Direct> {
     }
     // Folded or compiled once; a value that fails here (`'x'::int`) fails
     // when it is evaluated, at each execution, as in PostgreSQL.
-    let folded = fold(&simplifier(None), expr.clone());
+    let folded = fold(&simplifier(None), expr.clone(), &session.settings().zone());
     Some(match folded {
         Ok(Folded::Constant(value)) => Direct::Value(value),
         Ok(Folded::Compiled(physical)) => Direct::Volatile(physical),
@@ -595,9 +596,14 @@ enum Folded {
     Compiled(Arc<dyn PhysicalExpr>),
 }
 
-fn fold(simplifier: &ExprSimplifier, expr: Expr) -> datafusion::error::Result<Folded> {
+fn fold(
+    simplifier: &ExprSimplifier,
+    expr: Expr,
+    zone: &SessionZone,
+) -> datafusion::error::Result<Folded> {
     let schema = DFSchema::empty();
-    let expr = super::casts::postgres_casts(simplifier.coerce(expr, &schema)?, &schema)?.data;
+    let coerced = simplifier.coerce(expr, &schema)?;
+    let expr = super::casts::postgres_casts(coerced, &schema, zone)?.data;
     let expr = simplifier.simplify(expr)?;
     if let Expr::Literal(value, _) = expr {
         return Ok(Folded::Constant(value));
@@ -635,15 +641,18 @@ fn param(values: &[ScalarAndMetadata], n: usize) -> Result<ScalarValue> {
 /// parameters, and `now()` at the time the first one is evaluated.
 struct Evaluator<'a> {
     values: &'a [ScalarAndMetadata],
+    /// The session's.
+    zone: &'a SessionZone,
     /// Made for the first expression only: a statement of parameters and
     /// literals needs none.
     simplifier: std::cell::OnceCell<ExprSimplifier>,
 }
 
 impl<'a> Evaluator<'a> {
-    fn new(values: &'a [ScalarAndMetadata]) -> Self {
+    fn new(values: &'a [ScalarAndMetadata], zone: &'a SessionZone) -> Self {
         Evaluator {
             values,
+            zone,
             simplifier: std::cell::OnceCell::new(),
         }
     }
@@ -664,7 +673,7 @@ impl<'a> Evaluator<'a> {
         let simplifier = self
             .simplifier
             .get_or_init(|| simplifier(Some(chrono::Utc::now())));
-        Ok(match fold(simplifier, expr)? {
+        Ok(match fold(simplifier, expr, self.zone)? {
             Folded::Constant(value) => value,
             Folded::Compiled(physical) => evaluate_alone(physical.as_ref())?,
         })
@@ -678,6 +687,7 @@ fn direct_batch(
     columns: &[usize],
     rows: &[Vec<Direct>],
     params: Option<&ParamValues>,
+    zone: &SessionZone,
 ) -> Result<RecordBatch> {
     use datafusion::arrow::compute::concat;
     let options = CastOptions {
@@ -688,7 +698,7 @@ fn direct_batch(
         Some(ParamValues::List(values)) => values.as_slice(),
         _ => &[],
     };
-    let evaluator = Evaluator::new(values);
+    let evaluator = Evaluator::new(values, zone);
     let mut arrays: Vec<ArrayRef> = Vec::with_capacity(columns.len());
     for (j, &i) in columns.iter().enumerate() {
         let target = arrow_type(def.columns[i].ty);
@@ -702,7 +712,7 @@ fn direct_batch(
                     Direct::Volatile(physical) => evaluate_alone(physical.as_ref())?,
                     &Direct::Param(n) => param(values, n)?,
                 };
-                cast_to_column(&scalar.to_array()?, &target, &options)
+                cast_to_column(&scalar.to_array()?, &target, &options, zone)
             })
             .collect::<Result<Vec<ArrayRef>>>()?;
         arrays.push(match cells.as_slice() {
@@ -714,12 +724,18 @@ fn direct_batch(
 }
 
 /// `array` cast to a column's Arrow type (itself when it has that type),
-/// refusing a value a `real` cannot hold.
-fn cast_to_column(array: &ArrayRef, target: &DataType, options: &CastOptions) -> Result<ArrayRef> {
+/// refusing a value a `real` cannot hold; an instant's text without a zone
+/// is read in `zone`.
+fn cast_to_column(
+    array: &ArrayRef,
+    target: &DataType,
+    options: &CastOptions,
+    zone: &SessionZone,
+) -> Result<ArrayRef> {
     if array.data_type() == target {
         return Ok(array.clone());
     }
-    let cast = cast_input(array, target, options)?;
+    let cast = cast_input(array, target, options, zone)?;
     if target == &DataType::Float32 {
         check_real_range(array, &cast)?;
     }
@@ -1258,7 +1274,8 @@ pub async fn plan_changes(
     let mut stream: datafusion::physical_plan::SendableRecordBatchStream = match &rewrite.direct {
         Some(rows) => {
             let started = (std::time::SystemTime::now(), std::time::Instant::now());
-            let batch = direct_batch(&def, &rewrite.columns, rows, params.as_ref())?;
+            let zone = session.settings().zone();
+            let batch = direct_batch(&def, &rewrite.columns, rows, params.as_ref(), &zone)?;
             session.log_unplanned(started, rows.len() as u64);
             let schema = batch.schema();
             Box::pin(MemoryStream::try_new(vec![batch], schema, None)?)
@@ -1283,7 +1300,7 @@ pub async fn plan_changes(
         let rows = batch_to_rows(
             &def,
             &rewrite.columns,
-            &cast_columns(&def, &rewrite.columns, &batch, 0)?,
+            &cast_columns(&def, &rewrite.columns, &batch, &session.settings().zone())?,
         )?;
         // UPDATE, DELETE and MERGE read each row's key and ETag in a last
         // column (NULL for MERGE's source rows without one).
@@ -1434,7 +1451,15 @@ pub async fn plan_changes(
         selection,
     } = &rewrite.on_conflict
     {
-        for (row, change) in upsert(&rewrite, assignments, selection.as_deref(), conflicts).await? {
+        for (row, change) in upsert(
+            &rewrite,
+            assignments,
+            selection.as_deref(),
+            conflicts,
+            &session.settings().zone(),
+        )
+        .await?
+        {
             changes.extend(change);
             count += 1;
             if rewrite.returning.is_some() {
@@ -1468,6 +1493,7 @@ async fn upsert(
     assignments: &[(usize, String)],
     selection: Option<&str>,
     conflicts: Vec<(Row, crate::model::Entity)>,
+    zone: &SessionZone,
 ) -> Result<Vec<(Row, Vec<Change>)>> {
     use super::convert::entities_to_batch;
     if conflicts.is_empty() {
@@ -1540,7 +1566,7 @@ async fn upsert(
 
     let mut out = Vec::new();
     for batch in batches {
-        let rows = batch_to_rows(def, &columns, &cast_columns(def, &columns, &batch, 0)?)?;
+        let rows = batch_to_rows(def, &columns, &cast_columns(def, &columns, &batch, zone)?)?;
         let numbers = batch
             .column(columns.len())
             .as_any()
@@ -1559,18 +1585,19 @@ async fn upsert(
     Ok(out)
 }
 
-/// The batch's columns from `offset` on, cast to the Arrow types of the given table columns.
+/// The batch's first columns, cast to the Arrow types of the given table
+/// columns (an instant's text without a zone read in `zone`).
 fn cast_columns(
     def: &TableDef,
     columns: &[usize],
     batch: &RecordBatch,
-    offset: usize,
+    zone: &SessionZone,
 ) -> Result<RecordBatch> {
     let mut arrays = Vec::with_capacity(columns.len());
     for (j, &i) in columns.iter().enumerate() {
         let target = arrow_type(def.columns[i].ty);
-        let array = batch.column(offset + j);
-        arrays.push(cast_to_column(array, &target, &Default::default())?);
+        let array = batch.column(j);
+        arrays.push(cast_to_column(array, &target, &Default::default(), zone)?);
     }
     column_batch(def, columns, arrays, batch.num_rows())
 }

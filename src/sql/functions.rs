@@ -148,6 +148,13 @@ pub(super) fn each_row(
 /// What `x AT TIME ZONE zone` becomes.
 pub const AT_TIME_ZONE: &str = "__tablegate_at_time_zone";
 
+/// The function `x AT TIME ZONE zone` becomes.
+pub(super) fn at_time_zone() -> Arc<ScalarUDF> {
+    static UDF: std::sync::OnceLock<Arc<ScalarUDF>> = std::sync::OnceLock::new();
+    UDF.get_or_init(|| Arc::new(ScalarUDF::new_from_impl(AtTimeZone::default())))
+        .clone()
+}
+
 /// `x AT TIME ZONE zone` as PostgreSQL computes it: a `timestamptz` (or a
 /// date, at its midnight in UTC) is the wall time it shows in the zone, as
 /// a `timestamp`; a `timestamp` is that wall time in the zone, as a
@@ -214,13 +221,12 @@ impl ScalarUDFImpl for AtTimeZone {
                 &DataType::Timestamp(Microsecond, Some(super::types::UTC.into())),
             )?;
         }
+        let tz: datafusion::arrow::array::timezone::Tz = zone.parse()?;
+        let micros = cast(&values, &DataType::Timestamp(Microsecond, None))?;
+        let micros = micros.as_primitive::<TimestampMicrosecondType>();
         let shifted = match values.data_type() {
             DataType::Timestamp(_, Some(_)) => {
-                let tz: datafusion::arrow::array::timezone::Tz = zone.parse()?;
-                let micros = cast(&values, &DataType::Timestamp(Microsecond, None))?;
-                let local = micros
-                    .as_primitive::<TimestampMicrosecondType>()
-                    .unary_opt::<_, TimestampMicrosecondType>(|m| {
+                let local = micros.unary_opt::<_, TimestampMicrosecondType>(|m| {
                     let utc = chrono::DateTime::from_timestamp_micros(m)?.naive_utc();
                     let offset = tz.offset_from_utc_datetime(&utc).fix().local_minus_utc();
                     m.checked_add(i64::from(offset) * 1_000_000)
@@ -228,11 +234,11 @@ impl ScalarUDFImpl for AtTimeZone {
                 std::sync::Arc::new(local) as datafusion::arrow::array::ArrayRef
             }
             _ => {
-                let instants = cast(
-                    &values,
-                    &DataType::Timestamp(Microsecond, Some(zone.into())),
-                )?;
-                cast(&instants, args.return_field.data_type())?
+                let instants = micros.unary_opt::<_, TimestampMicrosecondType>(|m| {
+                    super::time_zone::instant_of(&tz, m)
+                });
+                let instants = instants.with_timezone(super::types::UTC);
+                std::sync::Arc::new(instants) as datafusion::arrow::array::ArrayRef
             }
         };
         Ok(match scalar {
@@ -858,7 +864,7 @@ pub fn register_all(
     for row in super::records::RowValue::both() {
         ctx.register_udf(ScalarUDF::new_from_impl(row));
     }
-    ctx.register_udf(ScalarUDF::new_from_impl(AtTimeZone::default()));
+    ctx.register_udf(at_time_zone().as_ref().clone());
     ctx.register_udf(ScalarUDF::new_from_impl(
         super::ordered_sets::MostFrequent::default(),
     ));

@@ -2335,8 +2335,11 @@ fn read_typed_text(expr: &mut Expr) {
     let reader = super::types::parameter_type(data_type)
         .as_ref()
         .and_then(super::types::text_reader);
+    // Read before any session's setting is known: an instant's text
+    // without a zone is read in UTC.
     if let Some(read) = reader {
-        if let std::borrow::Cow::Owned(read) = read(text) {
+        let utc = super::time_zone::SessionZone::utc();
+        if let std::borrow::Cow::Owned(read) = read(text, &utc) {
             *text = read;
         }
     }

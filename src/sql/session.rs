@@ -306,13 +306,17 @@ impl PreparedQuery {
     /// Makes the texts `EXECUTE` gives it ones Arrow reads as its
     /// parameters' types, as a literal cast to them is (DataFusion casts
     /// them with Arrow's cast, which takes fewer forms than PostgreSQL).
-    fn read_texts(&self, parameters: &mut [datafusion::sql::sqlparser::ast::Expr]) {
+    fn read_texts(
+        &self,
+        parameters: &mut [datafusion::sql::sqlparser::ast::Expr],
+        zone: &super::time_zone::SessionZone,
+    ) {
         use datafusion::sql::sqlparser::ast::{Expr, Value};
         for (parameter, ty) in parameters.iter_mut().zip(&self.parameter_types) {
             let read = ty.as_ref().and_then(super::types::text_reader);
             if let (Expr::Value(v), Some(read)) = (parameter, read) {
                 if let Value::SingleQuotedString(text) = &mut v.value {
-                    *text = read(text).into_owned();
+                    *text = read(text, zone).into_owned();
                 }
             }
         }
@@ -531,6 +535,7 @@ impl Session {
 
     /// A session of the user a client logged in as (what `current_user` says).
     pub fn for_user(engine: Arc<Engine>, user: &str) -> Self {
+        let settings = Settings::for_user(user);
         let config = SessionConfig::new()
             .with_default_catalog_and_schema(CATALOG_NAME, SCHEMA_NAME)
             .with_create_default_catalog_and_schema(false)
@@ -560,11 +565,10 @@ impl Session {
             .with_runtime_env(engine.runtime.clone())
             .with_default_features()
             .with_type_planner(Arc::new(super::types::PostgresTypes))
-            .with_analyzer_rule(Arc::new(super::casts::PostgresCasts))
+            .with_analyzer_rule(Arc::new(super::casts::PostgresCasts(settings.clone())))
             .with_analyzer_rule(Arc::new(super::arithmetic::PostgresArithmetic))
             .build();
         let ctx = SessionContext::new_with_state(state);
-        let settings = Settings::for_user(user);
         let view = Arc::new(ReadView::new(settings.clone()));
         let catalog = MemoryCatalogProvider::new();
         let shown = settings.clone();
@@ -660,6 +664,11 @@ impl Session {
     /// The session's notices, which the protocol layer sends.
     pub fn notices(&self) -> Notices {
         self.notices.clone()
+    }
+
+    /// The session's parameters (shared: a change is seen by every holder).
+    pub fn settings(&self) -> Settings {
+        self.settings.clone()
     }
 
     /// The logical plan of one statement given as text (a view's query,
@@ -1618,7 +1627,7 @@ impl Session {
                 } => {
                     let prepared = executed_name(name).and_then(|n| self.prepared_queries.get(&n));
                     prepared.and_then(|prepared| {
-                        prepared.read_texts(parameters);
+                        prepared.read_texts(parameters, &self.settings.zone());
                         prepared.names.clone()
                     })
                 }
@@ -2229,7 +2238,14 @@ impl Session {
             false => None,
         };
         let memory = &self.engine.runtime.memory_pool;
-        let copy = CopyIn::new(def, columns, format, memory, spill_dir);
+        let copy = CopyIn::new(
+            def,
+            columns,
+            format,
+            self.settings.zone(),
+            memory,
+            spill_dir,
+        );
         let columns = copy.columns();
         self.copy_in = Some(Ok(copy));
         Ok(Output::CopyIn { columns })
@@ -2475,7 +2491,13 @@ impl Session {
                     .collect::<Vec<_>>()
                     .join(", "),
             ),
-            Set::SetTimeZone { value, .. } => ("timezone".to_owned(), setting_text(&value)),
+            // `SET TIME ZONE INTERVAL '+02:00' HOUR TO MINUTE`: the offset.
+            Set::SetTimeZone { value, .. } => match value {
+                datafusion::sql::sqlparser::ast::Expr::Interval(interval) => {
+                    ("timezone".to_owned(), setting_text(&interval.value))
+                }
+                value => ("timezone".to_owned(), setting_text(&value)),
+            },
             Set::SetTransaction { modes, .. } => {
                 for mode in modes {
                     if let datafusion::sql::sqlparser::ast::TransactionMode::IsolationLevel(level) =
@@ -2489,7 +2511,10 @@ impl Session {
             }
             _ => return Ok(Output::Command("SET".into())),
         };
-        let value = if value.eq_ignore_ascii_case("default") {
+        // `SET TIME ZONE LOCAL` is the server's zone, the one a session
+        // starts with.
+        let local = name == "timezone" && value.eq_ignore_ascii_case("local");
+        let value = if value.eq_ignore_ascii_case("default") || local {
             self.settings.reset(&name);
             self.settings.get(&name).unwrap_or_default()
         } else {

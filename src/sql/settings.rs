@@ -6,6 +6,8 @@
 use std::collections::BTreeMap;
 use std::sync::{Arc, RwLock};
 
+use super::time_zone::SessionZone;
+
 /// The PostgreSQL version tablegate answers as (clients check the major one).
 pub const SERVER_VERSION: &str = "15.0";
 pub const SERVER_VERSION_NUM: &str = "150000";
@@ -73,6 +75,21 @@ struct Parameters {
     initial: BTreeMap<String, String>,
     /// The switches `values` hold, read on every scan.
     switches: Switches,
+    /// The zone `timezone` names.
+    zone: SessionZone,
+}
+
+impl Parameters {
+    /// Reads again what `values` hold.
+    fn refresh(&mut self) {
+        self.switches = Switches::of(&self.values);
+        self.zone = self
+            .values
+            .get("timezone")
+            .and_then(|zone| SessionZone::setting(zone).ok().flatten())
+            .map(|(zone, _)| zone)
+            .unwrap_or_default();
+    }
 }
 
 /// tablegate's own boolean parameters, which choose the access paths scans
@@ -103,6 +120,12 @@ impl Switches {
     }
 }
 
+impl std::fmt::Debug for Settings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_map().entries(self.all()).finish()
+    }
+}
+
 impl Default for Settings {
     fn default() -> Self {
         Settings::for_user("")
@@ -117,11 +140,14 @@ impl Settings {
             .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
             .collect();
         initial.insert("session_authorization".into(), user.to_owned());
-        Settings(Arc::new(RwLock::new(Parameters {
+        let mut parameters = Parameters {
             switches: Switches::of(&initial),
+            zone: SessionZone::utc(),
             values: initial.clone(),
             initial,
-        })))
+        };
+        parameters.refresh();
+        Settings(Arc::new(RwLock::new(parameters)))
     }
 }
 
@@ -165,12 +191,22 @@ impl Settings {
         }
         let value = match name.as_str() {
             "datestyle" => date_style(value)?,
+            "timezone" => time_zone(value)?,
             _ => value.to_owned(),
         };
         let mut parameters = self.0.write().unwrap_or_else(|e| e.into_inner());
         parameters.values.insert(name, value);
-        parameters.switches = Switches::of(&parameters.values);
+        parameters.refresh();
         Ok(())
+    }
+
+    /// The zone `TimeZone` names.
+    pub fn zone(&self) -> SessionZone {
+        self.0
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .zone
+            .clone()
     }
 
     /// The switches' current values.
@@ -191,13 +227,13 @@ impl Settings {
                 parameters.values.remove(&name);
             }
         }
-        parameters.switches = Switches::of(&parameters.values);
+        parameters.refresh();
     }
 
     pub fn reset_all(&self) {
         let mut parameters = self.0.write().unwrap_or_else(|e| e.into_inner());
         parameters.values = parameters.initial.clone();
-        parameters.switches = Switches::of(&parameters.values);
+        parameters.refresh();
     }
 
     /// Every parameter, by name.
@@ -209,6 +245,17 @@ impl Settings {
             .iter()
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect()
+    }
+}
+
+/// A `TimeZone` as PostgreSQL writes it back (see [`SessionZone::setting`]).
+fn time_zone(value: &str) -> Result<String, Refused> {
+    match SessionZone::setting(value) {
+        Ok(Some((_, shown))) => Ok(shown),
+        Ok(None) => Err(Refused::Invalid(format!(
+            "invalid value for parameter \"TimeZone\": \"{value}\""
+        ))),
+        Err(message) => Err(Refused::Unsupported(message)),
     }
 }
 
@@ -266,10 +313,17 @@ mod tests {
         assert_eq!(s.get("TimeZone").as_deref(), Some("UTC"));
         s.set("TimeZone", "Europe/Paris").unwrap();
         assert_eq!(s.get("timezone").as_deref(), Some("Europe/Paris"));
+        assert_eq!(s.zone().name(), "Europe/Paris");
         s.set("myapp.user", "ann").unwrap();
         s.reset("timezone");
         s.reset("myapp.user");
         assert_eq!(s.get("timezone").as_deref(), Some("UTC"));
+        assert!(s.zone().is_utc());
+        s.set("TimeZone", "-3:30").unwrap();
+        assert_eq!(s.get("timezone").as_deref(), Some("<-03:30>+03:30"));
+        assert_eq!(s.zone().name(), "-03:30");
+        let refused = s.set("TimeZone", "Nowhere/Land");
+        assert!(matches!(refused, Err(Refused::Invalid(_))));
         assert_eq!(s.get("myapp.user"), None);
         assert_eq!(
             s.set("server_version", "16"),

@@ -14,6 +14,7 @@ use datafusion::sql::sqlparser::ast::{
 };
 
 use super::error::SqlError;
+use super::time_zone::{push_offset, SessionZone};
 use crate::catalog::{Column, Element, SqlType, DEFAULT_NUMERIC};
 
 /// An interval's text as Arrow's parser reads it. PostgreSQL also reads a
@@ -193,14 +194,24 @@ pub fn timestamp_micros_at(array: &dyn Array, row: usize) -> Option<i64> {
 /// `timestamptz`, shown in UTC).
 pub fn timestamp_text(micros: i64, zoned: bool) -> String {
     let mut text = String::new();
-    push_timestamp(&mut text, micros, zoned);
+    push_timestamp(&mut text, micros, zoned.then(SessionZone::utc).as_ref());
     text
 }
 
 /// Writes [`timestamp_text`]'s text of a timestamp.
-pub fn push_timestamp(out: &mut impl std::fmt::Write, micros: i64, zoned: bool) {
-    let zone = if zoned { "+00" } else { "" };
-    push_instant(out, micros, b' ', zone);
+pub fn push_timestamp(out: &mut impl std::fmt::Write, micros: i64, zone: Option<&SessionZone>) {
+    match zone {
+        None => push_instant(out, micros, b' ', ""),
+        Some(zone) if zone.is_utc() => push_instant(out, micros, b' ', "+00"),
+        // The wall time in the zone, then the zone's offset there.
+        Some(zone) => {
+            let offset = zone.offset_at(micros);
+            let mut shown = String::with_capacity(9);
+            push_offset(&mut shown, offset);
+            let wall = micros.saturating_add(i64::from(offset) * 1_000_000);
+            push_instant(out, wall, b' ', &shown);
+        }
+    }
 }
 
 /// Writes a timestamp as PostgreSQL writes one into JSON: ISO 8601's `T`
@@ -339,20 +350,28 @@ pub(super) fn civil_date(days: i64) -> (i64, u32, u32) {
 /// `target`, when it holds texts: a date's or a timestamp's as its value
 /// ([`super::datetime_input`]), an interval's by [`interval_input`], an
 /// array's from its text form (`{a,b}`; Arrow would make `'{a,b}'` the
-/// one element of a list).
-pub fn text_inputs(array: &ArrayRef, target: &DataType) -> Result<ArrayRef, SqlError> {
+/// one element of a list); an instant's text without a zone is a wall time
+/// in `zone`, the session's.
+pub fn text_inputs(
+    array: &ArrayRef,
+    target: &DataType,
+    zone: &SessionZone,
+) -> Result<ArrayRef, SqlError> {
     let Some(texts) = array.as_any().downcast_ref::<StringArray>() else {
         return Ok(array.clone());
     };
     Ok(match target {
-        DataType::List(element) => super::arrays::texts_to_lists(texts, element.data_type())?,
+        DataType::List(element) => super::arrays::texts_to_lists(texts, element.data_type(), zone)?,
         DataType::Date32 | DataType::Timestamp(..) => {
-            super::datetime_input::read_texts(texts, target)?
+            super::datetime_input::read_texts(texts, target, zone)?
         }
-        target => match text_reader(target) {
-            Some(read) => texts_read_as(texts, read),
-            None => array.clone(),
-        },
+        DataType::Interval(_) => Arc::new(
+            texts
+                .iter()
+                .map(|text| text.map(interval_input))
+                .collect::<StringArray>(),
+        ),
+        _ => array.clone(),
     })
 }
 
@@ -365,18 +384,19 @@ pub fn parameter_type(ast: &AstType) -> Option<DataType> {
     }
 }
 
-/// Makes a text one Arrow reads, as a value of some type.
-pub type TextReader = fn(&str) -> Cow<'_, str>;
+/// Makes a text one Arrow reads, as a value of some type (an instant's
+/// text without a zone read in the session's zone).
+pub type TextReader = for<'a> fn(&'a str, &SessionZone) -> Cow<'a, str>;
 
 /// What makes a text one Arrow reads as a value of `target`, for the
 /// types of which PostgreSQL reads more forms than Arrow.
 pub fn text_reader(target: &DataType) -> Option<TextReader> {
     use super::datetime_input::{arrow_text, Target};
     Some(match target {
-        DataType::Date32 => |text| arrow_text(text, Target::Date),
-        DataType::Timestamp(_, None) => |text| arrow_text(text, Target::Timestamp),
-        DataType::Timestamp(_, Some(_)) => |text| arrow_text(text, Target::Timestamptz),
-        DataType::Interval(_) => interval_input,
+        DataType::Date32 => |text, zone| arrow_text(text, Target::Date, zone),
+        DataType::Timestamp(_, None) => |text, zone| arrow_text(text, Target::Timestamp, zone),
+        DataType::Timestamp(_, Some(_)) => |text, zone| arrow_text(text, Target::Timestamptz, zone),
+        DataType::Interval(_) => |text, _| interval_input(text),
         _ => return None,
     })
 }
@@ -386,18 +406,13 @@ pub fn cast_input(
     array: &ArrayRef,
     target: &DataType,
     options: &CastOptions,
+    zone: &SessionZone,
 ) -> Result<ArrayRef, SqlError> {
     Ok(cast_with_options(
-        &text_inputs(array, target)?,
+        &text_inputs(array, target, zone)?,
         target,
         options,
     )?)
-}
-
-/// Each text as `input` makes it (one Arrow reads as an interval:
-/// [`interval_input`]).
-pub fn texts_read_as(texts: &StringArray, input: TextReader) -> ArrayRef {
-    Arc::new(texts.iter().map(|t| t.map(input)).collect::<StringArray>())
 }
 
 /// The name SQL gives the type of Arrow's `data_type`, for the types a

@@ -14,13 +14,16 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use pgwire::api::auth::sasl::scram::{gen_salted_password, random_nonce, SCRAM_ITERATIONS};
-use pgwire::api::auth::{AuthSource, DefaultServerParameterProvider, LoginInfo, Password};
+use pgwire::api::auth::{
+    AuthSource, DefaultServerParameterProvider, LoginInfo, Password, ServerParameterProvider,
+};
+use pgwire::api::ClientInfo;
 use pgwire::error::{PgWireError, PgWireResult};
 use pgwire::tokio::TlsAcceptor;
 use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer};
 
-use crate::sql::SERVER_VERSION;
+use crate::sql::{Settings, SERVER_VERSION};
 
 /// How connections authenticate.
 #[derive(Clone)]
@@ -112,13 +115,28 @@ impl AuthSource for Logins {
     }
 }
 
-/// The parameters every connection is told at startup.
-pub fn server_parameters() -> DefaultServerParameterProvider {
-    let mut parameters = DefaultServerParameterProvider::default();
-    parameters.server_version = SERVER_VERSION.to_owned();
-    parameters.time_zone = "UTC".to_owned();
-    parameters.date_style = "ISO, MDY".to_owned();
-    parameters
+/// The parameters a connection is told at startup: the server's, and the
+/// session's starting values of those a client may give in its startup
+/// packet (`TimeZone` from libpq's `PGTZ` or pgJDBC's, `DateStyle`,
+/// `application_name`), as the session takes them.
+pub struct StartupParameters;
+
+impl ServerParameterProvider for StartupParameters {
+    fn server_parameters<C: ClientInfo>(&self, client: &C) -> Option<HashMap<String, String>> {
+        let settings = Settings::default();
+        for (name, refused) in settings.start_with(client.metadata()) {
+            tracing::warn!("startup parameter {name} not taken: {refused:?}");
+        }
+        let mut defaults = DefaultServerParameterProvider::default();
+        defaults.server_version = SERVER_VERSION.to_owned();
+        let mut parameters = defaults.server_parameters(client)?;
+        for name in ["TimeZone", "DateStyle", "IntervalStyle", "application_name"] {
+            if let Some(value) = settings.get(name) {
+                parameters.insert(name.to_owned(), value);
+            }
+        }
+        Some(parameters)
+    }
 }
 
 /// A TLS acceptor for a PEM certificate chain and private key.

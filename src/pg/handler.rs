@@ -11,7 +11,7 @@ use futures::{Sink, SinkExt, StreamExt};
 use pgwire::api::auth::noop::NoopStartupHandler;
 use pgwire::api::auth::sasl::scram::ScramAuth;
 use pgwire::api::auth::sasl::SASLAuthStartupHandler;
-use pgwire::api::auth::{DefaultServerParameterProvider, ServerParameterProvider, StartupHandler};
+use pgwire::api::auth::{ServerParameterProvider, StartupHandler};
 use pgwire::api::copy::CopyHandler;
 use pgwire::api::portal::{Format, Portal};
 use pgwire::api::query::send_describe_response;
@@ -35,7 +35,7 @@ use pgwire::messages::PgWireBackendMessage;
 use pgwire::messages::PgWireFrontendMessage;
 use tokio::sync::Mutex;
 
-use super::auth::{server_parameters, Authentication};
+use super::auth::{Authentication, StartupParameters};
 use super::cancel::{canceled, cancellable, Canceller, Cancels, Registration};
 use super::encode;
 use super::error::{error_info, to_pgwire};
@@ -130,7 +130,7 @@ impl Handlers {
 /// is the connection's own).
 pub enum Startup {
     Trust(Handlers),
-    Scram(SASLAuthStartupHandler<DefaultServerParameterProvider>),
+    Scram(SASLAuthStartupHandler<StartupParameters>),
 }
 
 #[async_trait]
@@ -166,6 +166,8 @@ fn connection_of<C: ClientInfo>(
             .unwrap_or_default();
         let (pid, secret) = client.pid_and_secret_key();
         let session = Session::for_user(engine.clone(), &user);
+        // Those not taken were reported at startup.
+        let _ = session.settings().start_with(client.metadata());
         Connection {
             notices: session.notices(),
             settings: session.settings(),
@@ -783,7 +785,7 @@ impl NoopStartupHandler for Handlers {
         C::Error: Debug,
         PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
     {
-        let parameters = server_parameters()
+        let parameters = StartupParameters
             .server_parameters(client)
             .unwrap_or_default();
         for (name, value) in parameters {
@@ -804,7 +806,7 @@ impl Handlers {
         Arc::new(match &self.authentication {
             Authentication::Trust => Startup::Trust(self.clone_ref()),
             Authentication::Scram(users) => Startup::Scram(
-                SASLAuthStartupHandler::new(Arc::new(server_parameters()))
+                SASLAuthStartupHandler::new(Arc::new(StartupParameters))
                     .with_scram(ScramAuth::new(Arc::new(super::auth::Logins {
                         users: users.clone(),
                         catalog: self.engine.catalog.clone(),

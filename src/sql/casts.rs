@@ -20,10 +20,10 @@
 //!   nanoseconds, DataFusion's unit there, by a cast that refuses a value
 //!   out of their range (the function's own made it NULL).
 //! - In a session whose time zone is not UTC, an instant's text and the
-//!   casts between `timestamptz` and `timestamp`, `date` or `time`, and
-//!   `date_trunc` and `date_part` of an instant, take their wall times in
-//!   that zone, as PostgreSQL's do (see [`super::time_zone`]); Arrow's
-//!   take them in UTC.
+//!   casts between `timestamptz` and `timestamp`, `date` or `time`,
+//!   `date_trunc` and `date_part` of an instant, `current_date` and
+//!   `current_time` take their wall times in that zone, as PostgreSQL's do
+//!   (see [`super::time_zone`]); Arrow's and DataFusion's take them in UTC.
 
 use std::sync::{Arc, OnceLock};
 
@@ -88,6 +88,8 @@ fn may_rewrite(expr: &Expr) -> bool {
                 | "array_element"
                 | "date_trunc"
                 | "date_part"
+                | "current_date"
+                | "current_time"
                 | AT_TIME_ZONE
         ),
         _ => false,
@@ -180,6 +182,22 @@ pub fn postgres_casts(
         {
             f.args[1] = in_zone(f.args[1].clone(), inputs, zone)?;
             Ok(Transformed::yes(Expr::ScalarFunction(f)))
+        }
+        // Today's date and the time of day in the session's zone.
+        Expr::ScalarFunction(f)
+            if !zone.is_utc() && matches!(f.name(), "current_date" | "current_time") =>
+        {
+            static NOW: OnceLock<Arc<ScalarUDF>> = OnceLock::new();
+            // An instant, as the session's `now()` is.
+            let now = NOW.get_or_init(|| {
+                let mut config = ConfigOptions::default();
+                config.execution.time_zone = Some(super::types::UTC.to_owned());
+                datafusion::functions::datetime::now(&config)
+            });
+            let ty = Expr::ScalarFunction(f).get_type(inputs)?;
+            let now = Expr::ScalarFunction(ScalarFunction::new_udf(now.clone(), vec![]));
+            let wall = in_zone(now, inputs, zone)?;
+            Ok(Transformed::yes(Expr::Cast(Cast::new(Box::new(wall), ty))))
         }
         // `x AT TIME ZONE z` of a text or a date: the instant it is in the
         // session's zone.

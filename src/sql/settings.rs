@@ -200,6 +200,38 @@ impl Settings {
         Ok(())
     }
 
+    /// Takes a client's startup parameters (`TimeZone`, `DateStyle`,
+    /// `application_name`, and those its `options` give as `-c
+    /// name=value`) as the session's starting values, which RESET goes
+    /// back to, as PostgreSQL does; returns those not taken, and why.
+    pub fn start_with<'a>(
+        &self,
+        parameters: impl IntoIterator<Item = (&'a String, &'a String)>,
+    ) -> Vec<(String, Refused)> {
+        let mut given = Vec::new();
+        for (name, value) in parameters {
+            match name.as_str() {
+                "user" | "database" | "replication" => {}
+                "options" => given.extend(command_line_settings(value)),
+                _ => given.push((name.clone(), value.clone())),
+            }
+        }
+        let mut refused = Vec::new();
+        for (name, value) in given {
+            match self.set(&name, &value) {
+                Ok(()) => {
+                    let mut parameters = self.0.write().unwrap_or_else(|e| e.into_inner());
+                    let name = name.to_lowercase();
+                    if let Some(value) = parameters.values.get(&name).cloned() {
+                        parameters.initial.insert(name, value);
+                    }
+                }
+                Err(why) => refused.push((name, why)),
+            }
+        }
+        refused
+    }
+
     /// The zone `TimeZone` names.
     pub fn zone(&self) -> SessionZone {
         self.0
@@ -248,6 +280,37 @@ impl Settings {
     }
 }
 
+/// The settings a startup packet's `options` gives, as a server's command
+/// line would: `-c name=value` or `--name=value`, separated by spaces (a
+/// space inside a value escaped with a backslash).
+fn command_line_settings(options: &str) -> Vec<(String, String)> {
+    let mut words = Vec::new();
+    let mut word = String::new();
+    let mut chars = options.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            '\\' => word.extend(chars.next()),
+            c if c.is_whitespace() => {
+                words.extend((!word.is_empty()).then(|| std::mem::take(&mut word)))
+            }
+            c => word.push(c),
+        }
+    }
+    words.extend((!word.is_empty()).then_some(word));
+    let mut settings = Vec::new();
+    let mut words = words.into_iter();
+    while let Some(word) = words.next() {
+        let setting = match word.as_str() {
+            "-c" => words.next(),
+            _ => word.strip_prefix("--").map(str::to_owned),
+        };
+        if let Some((name, value)) = setting.as_deref().and_then(|s| s.split_once('=')) {
+            settings.push((name.replace('-', "_"), value.to_owned()));
+        }
+    }
+    settings
+}
+
 /// A `TimeZone` as PostgreSQL writes it back (see [`SessionZone::setting`]).
 fn time_zone(value: &str) -> Result<String, Refused> {
     match SessionZone::setting(value) {
@@ -290,6 +353,43 @@ fn date_style(value: &str) -> Result<String, Refused> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_client_startup_parameters_are_the_session_starting_values() {
+        let s = Settings::default();
+        let given: std::collections::HashMap<String, String> = [
+            ("user", "ann"),
+            ("TimeZone", "europe/paris"),
+            ("application_name", "report"),
+            (
+                "options",
+                "-c search_path=sales,public --statement-timeout=5s -c x.y=a\\ b",
+            ),
+            ("DateStyle", "German"),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_owned(), v.to_owned()))
+        .collect();
+        let refused = s.start_with(&given);
+        assert_eq!(s.get("timezone").as_deref(), Some("Europe/Paris"));
+        assert_eq!(s.zone().name(), "Europe/Paris");
+        assert_eq!(s.get("application_name").as_deref(), Some("report"));
+        assert_eq!(s.get("search_path").as_deref(), Some("sales,public"));
+        assert_eq!(s.get("statement_timeout").as_deref(), Some("5s"));
+        assert_eq!(s.get("x.y").as_deref(), Some("a b"));
+        assert_eq!(s.get("user"), None);
+        // A style tablegate does not follow is not taken.
+        assert!(
+            matches!(refused.as_slice(), [(name, Refused::Unsupported(_))] if name == "DateStyle")
+        );
+        assert_eq!(s.get("datestyle").as_deref(), Some("ISO, MDY"));
+        // RESET goes back to the values the client started with.
+        s.set("TimeZone", "UTC").unwrap();
+        s.reset("TimeZone");
+        assert_eq!(s.zone().name(), "Europe/Paris");
+        s.reset_all();
+        assert_eq!(s.get("application_name").as_deref(), Some("report"));
+    }
 
     #[test]
     fn only_the_date_style_tablegate_follows_is_taken() {

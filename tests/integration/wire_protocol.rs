@@ -718,18 +718,80 @@ async fn read_replies_until(stream: &mut tokio::net::TcpStream, until: u8) -> Ve
 
 /// A connection logged in as `test`, speaking the protocol's messages.
 async fn raw_connection(port: u16) -> tokio::net::TcpStream {
+    raw_login(port, &[]).await.0
+}
+
+/// A connection logged in as `test` with more startup parameters, and the
+/// server's replies up to its first ReadyForQuery.
+async fn raw_login(
+    port: u16,
+    parameters: &[(&str, &str)],
+) -> (tokio::net::TcpStream, Vec<(u8, Vec<u8>)>) {
     use tokio::io::AsyncWriteExt;
     let mut stream = tokio::net::TcpStream::connect(("127.0.0.1", port))
         .await
         .unwrap();
     let mut startup = Vec::new();
     startup.extend_from_slice(&196608i32.to_be_bytes());
-    startup.extend_from_slice(b"user\0test\0\0");
+    for (name, value) in [("user", "test")].iter().chain(parameters) {
+        for text in [name, value] {
+            startup.extend_from_slice(text.as_bytes());
+            startup.push(0);
+        }
+    }
+    startup.push(0);
     let mut packet = ((startup.len() + 4) as i32).to_be_bytes().to_vec();
     packet.extend_from_slice(&startup);
     stream.write_all(&packet).await.unwrap();
-    read_until(&mut stream, b'Z').await;
-    stream
+    let replies = read_replies_until(&mut stream, b'Z').await;
+    (stream, replies)
+}
+
+/// A client's startup parameters (libpq's `PGTZ` and `PGOPTIONS`, pgJDBC's
+/// `TimeZone`) are the session's starting values, as in PostgreSQL: the
+/// ParameterStatus messages of the login say them, instants are shown in
+/// the zone, and RESET goes back to them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn startup_parameters_are_the_session_starting_values() {
+    let server = TestServer::start().await;
+    let parameters = [
+        ("TimeZone", "asia/kolkata"),
+        ("options", "-c application_name=report"),
+    ];
+    let (mut stream, replies) = raw_login(server.port, &parameters).await;
+    // A client keeps the last value it is told of each.
+    let status = |name: &str| {
+        replies
+            .iter()
+            .rev()
+            .filter(|(kind, _)| *kind == b'S')
+            .find_map(|(_, body)| {
+                let mut fields = body.split(|b| *b == 0);
+                let (field, value) = (fields.next()?, fields.next()?);
+                (field == name.as_bytes()).then(|| String::from_utf8_lossy(value).into_owned())
+            })
+    };
+    assert_eq!(status("TimeZone").as_deref(), Some("Asia/Kolkata"));
+    assert_eq!(status("application_name").as_deref(), Some("report"));
+    let query = |sql: &str| message(b'Q', format!("{sql}\0").as_bytes());
+    let sql = "SET TimeZone = 'UTC'; RESET TimeZone; \
+               SELECT timestamptz '2024-03-15 10:00+00', current_setting('application_name')";
+    use tokio::io::AsyncWriteExt;
+    stream.write_all(&query(sql)).await.unwrap();
+    let replies = read_replies_until(&mut stream, b'Z').await;
+    let (_, row) = replies
+        .iter()
+        .find(|(kind, _)| *kind == b'D')
+        .expect("a row");
+    // Two fields, each its length then its text.
+    let mut fields = Vec::new();
+    let mut rest = &row[2..];
+    while rest.len() >= 4 {
+        let len = i32::from_be_bytes(rest[..4].try_into().unwrap()) as usize;
+        fields.push(String::from_utf8_lossy(&rest[4..4 + len]).into_owned());
+        rest = &rest[4 + len..];
+    }
+    assert_eq!(fields, ["2024-03-15 15:30:00+05:30", "report"]);
 }
 
 /// Sends messages; the replies up to ReadyForQuery, each as its type,

@@ -24,6 +24,8 @@
 //!   `date_trunc` and `date_part` of an instant, `current_date` and
 //!   `current_time` take their wall times in that zone, as PostgreSQL's do
 //!   (see [`super::time_zone`]); Arrow's and DataFusion's take them in UTC.
+//! - The year of a date or a timestamp before 1 AD is PostgreSQL's, which
+//!   has no year 0 (`date_part('year', date '0044-03-15 BC')` is -44).
 
 use std::sync::{Arc, OnceLock};
 
@@ -170,18 +172,8 @@ pub fn postgres_casts(
                 ty,
             ))))
         }
-        // A field of an instant's wall time in the session's zone (its
-        // epoch is the same in every zone).
-        Expr::ScalarFunction(mut f)
-            if !zone.is_utc()
-                && f.name() == "date_part"
-                && f.args.len() == 2
-                && is_instant(&f.args[1], inputs)
-                && !matches!(&f.args[0], Expr::Literal(ScalarValue::Utf8(Some(field)), _)
-                    if field.eq_ignore_ascii_case("epoch")) =>
-        {
-            f.args[1] = in_zone(f.args[1].clone(), inputs, zone)?;
-            Ok(Transformed::yes(Expr::ScalarFunction(f)))
+        Expr::ScalarFunction(f) if f.name() == "date_part" && f.args.len() == 2 => {
+            date_part(f, inputs, zone)
         }
         // Today's date and the time of day in the session's zone.
         Expr::ScalarFunction(f)
@@ -366,6 +358,41 @@ pub fn postgres_casts(
         }
         e => Ok(Transformed::no(e)),
     })
+}
+
+/// `date_part(field, x)` as PostgreSQL's: a field of an instant's wall time
+/// in the session's zone (its epoch is the same in every zone), and the
+/// year of a date or a time before 1 AD counted as PostgreSQL counts it,
+/// without a year 0 (44 BC is -44; DataFusion's calendar year is -43).
+fn date_part(
+    mut f: ScalarFunction,
+    inputs: &DFSchema,
+    zone: &SessionZone,
+) -> Result<Transformed<Expr>> {
+    let field = match &f.args[0] {
+        Expr::Literal(ScalarValue::Utf8(Some(field)), _) => field.to_lowercase(),
+        _ => return Ok(Transformed::no(Expr::ScalarFunction(f))),
+    };
+    let value = f.args[1].get_type(inputs)?;
+    let shifted = !zone.is_utc() && is_instant(&f.args[1], inputs) && field != "epoch";
+    if shifted {
+        f.args[1] = in_zone(f.args[1].clone(), inputs, zone)?;
+    }
+    let dated = matches!(value, DataType::Date32 | DataType::Timestamp(..));
+    if !(dated && matches!(field.as_str(), "year" | "years")) {
+        return Ok(Transformed::new_transformed(
+            Expr::ScalarFunction(f),
+            shifted,
+        ));
+    }
+    let year = Expr::ScalarFunction(f);
+    let ty = year.get_type(inputs)?;
+    let (zero, one) = (ScalarValue::new_zero(&ty)?, ScalarValue::new_one(&ty)?);
+    let before_christ = year.clone().lt_eq(Expr::Literal(zero, None));
+    let counted =
+        datafusion::logical_expr::when(before_christ, year.clone() - Expr::Literal(one, None))
+            .otherwise(year)?;
+    Ok(Transformed::yes(counted))
 }
 
 /// Whether a cast from `from` to `to` takes a wall time in the session's

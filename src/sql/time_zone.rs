@@ -20,6 +20,9 @@ pub struct SessionZone {
     /// The zone as Arrow's `Tz` reads it (`Europe/Paris`, `+02:00`).
     name: Arc<str>,
     tz: Tz,
+    /// Whether it is UTC under one of its names: its instants' wall times
+    /// need no shift.
+    utc: bool,
 }
 
 impl PartialEq for SessionZone {
@@ -52,9 +55,24 @@ impl SessionZone {
     /// The zone Arrow's `Tz` reads `name` as (see [`Self::name`]).
     pub fn of(name: &str) -> Option<SessionZone> {
         let tz = name.parse::<Tz>().ok()?;
+        let utc = matches!(
+            name,
+            super::types::UTC
+                | "UTC"
+                | "Etc/UTC"
+                | "UCT"
+                | "Etc/UCT"
+                | "GMT"
+                | "Etc/GMT"
+                | "Zulu"
+                | "Etc/Zulu"
+                | "Universal"
+                | "Etc/Universal"
+        );
         Some(SessionZone {
             name: name.into(),
             tz,
+            utc,
         })
     }
 
@@ -104,23 +122,9 @@ impl SessionZone {
         &self.name
     }
 
-    /// Whether the zone is UTC under one of its names, whose instants'
-    /// wall times need no shift.
+    /// Whether the zone is UTC under one of its names.
     pub fn is_utc(&self) -> bool {
-        matches!(
-            &*self.name,
-            super::types::UTC
-                | "UTC"
-                | "Etc/UTC"
-                | "UCT"
-                | "Etc/UCT"
-                | "GMT"
-                | "Etc/GMT"
-                | "Zulu"
-                | "Etc/Zulu"
-                | "Universal"
-                | "Etc/Universal"
-        )
+        self.utc
     }
 
     /// The zone's offset east of UTC, in seconds, at an instant

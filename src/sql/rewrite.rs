@@ -96,6 +96,7 @@ use datafusion::sql::sqlparser::dialect::PostgreSqlDialect;
 
 use super::functions::SINGLE_VALUE;
 use super::templates::{chrono_format, ToChar};
+use super::time_zone::SessionZone;
 
 /// Functions that PostgreSQL calls without parentheses.
 const KEYWORD_FUNCTIONS: &[(&str, &str)] = &[
@@ -1568,9 +1569,11 @@ fn rewrite_expr(expr: &mut Expr) {
 /// The rewrites that look at a whole SELECT, query by query: subqueries
 /// that test membership in an outer row's array (see
 /// [`any_of_outer_array`]), and repeated unnamed select items.
-#[derive(Default)]
 struct Selects {
     joined: usize,
+    /// The session's, in which the texts of instants without a zone given
+    /// to `generate_series` in FROM are read (see [`series_arguments`]).
+    zone: SessionZone,
 }
 
 /// `FETCH FIRST n ROWS ONLY` (SQL's spelling, which DataFusion does not
@@ -1788,7 +1791,7 @@ impl datafusion::sql::sqlparser::ast::VisitorMut for Selects {
     fn pre_visit_query(&mut self, query: &mut Query) -> ControlFlow<()> {
         fetch_as_limit(query);
         super::recordsets::recordsets_as_elements(query);
-        lateral_set_functions(query);
+        lateral_set_functions(query, &self.zone);
         for_each_select(query.body.as_mut(), &mut |select| {
             for item in &mut select.projection {
                 if let SelectItem::UnnamedExpr(e) | SelectItem::ExprWithAlias { expr: e, .. } = item
@@ -2161,11 +2164,11 @@ fn reads_outer(expr: &Expr, inner: &[String]) -> bool {
 /// column. A row whose set is empty is left out, as PostgreSQL's join with
 /// an empty set leaves it out, but for `LEFT JOIN ... ON true`, which adds
 /// it once beside NULL.
-fn lateral_set_functions(query: &mut Query) {
+fn lateral_set_functions(query: &mut Query, zone: &SessionZone) {
     match query.body.as_mut() {
-        SetExpr::Select(select) => move_set_functions(select, Some(&mut query.order_by)),
+        SetExpr::Select(select) => move_set_functions(select, Some(&mut query.order_by), zone),
         // A set operation's ORDER BY names its output columns.
-        body => for_each_select(body, &mut |select| move_set_functions(select, None)),
+        body => for_each_select(body, &mut |select| move_set_functions(select, None, zone)),
     }
 }
 
@@ -2173,10 +2176,11 @@ fn lateral_set_functions(query: &mut Query) {
 fn move_set_functions(
     select: &mut Select,
     mut order_by: Option<&mut Option<datafusion::sql::sqlparser::ast::OrderBy>>,
+    zone: &SessionZone,
 ) {
     for factor in factors_mut(&mut select.from) {
         unnest_as_function(factor);
-        series_arguments(factor);
+        series_arguments(factor, zone);
         no_options(factor);
     }
     // The columns the functions moved so far were given.
@@ -2274,10 +2278,10 @@ pub(super) fn operators_unqualified(sql: &str) -> std::borrow::Cow<'_, str> {
 /// `generate_series` and `range` in FROM, whose arguments DataFusion
 /// evaluates before the casts' rule reads texts as PostgreSQL does: a
 /// typed text (`'2024-01-01 10:00'::timestamp`, `TIMESTAMP 'today'`) is
-/// read here ([`read_typed_text`]), and an untyped step (`'1 day'`) is an
-/// interval ([`interval_step_of`]), as [`postgres_function`] makes it in
-/// an expression.
-fn series_arguments(factor: &mut TableFactor) {
+/// read here ([`read_typed_text`], an instant's without a zone in `zone`),
+/// and an untyped step (`'1 day'`) is an interval ([`interval_step_of`]),
+/// as [`postgres_function`] makes it in an expression.
+fn series_arguments(factor: &mut TableFactor, zone: &SessionZone) {
     use datafusion::sql::sqlparser::ast::{FunctionArg, FunctionArgExpr, TableFunctionArgs};
     let (TableFactor::Table {
         name,
@@ -2303,7 +2307,7 @@ fn series_arguments(factor: &mut TableFactor) {
     }
     for arg in args.iter_mut() {
         if let FunctionArg::Unnamed(FunctionArgExpr::Expr(e)) = arg {
-            read_typed_text(e);
+            read_typed_text(e, zone);
         }
     }
     if let [_, _, FunctionArg::Unnamed(FunctionArgExpr::Expr(step))] = args.as_mut_slice() {
@@ -2316,7 +2320,7 @@ fn series_arguments(factor: &mut TableFactor) {
 /// A text cast to a type (`'...'::timestamp`, `CAST('...' AS date)`,
 /// `DATE '...'`), its text made one Arrow reads as PostgreSQL reads it
 /// ([`super::types::text_reader`]).
-fn read_typed_text(expr: &mut Expr) {
+fn read_typed_text(expr: &mut Expr, zone: &SessionZone) {
     let (data_type, value) = match expr {
         Expr::Cast {
             expr: inner,
@@ -2335,11 +2339,8 @@ fn read_typed_text(expr: &mut Expr) {
     let reader = super::types::parameter_type(data_type)
         .as_ref()
         .and_then(super::types::text_reader);
-    // Read before any session's setting is known: an instant's text
-    // without a zone is read in UTC.
     if let Some(read) = reader {
-        let utc = super::time_zone::SessionZone::utc();
-        if let std::borrow::Cow::Owned(read) = read(text, &utc) {
+        if let std::borrow::Cow::Owned(read) = read(text, zone) {
             *text = read;
         }
     }
@@ -2992,7 +2993,8 @@ pub fn rewrite_expression(sql: &str) -> String {
     let Some(mut statement) = statements.pop() else {
         return sql.to_owned();
     };
-    rewrite(&mut statement);
+    // A column's default reads no text of a series.
+    rewrite(&mut statement, &SessionZone::utc());
     match statement {
         Statement::Query(query) => match *query.body {
             SetExpr::Select(select) => match select.projection.as_slice() {
@@ -3005,10 +3007,11 @@ pub fn rewrite_expression(sql: &str) -> String {
     }
 }
 
-/// Rewrites a statement in place.
-pub fn rewrite(statement: &mut Statement) {
+/// Rewrites a statement in place, in a session whose time zone is `zone`.
+pub fn rewrite(statement: &mut Statement, zone: &SessionZone) {
     use datafusion::sql::sqlparser::ast::VisitMut;
-    let _ = statement.visit(&mut Selects::default());
+    let zone = zone.clone();
+    let _ = statement.visit(&mut Selects { joined: 0, zone });
     let _ = visit_expressions_mut(statement, |expr| {
         rewrite_expr(expr);
         ControlFlow::<()>::Continue(())
@@ -3030,7 +3033,7 @@ pub(super) mod tests {
 
     pub(in crate::sql) fn rewritten(sql: &str) -> String {
         let mut s = statement(sql);
-        rewrite(&mut s);
+        rewrite(&mut s, &SessionZone::utc());
         s.to_string()
     }
 

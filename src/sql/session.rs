@@ -1088,7 +1088,7 @@ impl Session {
         let mut names = None;
         if let DfStatement::Statement(s) = &mut statement {
             names = ColumnNames::of(s);
-            rewrite::rewrite(s);
+            rewrite::rewrite(s, &self.settings.zone());
         }
         self.refresh_view();
         let writing = match &statement {
@@ -1152,7 +1152,7 @@ impl Session {
         let mut statement = Self::parse(sql).ok()?.pop()?;
         if let DfStatement::Statement(s) = &mut statement {
             super::parameters::cast_parameters(s, prevailing);
-            rewrite::rewrite(s);
+            rewrite::rewrite(s, &self.settings.zone());
         }
         let plan = self.to_plan(statement.clone()).await.ok()?;
         Some((plan, statement))
@@ -1637,7 +1637,7 @@ impl Session {
             // `Session::prepare` plans it, once.
             if !matches!(s.as_ref(), Statement::Prepare { statement, .. } if dml::is_dml(statement))
             {
-                rewrite::rewrite(s);
+                rewrite::rewrite(s, &self.settings.zone());
             }
         }
         self.run_rewritten(statement, params, names).await
@@ -1891,7 +1891,7 @@ impl Session {
             return Ok(Vec::new());
         };
         if let DfStatement::Statement(s) = &mut statement {
-            rewrite::rewrite(s);
+            rewrite::rewrite(s, &self.settings.zone());
         }
         let plan = self.to_plan(statement).await?;
         let batches = self.ctx.execute_logical_plan(plan).await?.collect().await?;
@@ -2442,7 +2442,7 @@ impl Session {
         let statement = Statement::Query(query);
         let names = ColumnNames::of(&statement);
         let mut statement = statement;
-        rewrite::rewrite(&mut statement);
+        rewrite::rewrite(&mut statement, &self.settings.zone());
         self.refresh_view();
         let output = self
             .run_query(DfStatement::Statement(Box::new(statement)), None, names)

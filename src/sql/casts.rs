@@ -21,23 +21,27 @@
 //!   out of their range (the function's own made it NULL).
 //! - In a session whose time zone is not UTC, an instant's text and the
 //!   casts between `timestamptz` and `timestamp`, `date` or `time`,
-//!   `date_trunc` and `date_part` of an instant, `current_date` and
-//!   `current_time` take their wall times in that zone, as PostgreSQL's do
-//!   (see [`super::time_zone`]); Arrow's and DataFusion's take them in UTC.
+//!   `date_trunc`, `date_part` and `to_char` of an instant, `current_date`
+//!   and `current_time` take their wall times in that zone, and an instant
+//!   moved by a literal interval's months and days moves its wall time
+//!   there, as PostgreSQL's do (see [`super::time_zone`]); Arrow's and
+//!   DataFusion's take them in UTC.
 //! - The year of a date or a timestamp before 1 AD is PostgreSQL's, which
 //!   has no year 0 (`date_part('year', date '0044-03-15 BC')` is -44).
 
 use std::sync::{Arc, OnceLock};
 
 use datafusion::arrow::array::{Array, ArrayRef, AsArray, StringArray, StringBuilder};
-use datafusion::arrow::datatypes::{DataType, Decimal128Type, Float32Type, Float64Type, TimeUnit};
+use datafusion::arrow::datatypes::{
+    DataType, Decimal128Type, Float32Type, Float64Type, IntervalMonthDayNano, TimeUnit,
+};
 use datafusion::common::config::ConfigOptions;
 use datafusion::common::tree_node::{Transformed, TreeNode};
 use datafusion::common::{exec_err, DFSchema, Result, ScalarValue};
-use datafusion::logical_expr::expr::{Cast, ScalarFunction};
+use datafusion::logical_expr::expr::{BinaryExpr, Cast, ScalarFunction};
 use datafusion::logical_expr::{
-    ColumnarValue, Expr, ExprSchemable, LogicalPlan, ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl,
-    Signature, Volatility,
+    ColumnarValue, Expr, ExprSchemable, LogicalPlan, Operator, ScalarFunctionArgs, ScalarUDF,
+    ScalarUDFImpl, Signature, Volatility,
 };
 use datafusion::optimizer::AnalyzerRule;
 
@@ -47,6 +51,7 @@ use super::floats::{check_real_range, put_float};
 use super::functions::AT_TIME_ZONE;
 use super::plan_nodes::rewrite_nodes_holding;
 use super::settings::Settings;
+use super::templates::ToChar;
 use super::time_zone::SessionZone;
 use super::types::{list_of, push_timestamp, text_inputs, text_reader, timestamp_micros_at};
 
@@ -79,6 +84,7 @@ impl AnalyzerRule for PostgresCasts {
 fn may_rewrite(expr: &Expr) -> bool {
     match expr {
         Expr::Cast(_) => true,
+        Expr::BinaryExpr(b) => matches!(b.op, Operator::Plus | Operator::Minus),
         Expr::ScalarFunction(f) => matches!(
             f.name(),
             "round"
@@ -92,6 +98,7 @@ fn may_rewrite(expr: &Expr) -> bool {
                 | "date_part"
                 | "current_date"
                 | "current_time"
+                | ToChar::NAME
                 | AT_TIME_ZONE
         ),
         _ => false,
@@ -174,6 +181,23 @@ pub fn postgres_casts(
         }
         Expr::ScalarFunction(f) if f.name() == "date_part" && f.args.len() == 2 => {
             date_part(f, inputs, zone)
+        }
+        // An instant formatted as its wall time in the session's zone.
+        Expr::ScalarFunction(mut f)
+            if !zone.is_utc()
+                && f.name() == ToChar::NAME
+                && f.args
+                    .first()
+                    .is_some_and(|value| is_instant(value, inputs)) =>
+        {
+            f.args[0] = in_zone(f.args[0].clone(), inputs, zone)?;
+            Ok(Transformed::yes(Expr::ScalarFunction(f)))
+        }
+        // An instant moved by months and days moves its wall time in the
+        // session's zone (a day after noon is noon, across a change of
+        // offset), then by the interval's time (see `moved_in_zone`).
+        Expr::BinaryExpr(b) if !zone.is_utc() && moves_instant(&b, inputs) => {
+            moved_in_zone(b, inputs, zone).map(Transformed::yes)
         }
         // Today's date and the time of day in the session's zone.
         Expr::ScalarFunction(f)
@@ -393,6 +417,70 @@ fn date_part(
         datafusion::logical_expr::when(before_christ, year.clone() - Expr::Literal(one, None))
             .otherwise(year)?;
     Ok(Transformed::yes(counted))
+}
+
+/// The months and days of an interval literal, and its time, when it has
+/// months or days.
+fn calendar_part(expr: &Expr) -> Option<(IntervalMonthDayNano, IntervalMonthDayNano)> {
+    let interval = match expr {
+        Expr::Literal(ScalarValue::IntervalMonthDayNano(Some(v)), _) => *v,
+        Expr::Literal(ScalarValue::IntervalYearMonth(Some(months)), _) => {
+            IntervalMonthDayNano::new(*months, 0, 0)
+        }
+        Expr::Literal(ScalarValue::IntervalDayTime(Some(v)), _) => {
+            IntervalMonthDayNano::new(0, v.days, i64::from(v.milliseconds) * 1_000_000)
+        }
+        _ => return None,
+    };
+    (interval.months != 0 || interval.days != 0).then_some((
+        IntervalMonthDayNano::new(interval.months, interval.days, 0),
+        IntervalMonthDayNano::new(0, 0, interval.nanoseconds),
+    ))
+}
+
+/// Whether `b` is an instant plus or minus an interval literal of months or
+/// days (or that interval plus an instant).
+fn moves_instant(b: &BinaryExpr, inputs: &DFSchema) -> bool {
+    match b.op {
+        Operator::Minus => is_instant(&b.left, inputs) && calendar_part(&b.right).is_some(),
+        Operator::Plus => {
+            (is_instant(&b.left, inputs) && calendar_part(&b.right).is_some())
+                || (is_instant(&b.right, inputs) && calendar_part(&b.left).is_some())
+        }
+        _ => false,
+    }
+}
+
+/// `instant ± interval` as PostgreSQL computes it in a session's zone: the
+/// months and days moved on the instant's wall time there, the time then
+/// added to the instant (`timestamptz '2024-03-30 12:00+01' + interval '1
+/// day'` is `2024-03-31 12:00+02` in Paris, 23 hours later).
+fn moved_in_zone(moved: BinaryExpr, inputs: &DFSchema, zone: &SessionZone) -> Result<Expr> {
+    let BinaryExpr { left, op, right } = match moved {
+        // `interval + instant` is `instant + interval`.
+        BinaryExpr { left, op, right } if calendar_part(&left).is_some() => BinaryExpr {
+            left: right,
+            op,
+            right: left,
+        },
+        moved => moved,
+    };
+    let Some((calendar, time)) = calendar_part(&right) else {
+        return Ok(Expr::BinaryExpr(BinaryExpr { left, op, right }));
+    };
+    let ty = Expr::BinaryExpr(BinaryExpr::new(left.clone(), op, right)).get_type(inputs)?;
+    let interval = |v| Expr::Literal(ScalarValue::IntervalMonthDayNano(Some(v)), None);
+    let wall = Expr::BinaryExpr(BinaryExpr::new(
+        Box::new(in_zone(*left, inputs, zone)?),
+        op,
+        Box::new(interval(calendar)),
+    ));
+    let instant = Expr::BinaryExpr(BinaryExpr::new(
+        Box::new(in_zone(wall, inputs, zone)?),
+        op,
+        Box::new(interval(time)),
+    ));
+    Ok(Expr::Cast(Cast::new(Box::new(instant), ty)))
 }
 
 /// Whether a cast from `from` to `to` takes a wall time in the session's

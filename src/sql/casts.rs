@@ -21,7 +21,7 @@
 //!   out of their range (the function's own made it NULL).
 //! - In a session whose time zone is not UTC, an instant's text and the
 //!   casts between `timestamptz` and `timestamp`, `date` or `time`,
-//!   `date_trunc`, `date_part` and `to_char` of an instant, `current_date`
+//!   `date_trunc`, `date_part`, `to_char` and `age` of instants, `current_date`
 //!   and `current_time` take their wall times in that zone, and an instant
 //!   moved by a literal interval's months and days moves its wall time
 //!   there, as PostgreSQL's do (see [`super::time_zone`]); Arrow's and
@@ -99,6 +99,7 @@ fn may_rewrite(expr: &Expr) -> bool {
                 | "current_date"
                 | "current_time"
                 | ToChar::NAME
+                | "age"
                 | AT_TIME_ZONE
         ),
         _ => false,
@@ -182,15 +183,18 @@ pub fn postgres_casts(
         Expr::ScalarFunction(f) if f.name() == "date_part" && f.args.len() == 2 => {
             date_part(f, inputs, zone)
         }
-        // An instant formatted as its wall time in the session's zone.
+        // An instant formatted, or aged, as its wall time in the
+        // session's zone.
         Expr::ScalarFunction(mut f)
             if !zone.is_utc()
-                && f.name() == ToChar::NAME
-                && f.args
-                    .first()
-                    .is_some_and(|value| is_instant(value, inputs)) =>
+                && matches!(f.name(), ToChar::NAME | "age")
+                && f.args.iter().any(|arg| is_instant(arg, inputs)) =>
         {
-            f.args[0] = in_zone(f.args[0].clone(), inputs, zone)?;
+            for arg in &mut f.args {
+                if is_instant(arg, inputs) {
+                    *arg = in_zone(arg.clone(), inputs, zone)?;
+                }
+            }
             Ok(Transformed::yes(Expr::ScalarFunction(f)))
         }
         // An instant moved by months and days moves its wall time in the

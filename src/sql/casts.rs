@@ -5,8 +5,8 @@
 //! - A float cast to text is written with the shortest digits that read
 //!   back the same value (`-571`, `1e+20`; Arrow writes `-571.0`, `1e20`).
 //! - A timestamp cast to text is written as PostgreSQL prints it
-//!   (`2024-01-01 10:00:00.5`, `+00` after an instant; Arrow writes
-//!   `2024-01-01T10:00:00.500`).
+//!   (`2024-01-01 10:00:00.5`, an instant in the session's zone with its
+//!   offset there, `+00` in UTC; Arrow writes `2024-01-01T10:00:00.500`).
 //! - A value cast to `real` that f32 cannot hold is an error (22003), where
 //!   Arrow's cast makes it infinite or zero.
 //! - A text cast to a timestamp may leave out the seconds, one cast to an
@@ -19,29 +19,24 @@
 //! - Timestamps given to `generate_series` and `range` are cast to
 //!   nanoseconds, DataFusion's unit there, by a cast that refuses a value
 //!   out of their range (the function's own made it NULL).
-//! - In a session whose time zone is not UTC, an instant's text and the
-//!   casts between `timestamptz` and `timestamp`, `date` or `time`,
-//!   `date_trunc`, `date_part`, `to_char` and `age` of instants, `current_date`
-//!   and `current_time` take their wall times in that zone, and an instant
-//!   moved by a literal interval's months and days moves its wall time
-//!   there, as PostgreSQL's do (see [`super::time_zone`]); Arrow's and
-//!   DataFusion's take them in UTC.
-//! - The year of a date or a timestamp before 1 AD is PostgreSQL's, which
-//!   has no year 0 (`date_part('year', date '0044-03-15 BC')` is -44).
+//! - A text read as an instant without an offset is a wall time in the
+//!   session's zone; the casts and functions that take an instant's wall
+//!   time take it there ([`super::wall_times`]).
+//! - `date_part` takes an instant's fields in the session's zone, and the
+//!   year of a date or a timestamp before 1 AD as PostgreSQL counts it,
+//!   without a year 0 ([`super::date_fields::planned_date_part`]).
 
 use std::sync::{Arc, OnceLock};
 
 use datafusion::arrow::array::{Array, ArrayRef, AsArray, StringArray, StringBuilder};
-use datafusion::arrow::datatypes::{
-    DataType, Decimal128Type, Float32Type, Float64Type, IntervalMonthDayNano, TimeUnit,
-};
+use datafusion::arrow::datatypes::{DataType, Decimal128Type, Float32Type, Float64Type, TimeUnit};
 use datafusion::common::config::ConfigOptions;
 use datafusion::common::tree_node::{Transformed, TreeNode};
 use datafusion::common::{exec_err, DFSchema, Result, ScalarValue};
-use datafusion::logical_expr::expr::{BinaryExpr, Cast, ScalarFunction};
+use datafusion::logical_expr::expr::{Cast, ScalarFunction};
 use datafusion::logical_expr::{
-    ColumnarValue, Expr, ExprSchemable, LogicalPlan, Operator, ScalarFunctionArgs, ScalarUDF,
-    ScalarUDFImpl, Signature, Volatility,
+    ColumnarValue, Expr, ExprSchemable, LogicalPlan, ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl,
+    Signature, Volatility,
 };
 use datafusion::optimizer::AnalyzerRule;
 
@@ -51,7 +46,6 @@ use super::floats::{check_real_range, put_float};
 use super::functions::AT_TIME_ZONE;
 use super::plan_nodes::rewrite_nodes_holding;
 use super::settings::Settings;
-use super::templates::ToChar;
 use super::time_zone::SessionZone;
 use super::types::{list_of, push_timestamp, text_inputs, text_reader, timestamp_micros_at};
 
@@ -60,8 +54,7 @@ use super::types::{list_of, push_timestamp, text_inputs, text_reader, timestamp_
 /// after DataFusion's type coercion (which adds the casts of `x || 'a'`);
 /// a text cast to a date, a timestamp or an interval is made one Arrow
 /// reads (see [`super::types::text_reader`]). Result columns keep their
-/// names.
-/// The session's settings name the zone of its instants.
+/// names. The session's settings name the zone of its instants.
 #[derive(Debug)]
 pub struct PostgresCasts(pub Settings);
 
@@ -82,28 +75,23 @@ impl AnalyzerRule for PostgresCasts {
 
 /// Whether [`postgres_casts`] may put something in place of `expr`.
 fn may_rewrite(expr: &Expr) -> bool {
-    match expr {
-        Expr::Cast(_) => true,
-        Expr::BinaryExpr(b) => matches!(b.op, Operator::Plus | Operator::Minus),
-        Expr::ScalarFunction(f) => matches!(
-            f.name(),
-            "round"
-                | "ceil"
-                | "floor"
-                | "trunc"
-                | "generate_series"
-                | "range"
-                | "array_element"
-                | "date_trunc"
-                | "date_part"
-                | "current_date"
-                | "current_time"
-                | ToChar::NAME
-                | "age"
-                | AT_TIME_ZONE
-        ),
-        _ => false,
-    }
+    super::wall_times::may_rewrite(expr)
+        || match expr {
+            Expr::Cast(_) => true,
+            Expr::ScalarFunction(f) => matches!(
+                f.name(),
+                "round"
+                    | "ceil"
+                    | "floor"
+                    | "trunc"
+                    | "generate_series"
+                    | "range"
+                    | "array_element"
+                    | "date_part"
+                    | AT_TIME_ZONE
+            ),
+            _ => false,
+        }
 }
 
 /// `expr`, over columns of `inputs`, with a [`PostgresCast`] in place of
@@ -150,378 +138,185 @@ pub fn postgres_casts(
             ]
         });
     let timestamp_text = TimestampText::udf(zone);
-    expr.transform_up(|e| match e {
-        // An instant's wall time, date or time of day in the session's
-        // zone, and the instant of a wall time or a date there.
-        Expr::Cast(Cast { expr, field })
-            if !zone.is_utc()
-                && expr
-                    .get_type(inputs)
-                    .is_ok_and(|from| shifts_zone(&from, field.data_type())) =>
-        {
-            let shifted = in_zone(*expr, inputs, zone)?;
-            Ok(Transformed::yes(Expr::Cast(Cast::new_from_field(
-                Box::new(shifted),
-                field,
-            ))))
-        }
-        // An instant truncated at its wall time in the session's zone.
-        Expr::ScalarFunction(mut f)
-            if !zone.is_utc()
-                && f.name() == "date_trunc"
-                && f.args.len() == 2
-                && is_instant(&f.args[1], inputs) =>
-        {
-            let ty = Expr::ScalarFunction(f.clone()).get_type(inputs)?;
-            f.args[1] = in_zone(f.args[1].clone(), inputs, zone)?;
-            let truncated = in_zone(Expr::ScalarFunction(f), inputs, zone)?;
-            Ok(Transformed::yes(Expr::Cast(Cast::new(
-                Box::new(truncated),
-                ty,
-            ))))
-        }
-        Expr::ScalarFunction(f) if f.name() == "date_part" && f.args.len() == 2 => {
-            date_part(f, inputs, zone)
-        }
-        // An instant formatted, or aged, as its wall time in the
-        // session's zone.
-        Expr::ScalarFunction(mut f)
-            if !zone.is_utc()
-                && matches!(f.name(), ToChar::NAME | "age")
-                && f.args.iter().any(|arg| is_instant(arg, inputs)) =>
-        {
-            for arg in &mut f.args {
-                if is_instant(arg, inputs) {
-                    *arg = in_zone(arg.clone(), inputs, zone)?;
+    expr.transform_up(|e| {
+        let e = match super::wall_times::in_session_zone(e, inputs, zone)? {
+            shifted if shifted.transformed => return Ok(shifted),
+            unchanged => unchanged.data,
+        };
+        match e {
+            Expr::ScalarFunction(f) if f.name() == "date_part" && f.args.len() == 2 => {
+                super::date_fields::planned_date_part(f, inputs, zone)
+            }
+            // `x AT TIME ZONE z` of a text or a date: the instant it is in the
+            // session's zone.
+            Expr::ScalarFunction(mut f)
+                if !zone.is_utc()
+                    && f.name() == AT_TIME_ZONE
+                    && f.args.first().is_some_and(|value| {
+                        value
+                            .get_type(inputs)
+                            .is_ok_and(|t| matches!(t, DataType::Utf8 | DataType::Date32))
+                    }) =>
+            {
+                f.args[0] = instant_in_zone(f.args[0].clone(), inputs, zone)?;
+                Ok(Transformed::yes(Expr::ScalarFunction(f)))
+            }
+            Expr::Cast(Cast { expr, field }) if is_text(field.data_type()) => {
+                let text = match expr.get_type(inputs) {
+                    Ok(t) if t.is_floating() => float_text,
+                    Ok(DataType::Decimal128(..)) => decimal_text,
+                    Ok(DataType::Timestamp(..)) => &timestamp_text,
+                    Ok(DataType::List(_)) if is_vector(&expr, inputs) => vector_text,
+                    Ok(DataType::List(_)) => array_text,
+                    _ => {
+                        return Ok(Transformed::no(Expr::Cast(Cast::new_from_field(
+                            expr, field,
+                        ))))
+                    }
+                };
+                let text = Expr::ScalarFunction(ScalarFunction::new_udf(text.clone(), vec![*expr]));
+                Ok(Transformed::yes(match field.data_type() {
+                    DataType::Utf8 => text,
+                    _ => Expr::Cast(Cast::new_from_field(Box::new(text), field)),
+                }))
+            }
+            // A date's or a timestamp's text read as its value, an interval's
+            // made one Arrow reads (see `types::text_inputs`).
+            Expr::Cast(Cast { expr, field }) if text_reader(field.data_type()).is_some() => {
+                match *expr {
+                    Expr::Literal(ScalarValue::Utf8(Some(text)), meta) => {
+                        let texts: ArrayRef = Arc::new(StringArray::from(vec![text]));
+                        let read = text_inputs(&texts, field.data_type(), zone)?;
+                        let literal = Expr::Literal(ScalarValue::try_from_array(&read, 0)?, meta);
+                        // A date's or a timestamp's value, or an interval's text
+                        // to cast.
+                        if read.data_type() == field.data_type() {
+                            Ok(Transformed::yes(literal))
+                        } else {
+                            let cast = Cast::new_from_field(Box::new(literal), field);
+                            Ok(Transformed::yes(Expr::Cast(cast)))
+                        }
+                    }
+                    expr if expr.get_type(inputs).is_ok_and(|t| t == DataType::Utf8) => {
+                        let read = TextInput::udf(field.data_type(), zone);
+                        let read = ScalarFunction::new_udf(read, vec![expr]);
+                        let cast =
+                            Cast::new_from_field(Box::new(Expr::ScalarFunction(read)), field);
+                        Ok(Transformed::yes(Expr::Cast(cast)))
+                    }
+                    expr => Ok(Transformed::no(Expr::Cast(Cast::new_from_field(
+                        Box::new(expr),
+                        field,
+                    )))),
                 }
             }
-            Ok(Transformed::yes(Expr::ScalarFunction(f)))
-        }
-        // An instant moved by months and days moves its wall time in the
-        // session's zone (a day after noon is noon, across a change of
-        // offset), then by the interval's time (see `moved_in_zone`).
-        Expr::BinaryExpr(b) if !zone.is_utc() && moves_instant(&b, inputs) => {
-            moved_in_zone(b, inputs, zone).map(Transformed::yes)
-        }
-        // Today's date and the time of day in the session's zone.
-        Expr::ScalarFunction(f)
-            if !zone.is_utc() && matches!(f.name(), "current_date" | "current_time") =>
-        {
-            static NOW: OnceLock<Arc<ScalarUDF>> = OnceLock::new();
-            // An instant, as the session's `now()` is.
-            let now = NOW.get_or_init(|| {
-                let mut config = ConfigOptions::default();
-                config.execution.time_zone = Some(super::types::UTC.to_owned());
-                datafusion::functions::datetime::now(&config)
-            });
-            let ty = Expr::ScalarFunction(f).get_type(inputs)?;
-            let now = Expr::ScalarFunction(ScalarFunction::new_udf(now.clone(), vec![]));
-            let wall = in_zone(now, inputs, zone)?;
-            Ok(Transformed::yes(Expr::Cast(Cast::new(Box::new(wall), ty))))
-        }
-        // `x AT TIME ZONE z` of a text or a date: the instant it is in the
-        // session's zone.
-        Expr::ScalarFunction(mut f)
-            if !zone.is_utc()
-                && f.name() == AT_TIME_ZONE
-                && f.args.first().is_some_and(|value| {
-                    value
-                        .get_type(inputs)
-                        .is_ok_and(|t| matches!(t, DataType::Utf8 | DataType::Date32))
-                }) =>
-        {
-            f.args[0] = instant_in_zone(f.args[0].clone(), inputs, zone)?;
-            Ok(Transformed::yes(Expr::ScalarFunction(f)))
-        }
-        Expr::Cast(Cast { expr, field }) if is_text(field.data_type()) => {
-            let text = match expr.get_type(inputs) {
-                Ok(t) if t.is_floating() => float_text,
-                Ok(DataType::Decimal128(..)) => decimal_text,
-                Ok(DataType::Timestamp(..)) => &timestamp_text,
-                Ok(DataType::List(_)) if is_vector(&expr, inputs) => vector_text,
-                Ok(DataType::List(_)) => array_text,
-                _ => {
-                    return Ok(Transformed::no(Expr::Cast(Cast::new_from_field(
-                        expr, field,
-                    ))))
-                }
-            };
-            let text = Expr::ScalarFunction(ScalarFunction::new_udf(text.clone(), vec![*expr]));
-            Ok(Transformed::yes(match field.data_type() {
-                DataType::Utf8 => text,
-                _ => Expr::Cast(Cast::new_from_field(Box::new(text), field)),
-            }))
-        }
-        // A date's or a timestamp's text read as its value, an interval's
-        // made one Arrow reads (see `types::text_inputs`).
-        Expr::Cast(Cast { expr, field }) if text_reader(field.data_type()).is_some() => match *expr
-        {
-            Expr::Literal(ScalarValue::Utf8(Some(text)), meta) => {
-                let texts: ArrayRef = Arc::new(StringArray::from(vec![text]));
-                let read = text_inputs(&texts, field.data_type(), zone)?;
-                let literal = Expr::Literal(ScalarValue::try_from_array(&read, 0)?, meta);
-                // A date's or a timestamp's value, or an interval's text
-                // to cast.
-                if read.data_type() == field.data_type() {
-                    Ok(Transformed::yes(literal))
-                } else {
-                    let cast = Cast::new_from_field(Box::new(literal), field);
-                    Ok(Transformed::yes(Expr::Cast(cast)))
-                }
-            }
-            expr if expr.get_type(inputs).is_ok_and(|t| t == DataType::Utf8) => {
-                let read = TextInput::udf(field.data_type(), zone);
-                let read = ScalarFunction::new_udf(read, vec![expr]);
-                let cast = Cast::new_from_field(Box::new(Expr::ScalarFunction(read)), field);
+            // A text in an array's text form (`'{a,b}'::text[]`), whose
+            // elements are then cast.
+            Expr::Cast(Cast { expr, field })
+                if matches!(field.data_type(), DataType::List(_))
+                    && expr.get_type(inputs).is_ok_and(|t| is_text(&t)) =>
+            {
+                let lists = ScalarFunction::new_udf(array_input.clone(), vec![*expr]);
+                let cast = Cast::new_from_field(Box::new(Expr::ScalarFunction(lists)), field);
                 Ok(Transformed::yes(Expr::Cast(cast)))
             }
-            expr => Ok(Transformed::no(Expr::Cast(Cast::new_from_field(
-                Box::new(expr),
-                field,
-            )))),
-        },
-        // A text in an array's text form (`'{a,b}'::text[]`), whose
-        // elements are then cast.
-        Expr::Cast(Cast { expr, field })
-            if matches!(field.data_type(), DataType::List(_))
-                && expr.get_type(inputs).is_ok_and(|t| is_text(&t)) =>
-        {
-            let lists = ScalarFunction::new_udf(array_input.clone(), vec![*expr]);
-            let cast = Cast::new_from_field(Box::new(Expr::ScalarFunction(lists)), field);
-            Ok(Transformed::yes(Expr::Cast(cast)))
-        }
-        // `extract(epoch FROM d)` of a date is a whole number of seconds,
-        // printed without decimals as PostgreSQL's (see `date_fields`).
-        Expr::Cast(Cast { expr, field })
-            if field.data_type() == &DataType::Decimal128(38, 6)
-                && super::date_fields::epoch_of_date(&expr, inputs) =>
-        {
-            let whole = Cast::new(expr, DataType::Decimal128(38, 0));
-            Ok(Transformed::yes(Expr::Cast(whole)))
-        }
-        Expr::Cast(Cast { expr, field })
-            if field.data_type() == &DataType::Float32
-                && expr.get_type(inputs).is_ok_and(|t| narrows_to_real(&t)) =>
-        {
-            Ok(Transformed::yes(Expr::ScalarFunction(
-                ScalarFunction::new_udf(real.clone(), vec![*expr]),
-            )))
-        }
-        // DataFusion's series of timestamps count nanoseconds, and its
-        // cast of an argument to them made a value out of their range
-        // NULL (an empty series); a cast here makes it an error.
-        Expr::ScalarFunction(mut f)
-            if matches!(f.name(), "generate_series" | "range")
-                && f.args.iter().any(|a| in_nanoseconds(a, inputs).is_some()) =>
-        {
-            for arg in &mut f.args {
-                if let Some(nanos) = in_nanoseconds(arg, inputs) {
-                    *arg = Expr::Cast(Cast::new(Box::new(arg.clone()), nanos));
+            // `extract(epoch FROM d)` of a date is a whole number of seconds,
+            // printed without decimals as PostgreSQL's (see `date_fields`).
+            Expr::Cast(Cast { expr, field })
+                if field.data_type() == &DataType::Decimal128(38, 6)
+                    && super::date_fields::epoch_of_date(&expr, inputs) =>
+            {
+                let whole = Cast::new(expr, DataType::Decimal128(38, 0));
+                Ok(Transformed::yes(Expr::Cast(whole)))
+            }
+            Expr::Cast(Cast { expr, field })
+                if field.data_type() == &DataType::Float32
+                    && expr.get_type(inputs).is_ok_and(|t| narrows_to_real(&t)) =>
+            {
+                Ok(Transformed::yes(Expr::ScalarFunction(
+                    ScalarFunction::new_udf(real.clone(), vec![*expr]),
+                )))
+            }
+            // DataFusion's series of timestamps count nanoseconds, and its
+            // cast of an argument to them made a value out of their range
+            // NULL (an empty series); a cast here makes it an error.
+            Expr::ScalarFunction(mut f)
+                if matches!(f.name(), "generate_series" | "range")
+                    && f.args.iter().any(|a| in_nanoseconds(a, inputs).is_some()) =>
+            {
+                for arg in &mut f.args {
+                    if let Some(nanos) = in_nanoseconds(arg, inputs) {
+                        *arg = Expr::Cast(Cast::new(Box::new(arg.clone()), nanos));
+                    }
+                }
+                Ok(Transformed::yes(Expr::ScalarFunction(f)))
+            }
+            // A vector's subscripts count from 0, as PostgreSQL's int2vector's
+            // and oidvector's do (`indkey[0]` is an index's first column); an
+            // array's from 1.
+            Expr::ScalarFunction(mut f)
+                if f.name() == "array_element"
+                    && f.args.len() == 2
+                    && is_vector(&f.args[0], inputs) =>
+            {
+                let index = Expr::Cast(Cast::new(Box::new(f.args[1].clone()), DataType::Int64));
+                f.args[1] = index + datafusion::logical_expr::lit(1i64);
+                Ok(Transformed::yes(Expr::ScalarFunction(f)))
+            }
+            // `round(x)` of a double rounds a half to even, as C's `rint` in
+            // PostgreSQL (`round(2.5::float8)` is 2); DataFusion's away from zero.
+            Expr::ScalarFunction(f)
+                if f.name() == "round"
+                    && f.args.len() == 1
+                    && f.args[0].get_type(inputs).is_ok_and(|t| t.is_floating()) =>
+            {
+                let rounded = ScalarFunction::new_udf(rounded.clone(), f.args);
+                Ok(Transformed::yes(Expr::ScalarFunction(rounded)))
+            }
+            // `ceil`, `floor` and `trunc` of a numeric have PostgreSQL's
+            // scale: none, or `trunc(x, n)`'s n (DataFusion's keep the
+            // argument's: `ceil(10.50)` was `11.00`), and a digit more for a
+            // carry (`ceil(99.99)` of a numeric(4,2) overflowed).
+            Expr::ScalarFunction(mut f) if matches!(f.name(), "ceil" | "floor" | "trunc") => {
+                let digits = match f.args.as_slice() {
+                    [_] => Some(0),
+                    [_, digits] => literal_integer(digits),
+                    _ => None,
+                };
+                let ty = f.args.first().and_then(|a| a.get_type(inputs).ok());
+                match (ty, digits) {
+                    (Some(DataType::Decimal128(precision, scale)), Some(digits))
+                        if (0..i64::from(scale)).contains(&digits) =>
+                    {
+                        let wider = DataType::Decimal128((precision + 1).min(38), scale);
+                        let value = f.args[0].clone();
+                        f.args[0] = Expr::Cast(Cast::new(Box::new(value), wider));
+                        let kept = digits as i8;
+                        let whole = precision as i8 - scale;
+                        let ty = DataType::Decimal128((whole + kept + 1).clamp(1, 38) as u8, kept);
+                        let cast = Cast::new(Box::new(Expr::ScalarFunction(f)), ty);
+                        Ok(Transformed::yes(Expr::Cast(cast)))
+                    }
+                    _ => Ok(Transformed::no(Expr::ScalarFunction(f))),
                 }
             }
-            Ok(Transformed::yes(Expr::ScalarFunction(f)))
-        }
-        // A vector's subscripts count from 0, as PostgreSQL's int2vector's
-        // and oidvector's do (`indkey[0]` is an index's first column); an
-        // array's from 1.
-        Expr::ScalarFunction(mut f)
-            if f.name() == "array_element"
-                && f.args.len() == 2
-                && is_vector(&f.args[0], inputs) =>
-        {
-            let index = Expr::Cast(Cast::new(Box::new(f.args[1].clone()), DataType::Int64));
-            f.args[1] = index + datafusion::logical_expr::lit(1i64);
-            Ok(Transformed::yes(Expr::ScalarFunction(f)))
-        }
-        // `round(x)` of a double rounds a half to even, as C's `rint` in
-        // PostgreSQL (`round(2.5::float8)` is 2); DataFusion's away from zero.
-        Expr::ScalarFunction(f)
-            if f.name() == "round"
-                && f.args.len() == 1
-                && f.args[0].get_type(inputs).is_ok_and(|t| t.is_floating()) =>
-        {
-            let rounded = ScalarFunction::new_udf(rounded.clone(), f.args);
-            Ok(Transformed::yes(Expr::ScalarFunction(rounded)))
-        }
-        // `ceil`, `floor` and `trunc` of a numeric have PostgreSQL's
-        // scale: none, or `trunc(x, n)`'s n (DataFusion's keep the
-        // argument's: `ceil(10.50)` was `11.00`), and a digit more for a
-        // carry (`ceil(99.99)` of a numeric(4,2) overflowed).
-        Expr::ScalarFunction(mut f) if matches!(f.name(), "ceil" | "floor" | "trunc") => {
-            let digits = match f.args.as_slice() {
-                [_] => Some(0),
-                [_, digits] => literal_integer(digits),
-                _ => None,
-            };
-            let ty = f.args.first().and_then(|a| a.get_type(inputs).ok());
-            match (ty, digits) {
-                (Some(DataType::Decimal128(precision, scale)), Some(digits))
-                    if (0..i64::from(scale)).contains(&digits) =>
-                {
-                    let wider = DataType::Decimal128((precision + 1).min(38), scale);
-                    let value = f.args[0].clone();
-                    f.args[0] = Expr::Cast(Cast::new(Box::new(value), wider));
-                    let kept = digits as i8;
-                    let whole = precision as i8 - scale;
-                    let ty = DataType::Decimal128((whole + kept + 1).clamp(1, 38) as u8, kept);
-                    let cast = Cast::new(Box::new(Expr::ScalarFunction(f)), ty);
-                    Ok(Transformed::yes(Expr::Cast(cast)))
-                }
-                _ => Ok(Transformed::no(Expr::ScalarFunction(f))),
+            // A number cast to an integer is rounded, not truncated.
+            Expr::Cast(Cast { expr, field })
+                if field.data_type().is_integer()
+                    && expr.get_type(inputs).is_ok_and(|t| {
+                        matches!(
+                            t,
+                            DataType::Float32 | DataType::Float64 | DataType::Decimal128(..)
+                        )
+                    }) =>
+            {
+                let rounded = ScalarFunction::new_udf(rounded.clone(), vec![*expr]);
+                let cast = Cast::new_from_field(Box::new(Expr::ScalarFunction(rounded)), field);
+                Ok(Transformed::yes(Expr::Cast(cast)))
             }
+            e => Ok(Transformed::no(e)),
         }
-        // A number cast to an integer is rounded, not truncated.
-        Expr::Cast(Cast { expr, field })
-            if field.data_type().is_integer()
-                && expr.get_type(inputs).is_ok_and(|t| {
-                    matches!(
-                        t,
-                        DataType::Float32 | DataType::Float64 | DataType::Decimal128(..)
-                    )
-                }) =>
-        {
-            let rounded = ScalarFunction::new_udf(rounded.clone(), vec![*expr]);
-            let cast = Cast::new_from_field(Box::new(Expr::ScalarFunction(rounded)), field);
-            Ok(Transformed::yes(Expr::Cast(cast)))
-        }
-        e => Ok(Transformed::no(e)),
     })
-}
-
-/// `date_part(field, x)` as PostgreSQL's: a field of an instant's wall time
-/// in the session's zone (its epoch is the same in every zone), and the
-/// year of a date or a time before 1 AD counted as PostgreSQL counts it,
-/// without a year 0 (44 BC is -44; DataFusion's calendar year is -43).
-fn date_part(
-    mut f: ScalarFunction,
-    inputs: &DFSchema,
-    zone: &SessionZone,
-) -> Result<Transformed<Expr>> {
-    let field = match &f.args[0] {
-        Expr::Literal(ScalarValue::Utf8(Some(field)), _) => field.to_lowercase(),
-        _ => return Ok(Transformed::no(Expr::ScalarFunction(f))),
-    };
-    let value = f.args[1].get_type(inputs)?;
-    let shifted = !zone.is_utc() && is_instant(&f.args[1], inputs) && field != "epoch";
-    if shifted {
-        f.args[1] = in_zone(f.args[1].clone(), inputs, zone)?;
-    }
-    let dated = matches!(value, DataType::Date32 | DataType::Timestamp(..));
-    if !(dated && matches!(field.as_str(), "year" | "years")) {
-        return Ok(Transformed::new_transformed(
-            Expr::ScalarFunction(f),
-            shifted,
-        ));
-    }
-    let year = Expr::ScalarFunction(f);
-    let ty = year.get_type(inputs)?;
-    let (zero, one) = (ScalarValue::new_zero(&ty)?, ScalarValue::new_one(&ty)?);
-    let before_christ = year.clone().lt_eq(Expr::Literal(zero, None));
-    let counted =
-        datafusion::logical_expr::when(before_christ, year.clone() - Expr::Literal(one, None))
-            .otherwise(year)?;
-    Ok(Transformed::yes(counted))
-}
-
-/// The months and days of an interval literal, and its time, when it has
-/// months or days.
-fn calendar_part(expr: &Expr) -> Option<(IntervalMonthDayNano, IntervalMonthDayNano)> {
-    let interval = match expr {
-        Expr::Literal(ScalarValue::IntervalMonthDayNano(Some(v)), _) => *v,
-        Expr::Literal(ScalarValue::IntervalYearMonth(Some(months)), _) => {
-            IntervalMonthDayNano::new(*months, 0, 0)
-        }
-        Expr::Literal(ScalarValue::IntervalDayTime(Some(v)), _) => {
-            IntervalMonthDayNano::new(0, v.days, i64::from(v.milliseconds) * 1_000_000)
-        }
-        _ => return None,
-    };
-    (interval.months != 0 || interval.days != 0).then_some((
-        IntervalMonthDayNano::new(interval.months, interval.days, 0),
-        IntervalMonthDayNano::new(0, 0, interval.nanoseconds),
-    ))
-}
-
-/// Whether `b` is an instant plus or minus an interval literal of months or
-/// days (or that interval plus an instant).
-fn moves_instant(b: &BinaryExpr, inputs: &DFSchema) -> bool {
-    match b.op {
-        Operator::Minus => is_instant(&b.left, inputs) && calendar_part(&b.right).is_some(),
-        Operator::Plus => {
-            (is_instant(&b.left, inputs) && calendar_part(&b.right).is_some())
-                || (is_instant(&b.right, inputs) && calendar_part(&b.left).is_some())
-        }
-        _ => false,
-    }
-}
-
-/// `instant ± interval` as PostgreSQL computes it in a session's zone: the
-/// months and days moved on the instant's wall time there, the time then
-/// added to the instant (`timestamptz '2024-03-30 12:00+01' + interval '1
-/// day'` is `2024-03-31 12:00+02` in Paris, 23 hours later).
-fn moved_in_zone(moved: BinaryExpr, inputs: &DFSchema, zone: &SessionZone) -> Result<Expr> {
-    let BinaryExpr { left, op, right } = match moved {
-        // `interval + instant` is `instant + interval`.
-        BinaryExpr { left, op, right } if calendar_part(&left).is_some() => BinaryExpr {
-            left: right,
-            op,
-            right: left,
-        },
-        moved => moved,
-    };
-    let Some((calendar, time)) = calendar_part(&right) else {
-        return Ok(Expr::BinaryExpr(BinaryExpr { left, op, right }));
-    };
-    let ty = Expr::BinaryExpr(BinaryExpr::new(left.clone(), op, right)).get_type(inputs)?;
-    let interval = |v| Expr::Literal(ScalarValue::IntervalMonthDayNano(Some(v)), None);
-    let wall = Expr::BinaryExpr(BinaryExpr::new(
-        Box::new(in_zone(*left, inputs, zone)?),
-        op,
-        Box::new(interval(calendar)),
-    ));
-    let instant = Expr::BinaryExpr(BinaryExpr::new(
-        Box::new(in_zone(wall, inputs, zone)?),
-        op,
-        Box::new(interval(time)),
-    ));
-    Ok(Expr::Cast(Cast::new(Box::new(instant), ty)))
-}
-
-/// Whether a cast from `from` to `to` takes a wall time in the session's
-/// zone: from an instant to a wall time, a date or a time of day, or from
-/// a wall time or a date to an instant.
-fn shifts_zone(from: &DataType, to: &DataType) -> bool {
-    match (from, to) {
-        (DataType::Timestamp(_, Some(_)), to) => matches!(
-            to,
-            DataType::Timestamp(_, None) | DataType::Date32 | DataType::Time64(_)
-        ),
-        (DataType::Timestamp(_, None) | DataType::Date32, DataType::Timestamp(_, Some(_))) => true,
-        _ => false,
-    }
-}
-
-/// Whether `expr` is an instant (a `timestamptz`).
-fn is_instant(expr: &Expr, inputs: &DFSchema) -> bool {
-    expr.get_type(inputs)
-        .is_ok_and(|t| matches!(t, DataType::Timestamp(_, Some(_))))
-}
-
-/// `expr AT TIME ZONE zone`: an instant's wall time in the zone, or the
-/// instant of a wall time (a date's midnight) there.
-fn in_zone(expr: Expr, inputs: &DFSchema, zone: &SessionZone) -> Result<Expr> {
-    let expr = match expr.get_type(inputs)? {
-        DataType::Date32 => Expr::Cast(Cast::new(
-            Box::new(expr),
-            DataType::Timestamp(TimeUnit::Microsecond, None),
-        )),
-        _ => expr,
-    };
-    let zone = datafusion::logical_expr::lit(zone.name());
-    Ok(Expr::ScalarFunction(ScalarFunction::new_udf(
-        super::functions::at_time_zone(),
-        vec![expr, zone],
-    )))
 }
 
 /// The instant a text (read in the session's zone) or a date (its
@@ -537,7 +332,7 @@ fn instant_in_zone(expr: Expr, inputs: &DFSchema, zone: &SessionZone) -> Result<
         expr if expr.get_type(inputs)? == DataType::Utf8 => Ok(Expr::ScalarFunction(
             ScalarFunction::new_udf(TextInput::udf(&instant, zone), vec![expr]),
         )),
-        expr => in_zone(expr, inputs, zone),
+        expr => super::wall_times::in_zone(expr, inputs, zone),
     }
 }
 

@@ -17,10 +17,13 @@ use datafusion::sql::sqlparser::ast::{
 };
 
 use datafusion::arrow::datatypes::DataType;
-use datafusion::common::{DFSchema, ScalarValue};
+use datafusion::common::tree_node::Transformed;
+use datafusion::common::{DFSchema, Result, ScalarValue};
+use datafusion::logical_expr::expr::ScalarFunction;
 use datafusion::logical_expr::{Expr as PlannedExpr, ExprSchemable};
 
 use super::rewrite::parse_expr;
+use super::time_zone::SessionZone;
 
 /// Rewrites an `extract` or a `date_part` call (see the module's comment).
 pub(super) fn postgres_date_fields(expr: &mut Expr) {
@@ -94,6 +97,44 @@ fn extract(field: &str, value: &Expr) -> Option<Expr> {
 fn date_part(field: &str, value: &Expr) -> Option<Expr> {
     let (value, _) = field_value(field, value);
     parse_expr(&format!("CAST({value} AS DOUBLE PRECISION)"))
+}
+
+/// A planned `date_part(field, x)` as PostgreSQL's: a field of an instant's wall time
+/// in the session's zone (its epoch is the same in every zone), and the
+/// year of a date or a time before 1 AD counted as PostgreSQL counts it,
+/// without a year 0 (44 BC is -44; DataFusion's calendar year is -43).
+pub(super) fn planned_date_part(
+    mut f: ScalarFunction,
+    inputs: &DFSchema,
+    zone: &SessionZone,
+) -> Result<Transformed<PlannedExpr>> {
+    let field = match &f.args[0] {
+        PlannedExpr::Literal(ScalarValue::Utf8(Some(field)), _) => field.to_lowercase(),
+        _ => return Ok(Transformed::no(PlannedExpr::ScalarFunction(f))),
+    };
+    let value = f.args[1].get_type(inputs)?;
+    let shifted =
+        !zone.is_utc() && super::wall_times::is_instant(&f.args[1], inputs) && field != "epoch";
+    if shifted {
+        f.args[1] = super::wall_times::in_zone(f.args[1].clone(), inputs, zone)?;
+    }
+    let dated = matches!(value, DataType::Date32 | DataType::Timestamp(..));
+    if !(dated && matches!(field.as_str(), "year" | "years")) {
+        return Ok(Transformed::new_transformed(
+            PlannedExpr::ScalarFunction(f),
+            shifted,
+        ));
+    }
+    let year = PlannedExpr::ScalarFunction(f);
+    let ty = year.get_type(inputs)?;
+    let (zero, one) = (ScalarValue::new_zero(&ty)?, ScalarValue::new_one(&ty)?);
+    let before_christ = year.clone().lt_eq(PlannedExpr::Literal(zero, None));
+    let counted = datafusion::logical_expr::when(
+        before_christ,
+        year.clone() - PlannedExpr::Literal(one, None),
+    )
+    .otherwise(year)?;
+    Ok(Transformed::yes(counted))
 }
 
 #[cfg(test)]

@@ -55,6 +55,7 @@ mod templates;
 pub mod time_zone;
 mod txn;
 pub mod types;
+mod wall_times;
 mod writing_ctes;
 
 pub use convert::{rescale, RowSink};

@@ -2306,8 +2306,13 @@ fn series_arguments(factor: &mut TableFactor, zone: &SessionZone) {
         return;
     }
     for arg in args.iter_mut() {
+        // Also a typed text inside an argument (`'...'::timestamptz +
+        // interval '1 day'`).
         if let FunctionArg::Unnamed(FunctionArgExpr::Expr(e)) = arg {
-            read_typed_text(e, zone);
+            let _ = visit_expressions_mut(e, |e| {
+                read_typed_text(e, zone);
+                ControlFlow::<()>::Continue(())
+            });
         }
     }
     if let [_, _, FunctionArg::Unnamed(FunctionArgExpr::Expr(step))] = args.as_mut_slice() {

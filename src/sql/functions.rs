@@ -959,7 +959,8 @@ pub fn register_all(
         let name = text(&args[0]).unwrap_or_default();
         let value = text(&args[1]).unwrap_or_default();
         match settings.set(&name, &value) {
-            Ok(()) => Ok(utf8(Some(value))),
+            // The value as it is shown (`Asia/Tokyo` for `asia/tokyo`).
+            Ok(()) => Ok(utf8(settings.get(&name).or(Some(value)))),
             Err(Refused::ReadOnly(_)) => exec_err!("parameter \"{name}\" cannot be changed"),
             Err(Refused::Invalid(message)) => exec_err!("{message}"),
             Err(Refused::Unsupported(message)) => {

@@ -150,8 +150,7 @@ pub fn postgres_casts(
             // `x AT TIME ZONE z` of a text or a date: the instant it is in the
             // session's zone.
             Expr::ScalarFunction(mut f)
-                if !zone.is_utc()
-                    && f.name() == AT_TIME_ZONE
+                if f.name() == AT_TIME_ZONE
                     && f.args.first().is_some_and(|value| {
                         value
                             .get_type(inputs)
@@ -185,12 +184,12 @@ pub fn postgres_casts(
             Expr::Cast(Cast { expr, field }) if text_reader(field.data_type()).is_some() => {
                 match *expr {
                     Expr::Literal(ScalarValue::Utf8(Some(text)), meta) => {
-                        let texts: ArrayRef = Arc::new(StringArray::from(vec![text]));
-                        let read = text_inputs(&texts, field.data_type(), zone)?;
-                        let literal = Expr::Literal(ScalarValue::try_from_array(&read, 0)?, meta);
+                        let read = read_literal(text, field.data_type(), zone)?;
                         // A date's or a timestamp's value, or an interval's text
                         // to cast.
-                        if read.data_type() == field.data_type() {
+                        let read_as_is = read.data_type() == *field.data_type();
+                        let literal = Expr::Literal(read, meta);
+                        if read_as_is {
                             Ok(Transformed::yes(literal))
                         } else {
                             let cast = Cast::new_from_field(Box::new(literal), field);
@@ -325,15 +324,20 @@ fn instant_in_zone(expr: Expr, inputs: &DFSchema, zone: &SessionZone) -> Result<
     let instant = DataType::Timestamp(TimeUnit::Microsecond, Some(super::types::UTC.into()));
     match expr {
         Expr::Literal(ScalarValue::Utf8(Some(text)), meta) => {
-            let texts: ArrayRef = Arc::new(StringArray::from(vec![text]));
-            let read = text_inputs(&texts, &instant, zone)?;
-            Ok(Expr::Literal(ScalarValue::try_from_array(&read, 0)?, meta))
+            Ok(Expr::Literal(read_literal(text, &instant, zone)?, meta))
         }
         expr if expr.get_type(inputs)? == DataType::Utf8 => Ok(Expr::ScalarFunction(
             ScalarFunction::new_udf(TextInput::udf(&instant, zone), vec![expr]),
         )),
         expr => super::wall_times::in_zone(expr, inputs, zone),
     }
+}
+
+/// A literal's text read as [`text_inputs`] reads it for `target`.
+fn read_literal(text: String, target: &DataType, zone: &SessionZone) -> Result<ScalarValue> {
+    let texts: ArrayRef = Arc::new(StringArray::from(vec![text]));
+    let read = text_inputs(&texts, target, zone)?;
+    ScalarValue::try_from_array(&read, 0)
 }
 
 /// The type in nanoseconds of `expr`, a timestamp of a coarser unit.

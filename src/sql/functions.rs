@@ -156,7 +156,8 @@ pub(super) fn at_time_zone() -> Arc<ScalarUDF> {
 }
 
 /// `x AT TIME ZONE zone` as PostgreSQL computes it: a `timestamptz` (or a
-/// date, at its midnight in UTC) is the wall time it shows in the zone, as
+/// text or a date, which the casts' analyzer rule reads as the instant
+/// they are in the session's zone) is the wall time it shows in the zone, as
 /// a `timestamp`; a `timestamp` is that wall time in the zone, as a
 /// `timestamptz`. (DataFusion's
 /// kept the instant and only relabelled it: `2024-01-15 10:00:00+00 AT
@@ -211,16 +212,7 @@ impl ScalarUDFImpl for AtTimeZone {
             )?));
         };
         let scalar = matches!(value, ColumnarValue::Scalar(_));
-        let mut values = value.to_array(args.number_rows)?;
-        if matches!(values.data_type(), DataType::Utf8 | DataType::Date32) {
-            // A literal's text, or a date at its midnight, is a
-            // timestamptz, as PostgreSQL reads it (in UTC, the session's
-            // zone).
-            values = cast(
-                &values,
-                &DataType::Timestamp(Microsecond, Some(super::types::UTC.into())),
-            )?;
-        }
+        let values = value.to_array(args.number_rows)?;
         let tz: datafusion::arrow::array::timezone::Tz = zone.parse()?;
         let micros = cast(&values, &DataType::Timestamp(Microsecond, None))?;
         let micros = micros.as_primitive::<TimestampMicrosecondType>();

@@ -1,5 +1,6 @@
 //! Dates and timestamps read from text as PostgreSQL 15 reads them, with its
-//! default `DateStyle` (`ISO, MDY`) and the session's zone, UTC:
+//! default `DateStyle` (`ISO, MDY`); a `timestamptz`'s text without a zone
+//! is a wall time in the session's zone ([`SessionZone`]):
 //!
 //! - ISO 8601 (`2024-03-15`, `2024-03-15T10:30:00.5+02`), with a space or a
 //!   `T` before the time, a one-digit hour, a time without seconds;

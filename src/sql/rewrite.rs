@@ -872,7 +872,7 @@ fn integer_array(expr: &Expr) -> Option<Expr> {
 }
 
 /// `localtimestamp`: the statement's start as a timestamp without time
-/// zone (in UTC, the session's zone).
+/// zone (its wall time in the session's zone: see `wall_times`).
 fn local_timestamp() -> Expr {
     Expr::Cast {
         kind: CastKind::Cast,

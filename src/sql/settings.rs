@@ -94,7 +94,7 @@ impl Parameters {
 
 /// tablegate's own boolean parameters, which choose the access paths scans
 /// take, for comparing them.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Switches {
     /// `tablegate.pushdown`: key predicates become point gets and ranges
     /// (off: every scan reads its whole table).
@@ -140,8 +140,9 @@ impl Settings {
             .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
             .collect();
         initial.insert("session_authorization".into(), user.to_owned());
+        // What `values` hold is read by `refresh`.
         let mut parameters = Parameters {
-            switches: Switches::of(&initial),
+            switches: Switches::default(),
             zone: SessionZone::utc(),
             values: initial.clone(),
             initial,

@@ -594,8 +594,8 @@ impl ToChar {
 type RowText = Box<dyn Fn(&ArrayRef, usize) -> Option<String>>;
 
 /// Row `row` of a date, timestamp or time-of-day column as a moment (a
-/// time of day on 1970-01-01; a timestamp with a time zone in UTC, the
-/// session's zone).
+/// time of day on 1970-01-01; a timestamp with a time zone in UTC: in
+/// another session zone, `wall_times` gives `to_char` its wall time).
 fn moment_at(array: &ArrayRef, row: usize) -> Option<chrono::NaiveDateTime> {
     use datafusion::arrow::datatypes::{Date32Type, Time64MicrosecondType, TimeUnit};
     let midnight = chrono::NaiveDate::from_ymd_opt(1970, 1, 1)?.and_hms_opt(0, 0, 0)?;

@@ -592,10 +592,15 @@ fn record_text(
 }
 
 /// An array (a list) as PostgreSQL sends one: text in its text form (see
-/// [`crate::sql::arrays::list_texts`]), binary as `array_send` writes it
+/// [`crate::sql::arrays::list_texts`]; instants in `zone`), binary as `array_send` writes it
 /// (dimensions, whether an element is NULL, the element type, then each
 /// element's length and bytes). `None` for NULL.
-fn array_value(lists: &ListArray, row: usize, field: &FieldInfo) -> PgWireResult<Option<Encoded>> {
+fn array_value(
+    lists: &ListArray,
+    row: usize,
+    field: &FieldInfo,
+    zone: &SessionZone,
+) -> PgWireResult<Option<Encoded>> {
     if lists.is_null(row) {
         return Ok(None);
     }
@@ -609,7 +614,7 @@ fn array_value(lists: &ListArray, row: usize, field: &FieldInfo) -> PgWireResult
     }
     if field.format() == FieldFormat::Text {
         let one: ArrayRef = Arc::new(lists.slice(row, 1));
-        let text = crate::sql::arrays::list_texts(&one).map_err(sql_error)?;
+        let text = crate::sql::arrays::list_texts(&one, zone).map_err(sql_error)?;
         let text = text.as_string::<i32>().value(0);
         return Ok(Some(Encoded(BytesMut::from(text.as_bytes()))));
     }
@@ -761,7 +766,7 @@ fn encode_row<E: arrow_pg::encoder::Encoder>(
             let value = strings.is_valid(row).then(|| TypedText(strings.value(row)));
             encoder.encode_field(&value, pg_field)?;
         } else if let Some(lists) = array.as_list_opt::<i32>() {
-            encoder.encode_field(&array_value(lists, row, pg_field)?, pg_field)?;
+            encoder.encode_field(&array_value(lists, row, pg_field, zone)?, pg_field)?;
         } else if let (FieldFormat::Text, Some(records)) =
             (pg_field.format(), array.as_struct_opt())
         {

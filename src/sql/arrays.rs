@@ -177,8 +177,8 @@ fn put_literal<'a>(elements: impl Iterator<Item = Option<&'a str>>, out: &mut St
 
 /// Each value's text as PostgreSQL writes it (see `casts`: floats in
 /// their shortest digits, numerics at their scale, timestamps with a
-/// space, booleans as `t` and `f`).
-fn element_texts(values: &ArrayRef) -> Result<ArrayRef> {
+/// space, instants in `zone`, booleans as `t` and `f`).
+fn element_texts(values: &ArrayRef, zone: &SessionZone) -> Result<ArrayRef> {
     Ok(match values.data_type() {
         DataType::Float64 | DataType::Float32 => super::casts::float_texts(values)?,
         DataType::Boolean => Arc::new(
@@ -189,8 +189,8 @@ fn element_texts(values: &ArrayRef) -> Result<ArrayRef> {
                 .collect::<StringArray>(),
         ),
         DataType::Decimal128(..) => super::decimals::decimal_texts(values)?,
-        DataType::Timestamp(..) => super::casts::timestamp_texts(values, &SessionZone::utc())?,
-        DataType::List(_) => list_texts(values)?,
+        DataType::Timestamp(..) => super::casts::timestamp_texts(values, zone)?,
+        DataType::List(_) => list_texts(values, zone)?,
         _ => cast(values, &DataType::Utf8)?,
     })
 }
@@ -210,7 +210,7 @@ pub fn vector_texts(lists: &ArrayRef) -> Result<ArrayRef> {
             texts.append_null();
             continue;
         }
-        let numbers = element_texts(&lists.value(row))?;
+        let numbers = element_texts(&lists.value(row), &SessionZone::utc())?;
         let numbers = numbers.as_string::<i32>();
         let numbers: Vec<&str> = numbers.iter().flatten().collect();
         texts.append_value(numbers.join(" "));
@@ -218,8 +218,8 @@ pub fn vector_texts(lists: &ArrayRef) -> Result<ArrayRef> {
     Ok(Arc::new(texts.finish()))
 }
 
-/// Each list's text form (`tags::text`).
-pub fn list_texts(lists: &ArrayRef) -> Result<ArrayRef> {
+/// Each list's text form (`tags::text`), its instants in `zone`.
+pub fn list_texts(lists: &ArrayRef, zone: &SessionZone) -> Result<ArrayRef> {
     let Some(lists) = lists.as_list_opt::<i32>() else {
         return Err(SqlError::value(
             "42804",
@@ -231,7 +231,7 @@ pub fn list_texts(lists: &ArrayRef) -> Result<ArrayRef> {
     let offsets = lists.value_offsets();
     let first = offsets[0] as usize;
     let used = offsets[lists.len()] as usize - first;
-    let elements = element_texts(&lists.values().slice(first, used))?;
+    let elements = element_texts(&lists.values().slice(first, used), zone)?;
     let elements = elements.as_string::<i32>();
     let nested = matches!(lists.value_type(), DataType::List(_));
     let mut texts = StringBuilder::with_capacity(lists.len(), elements.value_data().len() + 2);
@@ -498,7 +498,7 @@ mod tests {
         ]);
         let lists = texts_to_lists(&texts, &DataType::Utf8, &SessionZone::utc()).unwrap();
         let written = |lists: &ArrayRef| {
-            let texts = list_texts(lists).unwrap();
+            let texts = list_texts(lists, &SessionZone::utc()).unwrap();
             texts
                 .as_string::<i32>()
                 .iter()

@@ -102,9 +102,9 @@ pub fn postgres_casts(
     inputs: &DFSchema,
     zone: &SessionZone,
 ) -> Result<Transformed<Expr>> {
-    static CASTS: OnceLock<[Arc<ScalarUDF>; 7]> = OnceLock::new();
-    let [float_text, decimal_text, real, rounded, array_text, vector_text, array_input] = CASTS
-        .get_or_init(|| {
+    static CASTS: OnceLock<[Arc<ScalarUDF>; 6]> = OnceLock::new();
+    let [float_text, decimal_text, real, rounded, vector_text, array_input] =
+        CASTS.get_or_init(|| {
             let cast = |name, returns, cast| {
                 Arc::new(
                     PostgresCast {
@@ -124,7 +124,6 @@ pub fn postgres_casts(
                 ),
                 cast("__tablegate_real", Some(DataType::Float32), to_real),
                 cast("__tablegate_rounded", None, rounded_numbers),
-                cast("__tablegate_array_text", Some(DataType::Utf8), array_texts),
                 cast(
                     "__tablegate_vector_text",
                     Some(DataType::Utf8),
@@ -137,7 +136,7 @@ pub fn postgres_casts(
                 ),
             ]
         });
-    let timestamp_text = TimestampText::udf(zone);
+    let zoned_text = ZonedText::udf(zone);
     expr.transform_up(|e| {
         let e = match super::wall_times::in_session_zone(e, inputs, zone)? {
             shifted if shifted.transformed => return Ok(shifted),
@@ -164,9 +163,8 @@ pub fn postgres_casts(
                 let text = match expr.get_type(inputs) {
                     Ok(t) if t.is_floating() => float_text,
                     Ok(DataType::Decimal128(..)) => decimal_text,
-                    Ok(DataType::Timestamp(..)) => &timestamp_text,
                     Ok(DataType::List(_)) if is_vector(&expr, inputs) => vector_text,
-                    Ok(DataType::List(_)) => array_text,
+                    Ok(DataType::Timestamp(..) | DataType::List(_)) => &zoned_text,
                     _ => {
                         return Ok(Transformed::no(Expr::Cast(Cast::new_from_field(
                             expr, field,
@@ -513,11 +511,6 @@ impl ScalarUDFImpl for TextInput {
     }
 }
 
-/// Arrays' text form (see [`super::arrays::list_texts`]).
-fn array_texts(lists: &ArrayRef) -> Result<ArrayRef> {
-    Ok(super::arrays::list_texts(lists)?)
-}
-
 /// Vectors' text form (see [`super::arrays::vector_texts`]).
 fn vector_texts(lists: &ArrayRef) -> Result<ArrayRef> {
     Ok(super::arrays::vector_texts(lists)?)
@@ -547,23 +540,24 @@ fn array_input_texts(texts: &ArrayRef) -> Result<ArrayRef> {
     )?)
 }
 
-/// A timestamp's text, as PostgreSQL prints it: an instant's in the
-/// session's zone.
+/// The text of a timestamp or an array, as PostgreSQL prints it: instants
+/// (alone or in the array) in the session's zone (see
+/// [`super::arrays::list_texts`]).
 #[derive(Debug, PartialEq, Eq, Hash)]
-struct TimestampText {
+struct ZonedText {
     zone: SessionZone,
 }
 
-impl TimestampText {
+impl ZonedText {
     fn udf(zone: &SessionZone) -> Arc<ScalarUDF> {
         let zone = zone.clone();
-        Arc::new(TimestampText { zone }.into())
+        Arc::new(ZonedText { zone }.into())
     }
 }
 
-impl ScalarUDFImpl for TimestampText {
+impl ScalarUDFImpl for ZonedText {
     fn name(&self) -> &str {
-        "__tablegate_timestamp_text"
+        "__tablegate_zoned_text"
     }
 
     fn signature(&self) -> &Signature {
@@ -579,7 +573,11 @@ impl ScalarUDFImpl for TimestampText {
         let [value] = args.args.as_slice() else {
             return exec_err!("{} takes one value", self.name());
         };
-        let texts = timestamp_texts(&value.to_array(args.number_rows)?, &self.zone)?;
+        let values = value.to_array(args.number_rows)?;
+        let texts = match values.data_type() {
+            DataType::List(_) => super::arrays::list_texts(&values, &self.zone)?,
+            _ => timestamp_texts(&values, &self.zone)?,
+        };
         Ok(match value {
             ColumnarValue::Scalar(_) => {
                 ColumnarValue::Scalar(ScalarValue::try_from_array(&texts, 0)?)

@@ -23,7 +23,7 @@ use pgwire::tokio::TlsAcceptor;
 use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer};
 
-use crate::sql::{Settings, SERVER_VERSION};
+use crate::sql::{Settings, REPORTED};
 
 /// How connections authenticate.
 #[derive(Clone)]
@@ -123,16 +123,15 @@ pub struct StartupParameters;
 
 impl ServerParameterProvider for StartupParameters {
     fn server_parameters<C: ClientInfo>(&self, client: &C) -> Option<HashMap<String, String>> {
-        let settings = Settings::default();
+        let user = client.metadata().get("user").map_or("", String::as_str);
+        let settings = Settings::for_user(user);
         for (name, refused) in settings.start_with(client.metadata()) {
             tracing::warn!("startup parameter {name} not taken: {refused:?}");
         }
-        let mut defaults = DefaultServerParameterProvider::default();
-        defaults.server_version = SERVER_VERSION.to_owned();
-        let mut parameters = defaults.server_parameters(client)?;
-        for name in ["TimeZone", "DateStyle", "IntervalStyle", "application_name"] {
+        let mut parameters = DefaultServerParameterProvider::default().server_parameters(client)?;
+        for name in REPORTED {
             if let Some(value) = settings.get(name) {
-                parameters.insert(name.to_owned(), value);
+                parameters.insert((*name).to_owned(), value);
             }
         }
         Some(parameters)

@@ -224,7 +224,11 @@ impl Handlers {
     fn deferred<'a, C: ClientInfo>(&self, client: &'a mut C) -> PgWireResult<Replies<'a, C>> {
         let connection = self.connection(client);
         connection.idle.message()?;
-        Ok(Replies::deferred(client, connection.notices.clone()))
+        Ok(Replies::deferred(
+            client,
+            &connection.notices,
+            &connection.settings,
+        ))
     }
 }
 
@@ -293,7 +297,7 @@ impl Handlers {
                 kept.finished = true;
                 stored(rows, &kept.portal.result_column_format, &connection)?
             };
-            let mut replies = Replies::deferred(client, connection.notices.clone());
+            let mut replies = Replies::deferred(client, &connection.notices, &connection.settings);
             send_rows(&mut replies, response).await?;
             Ok(true)
         };
@@ -437,12 +441,11 @@ impl SimpleQueryHandler for Handlers {
     {
         let connection = self.connection(client);
         connection.idle.message()?;
-        let notices = connection.notices.clone();
-        let mut replies = Replies::immediate(client, notices.clone());
+        let mut replies = Replies::immediate(client, &connection.notices, &connection.settings);
         let result = self._on_query(&mut replies, query).await;
         replies.flush().await?;
         connection.replied().await;
-        fail_on_error(&notices, result)
+        fail_on_error(&connection.notices, result)
     }
 
     async fn do_query<C>(&self, client: &mut C, query: &str) -> PgWireResult<Vec<Response>>
@@ -713,7 +716,7 @@ impl CopyHandler for Handlers {
         let tag = result.map_err(to_pgwire)?;
         // The COPY's warnings (rows near the limits, write shape) go ahead
         // of its CommandComplete.
-        let mut replies = Replies::immediate(client, connection.notices.clone());
+        let mut replies = Replies::immediate(client, &connection.notices, &connection.settings);
         replies
             .send(PgWireBackendMessage::CommandComplete(Tag::new(&tag).into()))
             .await?;

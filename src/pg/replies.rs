@@ -10,7 +10,9 @@
 //!
 //! A statement's notices go out ahead of the message that ends it
 //! (CommandComplete, ErrorResponse, EmptyQueryResponse), so a warning
-//! found while its rows were sent still reaches the client with them.
+//! found while its rows were sent still reaches the client with them; so
+//! do the new values of the parameters a client is told of (ParameterStatus
+//! for `SET TimeZone`, say).
 
 use std::collections::{HashMap, VecDeque};
 use std::net::SocketAddr;
@@ -21,18 +23,20 @@ use futures::Sink;
 use pgwire::api::{ClientInfo, ClientPortalStore, PgWireConnectionState, SessionExtensions};
 use pgwire::error::ErrorInfo;
 use pgwire::messages::response::TransactionStatus;
-use pgwire::messages::startup::SecretKey;
+use pgwire::messages::startup::{ParameterStatus, SecretKey};
 use pgwire::messages::{PgWireBackendMessage, ProtocolVersion};
 use rustls_pki_types::CertificateDer;
 
 use crate::sql::session::Notices;
+use crate::sql::Settings;
 
-/// A client connection that sends the session's notices ahead of each
-/// statement's last reply, and whose flushes (when `deferred`) wait for
-/// the client's Sync or Flush.
+/// A client connection that sends the session's notices and changed
+/// parameters ahead of each statement's last reply, and whose flushes
+/// (when `deferred`) wait for the client's Sync or Flush.
 pub struct Replies<'a, C> {
     inner: &'a mut C,
     notices: Notices,
+    settings: Settings,
     deferred: bool,
     /// Messages queued behind notices, sent as the connection takes them.
     queued: VecDeque<PgWireBackendMessage>,
@@ -40,20 +44,21 @@ pub struct Replies<'a, C> {
 
 impl<'a, C> Replies<'a, C> {
     /// Replies flushed when pgwire flushes (the simple query protocol).
-    pub fn immediate(inner: &'a mut C, notices: Notices) -> Self {
+    pub fn immediate(inner: &'a mut C, notices: &Notices, settings: &Settings) -> Self {
         Replies {
             inner,
-            notices,
+            notices: notices.clone(),
+            settings: settings.clone(),
             deferred: false,
             queued: VecDeque::new(),
         }
     }
 
     /// Replies flushed at the client's Sync or Flush (the extended protocol).
-    pub fn deferred(inner: &'a mut C, notices: Notices) -> Self {
+    pub fn deferred(inner: &'a mut C, notices: &Notices, settings: &Settings) -> Self {
         Replies {
             deferred: true,
-            ..Replies::immediate(inner, notices)
+            ..Replies::immediate(inner, notices, settings)
         }
     }
 }
@@ -101,11 +106,17 @@ where
     fn start_send(mut self: Pin<&mut Self>, item: PgWireBackendMessage) -> Result<(), C::Error> {
         if ends_statement(&item) {
             let notices = self.notices.take();
-            if !notices.is_empty() {
+            let changes = self.settings.changes_to_tell();
+            if !notices.is_empty() || !changes.is_empty() {
                 for message in notices {
                     let notice = ErrorInfo::new("NOTICE".into(), "00000".into(), message);
                     self.queued
                         .push_back(PgWireBackendMessage::NoticeResponse(notice.into()));
+                }
+                for (name, value) in changes {
+                    let status = ParameterStatus::new(name.to_owned(), value);
+                    self.queued
+                        .push_back(PgWireBackendMessage::ParameterStatus(status));
                 }
                 self.queued.push_back(item);
                 return Ok(());

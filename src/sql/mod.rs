@@ -63,4 +63,4 @@ pub use error::{Result, SqlError};
 pub use fastpath::StoredRows;
 pub use pushdown::{access_path, AccessPath};
 pub use session::{Engine, Output, Prepared, Session, DEFAULT_QUERY_MEMORY};
-pub use settings::{Settings, SERVER_VERSION};
+pub use settings::{Settings, REPORTED};

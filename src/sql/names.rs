@@ -9,10 +9,26 @@
 use std::sync::Arc;
 
 use datafusion::arrow::datatypes::{Field, Schema, SchemaRef};
-use datafusion::sql::sqlparser::ast::{DataType, Expr, Query, SelectItem, SetExpr, Statement};
+use datafusion::sql::sqlparser::ast::{
+    DataType, Expr, Ident, Query, SelectItem, SetExpr, Statement,
+};
+
+use super::session::normalize;
 
 /// What PostgreSQL names an unnamed column when nothing better is known.
 const UNNAMED: &str = "?column?";
+
+/// What hidden aliases begin with.
+const HIDDEN: &str = "__tablegate_column";
+
+/// The alias of the `i`th select item, where the name it would be given
+/// is not one the plan can hold (a repeat, or an item rewritten). A
+/// select item with a hidden alias is named as its expression would be
+/// (a rewritten text parsed again names its columns as the text it came
+/// from).
+pub fn hidden_alias(i: usize) -> Ident {
+    Ident::new(format!("{HIDDEN}{i}"))
+}
 
 /// A name and how sure it is: a column or function name beats a type name
 /// (from a cast), which beats nothing.
@@ -129,10 +145,8 @@ pub struct ColumnNames(Vec<Item>);
 
 #[derive(Debug, Clone)]
 enum Item {
-    /// PostgreSQL's name for an unnamed expression.
+    /// PostgreSQL's name for an unnamed expression, or an alias.
     Named(String),
-    /// An alias: DataFusion keeps it.
-    Kept,
     /// `*` or `t.*`: DataFusion's column names.
     Wildcard,
 }
@@ -149,9 +163,14 @@ impl ColumnNames {
                 .iter()
                 .map(|item| match item {
                     SelectItem::UnnamedExpr(e) => Item::Named(figure(e).0),
-                    SelectItem::ExprWithAlias { .. } | SelectItem::ExprWithAliases { .. } => {
-                        Item::Kept
+                    SelectItem::ExprWithAlias { expr, alias } => {
+                        match alias.value.strip_prefix(HIDDEN) {
+                            Some(_) => Item::Named(figure(expr).0),
+                            None => Item::Named(normalize(alias)),
+                        }
                     }
+                    // Only a table function's items have several aliases.
+                    SelectItem::ExprWithAliases { .. } => Item::Wildcard,
                     SelectItem::Wildcard(_) | SelectItem::QualifiedWildcard(..) => Item::Wildcard,
                 })
                 .collect(),
@@ -175,11 +194,52 @@ impl ColumnNames {
         for item in &self.0 {
             match item {
                 Item::Named(name) => names.push(Some(name.clone())),
-                Item::Kept => names.push(None),
                 Item::Wildcard => names.extend(std::iter::repeat_n(None, columns - named)),
             }
         }
         Some(names)
+    }
+}
+
+/// Whether `error` is DataFusion refusing a plan whose result has two
+/// columns of one name (`SELECT 1 AS a, 2 AS a`; `SELECT t.c, n AS c
+/// FROM t`).
+pub fn is_duplicate_name(error: &datafusion::error::DataFusionError) -> bool {
+    let message = error.to_string();
+    message.contains("require unique expression names")
+        || (message.contains("unqualified field name") && message.contains("ambiguous"))
+}
+
+/// Gives each expression of a query's select lists (of each side of a
+/// UNION too) a name of its own, so that DataFusion plans a result with
+/// two columns PostgreSQL names alike (`SELECT a, a`, `SELECT 1 AS x, 2 AS
+/// x`); the result is then shown under the names [`ColumnNames`] read
+/// before. `*` is left as it is.
+pub fn name_each_column(statement: &mut Statement) {
+    fn name_each(body: &mut SetExpr) {
+        match body {
+            SetExpr::Select(select) => {
+                for (n, item) in select.projection.iter_mut().enumerate() {
+                    let alias = hidden_alias(n);
+                    *item = match std::mem::replace(item, SelectItem::Wildcard(Default::default()))
+                    {
+                        SelectItem::UnnamedExpr(expr) | SelectItem::ExprWithAlias { expr, .. } => {
+                            SelectItem::ExprWithAlias { expr, alias }
+                        }
+                        other => other,
+                    };
+                }
+            }
+            SetExpr::SetOperation { left, right, .. } => {
+                name_each(left);
+                name_each(right);
+            }
+            SetExpr::Query(query) => name_each(&mut query.body),
+            _ => {}
+        }
+    }
+    if let Statement::Query(query) = statement {
+        name_each(&mut query.body);
     }
 }
 
@@ -238,8 +298,11 @@ mod tests {
     fn postgres_names() {
         assert_eq!(names("SELECT 1", 1), ["?column?"]);
         assert_eq!(
-            names("SELECT count(*), sum(t.v), max(v) AS top FROM t", 3),
-            ["count", "sum", "<kept>"]
+            names(
+                "SELECT count(*), sum(t.v), max(v) AS top, 1 AS \"Top\" FROM t",
+                4
+            ),
+            ["count", "sum", "top", "Top"]
         );
         assert_eq!(
             names(
@@ -262,6 +325,10 @@ mod tests {
         assert_eq!(
             names("SELECT substr(s, 2), substring(s from 2) FROM t", 2),
             ["substr", "substring"]
+        );
+        assert_eq!(
+            names("SELECT k, k AS __tablegate_column1 FROM t", 2),
+            ["k", "k"]
         );
         assert_eq!(
             names("SELECT *, count(*) OVER () FROM t", 3),

@@ -343,12 +343,6 @@ fn pg_catalog_name(name: &ObjectName) -> Option<&Ident> {
     }
 }
 
-/// The alias of the `i`th select item, where the name it would be given
-/// is not one the plan can hold (a repeat, or an item rewritten).
-fn hidden_alias(i: usize) -> Ident {
-    Ident::new(format!("__tablegate_column{i}"))
-}
-
 /// The plain operator an `OPERATOR(pg_catalog.op)` names.
 fn plain_operator(parts: &[String]) -> Option<BinaryOperator> {
     let op = match parts {
@@ -1653,7 +1647,7 @@ fn name_repeated_items(projection: &mut [SelectItem]) {
         if let SelectItem::UnnamedExpr(expr) = &projection[i] {
             projection[i] = SelectItem::ExprWithAlias {
                 expr: expr.clone(),
-                alias: hidden_alias(i),
+                alias: super::names::hidden_alias(i),
             };
         }
     }
@@ -2822,7 +2816,7 @@ fn over_empty_catalog(select: &mut Select) -> bool {
             SelectItem::UnnamedExpr(e) if !is_column(e) => {
                 *item = SelectItem::ExprWithAlias {
                     expr: null(),
-                    alias: hidden_alias(i),
+                    alias: super::names::hidden_alias(i),
                 }
             }
             SelectItem::ExprWithAlias { expr, .. } if !is_column(expr) => *expr = null(),

@@ -703,6 +703,32 @@ impl Session {
         super::parameters::one_type_each(super::sums::exact_bigint_sums(plan)?)
     }
 
+    /// [`Session::to_plan`] of a query whose result columns `names` names:
+    /// a select list DataFusion refuses for two columns of one name, which
+    /// PostgreSQL allows, and which the rewrite's hidden aliases did not
+    /// foresee (`SELECT 1 AS a, 2 AS a`, or names DataFusion gives after
+    /// the rewrites), is planned again with a name of its own for each
+    /// column, the result shown under `names`.
+    async fn plan_named(
+        &self,
+        statement: DfStatement,
+        names: Option<&ColumnNames>,
+    ) -> Result<LogicalPlan> {
+        if names.is_none() {
+            return self.to_plan(statement).await;
+        }
+        let mut renamed = statement.clone();
+        match self.to_plan(statement).await {
+            Err(SqlError::DataFusion(e)) if names::is_duplicate_name(&e) => {
+                if let DfStatement::Statement(s) = &mut renamed {
+                    names::name_each_column(s);
+                }
+                self.to_plan(renamed).await.map_err(|_| e.into())
+            }
+            planned => planned,
+        }
+    }
+
     /// Makes the whole-row references of a statement (`row_to_json(t)`)
     /// rows of their relations' columns, planning each FROM list that has
     /// them on its own to learn the columns (see [`records`]).
@@ -1103,7 +1129,7 @@ impl Session {
                 (prepared.param_types, prepared.result) = self.describe_writing_ctes(query).await?;
             }
             _ if is_query(&statement) => {
-                let planned = self.to_plan(statement.clone()).await;
+                let planned = self.plan_named(statement.clone(), names.as_ref()).await;
                 let inferred = match &planned {
                     Ok(plan) => Some(super::parameters::types(plan)?),
                     Err(_) => None,
@@ -1111,7 +1137,10 @@ impl Session {
                 let prevailing = super::parameters::prevailing(declared, inferred.as_deref());
                 // The client's types where they prevail; should that fail,
                 // the statement's own plan, or its error.
-                let plan = match self.replan_as_declared(sql, &prevailing).await {
+                let plan = match self
+                    .replan_as_declared(sql, &prevailing, names.as_ref())
+                    .await
+                {
                     Some((plan, replanned)) => {
                         statement = replanned;
                         prepared.param_types = super::parameters::types(&plan)?;
@@ -1145,6 +1174,7 @@ impl Session {
         &self,
         sql: &str,
         prevailing: &[(usize, DataType)],
+        names: Option<&ColumnNames>,
     ) -> Option<(LogicalPlan, DfStatement)> {
         if prevailing.is_empty() {
             return None;
@@ -1154,7 +1184,7 @@ impl Session {
             super::parameters::cast_parameters(s, prevailing);
             rewrite::rewrite(s, &self.settings.zone());
         }
-        let plan = self.to_plan(statement.clone()).await.ok()?;
+        let plan = self.plan_named(statement.clone(), names).await.ok()?;
         Some((plan, statement))
     }
 
@@ -1910,7 +1940,7 @@ impl Session {
         params: Option<ParamValues>,
         names: Option<ColumnNames>,
     ) -> Result<Output> {
-        let mut plan = self.to_plan(statement).await?;
+        let mut plan = self.plan_named(statement, names.as_ref()).await?;
         if let Some(params) = params {
             plan = plan.with_param_values(params)?;
         }
@@ -2592,7 +2622,7 @@ impl Session {
             if all {
                 "setting".to_owned()
             } else {
-                name.to_lowercase()
+                super::settings::spelling(&name)
             },
             DataType::Utf8,
             false,

@@ -64,6 +64,36 @@ const READ_ONLY: &[&str] = &[
     "server_version_num",
 ];
 
+/// The parameters a client is told the values of, at login and whenever
+/// they change (ParameterStatus), under the names PostgreSQL reports them
+/// by: its `GUC_REPORT` parameters.
+pub const REPORTED: &[&str] = &[
+    "application_name",
+    "client_encoding",
+    "DateStyle",
+    "default_transaction_read_only",
+    "integer_datetimes",
+    "IntervalStyle",
+    "is_superuser",
+    "server_encoding",
+    "server_version",
+    "session_authorization",
+    "standard_conforming_strings",
+    "TimeZone",
+];
+
+/// The names PostgreSQL spells with capitals (others are in lower case).
+const CAPITALIZED: &[&str] = &["DateStyle", "IntervalStyle", "TimeZone"];
+
+/// A parameter's name as PostgreSQL spells it, as SHOW's column and
+/// `pg_settings` give it: `TimeZone` for `timezone`.
+pub fn spelling(name: &str) -> String {
+    match CAPITALIZED.iter().find(|c| c.eq_ignore_ascii_case(name)) {
+        Some(capitalized) => (*capitalized).to_owned(),
+        None => name.to_lowercase(),
+    }
+}
+
 /// A session's parameters; cheap to clone, shared with the functions that
 /// read and set them.
 #[derive(Clone)]
@@ -77,11 +107,16 @@ struct Parameters {
     switches: Switches,
     /// The zone `timezone` names.
     zone: SessionZone,
+    /// The values of the [`REPORTED`] parameters the client was last told.
+    told: Vec<Option<String>>,
+    /// Whether `values` changed since the client was last told.
+    changed: bool,
 }
 
 impl Parameters {
     /// Reads again what `values` hold.
     fn refresh(&mut self) {
+        self.changed = true;
         self.switches = Switches::of(&self.values);
         self.zone = self
             .values
@@ -89,6 +124,13 @@ impl Parameters {
             .and_then(|zone| SessionZone::setting(zone).ok().flatten())
             .map(|(zone, _)| zone)
             .unwrap_or_default();
+    }
+
+    fn reported_values(&self) -> Vec<Option<String>> {
+        REPORTED
+            .iter()
+            .map(|name| self.values.get(&name.to_lowercase()).cloned())
+            .collect()
     }
 }
 
@@ -146,8 +188,11 @@ impl Settings {
             zone: SessionZone::utc(),
             values: initial.clone(),
             initial,
+            told: Vec::new(),
+            changed: false,
         };
         parameters.refresh();
+        parameters.told = parameters.reported_values();
         Settings(Arc::new(RwLock::new(parameters)))
     }
 }
@@ -230,7 +275,28 @@ impl Settings {
                 Err(why) => refused.push((name, why)),
             }
         }
+        // The login tells the client these.
+        let mut parameters = self.0.write().unwrap_or_else(|e| e.into_inner());
+        parameters.told = parameters.reported_values();
         refused
+    }
+
+    /// The [`REPORTED`] parameters whose values changed since the client
+    /// was last told them, with their values now (a parameter gone is
+    /// told as empty); the client is taken to be told these.
+    pub fn changes_to_tell(&self) -> Vec<(&'static str, String)> {
+        if !self.0.read().unwrap_or_else(|e| e.into_inner()).changed {
+            return Vec::new();
+        }
+        let mut parameters = self.0.write().unwrap_or_else(|e| e.into_inner());
+        parameters.changed = false;
+        let now = parameters.reported_values();
+        let changes = (REPORTED.iter().zip(now.iter().zip(&parameters.told)))
+            .filter(|(_, (now, told))| now != told)
+            .map(|(name, (now, _))| (*name, now.clone().unwrap_or_default()))
+            .collect();
+        parameters.told = now;
+        changes
     }
 
     /// The zone `TimeZone` names.
@@ -269,14 +335,14 @@ impl Settings {
         parameters.refresh();
     }
 
-    /// Every parameter, by name.
+    /// Every parameter, by name (as PostgreSQL spells it).
     pub fn all(&self) -> Vec<(String, String)> {
         self.0
             .read()
             .unwrap_or_else(|e| e.into_inner())
             .values
             .iter()
-            .map(|(k, v)| (k.clone(), v.clone()))
+            .map(|(k, v)| (spelling(k), v.clone()))
             .collect()
     }
 }
@@ -390,6 +456,39 @@ mod tests {
         assert_eq!(s.zone().name(), "Europe/Paris");
         s.reset_all();
         assert_eq!(s.get("application_name").as_deref(), Some("report"));
+    }
+
+    #[test]
+    fn the_client_is_told_the_reported_parameters_that_changed() {
+        let s = Settings::for_user("ann");
+        let given: BTreeMap<String, String> = [("TimeZone".into(), "Asia/Tokyo".into())].into();
+        s.start_with(&given);
+        // The login told the starting values.
+        assert_eq!(s.changes_to_tell(), []);
+        s.set("search_path", "x").unwrap();
+        assert_eq!(s.changes_to_tell(), []);
+        s.set("timezone", "europe/paris").unwrap();
+        s.set("application_name", "report").unwrap();
+        assert_eq!(
+            s.changes_to_tell(),
+            [
+                ("application_name", "report".into()),
+                ("TimeZone", "Europe/Paris".into())
+            ]
+        );
+        assert_eq!(s.changes_to_tell(), []);
+        // Set back to what the client was told: nothing to tell.
+        s.set("application_name", "other").unwrap();
+        s.set("application_name", "report").unwrap();
+        assert_eq!(s.changes_to_tell(), []);
+        s.reset_all();
+        assert_eq!(
+            s.changes_to_tell(),
+            [
+                ("application_name", String::new()),
+                ("TimeZone", "Asia/Tokyo".into())
+            ]
+        );
     }
 
     #[test]

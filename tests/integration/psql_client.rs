@@ -163,6 +163,91 @@ async fn character_columns_are_sent_padded() {
     );
 }
 
+/// PostgreSQL allows a result two columns of one name; DataFusion's
+/// plans do not, so such a select list is planned under names of its own
+/// and shown under PostgreSQL's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn columns_of_one_name() {
+    let server = TestServer::start().await;
+    let client = server.client().await;
+    client
+        .batch_execute("CREATE TABLE codes (c text PRIMARY KEY, n int); INSERT INTO codes VALUES ('x', 1), ('y', 2)")
+        .await
+        .unwrap();
+    for (sql, expected) in [
+        (
+            "SELECT c, c FROM codes WHERE c = 'x'",
+            "c|c\nx|x\n(1 row)\n",
+        ),
+        (
+            "SELECT c, codes.c, n AS c FROM codes WHERE c = 'y'",
+            "c|c|c\ny|y|2\n(1 row)\n",
+        ),
+        ("SELECT 1 AS a, 2 AS a", "a|a\n1|2\n(1 row)\n"),
+        (
+            "SELECT count(*), count(*) FROM codes",
+            "count|count\n2|2\n(1 row)\n",
+        ),
+        (
+            "SELECT n AS a, n AS a FROM codes UNION ALL SELECT 3, 3 ORDER BY 1",
+            "a|a\n1|1\n2|2\n3|3\n(3 rows)\n",
+        ),
+        (
+            "SELECT now()::date = current_date, localtimestamp::date = current_date",
+            "?column?|?column?\nt|t\n(1 row)\n",
+        ),
+    ] {
+        assert_eq!(psql(server.port, sql).await, expected, "{sql}");
+    }
+    // Prepared (the extended protocol), read by key and not.
+    for sql in [
+        "SELECT c, c, n FROM codes WHERE c = $1",
+        "SELECT c, c, n FROM codes WHERE n = $1::int",
+    ] {
+        let statement = client.prepare(sql).await.unwrap();
+        let names: Vec<&str> = statement.columns().iter().map(|c| c.name()).collect();
+        assert_eq!(names, ["c", "c", "n"], "{sql}");
+    }
+    let statement = client
+        .prepare("SELECT c, c, n FROM codes WHERE c = $1")
+        .await
+        .unwrap();
+    let row = client.query_one(&statement, &[&"y"]).await.unwrap();
+    assert_eq!(
+        (
+            row.get::<_, &str>(0),
+            row.get::<_, &str>(1),
+            row.get::<_, i32>(2)
+        ),
+        ("y", "y", 2)
+    );
+    let statement = client
+        .prepare("SELECT c, c FROM codes WHERE n = $1::int")
+        .await
+        .unwrap();
+    let row = client.query_one(&statement, &[&1i32]).await.unwrap();
+    assert_eq!((row.get::<_, &str>(0), row.get::<_, &str>(1)), ("x", "x"));
+}
+
+/// SHOW's column and `pg_settings` spell a parameter's name as PostgreSQL
+/// does (`TimeZone`, however it was asked for).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn parameters_are_named_as_postgresql_names_them() {
+    let server = TestServer::start().await;
+    for (sql, expected) in [
+        ("SHOW timezone", "TimeZone\nUTC\n(1 row)\n"),
+        ("SHOW TIME ZONE", "TimeZone\nUTC\n(1 row)\n"),
+        ("SHOW datestyle", "DateStyle\nISO, MDY\n(1 row)\n"),
+        ("SHOW Search_Path", "search_path\n\"$user\", public\n(1 row)\n"),
+        (
+            "SELECT name FROM pg_settings WHERE name IN ('TimeZone', 'DateStyle', 'search_path') ORDER BY name",
+            "name\nDateStyle\nTimeZone\nsearch_path\n(3 rows)\n",
+        ),
+    ] {
+        assert_eq!(psql(server.port, sql).await, expected, "{sql}");
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn describe_one_table() {
     let server = TestServer::start().await;

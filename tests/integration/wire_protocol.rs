@@ -774,11 +774,44 @@ async fn startup_parameters_are_the_session_starting_values() {
     assert_eq!(status("TimeZone").as_deref(), Some("Asia/Kolkata"));
     assert_eq!(status("application_name").as_deref(), Some("report"));
     let query = |sql: &str| message(b'Q', format!("{sql}\0").as_bytes());
-    let sql = "SET TimeZone = 'UTC'; RESET TimeZone; \
-               SELECT timestamptz '2024-03-15 10:00+00', current_setting('application_name')";
     use tokio::io::AsyncWriteExt;
-    stream.write_all(&query(sql)).await.unwrap();
-    let replies = read_replies_until(&mut stream, b'Z').await;
+    // Each change of a reported parameter is told before the statements'
+    // replies end; search_path is not reported, and TimeZone set and reset
+    // in one text is told only where it differs from what was told last.
+    let mut told = async |sql: &str| {
+        stream.write_all(&query(sql)).await.unwrap();
+        let replies = read_replies_until(&mut stream, b'Z').await;
+        let told: Vec<String> = (replies.iter())
+            .filter(|(kind, _)| matches!(kind, b'S' | b'C'))
+            .map(|(kind, body)| {
+                let text = String::from_utf8_lossy(&body[..body.len() - 1]).replace('\0', "=");
+                format!("{} {text}", *kind as char)
+            })
+            .collect();
+        (told, replies)
+    };
+    assert_eq!(
+        told("SET TimeZone = 'UTC'").await.0,
+        ["S TimeZone=UTC", "C SET"]
+    );
+    let (told, replies) = told(
+        "SET TimeZone = 'Europe/Paris'; RESET TimeZone; SET search_path = x; \
+         SET application_name = 'other'; \
+         SELECT timestamptz '2024-03-15 10:00+00', current_setting('application_name')",
+    )
+    .await;
+    assert_eq!(
+        told,
+        [
+            "S application_name=other",
+            "S TimeZone=Asia/Kolkata",
+            "C SET",
+            "C RESET",
+            "C SET",
+            "C SET",
+            "C SELECT 1"
+        ]
+    );
     let (_, row) = replies
         .iter()
         .find(|(kind, _)| *kind == b'D')
@@ -791,7 +824,7 @@ async fn startup_parameters_are_the_session_starting_values() {
         fields.push(String::from_utf8_lossy(&rest[4..4 + len]).into_owned());
         rest = &rest[4 + len..];
     }
-    assert_eq!(fields, ["2024-03-15 15:30:00+05:30", "report"]);
+    assert_eq!(fields, ["2024-03-15 15:30:00+05:30", "other"]);
 }
 
 /// Sends messages; the replies up to ReadyForQuery, each as its type,

@@ -3,6 +3,7 @@
 
 use datafusion::arrow::datatypes::DataType;
 use datafusion::arrow::error::ArrowError;
+use datafusion::common::SchemaError;
 use datafusion::error::DataFusionError;
 use pgwire::api::DEFAULT_NAME;
 use pgwire::error::{ErrorInfo, PgWireError};
@@ -18,10 +19,41 @@ pub fn error_info(e: &SqlError) -> ErrorInfo {
         info.where_context = Some(context.clone());
         return info;
     }
-    let (message, detail) = with_detail(message(e));
+    let (message, detail) = match e {
+        SqlError::Syntax(m) => syntax_message(m),
+        e => with_detail(message(e)),
+    };
     let mut info = ErrorInfo::new("ERROR".to_owned(), sqlstate(e).to_owned(), message);
     info.detail = detail;
+    if info.message.starts_with("function ") && info.code == "42883" {
+        info.hint = Some(
+            "No function matches the given name and argument types. You might need to add \
+             explicit type casts."
+                .into(),
+        );
+    }
     info
+}
+
+/// The SQL parser's error in PostgreSQL's words (`syntax error at or near
+/// "c"`, `syntax error at end of input`), what it expected in the DETAIL.
+fn syntax_message(message: &str) -> (String, Option<String>) {
+    let Some(parser) = message.strip_prefix("sql parser error: ") else {
+        return (format!("syntax error: {message}"), None);
+    };
+    let found = parser.split_once(", found: ").map(|(_, found)| {
+        found
+            .rsplit_once(" at Line: ")
+            .map_or(found, |(token, _)| token)
+    });
+    match found {
+        Some("EOF") => ("syntax error at end of input".into(), Some(parser.into())),
+        Some(token) => (
+            format!("syntax error at or near \"{token}\""),
+            Some(parser.into()),
+        ),
+        None => (format!("syntax error: {parser}"), None),
+    }
 }
 
 /// A unique violation's key goes in the error's DETAIL, as PostgreSQL
@@ -41,6 +73,9 @@ fn with_detail(message: String) -> (String, Option<String>) {
 /// large for its type, or a division by zero, in PostgreSQL's words.
 fn message(e: &SqlError) -> String {
     if let SqlError::DataFusion(d) = e {
+        if let Some(message) = planning_message(d.find_root()) {
+            return message;
+        }
         match d.find_root() {
             DataFusionError::External(inner) => return inner.to_string(),
             DataFusionError::ArrowError(a, _) => match a.as_ref() {
@@ -66,6 +101,81 @@ fn message(e: &SqlError) -> String {
         }
     }
     e.to_string()
+}
+
+/// DataFusion's errors of planning in PostgreSQL's words: a column or a
+/// table not found, an ambiguous column, a function not found or not
+/// taking its arguments' types, a column neither grouped nor aggregated.
+fn planning_message(e: &DataFusionError) -> Option<String> {
+    match e {
+        DataFusionError::SchemaError(schema, _) => match schema.as_ref() {
+            SchemaError::FieldNotFound { field, .. } => Some(match &field.relation {
+                Some(relation) => format!("column {relation}.{} does not exist", field.name),
+                None => format!("column \"{}\" does not exist", field.name),
+            }),
+            SchemaError::AmbiguousReference { field } => {
+                Some(format!("column reference \"{}\" is ambiguous", field.name))
+            }
+            _ => None,
+        },
+        DataFusionError::Plan(m) => {
+            if let Some(rest) = m.strip_prefix("table '") {
+                let table = rest.split_once("' not found")?.0;
+                let table = table.rsplit('.').next()?;
+                return Some(format!("relation \"{table}\" does not exist"));
+            }
+            if let Some(rest) = m.strip_prefix("Invalid function '") {
+                let function = rest.split_once('\'')?.0;
+                return Some(format!("function {function} does not exist"));
+            }
+            if let Some((_, rest)) =
+                m.split_once("No function matches the given name and argument types '")
+            {
+                let call = rest.split_once("'.")?.0;
+                return Some(format!(
+                    "function {} does not exist",
+                    call_in_sql_types(call)?
+                ));
+            }
+            if let Some((_, rest)) = m.split_once("column \"") {
+                let (column, rest) = rest.split_once('"')?;
+                if rest.starts_with(" must appear in the GROUP BY clause") {
+                    return Some(format!(
+                        "column \"{column}\" must appear in the GROUP BY clause or be used in an \
+                         aggregate function"
+                    ));
+                }
+            }
+            None
+        }
+        _ => None,
+    }
+}
+
+/// `sum(Utf8)` as `sum(text)`; `None` when a type has no SQL name.
+fn call_in_sql_types(call: &str) -> Option<String> {
+    let (function, arguments) = call.strip_suffix(')')?.split_once('(')?;
+    // The arguments' types, split at the commas outside parentheses.
+    let mut types = Vec::new();
+    let (mut depth, mut start) = (0, 0);
+    for (i, c) in arguments.char_indices() {
+        match c {
+            '(' => depth += 1,
+            ')' => depth -= 1,
+            ',' if depth == 0 => {
+                types.push(&arguments[start..i]);
+                start = i + 1;
+            }
+            _ => {}
+        }
+    }
+    types.push(&arguments[start..]);
+    let names = types
+        .into_iter()
+        .filter(|t| !t.trim().is_empty())
+        .map(|t| crate::sql::types::sql_name(&t.trim().parse().ok()?))
+        .collect::<Option<Vec<_>>>()?;
+    Some(format!("{function}({})", names.join(", ")))
 }
 
 /// The SQL name of the type of a cast that failed because the type cannot
@@ -164,7 +274,7 @@ pub fn sqlstate(e: &SqlError) -> &'static str {
         SqlError::SerializationFailure(_) => "40001",
         SqlError::InFailedTransaction => "25P02",
         SqlError::InvalidTransactionState(_) => "25000",
-        SqlError::UndefinedColumn(_) => "42703",
+        SqlError::UndefinedColumn { .. } => "42703",
         SqlError::WrongObjectType(_) => "42809",
         SqlError::DataFusion(d) => datafusion_state(d),
         SqlError::InContext { error, .. } => sqlstate(error),
@@ -272,10 +382,15 @@ fn datafusion_state(e: &DataFusionError) -> &'static str {
         DataFusionError::Plan(m) => {
             if m.contains("table") && (m.contains("not found") || m.contains("does not exist")) {
                 "42P01"
-            } else if m.contains("Invalid function") || m.contains("does not exist") {
+            } else if m.contains("Invalid function")
+                || m.contains("does not exist")
+                || m.contains("No function matches")
+            {
                 "42883"
             } else if m.contains("No field named") {
                 "42703"
+            } else if m.contains("must appear in the GROUP BY clause") {
+                "42803"
             } else if m.contains("Cannot infer") || m.contains("type") {
                 "42804"
             } else {

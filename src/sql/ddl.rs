@@ -156,7 +156,7 @@ fn column_index(columns: &[Column], name: &str) -> Result<usize> {
     columns
         .iter()
         .position(|c| c.name == name)
-        .ok_or_else(|| SqlError::UndefinedColumn(name.to_owned()))
+        .ok_or_else(|| SqlError::undefined_column(name))
 }
 
 /// Builds the key mapping from the primary key and the partition option.
@@ -256,7 +256,7 @@ fn foreign_key(session: &Session, def: &TableDef, fk: &ForeignKeyConstraint) -> 
     let columns: Vec<String> = fk.columns.iter().map(normalize).collect();
     for column in &columns {
         if def.column_index(column).is_none() {
-            return Err(SqlError::UndefinedColumn(column.clone()));
+            return Err(SqlError::undefined_column(column));
         }
     }
     let table = table_name(&fk.foreign_table)?;
@@ -686,9 +686,9 @@ pub async fn alter_table(session: &mut Session, alter: AlterTable) -> Result<Out
                 rekeyed = true;
             }
             AlterTableOperation::AlterColumn { column_name, op } => {
-                let i = def
-                    .column_index(&normalize(column_name))
-                    .ok_or_else(|| SqlError::UndefinedColumn(normalize(column_name)))?;
+                let i = def.column_index(&normalize(column_name)).ok_or_else(|| {
+                    SqlError::undefined_column_of(normalize(column_name), &def.name)
+                })?;
                 def.columns[i].default = match op {
                     AlterColumnOperation::SetDefault { value } => Some(value.to_string()),
                     AlterColumnOperation::DropDefault => None,
@@ -969,7 +969,7 @@ pub fn comment(
         Some(column) => {
             let i = def
                 .column_index(&column)
-                .ok_or(SqlError::UndefinedColumn(column))?;
+                .ok_or_else(|| SqlError::undefined_column_of(&column, &table))?;
             def.columns[i].comment = comment;
         }
     }
@@ -1297,7 +1297,7 @@ fn owner_column(session: &Session, parts: &[String]) -> Result<Option<(String, S
     };
     let def = session.table(table)?;
     if def.column_index(column).is_none() {
-        return Err(SqlError::UndefinedColumn(column.clone()));
+        return Err(SqlError::undefined_column_of(column, table));
     }
     Ok(Some((table.clone(), column.clone())))
 }

@@ -263,7 +263,7 @@ fn default_of(def: &TableDef, column: usize) -> String {
 fn writable_column(def: &TableDef, name: &str) -> Result<usize> {
     let i = def
         .column_index(name)
-        .ok_or_else(|| SqlError::UndefinedColumn(format!("{name}\" of relation \"{}", def.name)))?;
+        .ok_or_else(|| SqlError::undefined_column_of(name, &def.name))?;
     if let Some(field) = def.columns[i].system {
         return Err(crate::catalog::RowError::ReadOnly {
             column: name.to_owned(),

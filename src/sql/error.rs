@@ -42,8 +42,16 @@ pub enum SqlError {
     /// materialized view, say).
     #[error("{0}")]
     WrongObjectType(String),
-    #[error("column {0:?} does not exist")]
-    UndefinedColumn(String),
+    /// A column a statement names that its table does not have; `table`
+    /// where the statement writes the column (INSERT's list, UPDATE's SET).
+    #[error(
+        "column \"{column}\"{} does not exist",
+        table.as_ref().map(|t| format!(" of relation \"{t}\"")).unwrap_or_default()
+    )]
+    UndefinedColumn {
+        column: String,
+        table: Option<String>,
+    },
     #[error("{0}")]
     DataFusion(#[from] DataFusionError),
     /// An error with where it happened, as PostgreSQL's CONTEXT gives it
@@ -67,6 +75,22 @@ impl From<SqlError> for DataFusionError {
 }
 
 impl SqlError {
+    /// A column of no table the statement reads.
+    pub fn undefined_column(column: impl Into<String>) -> Self {
+        SqlError::UndefinedColumn {
+            column: column.into(),
+            table: None,
+        }
+    }
+
+    /// A column `table` does not have.
+    pub fn undefined_column_of(column: impl Into<String>, table: impl Into<String>) -> Self {
+        SqlError::UndefinedColumn {
+            column: column.into(),
+            table: Some(table.into()),
+        }
+    }
+
     pub fn value(sqlstate: &'static str, message: impl Into<String>) -> Self {
         SqlError::InvalidValue {
             sqlstate,

@@ -71,7 +71,7 @@ pub async fn create(session: &mut Session, create: CreateView) -> Result<Output>
                 columns
                     .iter()
                     .position(|c| &c.name == n)
-                    .ok_or_else(|| SqlError::UndefinedColumn(n.clone()))
+                    .ok_or_else(|| SqlError::undefined_column(n))
             };
             Keys::Columns {
                 partition: partition.iter().map(index).collect::<Result<_>>()?,

@@ -14,6 +14,9 @@
 //!   or `to_timestamp` becomes the chrono format DataFusion's functions
 //!   read, and `to_char` with a literal template calls tablegate's
 //!   `to_char_template`;
+//! - `substring(s from 'pattern')` (a text, not a position) becomes the
+//!   first element of `regexp_match(s, 'pattern')`: the part the regular
+//!   expression matches, or its first parenthesized part's;
 //! - `OPERATOR(pg_catalog.~)` and the like become the plain operator;
 //! - `COLLATE pg_catalog.default` (or `"default"`, `"C"`) is dropped: text
 //!   compares by bytes, which is the C collation;
@@ -1076,6 +1079,19 @@ fn rewrite_expr(expr: &mut Expr) {
                     *escape_char = None;
                 }
             }
+        }
+        // `substring(s from 'pattern')`: the part of `s` the regular
+        // expression matches, or its first parenthesized part's match.
+        Expr::Substring {
+            expr: text,
+            substring_from: Some(from),
+            substring_for: None,
+            ..
+        } if matches!(from.as_ref(), Expr::Value(v) if matches!(v.value, Value::SingleQuotedString(_))) =>
+        {
+            let matched = call("regexp_match", vec![(**text).clone(), (**from).clone()]);
+            let first = Expr::Value(Value::Number("1".into(), false).into());
+            *expr = call("array_element", vec![matched, first]);
         }
         // `x AT TIME ZONE zone`, as PostgreSQL computes it.
         Expr::AtTimeZone {

@@ -2253,7 +2253,7 @@ impl Session {
                 .iter()
                 .map(|c| {
                     def.column_index(&normalize(c))
-                        .ok_or_else(|| SqlError::UndefinedColumn(c.value.clone()))
+                        .ok_or_else(|| SqlError::undefined_column_of(&c.value, &def.name))
                 })
                 .collect::<Result<_>>()?
         };

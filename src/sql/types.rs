@@ -442,7 +442,8 @@ pub fn sql_name(data_type: &DataType) -> Option<String> {
 /// type does not say it (uuid, json, varchar(n), ...).
 pub const PG_TYPE_KEY: &str = "tablegate.pg_type";
 
-/// The time zone of `timestamptz` columns: values are instants, shown in UTC.
+/// The time zone of `timestamptz` columns: values are instants (shown in
+/// the session's zone).
 pub const UTC: &str = "+00:00";
 
 pub fn arrow_type(ty: SqlType) -> DataType {

@@ -49,6 +49,7 @@ mod recordsets;
 mod rewrite;
 mod scan;
 pub mod session;
+mod set_comparisons;
 mod settings;
 mod sums;
 mod templates;

@@ -842,8 +842,9 @@ fn intra_partition_ranges(
 
 /// The access path for rows whose `column` holds one of `values` (the keys
 /// a join's other side holds): point gets when the column is the whole
-/// key, partition scans when it is the partition key of a compound key,
-/// else an index whose leading column it is; `None` when none applies.
+/// key, partition scans when it is the partition key of a compound key
+/// (both in key order), else an index whose leading column it is (in the
+/// index's order); `None` when none applies.
 pub fn lookup_path(
     def: &TableDef,
     column: usize,
@@ -864,7 +865,11 @@ pub fn lookup_path(
     };
     if partition == &[column] {
         let pks = combinations(def, partition, &constraints)?;
-        let keys = pks.into_iter().map(|pk| join_components(&pk));
+        // In key order, the order a scan of the table gives its rows in.
+        let mut keys: Vec<String> = pks.into_iter().map(|pk| join_components(&pk)).collect();
+        keys.sort_unstable();
+        keys.dedup();
+        let keys = keys.into_iter();
         return Some(if row.is_empty() {
             AccessPath::Points(keys.map(|pk| EntityKey::new(pk, "")).collect())
         } else {

@@ -17,6 +17,9 @@
 //! - `substring(s from 'pattern')` (a text, not a position) becomes the
 //!   first element of `regexp_match(s, 'pattern')`: the part the regular
 //!   expression matches, or its first parenthesized part's;
+//! - `x op ANY (subquery)` and `x op ALL (subquery)` become membership
+//!   tests or comparisons with the subquery's bounds
+//!   (`super::set_comparisons`);
 //! - `OPERATOR(pg_catalog.~)` and the like become the plain operator;
 //! - `COLLATE pg_catalog.default` (or `"default"`, `"C"`) is dropped: text
 //!   compares by bytes, which is the C collation;
@@ -198,12 +201,21 @@ fn regex_syntax_escape(c: char) -> String {
 /// derived table. Found in the item itself and in the NOT, AND / OR,
 /// comparisons, parentheses, casts and CASE around it.
 ///
-/// `x [NOT] IN (subquery)` there, which DataFusion plans only in a WHERE
-/// too, is read as EXISTS tests with PostgreSQL's three values: true when
+/// `x [NOT] IN (subquery)` there (and `x = ANY (subquery)`), which
+/// DataFusion plans only in a WHERE too, is read as EXISTS tests with PostgreSQL's three values: true when
 /// a row equals `x`; else NULL when `x` is NULL and there are rows, or
 /// when a row is NULL; else false.
 fn exists_counted(expr: &mut Expr) {
     match expr {
+        // `x = ANY (subquery)` is `x IN (subquery)`.
+        Expr::AnyOp { .. } => {
+            if let Some(membership @ Expr::InSubquery { .. }) =
+                super::set_comparisons::without_set_comparison(expr)
+            {
+                *expr = membership;
+                exists_counted(expr);
+            }
+        }
         Expr::InSubquery {
             expr: tested,
             subquery,
@@ -1092,6 +1104,11 @@ fn rewrite_expr(expr: &mut Expr) {
             let matched = call("regexp_match", vec![(**text).clone(), (**from).clone()]);
             let first = Expr::Value(Value::Number("1".into(), false).into());
             *expr = call("array_element", vec![matched, first]);
+        }
+        Expr::AnyOp { .. } | Expr::AllOp { .. } => {
+            if let Some(written) = super::set_comparisons::without_set_comparison(expr) {
+                *expr = written;
+            }
         }
         // `x AT TIME ZONE zone`, as PostgreSQL computes it.
         Expr::AtTimeZone {
@@ -3027,10 +3044,38 @@ pub fn rewrite(statement: &mut Statement, zone: &SessionZone) {
     use datafusion::sql::sqlparser::ast::VisitMut;
     let zone = zone.clone();
     let _ = statement.visit(&mut Selects { joined: 0, zone });
-    let _ = visit_expressions_mut(statement, |expr| {
-        rewrite_expr(expr);
-        ControlFlow::<()>::Continue(())
-    });
+    let _ = statement.visit(&mut Expressions::default());
+}
+
+/// Each expression rewritten ([`rewrite_expr`]), inner ones first; but a
+/// subquery compared with ANY or ALL (`x > ALL (SELECT ...)`) is a set of
+/// rows (see [`super::set_comparisons`]), not a scalar subquery to make
+/// `single_value`.
+#[derive(Default)]
+struct Expressions {
+    /// The subqueries of the comparisons with ANY or ALL being visited.
+    compared: HashSet<*const Query>,
+}
+
+impl datafusion::sql::sqlparser::ast::VisitorMut for Expressions {
+    type Break = ();
+
+    fn pre_visit_expr(&mut self, expr: &mut Expr) -> ControlFlow<()> {
+        if let Expr::AnyOp { right, .. } | Expr::AllOp { right, .. } = expr {
+            if let Expr::Subquery(query) = right.as_ref() {
+                self.compared.insert(&**query);
+            }
+        }
+        ControlFlow::Continue(())
+    }
+
+    fn post_visit_expr(&mut self, expr: &mut Expr) -> ControlFlow<()> {
+        let compared = matches!(expr, Expr::Subquery(query) if self.compared.remove(&(&**query as *const Query)));
+        if !compared {
+            rewrite_expr(expr);
+        }
+        ControlFlow::Continue(())
+    }
 }
 
 #[cfg(test)]

@@ -442,7 +442,8 @@ impl StoreScan {
 /// its other side: the rows whose column holds a value of its `IN` list
 /// (see [`pushdown::lookup_path`]), this piece's share of them. `None`
 /// when the filter holds no `IN` list (the other side had too many
-/// distinct keys), so the scan reads the table.
+/// distinct keys), or only an index would read them and the scan declared
+/// its rows in key order, so the scan reads the table.
 async fn key_lookup(
     spec: &ScanSpec,
     column: usize,
@@ -476,6 +477,11 @@ async fn key_lookup(
         .map(|item| pushdown::literal_value(ty, item.downcast_ref::<Literal>()?.value()))
         .collect::<Option<_>>()?;
     let access = pushdown::lookup_path(&spec.table, column, values, spec.indexes_usable)?;
+    // An index gives rows in another order than the one the scan declared.
+    let ordered = !spec.key_order.is_empty();
+    if ordered && matches!(access, AccessPath::Index { .. }) {
+        return None;
+    }
     pushdown::share(access, piece, pieces)
 }
 

@@ -90,3 +90,36 @@ async fn joins_on_a_key_read_only_the_matching_rows() {
         );
     }
 }
+
+/// A scan read by lookups gives its rows in the key order it declared,
+/// which an ORDER BY of the key relies on without sorting again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rows_looked_up_come_in_key_order() {
+    let server = TestServer::start().await;
+    let client = server.client().await;
+    client
+        .batch_execute(
+            "CREATE TABLE departments (id int PRIMARY KEY, name text);
+             INSERT INTO departments SELECT v, 'dept ' || v FROM generate_series(1, 2000) AS t(v);
+             CREATE TABLE employees (id int PRIMARY KEY, dept int, pay int);
+             INSERT INTO employees SELECT v, 1999 - 97 * v % 2000, v FROM generate_series(1, 30) AS t(v);
+             CREATE TABLE accounts (region int, n int, owner int, PRIMARY KEY (region, n));
+             INSERT INTO accounts SELECT v % 7, v, v % 40 FROM generate_series(1, 400) AS t(v);
+             CREATE INDEX accounts_owner ON accounts (owner)",
+        )
+        .await
+        .unwrap();
+    for sql in [
+        "SELECT d.id, d.id FROM departments d WHERE d.id IN (SELECT e.dept FROM employees e) ORDER BY d.id",
+        "SELECT d.id, e.pay FROM employees e JOIN departments d ON d.id = e.dept ORDER BY d.id",
+        "SELECT a.region, a.n FROM employees e JOIN accounts a ON a.owner = e.pay WHERE e.id < 5 ORDER BY a.region, a.n",
+    ] {
+        let rows: Vec<(i32, i32)> = (client.query(sql, &[]).await.unwrap().iter())
+            .map(|r| (r.get(0), r.get(1)))
+            .collect();
+        let mut sorted = rows.clone();
+        sorted.sort();
+        assert!(rows.len() >= 10, "{sql}: {rows:?}");
+        assert_eq!(rows, sorted, "{sql}");
+    }
+}

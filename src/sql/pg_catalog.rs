@@ -1870,6 +1870,18 @@ fn classes(tables: &[Arc<TableDef>]) -> Vec<Vec<Cell>> {
     rows
 }
 
+/// How PostgreSQL stores a type's values (`attstorage`, `typstorage`):
+/// those of a fixed length plain, numerics compressed in line (`main`),
+/// others compressed or out of line (`extended`).
+fn storage(oid: i32, len: i16) -> &'static str {
+    const NUMERIC: i32 = 1700;
+    match (oid, len) {
+        (_, 1..) => "p",
+        (NUMERIC, _) => "m",
+        _ => "x",
+    }
+}
+
 fn attribute_row(
     relid: i32,
     name: &str,
@@ -1891,7 +1903,7 @@ fn attribute_row(
         typmod.into(),
         (len > 0 && len <= 8).into(),
         "i".into(),
-        "x".into(),
+        storage(oid, len).into(),
         "".into(),
         not_null.into(),
         has_default.into(),
@@ -2201,7 +2213,7 @@ fn types() -> Vec<Vec<Cell>> {
                 "-".into(),
                 "-".into(),
                 "i".into(),
-                "x".into(),
+                storage(oid, len).into(),
                 false.into(),
                 0.into(),
                 (-1).into(),

@@ -806,12 +806,16 @@ fn case_when(condition: Expr, result: Expr) -> Expr {
     }
 }
 
-/// `ARRAY(subquery)` as an aggregate of the subquery's rows; `None` when
-/// the subquery is not one plain SELECT of one column without LIMIT.
+/// `ARRAY(subquery)` as an aggregate of the subquery's rows (or, over the
+/// elements of one array, see [`elements_mapped`]); `None` when the
+/// subquery is not one plain SELECT of one column without LIMIT.
 fn array_of(query: &Query) -> Option<Expr> {
     use datafusion::sql::sqlparser::ast::{FunctionArgumentClause, OrderByKind};
     if query.limit_clause.is_some() || query.fetch.is_some() {
         return None;
+    }
+    if let Some(mapped) = elements_mapped(query) {
+        return Some(mapped);
     }
     let mut query = query.clone();
     let order = match query.order_by.take() {
@@ -855,6 +859,119 @@ fn array_of(query: &Query) -> Option<Expr> {
         "coalesce",
         vec![Expr::Subquery(Box::new(query)), call("make_array", vec![])],
     ))
+}
+
+/// `ARRAY(SELECT f(x) FROM unnest(a) AS x WHERE p(x))` as
+/// `array_transform(array_filter(a, x -> p(x)), x -> f(x))` (an empty
+/// array for a NULL one): the elements of one array, kept and mapped in
+/// their order, without a subquery, which DataFusion cannot plan when `a`
+/// is a column of the outer row (psql's `\d+` reads `unnest(tc.reloptions)`
+/// so).
+fn elements_mapped(query: &Query) -> Option<Expr> {
+    use datafusion::sql::sqlparser::ast::{
+        LambdaFunction, LambdaFunctionParameter, LambdaSyntax, OneOrManyWithParens,
+    };
+    if query.order_by.is_some() || query.with.is_some() {
+        return None;
+    }
+    let SetExpr::Select(select) = query.body.as_ref() else {
+        return None;
+    };
+    let [from] = select.from.as_slice() else {
+        return None;
+    };
+    let plain = from.joins.is_empty()
+        && ungrouped(select)
+        && select.having.is_none()
+        && select.distinct.is_none();
+    let [SelectItem::UnnamedExpr(value) | SelectItem::ExprWithAlias { expr: value, .. }] =
+        select.projection.as_slice()
+    else {
+        return None;
+    };
+    let (array, alias) = match &from.relation {
+        TableFactor::UNNEST {
+            alias,
+            array_exprs,
+            with_offset: false,
+            with_ordinality: false,
+            ..
+        } => match array_exprs.as_slice() {
+            [array] => (array.clone(), alias.as_ref()?),
+            _ => return None,
+        },
+        // `unnest(a)` as a table function (`pg_catalog.unnest(a)`, or as
+        // `name_table_functions` writes it).
+        TableFactor::Table {
+            name,
+            args: Some(datafusion::sql::sqlparser::ast::TableFunctionArgs { args, .. }),
+            alias: Some(alias),
+            ..
+        }
+        | TableFactor::Function {
+            name,
+            args,
+            alias: Some(alias),
+            with_ordinality: false,
+            ..
+        } if name
+            .0
+            .last()?
+            .as_ident()?
+            .value
+            .eq_ignore_ascii_case("unnest") =>
+        {
+            match args.as_slice() {
+                [FunctionArg::Unnamed(FunctionArgExpr::Expr(array))] => (array.clone(), alias),
+                _ => return None,
+            }
+        }
+        _ => return None,
+    };
+    if !plain || aggregates(value) {
+        return None;
+    }
+    // The element is the alias, or its one column.
+    let table = alias.name.value.to_lowercase();
+    let column = match alias.columns.as_slice() {
+        [] => table.clone(),
+        [column] => column.name.value.to_lowercase(),
+        _ => return None,
+    };
+    const ELEMENT: &str = "__tablegate_element";
+    let element = |expr: &Expr| {
+        let mut expr = expr.clone();
+        let _ = visit_expressions_mut(&mut expr, |e| {
+            let names_element = match e {
+                Expr::Identifier(i) => i.value.to_lowercase() == column,
+                Expr::CompoundIdentifier(parts) => matches!(parts.as_slice(),
+                    [t, c] if t.value.to_lowercase() == table && c.value.to_lowercase() == column),
+                _ => false,
+            };
+            if names_element {
+                *e = Expr::Identifier(Ident::new(ELEMENT));
+            }
+            ControlFlow::<()>::Continue(())
+        });
+        Expr::Lambda(LambdaFunction {
+            params: OneOrManyWithParens::One(LambdaFunctionParameter {
+                name: Ident::new(ELEMENT),
+                data_type: None,
+            }),
+            body: Box::new(expr),
+            syntax: LambdaSyntax::Arrow,
+        })
+    };
+    let mut elements = array;
+    if let Some(condition) = &select.selection {
+        elements = call("array_filter", vec![elements, element(condition)]);
+    }
+    let is_element =
+        |e: &Expr| matches!(e, Expr::Identifier(i) if i.value.to_lowercase() == column);
+    if !is_element(value) {
+        elements = call("array_transform", vec![elements, element(value)]);
+    }
+    Some(call("coalesce", vec![elements, call("make_array", vec![])]))
 }
 
 /// `'{1,2}'` as `make_array(1, 2)`, for a literal of integers only.

@@ -283,6 +283,18 @@ async fn describe_one_table() {
          Indexes:\n    \"depts_pkey\" PRIMARY KEY, btree (id)\n\
          Referenced by:\n    TABLE \"employees\" CONSTRAINT \"employees_dept_fkey\" FOREIGN KEY (dept) REFERENCES depts(id) NOT ENFORCED\n"
     );
+    // With storage and descriptions (psql reads the options of the table's
+    // TOAST table with an ARRAY over `unnest` of an outer column).
+    assert_eq!(
+        psql(port, "\\d+ depts").await,
+        "Table \"public.depts\"\n\
+         Column|Type|Collation|Nullable|Default|Storage|Compression|Stats target|Description\n\
+         id|integer||not null||plain|||\n\
+         name|text||||extended|||\n\
+         Indexes:\n    \"depts_pkey\" PRIMARY KEY, btree (id)\n\
+         Referenced by:\n    TABLE \"employees\" CONSTRAINT \"employees_dept_fkey\" FOREIGN KEY (dept) REFERENCES depts(id) NOT ENFORCED\n\
+         Access method: heap\n"
+    );
 }
 
 /// psql prints a query's warning with its rows: the notice comes after the

@@ -974,6 +974,16 @@ fn elements_mapped(query: &Query) -> Option<Expr> {
     Some(call("coalesce", vec![elements, call("make_array", vec![])]))
 }
 
+/// The length of a `varchar(n)` or a `char(n)`.
+fn text_length(ty: &DataType) -> Option<u32> {
+    use crate::catalog::SqlType;
+    match super::types::sql_type(ty).ok()? {
+        SqlType::Varchar(n) => n,
+        SqlType::Char(n) => Some(n),
+        _ => None,
+    }
+}
+
 /// `'{1,2}'` as `make_array(1, 2)`, for a literal of integers only.
 fn integer_array(expr: &Expr) -> Option<Expr> {
     let Expr::Value(v) = expr else {
@@ -1221,6 +1231,45 @@ fn rewrite_expr(expr: &mut Expr) {
             let matched = call("regexp_match", vec![(**text).clone(), (**from).clone()]);
             let first = Expr::Value(Value::Number("1".into(), false).into());
             *expr = call("array_element", vec![matched, first]);
+        }
+        // `U&'\0041'`: the text its escapes spell.
+        Expr::Value(v) if matches!(v.value, Value::UnicodeStringLiteral(_)) => {
+            if let Value::UnicodeStringLiteral(text) = &v.value {
+                v.value = Value::SingleQuotedString(text.clone());
+            }
+        }
+        // A text cast to `varchar(n)` or `char(n)` keeps its first n
+        // characters, as PostgreSQL's explicit cast does (`character
+        // varying` spelled as DataFusion reads it).
+        Expr::Cast {
+            expr: value,
+            data_type,
+            ..
+        } if matches!(
+            data_type,
+            DataType::Varchar(_)
+                | DataType::CharacterVarying(_)
+                | DataType::CharVarying(_)
+                | DataType::Char(_)
+                | DataType::Character(_)
+        ) =>
+        {
+            *data_type = match &*data_type {
+                DataType::CharacterVarying(n) | DataType::CharVarying(n) => DataType::Varchar(*n),
+                DataType::Character(n) => DataType::Char(*n),
+                other => other.clone(),
+            };
+            if let Some(n) = text_length(data_type) {
+                let text = Expr::Cast {
+                    kind: CastKind::DoubleColon,
+                    expr: value.clone(),
+                    data_type: DataType::Text,
+                    array: false,
+                    format: None,
+                };
+                let length = Expr::Value(Value::Number(n.to_string(), false).into());
+                **value = call("left", vec![text, length]);
+            }
         }
         Expr::AnyOp { .. } | Expr::AllOp { .. } => {
             if let Some(written) = super::set_comparisons::without_set_comparison(expr) {
@@ -2448,6 +2497,29 @@ fn series_arguments(factor: &mut TableFactor, zone: &SessionZone) {
         });
     if !series {
         return;
+    }
+    // A text beside a first argument of a date or time type takes its
+    // type, as PostgreSQL resolves the arguments' common type.
+    if let [FunctionArg::Unnamed(FunctionArgExpr::Expr(first)), FunctionArg::Unnamed(FunctionArgExpr::Expr(second)), ..] =
+        args.as_mut_slice()
+    {
+        let timed = match &*first {
+            Expr::Cast { data_type, .. } => Some(data_type.clone()),
+            Expr::TypedString(typed) => Some(typed.data_type.clone()),
+            _ => None,
+        }
+        .filter(|ty| matches!(ty, DataType::Timestamp(..) | DataType::Date));
+        let untyped =
+            matches!(second, Expr::Value(v) if matches!(v.value, Value::SingleQuotedString(_)));
+        if let (Some(ty), true) = (timed, untyped) {
+            *second = Expr::Cast {
+                kind: CastKind::DoubleColon,
+                expr: Box::new(second.clone()),
+                data_type: ty,
+                array: false,
+                format: None,
+            };
+        }
     }
     for arg in args.iter_mut() {
         // Also a typed text inside an argument (`'...'::timestamptz +

@@ -17,7 +17,8 @@ use datafusion::arrow::datatypes::DataType;
 use datafusion::sql::sqlparser::ast::{
     AlterColumnOperation, AlterTable, AlterTableOperation, ColumnDef, ColumnOption, CommentObject,
     CreateIndex, CreateTable, CreateTableOptions, Expr as AstExpr, ForeignKeyConstraint,
-    ObjectName, ReferentialAction, SqlOption, TableConstraint, Truncate,
+    GeneratedAs, ObjectName, ReferentialAction, SqlOption, TableConstraint, Truncate,
+    UniqueConstraint,
 };
 use datafusion::sql::sqlparser::dialect::PostgreSqlDialect;
 use futures::TryStreamExt;
@@ -29,8 +30,8 @@ use super::session::{normalize, table_name, Output, Session};
 use super::txn::Change;
 use super::types::{arrow_type, declared_type, sql_type};
 use crate::catalog::{
-    check_definition, CatalogError, Column, ForeignKey, IndexDef, Keys, SequenceDef, SqlType,
-    SystemField, TableDef,
+    check_definition, CatalogError, Column, ForeignKey, Identity, IndexDef, Keys, SequenceDef,
+    SqlType, SystemField, TableDef,
 };
 use crate::store::{Query, StoreError};
 
@@ -47,7 +48,8 @@ fn serial_type(def: &ColumnDef) -> Option<SqlType> {
     }
 }
 
-/// The sequence a `serial` column draws from, named as PostgreSQL names it.
+/// The sequence a `serial` or identity column draws from, named as
+/// PostgreSQL names it.
 fn serial_sequence(table: &str, column: &Column) -> SequenceDef {
     let mut def = SequenceDef::new(&format!("{table}_{}_seq", column.name), column.ty);
     def.owned_by = Some((table.to_owned(), column.name.clone()));
@@ -59,29 +61,36 @@ fn nextval_default(sequence: &str) -> String {
     format!("nextval('{}'::regclass)", sequence.replace('\'', "''"))
 }
 
-/// A column definition: the column, whether it is the primary key, and the
-/// table it references.
-fn column_of(def: &ColumnDef) -> Result<(Column, bool, Option<ForeignKeyConstraint>)> {
+/// A column definition: the column, whether it is the primary key, the
+/// table it references, and its UNIQUE constraint.
+type ColumnDefinition = (
+    Column,
+    bool,
+    Option<ForeignKeyConstraint>,
+    Option<UniqueConstraint>,
+);
+
+fn column_of(def: &ColumnDef) -> Result<ColumnDefinition> {
     let name = normalize(&def.name);
     let ty = match serial_type(def) {
         Some(ty) => ty,
         None => sql_type(&def.data_type)?,
     };
-    let mut column = Column {
-        name: name.clone(),
-        ty,
-        nullable: true,
-        system: None,
-        default: None,
-        comment: None,
-    };
+    let mut column = Column::new(name.clone(), ty);
     let mut primary = false;
     let mut references = None;
+    let mut unique = None;
     for option in &def.options {
         match &option.option {
             ColumnOption::NotNull => column.nullable = false,
             ColumnOption::Null => {}
             ColumnOption::PrimaryKey(_) => primary = true,
+            ColumnOption::Unique(constraint) => {
+                let mut constraint = constraint.clone();
+                constraint.name = constraint.name.or_else(|| option.name.clone());
+                constraint.columns = vec![def.name.clone().into()];
+                unique = Some(constraint);
+            }
             ColumnOption::ForeignKey(fk) => {
                 let mut fk = fk.clone();
                 fk.name = fk.name.or_else(|| option.name.clone());
@@ -89,6 +98,21 @@ fn column_of(def: &ColumnDef) -> Result<(Column, bool, Option<ForeignKeyConstrai
                 references = Some(fk);
             }
             ColumnOption::Default(expr) => column.default = Some(expr.to_string()),
+            // A column a sequence numbers, as `serial` (its options, and
+            // generated expressions, are refused below).
+            ColumnOption::Generated {
+                generated_as: generated @ (GeneratedAs::Always | GeneratedAs::ByDefault),
+                sequence_options,
+                generation_expr: None,
+                ..
+            } if matches!(ty, SqlType::Int2 | SqlType::Int4 | SqlType::Int8)
+                && sequence_options.as_ref().is_none_or(Vec::is_empty) =>
+            {
+                column.identity = Some(match generated {
+                    GeneratedAs::Always => Identity::Always,
+                    _ => Identity::ByDefault,
+                });
+            }
             other => {
                 return Err(SqlError::FeatureNotSupported(format!(
                     "column option {other} of column {name:?} is not supported"
@@ -116,7 +140,32 @@ fn column_of(def: &ColumnDef) -> Result<(Column, bool, Option<ForeignKeyConstrai
         }
         _ => None,
     };
-    Ok((column, primary, references))
+    Ok((column, primary, references, unique))
+}
+
+/// The unique index that keeps a UNIQUE constraint of `table`: named as
+/// the constraint, or as PostgreSQL names one (`t_a_b_key`). NULLs are
+/// distinct (rows with a NULL are not indexed); NULLS NOT DISTINCT is
+/// refused.
+fn unique_index(table: &str, unique: &UniqueConstraint) -> Result<IndexDef> {
+    use datafusion::sql::sqlparser::ast::NullsDistinctOption;
+    if matches!(unique.nulls_distinct, NullsDistinctOption::NotDistinct) {
+        return Err(SqlError::FeatureNotSupported(
+            "UNIQUE NULLS NOT DISTINCT is not supported (rows with a NULL are not checked)".into(),
+        ));
+    }
+    let columns = column_names(&unique.columns, "unique constraint")?;
+    let name = match &unique.name {
+        Some(name) => normalize(name),
+        None => format!("{table}_{}_key", columns.join("_")),
+    };
+    Ok(IndexDef {
+        name,
+        columns,
+        unique: true,
+        intra_partition: false,
+        building: false,
+    })
 }
 
 fn option_text(expr: &AstExpr) -> String {
@@ -389,12 +438,14 @@ pub async fn create_table(session: &mut Session, create: CreateTable) -> Result<
     let mut columns = Vec::new();
     let mut references = Vec::new();
     let mut sequences = Vec::new();
+    let mut uniques = Vec::new();
     for def in &create.columns {
-        let (mut column, is_primary, fk) = column_of(def)?;
+        let (mut column, is_primary, fk, unique) = column_of(def)?;
         if is_primary {
             primary.push(column.name.clone());
         }
-        if serial_type(def).is_some() {
+        uniques.extend(unique);
+        if serial_type(def).is_some() || column.identity.is_some() {
             let sequence = serial_sequence(&name, &column);
             column.default = Some(nextval_default(&sequence.name));
             column.nullable = false;
@@ -406,15 +457,26 @@ pub async fn create_table(session: &mut Session, create: CreateTable) -> Result<
     for constraint in &create.constraints {
         match constraint {
             TableConstraint::ForeignKey(fk) => references.push(fk.clone()),
+            TableConstraint::Unique(unique) => uniques.push(unique.clone()),
             other => {
+                let columns = primary_columns(other)?;
                 if !primary.is_empty() {
                     return Err(SqlError::InvalidDefinition(format!(
                         "multiple primary keys for table {name:?} are not allowed"
                     )));
                 }
-                primary = primary_columns(other)?;
+                primary = columns;
             }
         }
+    }
+    let indexes = (uniques.iter())
+        .map(|unique| unique_index(&name, unique))
+        .collect::<Result<Vec<_>>>()?;
+    if let Some(taken) = indexes.iter().find(|i| name_taken(session, &i.name)) {
+        return Err(SqlError::InvalidDefinition(format!(
+            "relation {:?} already exists",
+            taken.name
+        )));
     }
     let partition = partition_option(&create.table_options)?;
     let temporary = temporary_owner(session, &create, &name)?;
@@ -427,7 +489,7 @@ pub async fn create_table(session: &mut Session, create: CreateTable) -> Result<
             keys,
             foreign_keys: Vec::new(),
             comment: None,
-            indexes: Vec::new(),
+            indexes,
             view: None,
             grants: Vec::new(),
             temporary,
@@ -456,9 +518,11 @@ pub async fn create_table(session: &mut Session, create: CreateTable) -> Result<
             "CREATE TABLE AS names a different number of columns than the query returns".into(),
         ));
     }
-    if !references.is_empty() || !sequences.is_empty() {
+    if !references.is_empty() || !sequences.is_empty() || !indexes.is_empty() {
         return Err(SqlError::FeatureNotSupported(
-            "CREATE TABLE AS does not declare foreign keys or serial columns; add them with ALTER TABLE".into(),
+            "CREATE TABLE AS does not declare foreign keys, unique constraints or serial columns; \
+             add them with ALTER TABLE"
+                .into(),
         ));
     }
     let keys = keys_of(&mut columns, primary, partition)?;
@@ -647,7 +711,7 @@ pub async fn alter_table(session: &mut Session, alter: AlterTable) -> Result<Out
                 if_not_exists,
                 ..
             } => {
-                let (column, primary, references) = column_of(column_def)?;
+                let (column, primary, references, unique) = column_of(column_def)?;
                 if def.column_index(&column.name).is_some() {
                     if *if_not_exists {
                         continue;
@@ -657,7 +721,12 @@ pub async fn alter_table(session: &mut Session, alter: AlterTable) -> Result<Out
                         column.name
                     )));
                 }
-                if primary || !column.nullable || column.default.is_some() {
+                if primary
+                    || !column.nullable
+                    || column.default.is_some()
+                    || unique.is_some()
+                    || column.identity.is_some()
+                {
                     return Err(SqlError::FeatureNotSupported(
                         "ADD COLUMN adds a nullable column without a default (existing rows read it as NULL)".into(),
                     ));
@@ -674,6 +743,21 @@ pub async fn alter_table(session: &mut Session, alter: AlterTable) -> Result<Out
             } => {
                 let fk = foreign_key(session, &def, fk)?;
                 def.foreign_keys.push(fk);
+            }
+            // Its index is built for the rows there are when the definition
+            // commits, which fails on a duplicate.
+            AlterTableOperation::AddConstraint {
+                constraint: TableConstraint::Unique(unique),
+                ..
+            } => {
+                let index = unique_index(&name, unique)?;
+                if name_taken(session, &index.name) {
+                    return Err(SqlError::InvalidDefinition(format!(
+                        "relation {:?} already exists",
+                        index.name
+                    )));
+                }
+                def.indexes.push(index);
             }
             AlterTableOperation::AddConstraint { constraint, .. } => {
                 let primary = primary_columns(constraint)?;
@@ -714,6 +798,18 @@ pub async fn alter_table(session: &mut Session, alter: AlterTable) -> Result<Out
     }
     define(session, &name, Some(def))?;
     Ok(Output::Command("ALTER TABLE".into()))
+}
+
+/// Whether a relation has the name: tables, sequences and indexes (primary
+/// keys' included) share names.
+fn name_taken(session: &Session, name: &str) -> bool {
+    session.table_def(name).is_some()
+        || session.engine().catalog.sequences.get(name).is_some()
+        || session
+            .tables()
+            .iter()
+            .flat_map(|t| indexes_of(t))
+            .any(|i| i.name == name)
 }
 
 /// The table that has an index of this name.
@@ -784,16 +880,13 @@ pub fn create_index(
         Some(name) => table_name(name)?,
         None => format!("{table}_{}_idx", columns.join("_")),
     };
-    // Tables, sequences and indexes (primary keys' included) share names.
-    let taken = session.table_def(&name).is_some()
-        || session.engine().catalog.sequences.get(&name).is_some()
-        || session
-            .tables()
-            .iter()
-            .flat_map(|t| indexes_of(t))
-            .any(|i| i.name == name);
     let done = Output::Command("CREATE INDEX".into());
-    if exists(session, taken, create.if_not_exists, &name)? {
+    if exists(
+        session,
+        name_taken(session, &name),
+        create.if_not_exists,
+        &name,
+    )? {
         return Ok((done, None));
     }
     let mut def = (*current).clone();

@@ -274,6 +274,38 @@ fn writable_column(def: &TableDef, name: &str) -> Result<usize> {
     Ok(i)
 }
 
+/// Refuses a value other than DEFAULT given to a `GENERATED ALWAYS AS
+/// IDENTITY` column (428C9, as PostgreSQL does; VALUES may say DEFAULT).
+fn given_identities(
+    def: &TableDef,
+    targets: &[usize],
+    source: Option<&datafusion::sql::sqlparser::ast::Query>,
+) -> Result<()> {
+    for (j, &i) in targets.iter().enumerate() {
+        if def.columns[i].identity != Some(crate::catalog::Identity::Always) {
+            continue;
+        }
+        let all_default = match source.map(|q| q.body.as_ref()) {
+            None => true,
+            Some(SetExpr::Values(values)) => values
+                .rows
+                .iter()
+                .all(|row| row.get(j).is_none_or(is_default)),
+            Some(_) => false,
+        };
+        if !all_default {
+            return Err(SqlError::value(
+                "428C9",
+                format!(
+                    "cannot insert a non-DEFAULT value into column \"{}\"",
+                    def.columns[i].name
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
 fn rewrite_insert(session: &Session, insert: &Insert) -> Result<Rewrite> {
     let TableObject::TableName(name) = &insert.table else {
         return Err(SqlError::FeatureNotSupported(
@@ -303,6 +335,7 @@ fn rewrite_insert(session: &Session, insert: &Insert) -> Result<Rewrite> {
             })
             .collect::<Result<_>>()?
     };
+    given_identities(&def, &targets, insert.source.as_deref())?;
     let mut hints = HashMap::new();
     let direct = direct_rows(session, &def, &targets, insert);
     let source = match &insert.source {
@@ -834,6 +867,15 @@ fn assignment(
     }
     let value = match is_default(&a.value) {
         true => default_of(def, column),
+        false if def.columns[column].identity == Some(crate::catalog::Identity::Always) => {
+            return Err(SqlError::value(
+                "428C9",
+                format!(
+                    "column \"{}\" can only be updated to DEFAULT",
+                    def.columns[column].name
+                ),
+            ));
+        }
         false => value_sql(def, column, &a.value),
     };
     Ok((column, value))

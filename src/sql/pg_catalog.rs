@@ -1927,14 +1927,25 @@ fn attributes(tables: &[Arc<TableDef>]) -> Vec<Vec<Cell>> {
         let relid = table_oid(&t.name);
         for (i, c) in t.columns.iter().enumerate() {
             let not_null = !c.nullable || t.is_key_column(i);
-            rows.push(attribute_row(
+            let mut row = attribute_row(
                 relid,
                 &c.name,
                 c.ty,
                 i as i64 + 1,
                 not_null,
                 c.default.is_some(),
-            ));
+            );
+            if let Some(identity) = c.identity {
+                let attidentity = PG_ATTRIBUTE.iter().position(|(n, _)| *n == "attidentity");
+                if let Some(position) = attidentity {
+                    row[position] = match identity {
+                        crate::catalog::Identity::Always => "a",
+                        crate::catalog::Identity::ByDefault => "d",
+                    }
+                    .into();
+                }
+            }
+            rows.push(row);
         }
         for index in indexes_of(t) {
             for (n, attnum) in index.attnums(t).into_iter().enumerate() {
@@ -2286,6 +2297,7 @@ mod tests {
                     system: None,
                     default: Some("0".into()),
                     comment: None,
+                    identity: None,
                 },
                 crate::catalog::Column {
                     name: "v".into(),
@@ -2294,6 +2306,7 @@ mod tests {
                     system: None,
                     default: None,
                     comment: None,
+                    identity: None,
                 },
             ],
             keys: Keys::Columns {

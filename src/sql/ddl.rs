@@ -704,6 +704,8 @@ pub async fn alter_table(session: &mut Session, alter: AlterTable) -> Result<Out
     let current = session.table(&name)?;
     let mut def = (*current).clone();
     let mut rekeyed = false;
+    // Columns added with a default, which the rows there are take.
+    let mut filled = Vec::new();
     for operation in &alter.operations {
         match operation {
             AlterTableOperation::AddColumn {
@@ -721,14 +723,22 @@ pub async fn alter_table(session: &mut Session, alter: AlterTable) -> Result<Out
                         column.name
                     )));
                 }
-                if primary
-                    || !column.nullable
-                    || column.default.is_some()
-                    || unique.is_some()
-                    || column.identity.is_some()
-                {
+                if primary || unique.is_some() || column.identity.is_some() {
                     return Err(SqlError::FeatureNotSupported(
-                        "ADD COLUMN adds a nullable column without a default (existing rows read it as NULL)".into(),
+                        "ADD COLUMN adds a column without PRIMARY KEY, UNIQUE or identity; \
+                         add those with ALTER TABLE ... ADD CONSTRAINT or CREATE UNIQUE INDEX"
+                            .into(),
+                    ));
+                }
+                if column.default.is_some() {
+                    filled.push(column.name.clone());
+                } else if !column.nullable && has_rows(session, &current).await? {
+                    return Err(SqlError::value(
+                        "23502",
+                        format!(
+                            "column \"{}\" of relation \"{name}\" contains null values",
+                            column.name
+                        ),
                     ));
                 }
                 def.columns.push(column);
@@ -797,6 +807,20 @@ pub async fn alter_table(session: &mut Session, alter: AlterTable) -> Result<Out
         rekey(session, &current, &def).await?;
     }
     define(session, &name, Some(def))?;
+    // The rows there are take the new columns' defaults, each its own (as
+    // PostgreSQL's, a volatile default is computed for each row).
+    for column in filled {
+        let sql = format!(
+            "UPDATE {} SET {} = DEFAULT",
+            super::dml::quote(&name),
+            super::dml::quote(&column)
+        );
+        if let Some(datafusion::sql::parser::Statement::Statement(update)) =
+            Session::parse(&sql)?.pop()
+        {
+            Box::pin(session.run_dml(&update, None, None)).await?;
+        }
+    }
     Ok(Output::Command("ALTER TABLE".into()))
 }
 
@@ -1078,6 +1102,23 @@ pub const MAX_REKEYED_ROWS: usize = 1_000_000;
 /// Moves every row of a table without a primary key to the key `new`
 /// gives it. Two rows with the same key fail with 23505, a NULL key column
 /// with 23502.
+/// Whether a table holds a row, as the session sees it.
+async fn has_rows(session: &Session, def: &TableDef) -> Result<bool> {
+    let view = session.current_view();
+    let query = Query::table().page_size(1).project(Vec::<String>::new());
+    let mut continuation = None;
+    loop {
+        let page = view.query(&def.name, &query, continuation.as_ref()).await?;
+        if !page.entities.is_empty() {
+            return Ok(true);
+        }
+        continuation = page.continuation;
+        if continuation.is_none() {
+            return Ok(false);
+        }
+    }
+}
+
 async fn rekey(session: &mut Session, old: &Arc<TableDef>, new: &TableDef) -> Result<()> {
     let view = session.current_view();
     let mut deletes = Vec::new();

@@ -87,7 +87,8 @@ pub fn is_upsert(statement: &Statement) -> bool {
     }
 }
 
-fn quote(ident: &str) -> String {
+/// An identifier quoted, as SQL text.
+pub(super) fn quote(ident: &str) -> String {
     format!("\"{}\"", ident.replace('"', "\"\""))
 }
 

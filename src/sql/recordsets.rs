@@ -19,6 +19,7 @@ use datafusion::sql::sqlparser::ast::{
     SetExpr, TableFactor,
 };
 
+use super::dml::quote;
 use super::session::normalize;
 
 /// The rewrite of the query's SELECT, and of its ORDER BY.
@@ -170,10 +171,6 @@ fn as_elements(factor: &mut TableFactor, columns: &mut Columns) -> Option<(Strin
         names.push(column);
     }
     Some((table, names))
-}
-
-fn quote(ident: &str) -> String {
-    format!("\"{}\"", ident.replace('"', "\"\""))
 }
 
 #[cfg(test)]

@@ -1797,6 +1797,48 @@ fn fetch_as_limit(query: &mut Query) {
     query.fetch = None;
 }
 
+/// `ORDER BY 2` where the second select item computes over aggregates
+/// (`max(x) + 1`, `coalesce(sum(x), 0)`), as that expression: DataFusion's
+/// planner refuses such an ordinal ("must appear in the GROUP BY clause")
+/// but takes the expression, which names the same column.
+fn ordinals_of_aggregates(query: &mut Query) {
+    use datafusion::sql::sqlparser::ast::OrderByKind;
+    let (Some(order_by), SetExpr::Select(select)) = (&mut query.order_by, query.body.as_ref())
+    else {
+        return;
+    };
+    let OrderByKind::Expressions(sorts) = &mut order_by.kind else {
+        return;
+    };
+    // Positions count `*`'s columns too.
+    let starred = select.projection.iter().any(|item| {
+        matches!(
+            item,
+            SelectItem::Wildcard(_) | SelectItem::QualifiedWildcard(..)
+        )
+    });
+    if starred {
+        return;
+    }
+    for sort in sorts {
+        let position = match &sort.expr {
+            Expr::Value(v) => match &v.value {
+                Value::Number(n, _) => n.parse::<usize>().ok(),
+                _ => None,
+            },
+            _ => None,
+        };
+        let item = position
+            .and_then(|n| n.checked_sub(1))
+            .and_then(|i| select.projection.get(i));
+        if let Some(SelectItem::UnnamedExpr(e) | SelectItem::ExprWithAlias { expr: e, .. }) = item {
+            if aggregates(e) {
+                sort.expr = e.clone();
+            }
+        }
+    }
+}
+
 /// Gives an alias of its own to each unnamed item of a select list that
 /// DataFusion would name as an earlier one: the same expression twice
 /// (`SELECT NULL, NULL`), or a cast of a column beside it (`SELECT k,
@@ -1983,6 +2025,7 @@ impl datafusion::sql::sqlparser::ast::VisitorMut for Selects {
 
     fn pre_visit_query(&mut self, query: &mut Query) -> ControlFlow<()> {
         fetch_as_limit(query);
+        ordinals_of_aggregates(query);
         super::recordsets::recordsets_as_elements(query);
         lateral_set_functions(query, &self.zone);
         for_each_select(query.body.as_mut(), &mut |select| {

@@ -106,6 +106,8 @@ struct Rewrite {
     /// The name the statement gives the table (its alias), for RETURNING.
     alias: String,
     on_conflict: Conflict,
+    /// The constraints whose conflicts `on_conflict` settles.
+    arbiters: Arbiters,
     kind: Kind,
     /// For MERGE: what each WHEN clause does, in order.
     merged: Vec<Kind>,
@@ -153,6 +155,118 @@ enum Conflict {
         assignments: Vec<(usize, String)>,
         selection: Option<String>,
     },
+}
+
+/// The constraints an INSERT's ON CONFLICT settles conflicts with (PostgreSQL's
+/// arbiters): the primary key, and unique indexes by name. A conflict with
+/// another is an error.
+#[derive(Default)]
+struct Arbiters {
+    key: bool,
+    indexes: Vec<String>,
+}
+
+impl Arbiters {
+    /// The arbiters ON CONFLICT names: the key's columns, a unique index's,
+    /// a constraint by name, or (without a target) every one.
+    fn of(def: &TableDef, target: Option<&ConflictTarget>) -> Result<Arbiters> {
+        let unique = || (def.indexes.iter()).filter(|i| i.unique && !i.building);
+        let (p, r) = def.key_columns();
+        let key: HashSet<usize> = p.iter().chain(r).copied().collect();
+        let index_named = |name: &str| Arbiters {
+            key: false,
+            indexes: vec![name.to_owned()],
+        };
+        let found = match target {
+            None => Some(Arbiters {
+                key: true,
+                indexes: unique().map(|i| i.name.clone()).collect(),
+            }),
+            Some(ConflictTarget::Columns(columns)) => {
+                let named: Option<Vec<usize>> = (columns.iter())
+                    .map(|c| def.column_index(&normalize(c)))
+                    .collect();
+                let named: HashSet<usize> = named.unwrap_or_default().into_iter().collect();
+                let same = |i: &&crate::catalog::IndexDef| {
+                    let of_index: HashSet<usize> = i
+                        .columns
+                        .iter()
+                        .filter_map(|c| def.column_index(c))
+                        .collect();
+                    of_index == named && i.columns.len() == columns.len()
+                };
+                if named == key && columns.len() == key.len() {
+                    Some(Arbiters {
+                        key: true,
+                        indexes: Vec::new(),
+                    })
+                } else {
+                    unique().find(same).map(|i| index_named(&i.name))
+                }
+            }
+            Some(ConflictTarget::OnConstraint(name)) => {
+                let name = super::session::table_name(name)?;
+                if name == format!("{}_pkey", def.name) {
+                    Some(Arbiters {
+                        key: true,
+                        indexes: Vec::new(),
+                    })
+                } else {
+                    unique()
+                        .find(|i| i.name == name)
+                        .map(|i| index_named(&i.name))
+                }
+            }
+        };
+        found.ok_or_else(|| {
+            SqlError::value(
+                "42P10",
+                "there is no unique or exclusion constraint matching the ON CONFLICT specification",
+            )
+        })
+    }
+}
+
+/// Whether a row's values are held in an arbiter unique index.
+enum Held {
+    No,
+    /// By an earlier row of the statement.
+    Earlier,
+    /// By this row of the table.
+    By(crate::model::Entity),
+}
+
+/// Whether the values `entity` would be indexed under in one of the
+/// arbiter indexes are held: by a row of the table (read through the
+/// index's entry), or by an earlier row of the statement (`seen`).
+async fn held_by_index(
+    session: &Session,
+    def: &TableDef,
+    arbiters: &Arbiters,
+    entity: &crate::model::Entity,
+    seen: &mut HashSet<(String, crate::model::EntityKey)>,
+) -> Result<Held> {
+    let view = session.current_view();
+    for index in def
+        .indexes
+        .iter()
+        .filter(|i| arbiters.indexes.contains(&i.name))
+    {
+        // A row with a NULL in the index's columns is not indexed.
+        let Some(entry) = index.entry(def, entity)? else {
+            continue;
+        };
+        if !seen.insert((index.name.clone(), entry.key.clone())) {
+            return Ok(Held::Earlier);
+        }
+        let found = view.get(&index.store_table(), &entry.key, None).await?;
+        if let Some(base) = found.as_ref().and_then(crate::catalog::base_key) {
+            if let Some(existing) = view.get(&def.name, &base, None).await? {
+                return Ok(Held::By(existing));
+            }
+        }
+    }
+    Ok(Held::No)
 }
 
 /// `$n` if the expression is exactly a parameter.
@@ -421,23 +535,11 @@ fn rewrite_insert(session: &Session, insert: &Insert) -> Result<Rewrite> {
         aliased(&select),
         source_columns.join(", ")
     );
+    let mut arbiters = Arbiters::default();
     let on_conflict = match &insert.on {
         None => Conflict::Error,
         Some(OnInsert::OnConflict(c)) => {
-            if let Some(ConflictTarget::Columns(columns)) = &c.conflict_target {
-                let named: HashSet<usize> = columns
-                    .iter()
-                    .filter_map(|c| def.column_index(&normalize(c)))
-                    .collect();
-                let (p, r) = def.key_columns();
-                let key: HashSet<usize> = p.iter().chain(r).copied().collect();
-                if named != key || columns.len() != key.len() {
-                    return Err(SqlError::value(
-                        "42P10",
-                        "there is no unique or exclusion constraint matching the ON CONFLICT specification (only the primary key)",
-                    ));
-                }
-            }
+            arbiters = Arbiters::of(&def, c.conflict_target.as_ref())?;
             match &c.action {
                 OnConflictAction::DoNothing => Conflict::DoNothing,
                 OnConflictAction::DoUpdate(update) => {
@@ -480,6 +582,7 @@ fn rewrite_insert(session: &Session, insert: &Insert) -> Result<Rewrite> {
         hints,
         returning: insert.returning.clone(),
         on_conflict,
+        arbiters,
         kind: Kind::Insert,
         merged: Vec::new(),
         direct,
@@ -928,6 +1031,7 @@ fn rewrite_update(session: &Session, update: &Update) -> Result<Rewrite> {
         returning: update.returning.clone(),
         alias,
         on_conflict: Conflict::Error,
+        arbiters: Arbiters::default(),
         kind: Kind::Update,
         merged: Vec::new(),
         direct: None,
@@ -977,6 +1081,7 @@ fn rewrite_delete(session: &Session, delete: &Delete) -> Result<Rewrite> {
         returning: delete.returning.clone(),
         alias,
         on_conflict: Conflict::Error,
+        arbiters: Arbiters::default(),
         kind: Kind::Delete,
         merged: Vec::new(),
         direct: None,
@@ -1117,6 +1222,7 @@ fn rewrite_merge(session: &Session, merge: &Merge) -> Result<Rewrite> {
         returning: None,
         alias,
         on_conflict: Conflict::Error,
+        arbiters: Arbiters::default(),
         kind: Kind::Merge,
         merged,
         direct: None,
@@ -1339,6 +1445,7 @@ pub async fn plan_changes(
     let mut seen = HashSet::new();
     let mut count = 0usize;
     let mut conflicts: Vec<(Row, crate::model::Entity)> = Vec::new();
+    let mut seen_entries = HashSet::new();
     while let Some(batch) = stream.try_next().await? {
         let rows = batch_to_rows(
             &def,
@@ -1407,8 +1514,45 @@ pub async fn plan_changes(
                 Kind::Insert => {
                     def.check_row(&row)?;
                     let key = def.entity_key(&row)?;
+                    // A row whose unique index values an arbiter index holds
+                    // already (or an earlier row of the statement) takes
+                    // ON CONFLICT's action.
+                    if !rewrite.arbiters.indexes.is_empty() {
+                        let entity = def.row_to_entity(key.clone(), &row)?;
+                        match held_by_index(
+                            session,
+                            &def,
+                            &rewrite.arbiters,
+                            &entity,
+                            &mut seen_entries,
+                        )
+                        .await?
+                        {
+                            Held::No => {}
+                            Held::Earlier if rewrite.on_conflict == Conflict::DoNothing => continue,
+                            Held::Earlier => {
+                                return Err(SqlError::value(
+                                    "21000",
+                                    "ON CONFLICT DO UPDATE command cannot affect row a second time",
+                                ))
+                            }
+                            Held::By(existing) => match rewrite.on_conflict {
+                                Conflict::DoUpdate { .. } => {
+                                    conflicts.push((row, existing));
+                                    continue;
+                                }
+                                _ => continue,
+                            },
+                        }
+                    }
+                    // The key's conflicts take ON CONFLICT's action when the
+                    // key is an arbiter; else they are errors.
+                    let on_key_conflict = match rewrite.arbiters.key {
+                        true => &rewrite.on_conflict,
+                        false => &Conflict::Error,
+                    };
                     if !seen.insert(key.clone()) {
-                        if rewrite.on_conflict == Conflict::DoNothing {
+                        if *on_key_conflict == Conflict::DoNothing {
                             continue;
                         }
                         return Err(SqlError::UniqueViolation {
@@ -1418,12 +1562,12 @@ pub async fn plan_changes(
                     }
                     // Outside a transaction a conflicting insert fails at
                     // commit; inside one, PostgreSQL reports it at once.
-                    let check = rewrite.on_conflict != Conflict::Error || session.in_transaction();
+                    let check = *on_key_conflict != Conflict::Error || session.in_transaction();
                     if check {
                         if let Some(existing) =
                             session.current_view().get(&def.name, &key, None).await?
                         {
-                            match &rewrite.on_conflict {
+                            match on_key_conflict {
                                 Conflict::DoNothing => continue,
                                 Conflict::DoUpdate { .. } => {
                                     conflicts.push((row, existing));

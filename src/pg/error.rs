@@ -73,10 +73,11 @@ fn with_detail(message: String) -> (String, Option<String>) {
 /// large for its type, or a division by zero, in PostgreSQL's words.
 fn message(e: &SqlError) -> String {
     if let SqlError::DataFusion(d) = e {
-        if let Some(message) = planning_message(d.find_root()) {
+        let root = d.find_root();
+        if let Some(message) = planning_message(root) {
             return message;
         }
-        match d.find_root() {
+        match root {
             DataFusionError::External(inner) => return inner.to_string(),
             DataFusionError::ArrowError(a, _) => match a.as_ref() {
                 ArrowError::CastError(m) => {

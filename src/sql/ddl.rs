@@ -472,11 +472,13 @@ pub async fn create_table(session: &mut Session, create: CreateTable) -> Result<
     let indexes = (uniques.iter())
         .map(|unique| unique_index(&name, unique))
         .collect::<Result<Vec<_>>>()?;
-    if let Some(taken) = indexes.iter().find(|i| name_taken(session, &i.name)) {
-        return Err(SqlError::InvalidDefinition(format!(
-            "relation {:?} already exists",
-            taken.name
-        )));
+    for index in &indexes {
+        exists(
+            session,
+            name_taken(session, &index.name),
+            false,
+            &index.name,
+        )?;
     }
     let partition = partition_option(&create.table_options)?;
     let temporary = temporary_owner(session, &create, &name)?;
@@ -761,12 +763,12 @@ pub async fn alter_table(session: &mut Session, alter: AlterTable) -> Result<Out
                 ..
             } => {
                 let index = unique_index(&name, unique)?;
-                if name_taken(session, &index.name) {
-                    return Err(SqlError::InvalidDefinition(format!(
-                        "relation {:?} already exists",
-                        index.name
-                    )));
-                }
+                exists(
+                    session,
+                    name_taken(session, &index.name),
+                    false,
+                    &index.name,
+                )?;
                 def.indexes.push(index);
             }
             AlterTableOperation::AddConstraint { constraint, .. } => {
@@ -1099,9 +1101,6 @@ pub fn comment(
 /// one atomic write, which holds them in memory.
 pub const MAX_REKEYED_ROWS: usize = 1_000_000;
 
-/// Moves every row of a table without a primary key to the key `new`
-/// gives it. Two rows with the same key fail with 23505, a NULL key column
-/// with 23502.
 /// Whether a table holds a row, as the session sees it.
 async fn has_rows(session: &Session, def: &TableDef) -> Result<bool> {
     let view = session.current_view();
@@ -1119,6 +1118,9 @@ async fn has_rows(session: &Session, def: &TableDef) -> Result<bool> {
     }
 }
 
+/// Moves every row of a table without a primary key to the key `new`
+/// gives it. Two rows with the same key fail with 23505, a NULL key column
+/// with 23502.
 async fn rekey(session: &mut Session, old: &Arc<TableDef>, new: &TableDef) -> Result<()> {
     let view = session.current_view();
     let mut deletes = Vec::new();

@@ -167,6 +167,14 @@ struct Arbiters {
 }
 
 impl Arbiters {
+    /// The primary key alone.
+    fn key() -> Arbiters {
+        Arbiters {
+            key: true,
+            indexes: Vec::new(),
+        }
+    }
+
     /// The arbiters ON CONFLICT names: the key's columns, a unique index's,
     /// a constraint by name, or (without a target) every one.
     fn of(def: &TableDef, target: Option<&ConflictTarget>) -> Result<Arbiters> {
@@ -196,10 +204,7 @@ impl Arbiters {
                     of_index == named && i.columns.len() == columns.len()
                 };
                 if named == key && columns.len() == key.len() {
-                    Some(Arbiters {
-                        key: true,
-                        indexes: Vec::new(),
-                    })
+                    Some(Arbiters::key())
                 } else {
                     unique().find(same).map(|i| index_named(&i.name))
                 }
@@ -207,10 +212,7 @@ impl Arbiters {
             Some(ConflictTarget::OnConstraint(name)) => {
                 let name = super::session::table_name(name)?;
                 if name == format!("{}_pkey", def.name) {
-                    Some(Arbiters {
-                        key: true,
-                        indexes: Vec::new(),
-                    })
+                    Some(Arbiters::key())
                 } else {
                     unique()
                         .find(|i| i.name == name)
@@ -1536,13 +1538,12 @@ pub async fn plan_changes(
                                     "ON CONFLICT DO UPDATE command cannot affect row a second time",
                                 ))
                             }
-                            Held::By(existing) => match rewrite.on_conflict {
-                                Conflict::DoUpdate { .. } => {
+                            Held::By(existing) => {
+                                if let Conflict::DoUpdate { .. } = rewrite.on_conflict {
                                     conflicts.push((row, existing));
-                                    continue;
                                 }
-                                _ => continue,
-                            },
+                                continue;
+                            }
                         }
                     }
                     // The key's conflicts take ON CONFLICT's action when the

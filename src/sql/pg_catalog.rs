@@ -1393,6 +1393,7 @@ impl PgCatalogSchema {
                             i as i64 + 1,
                             false,
                             false,
+                            None,
                         ));
                     }
                 }
@@ -1889,8 +1890,14 @@ fn attribute_row(
     num: i64,
     not_null: bool,
     has_default: bool,
+    identity: Option<crate::catalog::Identity>,
 ) -> Vec<Cell> {
     let (oid, typmod, len) = type_info(ty);
+    let identity = match identity {
+        Some(crate::catalog::Identity::Always) => "a",
+        Some(crate::catalog::Identity::ByDefault) => "d",
+        None => "",
+    };
     vec![
         relid.into(),
         name.into(),
@@ -1908,7 +1915,7 @@ fn attribute_row(
         not_null.into(),
         has_default.into(),
         false.into(),
-        "".into(),
+        identity.into(),
         "".into(),
         false.into(),
         true.into(),
@@ -1927,25 +1934,15 @@ fn attributes(tables: &[Arc<TableDef>]) -> Vec<Vec<Cell>> {
         let relid = table_oid(&t.name);
         for (i, c) in t.columns.iter().enumerate() {
             let not_null = !c.nullable || t.is_key_column(i);
-            let mut row = attribute_row(
+            rows.push(attribute_row(
                 relid,
                 &c.name,
                 c.ty,
                 i as i64 + 1,
                 not_null,
                 c.default.is_some(),
-            );
-            if let Some(identity) = c.identity {
-                let attidentity = PG_ATTRIBUTE.iter().position(|(n, _)| *n == "attidentity");
-                if let Some(position) = attidentity {
-                    row[position] = match identity {
-                        crate::catalog::Identity::Always => "a",
-                        crate::catalog::Identity::ByDefault => "d",
-                    }
-                    .into();
-                }
-            }
-            rows.push(row);
+                c.identity,
+            ));
         }
         for index in indexes_of(t) {
             for (n, attnum) in index.attnums(t).into_iter().enumerate() {
@@ -1957,6 +1954,7 @@ fn attributes(tables: &[Arc<TableDef>]) -> Vec<Vec<Cell>> {
                     n as i64 + 1,
                     !c.nullable || index.primary,
                     false,
+                    None,
                 ));
             }
         }

@@ -1271,11 +1271,6 @@ fn rewrite_expr(expr: &mut Expr) {
                 **value = call("left", vec![text, length]);
             }
         }
-        Expr::AnyOp { .. } | Expr::AllOp { .. } => {
-            if let Some(written) = super::set_comparisons::without_set_comparison(expr) {
-                *expr = written;
-            }
-        }
         // `x AT TIME ZONE zone`, as PostgreSQL computes it.
         Expr::AtTimeZone {
             timestamp,
@@ -3276,36 +3271,28 @@ pub fn rewrite(statement: &mut Statement, zone: &SessionZone) {
     use datafusion::sql::sqlparser::ast::VisitMut;
     let zone = zone.clone();
     let _ = statement.visit(&mut Selects { joined: 0, zone });
-    let _ = statement.visit(&mut Expressions::default());
+    let _ = statement.visit(&mut Expressions);
 }
 
-/// Each expression rewritten ([`rewrite_expr`]), inner ones first; but a
-/// subquery compared with ANY or ALL (`x > ALL (SELECT ...)`) is a set of
-/// rows (see [`super::set_comparisons`]), not a scalar subquery to make
-/// `single_value`.
-#[derive(Default)]
-struct Expressions {
-    /// The subqueries of the comparisons with ANY or ALL being visited.
-    compared: HashSet<*const Query>,
-}
+/// Each expression rewritten ([`rewrite_expr`]), inner ones first; a
+/// comparison with ANY or ALL of a subquery (`x > ALL (SELECT ...)`) is
+/// written without it before its parts are visited (see
+/// [`super::set_comparisons`]), so that its subquery is read as a set of
+/// rows, not as a scalar subquery made `single_value`.
+struct Expressions;
 
 impl datafusion::sql::sqlparser::ast::VisitorMut for Expressions {
     type Break = ();
 
     fn pre_visit_expr(&mut self, expr: &mut Expr) -> ControlFlow<()> {
-        if let Expr::AnyOp { right, .. } | Expr::AllOp { right, .. } = expr {
-            if let Expr::Subquery(query) = right.as_ref() {
-                self.compared.insert(&**query);
-            }
+        if let Some(written) = super::set_comparisons::without_set_comparison(expr) {
+            *expr = written;
         }
         ControlFlow::Continue(())
     }
 
     fn post_visit_expr(&mut self, expr: &mut Expr) -> ControlFlow<()> {
-        let compared = matches!(expr, Expr::Subquery(query) if self.compared.remove(&(&**query as *const Query)));
-        if !compared {
-            rewrite_expr(expr);
-        }
+        rewrite_expr(expr);
         ControlFlow::Continue(())
     }
 }

@@ -476,12 +476,10 @@ async fn key_lookup(
         .iter()
         .map(|item| pushdown::literal_value(ty, item.downcast_ref::<Literal>()?.value()))
         .collect::<Option<_>>()?;
-    let access = pushdown::lookup_path(&spec.table, column, values, spec.indexes_usable)?;
-    // An index gives rows in another order than the one the scan declared.
-    let ordered = !spec.key_order.is_empty();
-    if ordered && matches!(access, AccessPath::Index { .. }) {
-        return None;
-    }
+    // An index gives rows in another order than the key order a scan may
+    // have declared.
+    let by_index = spec.indexes_usable && spec.key_order.is_empty();
+    let access = pushdown::lookup_path(&spec.table, column, values, by_index)?;
     pushdown::share(access, piece, pieces)
 }
 

@@ -82,14 +82,12 @@ pub const REPORTED: &[&str] = &[
     "TimeZone",
 ];
 
-/// The names PostgreSQL spells with capitals (others are in lower case).
-const CAPITALIZED: &[&str] = &["DateStyle", "IntervalStyle", "TimeZone"];
-
 /// A parameter's name as PostgreSQL spells it, as SHOW's column and
-/// `pg_settings` give it: `TimeZone` for `timezone`.
+/// `pg_settings` give it: `TimeZone` for `timezone` (the names it spells
+/// with capitals are all [`REPORTED`]; the others are in lower case).
 pub fn spelling(name: &str) -> String {
-    match CAPITALIZED.iter().find(|c| c.eq_ignore_ascii_case(name)) {
-        Some(capitalized) => (*capitalized).to_owned(),
+    match REPORTED.iter().find(|r| r.eq_ignore_ascii_case(name)) {
+        Some(reported) => (*reported).to_owned(),
         None => name.to_lowercase(),
     }
 }

@@ -2,8 +2,8 @@
 //! PostgreSQL client (tokio-postgres, simple query protocol), over each
 //! backend: the native engine (a fresh data dir per file) and the Azure
 //! Table service (a fresh Azurite per file). Errors are reported as
-//! `SQLSTATE: message`, followed by ` DETAIL: detail` when the error has
-//! one, so `statement error 23505` asserts the code.
+//! `SQLSTATE: message`, followed by ` DETAIL: detail` and ` HINT: hint`
+//! when the error has them, so `statement error 23505` asserts the code.
 //!
 //! Records where the Azure service's semantics differ are marked
 //! `skipif azure` / `onlyif azure` (the engine names are `native` and
@@ -65,12 +65,16 @@ impl AsyncDB for Postgres {
             .simple_query(sql)
             .await
             .map_err(|e| match e.as_db_error() {
-                Some(db) => PgError(match db.detail() {
-                    Some(detail) => {
-                        format!("{}: {} DETAIL: {detail}", db.code().code(), db.message())
+                Some(db) => {
+                    let mut text = format!("{}: {}", db.code().code(), db.message());
+                    if let Some(detail) = db.detail() {
+                        text += &format!(" DETAIL: {detail}");
                     }
-                    None => format!("{}: {}", db.code().code(), db.message()),
-                }),
+                    if let Some(hint) = db.hint() {
+                        text += &format!(" HINT: {hint}");
+                    }
+                    PgError(text)
+                }
                 None => PgError(e.to_string()),
             })?;
         let mut rows = Vec::new();

@@ -144,6 +144,7 @@ mod tests {
             comment: None,
             indexes: vec![],
             view: None,
+            plain_view: None,
             grants: Vec::new(),
             temporary: None,
         }

@@ -31,7 +31,7 @@ pub use table::{
 pub use types::{Element, SqlType, DEFAULT_NUMERIC};
 pub use view::{
     Aggregate, CompareOp, GroupItem, GroupState, Input, KeyJoin, Maintained, NeedsRecompute,
-    Predicate, Shape, Source, ViewDef,
+    PlainView, Predicate, Shape, Source, ViewDef,
 };
 
 use crate::model::{Entity, EntityKey, IfMatch, Value};
@@ -361,7 +361,7 @@ impl Catalog {
         let mut writes = writes;
         for change in definitions
             .iter()
-            .filter(|c| c.recreated && c.after.is_some())
+            .filter(|c| c.recreated && c.after.as_ref().is_some_and(|a| a.holds_rows()))
         {
             let mut old: std::collections::HashSet<EntityKey> =
                 self.row_keys(&change.name).await?.into_iter().collect();
@@ -387,7 +387,11 @@ impl Catalog {
         // Store tables for created tables and for created indexes.
         let mut new_tables: Vec<String> = definitions
             .iter()
-            .filter(|c| c.before.is_none() && c.after.is_some())
+            .filter(|c| {
+                let holds =
+                    |def: &Option<Arc<TableDef>>| def.as_ref().is_some_and(|d| d.holds_rows());
+                holds(&c.after) && !holds(&c.before)
+            })
             .map(|c| c.name.clone())
             .collect();
         let (added, removed) = index_changes(&definitions);
@@ -419,12 +423,19 @@ impl Catalog {
             for change in definitions {
                 match change.after {
                     Some(after) => {
-                        tables.insert(change.name, after);
+                        let holds_rows = after.holds_rows();
+                        let before = tables.insert(change.name.clone(), after);
+                        // A table made a view in one transaction.
+                        if before.is_some_and(|b| b.holds_rows()) && !holds_rows {
+                            dropped.push(change.name);
+                        }
                     }
                     None => {
                         if let Some(def) = tables.remove(&change.name) {
                             dropped.extend(def.indexes.iter().map(IndexDef::store_table));
-                            dropped.push(change.name);
+                            if def.holds_rows() {
+                                dropped.push(change.name);
+                            }
                         }
                     }
                 }

@@ -104,6 +104,9 @@ pub struct TableDef {
     /// tables keep its rows current.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub view: Option<super::ViewDef>,
+    /// Set for a view (`CREATE VIEW`), which holds no rows.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub plain_view: Option<super::PlainView>,
     /// What roles made with SQL may do with the table (superusers may do
     /// anything).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -189,6 +192,12 @@ pub enum RowError {
 }
 
 impl TableDef {
+    /// Whether the relation has rows of its own (a table or a materialized
+    /// view), in a store table of its name; a view has none.
+    pub fn holds_rows(&self) -> bool {
+        self.plain_view.is_none()
+    }
+
     pub fn column_index(&self, name: &str) -> Option<usize> {
         self.columns.iter().position(|c| c.name == name)
     }

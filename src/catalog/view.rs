@@ -50,6 +50,18 @@ impl ViewDef {
     }
 }
 
+/// `CREATE VIEW name AS query`: a view without rows of its own; a query
+/// that names it reads its query in its place.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PlainView {
+    /// The defining query, as SQL text.
+    pub query: String,
+    /// The tables and views the query names, which cannot be dropped while
+    /// the view reads them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub reads: Vec<String>,
+}
+
 /// A view that every write keeps current.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Maintained {
@@ -612,6 +624,7 @@ mod tests {
             comment: None,
             indexes: vec![],
             view: None,
+            plain_view: None,
             grants: Vec::new(),
             temporary: None,
         }

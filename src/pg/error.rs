@@ -19,6 +19,17 @@ pub fn error_info(e: &SqlError) -> ErrorInfo {
         info.where_context = Some(context.clone());
         return info;
     }
+    if let SqlError::Explained {
+        error,
+        detail,
+        hint,
+    } = e
+    {
+        let mut info = error_info(error);
+        info.detail = detail.clone().or(info.detail);
+        info.hint = hint.clone().or(info.hint);
+        return info;
+    }
     let (message, detail) = match e {
         SqlError::Syntax(m) => syntax_message(m),
         e => with_detail(message(e)),
@@ -278,7 +289,7 @@ pub fn sqlstate(e: &SqlError) -> &'static str {
         SqlError::UndefinedColumn { .. } => "42703",
         SqlError::WrongObjectType(_) => "42809",
         SqlError::DataFusion(d) => datafusion_state(d),
-        SqlError::InContext { error, .. } => sqlstate(error),
+        SqlError::InContext { error, .. } | SqlError::Explained { error, .. } => sqlstate(error),
         SqlError::Internal(_) => "XX000",
     }
 }

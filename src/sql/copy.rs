@@ -669,6 +669,7 @@ mod tests {
             comment: None,
             indexes: Vec::new(),
             view: None,
+            plain_view: None,
             grants: Vec::new(),
             temporary: None,
         })

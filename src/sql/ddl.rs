@@ -493,6 +493,7 @@ pub async fn create_table(session: &mut Session, create: CreateTable) -> Result<
             comment: None,
             indexes,
             view: None,
+            plain_view: None,
             grants: Vec::new(),
             temporary,
         };
@@ -536,6 +537,7 @@ pub async fn create_table(session: &mut Session, create: CreateTable) -> Result<
         comment: None,
         indexes: Vec::new(),
         view: None,
+        plain_view: None,
         grants: Vec::new(),
         temporary,
     };
@@ -618,6 +620,13 @@ pub async fn drop_tables(
                     "{name:?} is a materialized view: use DROP MATERIALIZED VIEW"
                 )))
             }
+            Some(def) if def.plain_view.is_some() => {
+                return Err(super::views::not_a(
+                    "table",
+                    &name,
+                    Some("Use DROP VIEW to remove a view."),
+                ))
+            }
             Some(_) => {
                 // With CASCADE the views made from the table go too (without,
                 // the commit refuses to leave them).
@@ -632,7 +641,7 @@ pub async fn drop_tables(
                         }
                     }
                 }
-                define(session, &name, None)?
+                super::views::drop_with_dependents(session, &name, "table", cascade)?
             }
             None if if_exists => skipped(session, "table", &name),
             None => return Err(CatalogError::TableNotFound(name).into()),
@@ -647,7 +656,9 @@ pub async fn drop_tables(
 pub async fn truncate(session: &mut Session, truncate: Truncate) -> Result<Output> {
     for target in &truncate.table_names {
         let name = table_name(&target.name)?;
-        session.table(&name)?;
+        if session.table(&name)?.plain_view.is_some() {
+            return Err(super::views::not_a("table", &name, None));
+        }
         if let Some(txn) = &mut session.txn {
             if !txn.created(&name) {
                 return Err(SqlError::InvalidTransactionState(format!(
@@ -704,6 +715,13 @@ pub async fn alter_table(session: &mut Session, alter: AlterTable) -> Result<Out
         return Ok(Output::Command("ALTER TABLE".into()));
     }
     let current = session.table(&name)?;
+    if current.plain_view.is_some() {
+        // pg_dump gives views owners with ALTER TABLE.
+        if owner_only {
+            return Ok(Output::Command("ALTER TABLE".into()));
+        }
+        return Err(super::views::not_a("table", &name, None));
+    }
     let mut def = (*current).clone();
     let mut rekeyed = false;
     // Columns added with a default, which the rows there are take.
@@ -861,6 +879,15 @@ pub fn create_index(
 ) -> Result<(Output, Option<(String, String)>)> {
     let table = table_name(&create.table_name)?;
     let current = session.table(&table)?;
+    if current.plain_view.is_some() {
+        return Err(SqlError::WrongObjectType(format!(
+            "cannot create index on relation \"{table}\""
+        ))
+        .explained(
+            Some("This operation is not supported for views.".into()),
+            None,
+        ));
+    }
     if current.view.is_some() {
         return Err(SqlError::FeatureNotSupported(format!(
             "indexes on materialized view {table:?} are not supported: give the view the key its queries filter on"
@@ -1068,7 +1095,7 @@ pub fn comment(
         .map(normalize)
         .collect();
     let (table, column) = match (object_type, parts.as_slice()) {
-        (CommentObject::Table, [.., table]) => (table.clone(), None),
+        (CommentObject::Table | CommentObject::View, [.., table]) => (table.clone(), None),
         (CommentObject::Column, [.., table, column]) => (table.clone(), Some(column.clone())),
         (other, _) => {
             return Err(SqlError::FeatureNotSupported(format!(

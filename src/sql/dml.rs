@@ -423,6 +423,38 @@ fn given_identities(
     Ok(())
 }
 
+/// Refuses the writes of INSERT, UPDATE, DELETE and COPY to a
+/// materialized view (only its base tables' writes and REFRESH change it)
+/// and to a view (which holds no rows).
+/// `writing` says what the statement does, as PostgreSQL's message says
+/// it (`insert into`, `copy to`).
+pub(super) fn writable(def: &TableDef, writing: &str) -> Result<()> {
+    if def.view.is_some() {
+        return Err(SqlError::WrongObjectType(format!(
+            "cannot change materialized view {:?}",
+            def.name
+        )));
+    }
+    if def.plain_view.is_some() {
+        return Err(SqlError::FeatureNotSupported(format!(
+            "cannot {writing} view \"{}\"",
+            def.name
+        ))
+        .explained(
+            Some("Views are not updatable in tablegate.".into()),
+            Some("Write to the tables the view reads.".into()),
+        ));
+    }
+    Ok(())
+}
+
+/// The table a write names, which it may write.
+fn written_table(session: &Session, name: &str, writing: &str) -> Result<Arc<TableDef>> {
+    let def = session.table(name)?;
+    writable(&def, writing)?;
+    Ok(def)
+}
+
 fn rewrite_insert(session: &Session, insert: &Insert) -> Result<Rewrite> {
     let TableObject::TableName(name) = &insert.table else {
         return Err(SqlError::FeatureNotSupported(
@@ -430,7 +462,7 @@ fn rewrite_insert(session: &Session, insert: &Insert) -> Result<Rewrite> {
         ));
     };
     let table = table_name(name)?;
-    let def = session.table(&table)?;
+    let def = written_table(session, &table, "insert into")?;
     let targets: Vec<usize> = if insert.columns.is_empty() {
         // Without a column list, VALUES or a SELECT may fill only the
         // first columns (the rest take their defaults), as in PostgreSQL.
@@ -989,7 +1021,7 @@ fn assignment(
 
 fn rewrite_update(session: &Session, update: &Update) -> Result<Rewrite> {
     let (table, alias, joins) = target(&update.table)?;
-    let def = session.table(&table)?;
+    let def = written_table(session, &table, "update")?;
     let mut assigned: HashMap<usize, String> = HashMap::new();
     let mut hints = HashMap::new();
     for a in &update.assignments {
@@ -1050,7 +1082,7 @@ fn rewrite_delete(session: &Session, delete: &Delete) -> Result<Rewrite> {
         ));
     };
     let (table, alias, joins) = target(relation)?;
-    let def = session.table(&table)?;
+    let def = written_table(session, &table, "delete from")?;
     // With RETURNING every column is read; otherwise only the keys.
     let columns: Vec<usize> = if delete.returning.is_some() {
         (0..def.columns.len())
@@ -1099,7 +1131,7 @@ fn rewrite_delete(session: &Session, delete: &Delete) -> Result<Rewrite> {
 /// it is for a DELETE.
 fn rewrite_merge(session: &Session, merge: &Merge) -> Result<Rewrite> {
     let (table, alias) = target_table(&merge.table)?;
-    let def = session.table(&table)?;
+    let def = written_table(session, &table, "merge into")?;
     let columns: Vec<usize> = (0..def.columns.len())
         .filter(|&i| def.columns[i].system.is_none())
         .collect();

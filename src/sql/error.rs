@@ -61,6 +61,13 @@ pub enum SqlError {
         error: Box<SqlError>,
         context: String,
     },
+    /// An error with PostgreSQL's DETAIL and HINT lines.
+    #[error("{error}")]
+    Explained {
+        error: Box<SqlError>,
+        detail: Option<String>,
+        hint: Option<String>,
+    },
     /// A broken invariant of the gateway itself.
     #[error("internal error: {0}")]
     Internal(String),
@@ -75,6 +82,15 @@ impl From<SqlError> for DataFusionError {
 }
 
 impl SqlError {
+    /// This error with a DETAIL and a HINT.
+    pub fn explained(self, detail: Option<String>, hint: Option<String>) -> Self {
+        SqlError::Explained {
+            error: Box::new(self),
+            detail,
+            hint,
+        }
+    }
+
     /// A column of no table the statement reads.
     pub fn undefined_column(column: impl Into<String>) -> Self {
         SqlError::UndefinedColumn {

@@ -1254,6 +1254,26 @@ pub fn register_all(
         },
     );
     let (c, v) = (catalog.clone(), view.clone());
+    // `pg_get_viewdef(view [, pretty])`, the view by its oid or its name.
+    register(ctx, "pg_get_viewdef", &[1, 2], Utf8, Stable, move |args| {
+        let def = match &args[0] {
+            ScalarValue::Utf8(Some(name)) => v.definition(&c, relation_name(name)),
+            oid => int(oid).and_then(|oid| {
+                v.tables(&c)
+                    .into_iter()
+                    .find(|t| i64::from(table_oid(&t.name)) == oid)
+            }),
+        };
+        Ok(utf8(def.and_then(|def| {
+            let query = match (&def.plain_view, &def.view) {
+                (Some(view), _) => &view.query,
+                (None, Some(view)) => &view.query,
+                (None, None) => return None,
+            };
+            Some(super::pg_catalog::view_definition(query))
+        })))
+    });
+    let (c, v) = (catalog.clone(), view.clone());
     register(ctx, "regclass", &[1], Int32, Stable, move |args| {
         let Some(name) = text(&args[0]) else {
             return Ok(ScalarValue::Int32(None));

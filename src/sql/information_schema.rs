@@ -284,12 +284,13 @@ impl SchemaProvider for InformationSchema {
                     // As in PostgreSQL, materialized views are not listed.
                     .filter(|t| t.view.is_none())
                     .map(|t| {
+                        let view = t.plain_view.is_some();
                         let mut row = vec![Cell::Null; TABLES.len()];
                         row[0] = DATABASE.into();
                         row[1] = "public".into();
                         row[2] = t.name.clone().into();
-                        row[3] = "BASE TABLE".into();
-                        row[9] = "YES".into();
+                        row[3] = if view { "VIEW" } else { "BASE TABLE" }.into();
+                        row[9] = if view { "NO" } else { "YES" }.into();
                         row[10] = "NO".into();
                         row
                     })
@@ -365,7 +366,24 @@ impl SchemaProvider for InformationSchema {
                     })
                     .collect(),
             ),
-            "views" => table(VIEWS, Vec::new()),
+            "views" => table(
+                VIEWS,
+                tables
+                    .iter()
+                    .filter_map(|t| Some((t, t.plain_view.as_ref()?)))
+                    .map(|(t, view)| {
+                        vec![
+                            DATABASE.into(),
+                            "public".into(),
+                            t.name.clone().into(),
+                            super::pg_catalog::view_definition(&view.query).into(),
+                            "NONE".into(),
+                            "NO".into(),
+                            "NO".into(),
+                        ]
+                    })
+                    .collect(),
+            ),
             _ => return Ok(None),
         };
         provider.map(Some)

@@ -123,6 +123,7 @@ pub async fn create(session: &mut Session, create: CreateView) -> Result<Output>
             query,
             maintained: maintained.clone(),
         }),
+        plain_view: None,
         grants: Vec::new(),
         temporary: None,
     };
@@ -763,6 +764,7 @@ pub fn drop(
     session: &mut Session,
     names: &[datafusion::sql::sqlparser::ast::ObjectName],
     if_exists: bool,
+    cascade: bool,
 ) -> Result<Output> {
     for name in names {
         let name = table_name(name)?;
@@ -773,11 +775,15 @@ pub fn drop(
             }
             None => return Err(CatalogError::TableNotFound(name).into()),
             Some(def) if def.view.is_none() => {
-                return Err(SqlError::WrongObjectType(format!(
-                    "{name:?} is not a materialized view"
-                )))
+                let hint = def
+                    .plain_view
+                    .is_some()
+                    .then_some("Use DROP VIEW to remove a view.");
+                return Err(super::views::not_a("materialized view", &name, hint));
             }
-            Some(_) => define(session, &name, None)?,
+            Some(_) => {
+                super::views::drop_with_dependents(session, &name, "materialized view", cascade)?
+            }
         }
     }
     Ok(Output::Command("DROP MATERIALIZED VIEW".into()))

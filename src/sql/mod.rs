@@ -56,6 +56,7 @@ mod templates;
 pub mod time_zone;
 mod txn;
 pub mod types;
+mod views;
 mod wall_times;
 mod writing_ctes;
 

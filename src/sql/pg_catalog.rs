@@ -226,6 +226,7 @@ pub fn format_type(oid: i64, typmod: Option<i64>) -> Option<String> {
 /// The object ids of pg_class and pg_attrdef, as PostgreSQL's.
 const CLASS_CATALOG_OID: i32 = 1259;
 const ATTRDEF_CATALOG_OID: i32 = 2604;
+const REWRITE_CATALOG_OID: i32 = 2618;
 
 /// PostgreSQL's object ids of the catalogs clients name with `::regclass`
 /// (as `classoid` values, say).
@@ -259,7 +260,7 @@ pub fn catalog_oid(name: &str) -> Option<i32> {
         "pg_largeobject" => 2613,
         "pg_opclass" => 2616,
         "pg_operator" => 2617,
-        "pg_rewrite" => 2618,
+        "pg_rewrite" => REWRITE_CATALOG_OID,
         "pg_trigger" => 2620,
         "pg_opfamily" => 2753,
         "pg_largeobject_metadata" => 2995,
@@ -804,6 +805,16 @@ const PG_PROC: &[(&str, Ty)] = &[
     ("proacl", TextArray),
 ];
 
+/// A view's rule: the query it is read as (`_RETURN`).
+const PG_REWRITE: &[(&str, Ty)] = &[
+    ("oid", Int4),
+    ("rulename", Text),
+    ("ev_class", Int4),
+    ("ev_type", Text),
+    ("ev_enabled", Text),
+    ("is_instead", Bool),
+];
+
 /// Whether a catalog never has rows: one of [`EMPTY`].
 pub fn is_always_empty(name: &str) -> bool {
     EMPTY.iter().any(|(n, _)| *n == name)
@@ -843,17 +854,6 @@ const EMPTY: &[(&str, &[(&str, Ty)])] = &[
             ("tgconstrrelid", Int4),
             ("tgconstrindid", Int4),
             ("tgconstraint", Int4),
-        ],
-    ),
-    (
-        "pg_rewrite",
-        &[
-            ("oid", Int4),
-            ("rulename", Text),
-            ("ev_class", Int4),
-            ("ev_type", Text),
-            ("ev_enabled", Text),
-            ("is_instead", Bool),
         ],
     ),
     (
@@ -1308,6 +1308,7 @@ const NAMES: &[&str] = &[
     "pg_tables",
     "pg_indexes",
     "pg_views",
+    "pg_rewrite",
     "pg_matviews",
     "pg_tablespace",
     "pg_description",
@@ -1491,7 +1492,7 @@ impl PgCatalogSchema {
                 PG_TABLES,
                 tables
                     .iter()
-                    .filter(|t| t.view.is_none())
+                    .filter(|t| relkind(t) == "r")
                     .map(|t| {
                         vec![
                             "public".into(),
@@ -1522,7 +1523,38 @@ impl PgCatalogSchema {
                     })
                     .collect(),
             ),
-            "pg_views" => table(PG_VIEWS, Vec::new()),
+            "pg_rewrite" => table(
+                PG_REWRITE,
+                tables
+                    .iter()
+                    .filter(|t| t.plain_view.is_some())
+                    .map(|t| {
+                        vec![
+                            rule_oid(&t.name).into(),
+                            "_RETURN".into(),
+                            table_oid(&t.name).into(),
+                            "1".into(),
+                            "O".into(),
+                            true.into(),
+                        ]
+                    })
+                    .collect(),
+            ),
+            "pg_views" => table(
+                PG_VIEWS,
+                tables
+                    .iter()
+                    .filter_map(|t| Some((t, t.plain_view.as_ref()?)))
+                    .map(|(t, view)| {
+                        vec![
+                            "public".into(),
+                            t.name.clone().into(),
+                            OWNER.into(),
+                            view_definition(&view.query).into(),
+                        ]
+                    })
+                    .collect(),
+            ),
             "pg_stat_progress_create_index" => table(
                 PG_STAT_PROGRESS_CREATE_INDEX,
                 self.catalog
@@ -1553,7 +1585,7 @@ impl PgCatalogSchema {
                             Cell::Null,
                             has_primary_key(t).into(),
                             true.into(),
-                            format!(" {};", view.query).into(),
+                            view_definition(&view.query).into(),
                         ]
                     })
                     .collect(),
@@ -1838,6 +1870,25 @@ fn class_row(
     ]
 }
 
+/// The oid of a view's `_RETURN` rule.
+fn rule_oid(view: &str) -> i32 {
+    oid_of("rule", view)
+}
+
+/// A view's query as `pg_get_viewdef` and `pg_views.definition` give it.
+pub(super) fn view_definition(query: &str) -> String {
+    format!(" {query};")
+}
+
+/// `pg_class.relkind`: a table, a materialized view or a view.
+fn relkind(def: &TableDef) -> &'static str {
+    match (&def.view, &def.plain_view) {
+        (Some(_), _) => "m",
+        (None, Some(_)) => "v",
+        (None, None) => "r",
+    }
+}
+
 fn classes(tables: &[Arc<TableDef>]) -> Vec<Vec<Cell>> {
     let mut rows = Vec::new();
     for t in tables {
@@ -1848,7 +1899,7 @@ fn classes(tables: &[Arc<TableDef>]) -> Vec<Vec<Cell>> {
         let mut row = class_row(
             table_oid(&t.name),
             &t.name,
-            if t.view.is_some() { "m" } else { "r" },
+            relkind(t),
             t.columns.len(),
             !indexes.is_empty(),
             referenced || !t.foreign_keys.is_empty(),
@@ -2129,6 +2180,27 @@ fn dependencies(
     rows.extend(
         super::diagnostics::relations().map(|(name, _)| member(class, oid_of("view", name))),
     );
+    // A view's rule is part of it, and depends on what the view reads
+    // (pg_dump creates a view after those).
+    for (view, plain) in tables
+        .iter()
+        .filter_map(|t| Some((t, t.plain_view.as_ref()?)))
+    {
+        let rule = rule_oid(&view.name);
+        let on = |oid: i32, deptype: &str| {
+            vec![
+                REWRITE_CATALOG_OID.into(),
+                rule.into(),
+                0.into(),
+                class.into(),
+                oid.into(),
+                0.into(),
+                deptype.into(),
+            ]
+        };
+        rows.push(on(table_oid(&view.name), "i"));
+        rows.extend(plain.reads.iter().map(|read| on(table_oid(read), "n")));
+    }
     for sequence in sequences {
         let Some((table, column)) = &sequence.def.owned_by else {
             continue;
@@ -2315,6 +2387,7 @@ mod tests {
             comment: None,
             indexes: Vec::new(),
             view: None,
+            plain_view: None,
             grants: Vec::new(),
             temporary: None,
         });

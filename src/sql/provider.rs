@@ -228,6 +228,8 @@ impl SchemaProvider for TablegateSchema {
             // Another gateway may have made it since the definitions were read.
             def = self.view.definition(&self.catalog, name);
         }
+        // A view is read as its query (see `views::expand`), never scanned.
+        let def = def.filter(|def| def.holds_rows());
         let Some(def) = def else {
             if with_row {
                 return Ok(None);

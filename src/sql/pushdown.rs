@@ -1022,6 +1022,7 @@ mod tests {
             comment: None,
             indexes: Vec::new(),
             view: None,
+            plain_view: None,
             grants: Vec::new(),
             temporary: None,
         }

@@ -124,10 +124,15 @@ impl Engine {
             if !session.table_def(&name).is_some_and(|def| owned(&def)) {
                 continue;
             }
+            let view = session
+                .table_def(&name)
+                .is_some_and(|def| def.plain_view.is_some());
             let name = ObjectName::from(vec![Ident::with_quote('"', name)]);
-            result = ddl::drop_tables(&mut session, &[name], true, true)
-                .await
-                .map(|_| ());
+            result = match view {
+                true => super::views::drop(&mut session, &[name], true, true),
+                false => ddl::drop_tables(&mut session, &[name], true, true).await,
+            }
+            .map(|_| ());
             if result.is_err() {
                 break;
             }
@@ -687,6 +692,9 @@ impl Session {
     /// [`super::sums`]).
     pub(super) async fn to_plan(&self, mut statement: DfStatement) -> Result<LogicalPlan> {
         if let DfStatement::Statement(s) = &mut statement {
+            super::views::expand(s, &|name| {
+                self.table_def(name).filter(|def| def.plain_view.is_some())
+            })?;
             self.expand_whole_rows(s).await;
             let tables = |table: &str| {
                 self.table_def(table).map(|def| super::correlated::Shape {
@@ -1461,15 +1469,26 @@ impl Session {
                 object_type: datafusion::sql::sqlparser::ast::ObjectType::MaterializedView,
                 names,
                 if_exists,
+                cascade,
                 ..
-            } => super::matview::drop(self, &names, if_exists),
+            } => super::matview::drop(self, &names, if_exists, cascade),
+            Statement::Drop {
+                object_type: datafusion::sql::sqlparser::ast::ObjectType::View,
+                names,
+                if_exists,
+                cascade,
+                ..
+            } => super::views::drop(self, &names, if_exists, cascade),
             Statement::Drop {
                 names,
                 if_exists,
                 cascade,
                 ..
             } => ddl::drop_tables(self, &names, if_exists, cascade).await,
-            Statement::CreateView(create) => super::matview::create(self, create).await,
+            Statement::CreateView(create) if create.materialized => {
+                super::matview::create(self, create).await
+            }
+            Statement::CreateView(create) => super::views::create(self, create).await,
             Statement::AlterTable(alter) => ddl::alter_table(self, alter).await,
             // Outside a transaction block an index is built after its
             // definition commits, a page at a time, while writes go on.
@@ -1734,15 +1753,26 @@ impl Session {
             | Statement::Drop {
                 object_type:
                     datafusion::sql::sqlparser::ast::ObjectType::Table
-                    | datafusion::sql::sqlparser::ast::ObjectType::MaterializedView,
+                    | datafusion::sql::sqlparser::ast::ObjectType::MaterializedView
+                    | datafusion::sql::sqlparser::ast::ObjectType::View,
                 ..
             }
-            | Statement::CreateView(datafusion::sql::sqlparser::ast::CreateView {
-                materialized: true,
-                ..
-            })
+            | Statement::CreateView(_)
             | Statement::Grant(_)
             | Statement::Revoke(_)) => self.run_ddl(s).await,
+            // pg_dump gives the schema its owner; tablegate's schema has one.
+            Statement::AlterSchema(alter)
+                if table_name(&alter.name).is_ok_and(|n| n == "public")
+                    && alter.operations.iter().all(|o| {
+                        matches!(
+                            o,
+                            datafusion::sql::sqlparser::ast::AlterSchemaOperation::OwnerTo { .. }
+                        )
+                    }) =>
+            {
+                self.require_superuser("change definitions")?;
+                Ok(Output::Command("ALTER SCHEMA".into()))
+            }
             Statement::CreateRole(create) => super::access::create_role(self, create).await,
             Statement::AlterRole { name, operation } => {
                 super::access::alter_role(self, &name, &operation).await
@@ -2044,7 +2074,6 @@ impl Session {
             self.refresh_view();
             let (changes, output, used) =
                 dml::plan_changes(self, statement, kept, params.clone()).await?;
-            writable(&used)?;
             if self.txn.is_some() {
                 self.check_block_write(&changes)?;
                 self.apply_to_transaction(changes, &used)?;
@@ -2242,7 +2271,7 @@ impl Session {
             return Err(SqlError::Syntax("COPY FROM needs a table".into()));
         };
         let def = self.table(&table_name(&name)?)?;
-        writable(&def)?;
+        dml::writable(&def, "copy to")?;
         self.require(&def, crate::catalog::Privilege::Insert)?;
         let columns: Vec<usize> = if columns.is_empty() {
             (0..def.columns.len())
@@ -2635,18 +2664,6 @@ impl Session {
         let schema = Arc::new(datafusion::arrow::datatypes::Schema::new(fields));
         let batch = datafusion::arrow::array::RecordBatch::try_new(schema.clone(), columns)?;
         Output::from_batches(schema, vec![batch], "SHOW")
-    }
-}
-
-/// Refuses the writes of INSERT, UPDATE, DELETE and COPY to a
-/// materialized view: only its base tables' writes and REFRESH change it.
-fn writable(def: &TableDef) -> Result<()> {
-    match def.view {
-        Some(_) => Err(SqlError::WrongObjectType(format!(
-            "cannot change materialized view {:?}",
-            def.name
-        ))),
-        None => Ok(()),
     }
 }
 

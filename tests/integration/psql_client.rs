@@ -65,6 +65,33 @@ async fn materialized_views() {
     );
 }
 
+/// psql lists a view and prints its columns and query.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn views() {
+    let server = TestServer::start().await;
+    let client = server.client().await;
+    client
+        .batch_execute(
+            "CREATE TABLE employees (id int PRIMARY KEY, name text, active boolean);
+             CREATE VIEW present AS SELECT id, name FROM employees WHERE active",
+        )
+        .await
+        .unwrap();
+    let port = server.port;
+    assert_eq!(
+        psql(port, "\\dv public.*").await,
+        "List of relations\nSchema|Name|Type|Owner\npublic|present|view|tablegate\n(1 row)\n"
+    );
+    assert_eq!(
+        psql(port, "\\d+ present").await,
+        "View \"public.present\"\n\
+         Column|Type|Collation|Nullable|Default|Storage|Description\n\
+         id|integer||||plain|\n\
+         name|text||||extended|\n\
+         View definition:\n SELECT id, name FROM employees WHERE active;\n"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn meta_commands() {
     let server = TestServer::start().await;

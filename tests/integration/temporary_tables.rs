@@ -73,6 +73,38 @@ async fn a_temporary_table_goes_with_its_session() {
         .unwrap();
 }
 
+/// A temporary view, and a view of a temporary table (temporary too, as
+/// in PostgreSQL), go with their session; a view of other tables stays.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn temporary_views_go_with_their_session() {
+    let server = TestServer::start().await;
+    let owner = server.client().await;
+    owner
+        .batch_execute(
+            "CREATE TABLE kept (id int PRIMARY KEY); \
+             CREATE TEMP TABLE staging (id int PRIMARY KEY); \
+             CREATE TEMP VIEW one AS SELECT 1 AS n; \
+             CREATE VIEW staged AS SELECT id FROM staging; \
+             CREATE VIEW stays AS SELECT id FROM kept",
+        )
+        .await
+        .unwrap();
+    assert_eq!(temporary_tables(&owner).await, ["one", "staged", "staging"]);
+    drop(owner);
+    let other = server.client().await;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !temporary_tables(&other).await.is_empty() {
+        assert!(Instant::now() < deadline, "a temporary view stayed");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let views: Vec<String> = common::first_column(
+        &other,
+        "SELECT table_name FROM information_schema.views ORDER BY 1",
+    )
+    .await;
+    assert_eq!(views, ["stays"]);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn temporary_tables_left_over_are_dropped_at_open() {
     let (_dir, store) = common::temp_store();

@@ -64,6 +64,9 @@ pub async fn advise(session: &Session, sql: &str) -> Option<Result<Output>> {
             let def = session
                 .table_def(&name)
                 .ok_or_else(|| CatalogError::TableNotFound(name.clone()))?;
+            if !def.holds_rows() {
+                return Err(crate::sql::views::not_a("table", &name, None));
+            }
             let engine = session.engine();
             let advice = advice(&def, engine.store().as_ref(), &engine.monitor).await?;
             let schema = schema();

@@ -408,7 +408,13 @@ impl DiagnosticsSchema {
     }
 
     async fn build(&self, name: &str) -> DfResult<Option<Arc<dyn TableProvider>>> {
-        let defs = self.view.tables(&self.catalog);
+        // Views hold no rows, partitions or traffic of their own.
+        let defs: Vec<Arc<TableDef>> = self
+            .view
+            .tables(&self.catalog)
+            .into_iter()
+            .filter(|def| def.holds_rows())
+            .collect();
         let provider = match name {
             "tables" => table(TABLES, self.tables(&defs).await),
             "partitions" => table(PARTITIONS, self.partitions(&defs).await),

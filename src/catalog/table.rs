@@ -97,6 +97,9 @@ pub struct TableDef {
     /// `COMMENT ON TABLE`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub comment: Option<String>,
+    /// `CHECK` constraints, which every row written must not make false.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub checks: Vec<Check>,
     /// Secondary indexes, kept up to date by every commit that writes rows.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub indexes: Vec<super::IndexDef>,
@@ -115,6 +118,14 @@ pub struct TableDef {
     /// when it ends.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub temporary: Option<String>,
+}
+
+/// `CONSTRAINT name CHECK (expr)`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Check {
+    pub name: String,
+    /// The condition, as SQL text over the table's columns.
+    pub expr: String,
 }
 
 /// `FOREIGN KEY (columns) REFERENCES table (referenced)`, by column names.

@@ -625,6 +625,7 @@ mod tests {
             indexes: vec![],
             view: None,
             plain_view: None,
+            checks: Vec::new(),
             grants: Vec::new(),
             temporary: None,
         }

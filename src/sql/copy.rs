@@ -15,6 +15,7 @@ use datafusion::arrow::datatypes::{DataType, Field, Schema};
 use datafusion::execution::memory_pool::{MemoryConsumer, MemoryPool, MemoryReservation};
 use datafusion::sql::sqlparser::ast::{CopyLegacyCsvOption, CopyLegacyOption, CopyOption};
 
+use super::checks::Checks;
 use super::convert::batch_to_rows;
 use super::diagnostics::monitor::NearLimits;
 use super::dml::bytea_input;
@@ -157,12 +158,13 @@ impl CopyIn {
     /// A COPY of `columns` of `def`, holding its rows in `memory`; with a
     /// `spill_dir`, rows past [`MAX_HELD_BYTES`] or the room left in
     /// `memory` are spilled there in sorted runs. Instants without a zone
-    /// are read in `zone`, the session's.
-    pub fn new(
+    /// are read in `zone`, the session's; each row must pass `checks`.
+    pub(super) fn new(
         def: Arc<TableDef>,
         columns: Vec<usize>,
         format: CopyFormat,
         zone: SessionZone,
+        checks: Option<Checks>,
         memory: &Arc<dyn MemoryPool>,
         spill_dir: Option<PathBuf>,
     ) -> Self {
@@ -174,6 +176,7 @@ impl CopyIn {
                 columns,
                 format,
                 zone,
+                checks,
             }),
             pending: Vec::new(),
             held: Vec::new(),
@@ -430,6 +433,8 @@ struct LineParser {
     properties: Vec<usize>,
     /// The session's, in which an instant's text without a zone is read.
     zone: SessionZone,
+    /// The table's CHECK constraints.
+    checks: Option<Checks>,
 }
 
 impl LineParser {
@@ -634,10 +639,14 @@ impl LineParser {
         // Each row is encoded as its entity would be (see
         // `TableDef::row_to_entity`), without making the entity: its
         // properties are its non-NULL values of the stored columns.
+        let verdicts = (self.checks.as_ref())
+            .map(|checks| checks.judge(&self.columns, &batch))
+            .transpose()?;
         let made = batch_to_rows(&self.def, &self.columns, &batch)?;
         let made_rows = made.len();
         for (index, row) in made.into_iter().enumerate() {
             self.def.check_row(&row)?;
+            verdicts.as_ref().map_or(Ok(()), |v| v.pass(index))?;
             let key = self.def.entity_key(&row)?;
             let properties = self.properties.iter().filter_map(|&i| {
                 let value = row[i].as_ref()?;
@@ -670,6 +679,7 @@ mod tests {
             indexes: Vec::new(),
             view: None,
             plain_view: None,
+            checks: Vec::new(),
             grants: Vec::new(),
             temporary: None,
         })
@@ -694,6 +704,7 @@ mod tests {
             vec![],
             format(csv),
             SessionZone::utc(),
+            None,
             &unlimited(),
             None,
         )
@@ -733,6 +744,7 @@ mod tests {
             vec![0, 1, 2, 3],
             format(false),
             SessionZone::utc(),
+            None,
             &unlimited(),
             None,
         );
@@ -782,6 +794,7 @@ mod tests {
             vec![0, 1],
             format(false),
             SessionZone::utc(),
+            None,
             memory,
             spill_dir,
         );

@@ -11,14 +11,15 @@
 //! entities' system fields directly. A table without a primary key gets
 //! generated keys spread over partitions.
 
+use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use datafusion::arrow::datatypes::DataType;
 use datafusion::sql::sqlparser::ast::{
-    AlterColumnOperation, AlterTable, AlterTableOperation, ColumnDef, ColumnOption, CommentObject,
-    CreateIndex, CreateTable, CreateTableOptions, Expr as AstExpr, ForeignKeyConstraint,
-    GeneratedAs, ObjectName, ReferentialAction, SqlOption, TableConstraint, Truncate,
-    UniqueConstraint,
+    AlterColumnOperation, AlterTable, AlterTableOperation, CheckConstraint, ColumnDef,
+    ColumnOption, CommentObject, CreateIndex, CreateTable, CreateTableOptions, Expr as AstExpr,
+    ForeignKeyConstraint, GeneratedAs, ObjectName, ReferentialAction, SqlOption, TableConstraint,
+    Truncate, UniqueConstraint,
 };
 use datafusion::sql::sqlparser::dialect::PostgreSqlDialect;
 use futures::TryStreamExt;
@@ -30,8 +31,8 @@ use super::session::{normalize, table_name, Output, Session};
 use super::txn::Change;
 use super::types::{arrow_type, declared_type, sql_type};
 use crate::catalog::{
-    check_definition, CatalogError, Column, ForeignKey, Identity, IndexDef, Keys, SequenceDef,
-    SqlType, SystemField, TableDef,
+    check_definition, CatalogError, Check, Column, ForeignKey, Identity, IndexDef, Keys,
+    SequenceDef, SqlType, SystemField, TableDef,
 };
 use crate::store::{Query, StoreError};
 
@@ -61,14 +62,14 @@ fn nextval_default(sequence: &str) -> String {
     format!("nextval('{}'::regclass)", sequence.replace('\'', "''"))
 }
 
-/// A column definition: the column, whether it is the primary key, the
-/// table it references, and its UNIQUE constraint.
-type ColumnDefinition = (
-    Column,
-    bool,
-    Option<ForeignKeyConstraint>,
-    Option<UniqueConstraint>,
-);
+/// A column definition: the column and the constraints it declares.
+struct ColumnDefinition {
+    column: Column,
+    primary: bool,
+    references: Option<ForeignKeyConstraint>,
+    unique: Option<UniqueConstraint>,
+    checks: Vec<CheckConstraint>,
+}
 
 fn column_of(def: &ColumnDef) -> Result<ColumnDefinition> {
     let name = normalize(&def.name);
@@ -80,8 +81,14 @@ fn column_of(def: &ColumnDef) -> Result<ColumnDefinition> {
     let mut primary = false;
     let mut references = None;
     let mut unique = None;
+    let mut checks = Vec::new();
     for option in &def.options {
         match &option.option {
+            ColumnOption::Check(check) => {
+                let mut check = check.clone();
+                check.name = check.name.or_else(|| option.name.clone());
+                checks.push(check);
+            }
             ColumnOption::NotNull => column.nullable = false,
             ColumnOption::Null => {}
             ColumnOption::PrimaryKey(_) => primary = true,
@@ -140,7 +147,90 @@ fn column_of(def: &ColumnDef) -> Result<ColumnDefinition> {
         }
         _ => None,
     };
-    Ok((column, primary, references, unique))
+    Ok(ColumnDefinition {
+        column,
+        primary,
+        references,
+        unique,
+        checks,
+    })
+}
+
+/// A CHECK constraint of `def`: named as given, or as PostgreSQL names
+/// one (`t_c_check` when its condition reads one column `c`, else
+/// `t_check`; numbered from 1 when the name is taken).
+fn check_of(def: &TableDef, check: &CheckConstraint) -> Result<Check> {
+    if check.enforced == Some(false) {
+        return Err(SqlError::FeatureNotSupported(
+            "CHECK constraints NOT ENFORCED are not supported".into(),
+        ));
+    }
+    let taken = |name: &str| {
+        def.checks.iter().any(|c| c.name == name)
+            || def.foreign_keys.iter().any(|f| f.name == name)
+            || indexes_of(def).iter().any(|i| i.name == name)
+    };
+    let name = match &check.name {
+        Some(name) => {
+            let name = normalize(name);
+            if taken(&name) {
+                return Err(SqlError::value(
+                    "42710",
+                    format!(
+                        "constraint \"{name}\" for relation \"{}\" already exists",
+                        def.name
+                    ),
+                ));
+            }
+            name
+        }
+        None => {
+            let mut read = BTreeSet::new();
+            let _ = datafusion::sql::sqlparser::ast::visit_expressions(&*check.expr, |e| {
+                let column = match e {
+                    AstExpr::Identifier(ident) => Some(ident),
+                    AstExpr::CompoundIdentifier(parts) => parts.last(),
+                    _ => None,
+                };
+                if let Some(column) = column.map(normalize) {
+                    if def.column_index(&column).is_some() {
+                        read.insert(column);
+                    }
+                }
+                std::ops::ControlFlow::<()>::Continue(())
+            });
+            let stem = match read.len() {
+                1 => format!("{}_{}", def.name, read.first().expect("one column")),
+                _ => def.name.clone(),
+            };
+            let mut name = format!("{stem}_check");
+            let mut n = 0;
+            while taken(&name) {
+                n += 1;
+                name = format!("{stem}_check{n}");
+            }
+            name
+        }
+    };
+    Ok(Check {
+        name,
+        expr: check.expr.to_string(),
+    })
+}
+
+/// Adds CHECK constraints to `def`, each condition planned over its
+/// columns (a column it does not have is 42703).
+fn add_checks<'a>(
+    session: &Session,
+    def: &mut TableDef,
+    checks: impl IntoIterator<Item = &'a CheckConstraint>,
+) -> Result<()> {
+    for check in checks {
+        let check = check_of(def, check)?;
+        def.checks.push(check);
+    }
+    super::checks::Checks::of(session, &Arc::new(def.clone()))?;
+    Ok(())
 }
 
 /// The unique index that keeps a UNIQUE constraint of `table`: named as
@@ -439,12 +529,20 @@ pub async fn create_table(session: &mut Session, create: CreateTable) -> Result<
     let mut references = Vec::new();
     let mut sequences = Vec::new();
     let mut uniques = Vec::new();
+    let mut checks = Vec::new();
     for def in &create.columns {
-        let (mut column, is_primary, fk, unique) = column_of(def)?;
+        let ColumnDefinition {
+            mut column,
+            primary: is_primary,
+            references: fk,
+            unique,
+            checks: column_checks,
+        } = column_of(def)?;
         if is_primary {
             primary.push(column.name.clone());
         }
         uniques.extend(unique);
+        checks.extend(column_checks);
         if serial_type(def).is_some() || column.identity.is_some() {
             let sequence = serial_sequence(&name, &column);
             column.default = Some(nextval_default(&sequence.name));
@@ -458,6 +556,7 @@ pub async fn create_table(session: &mut Session, create: CreateTable) -> Result<
         match constraint {
             TableConstraint::ForeignKey(fk) => references.push(fk.clone()),
             TableConstraint::Unique(unique) => uniques.push(unique.clone()),
+            TableConstraint::Check(check) => checks.push(check.clone()),
             other => {
                 let columns = primary_columns(other)?;
                 if !primary.is_empty() {
@@ -494,6 +593,7 @@ pub async fn create_table(session: &mut Session, create: CreateTable) -> Result<
             indexes,
             view: None,
             plain_view: None,
+            checks: Vec::new(),
             grants: Vec::new(),
             temporary,
         };
@@ -501,6 +601,7 @@ pub async fn create_table(session: &mut Session, create: CreateTable) -> Result<
             let fk = foreign_key(session, &def, fk)?;
             def.foreign_keys.push(fk);
         }
+        add_checks(session, &mut def, &checks)?;
         check_definition(&def)?;
         for sequence in sequences {
             create_sequence_def(session, sequence).await?;
@@ -521,10 +622,11 @@ pub async fn create_table(session: &mut Session, create: CreateTable) -> Result<
             "CREATE TABLE AS names a different number of columns than the query returns".into(),
         ));
     }
-    if !references.is_empty() || !sequences.is_empty() || !indexes.is_empty() {
+    if !references.is_empty() || !sequences.is_empty() || !indexes.is_empty() || !checks.is_empty()
+    {
         return Err(SqlError::FeatureNotSupported(
-            "CREATE TABLE AS does not declare foreign keys, unique constraints or serial columns; \
-             add them with ALTER TABLE"
+            "CREATE TABLE AS does not declare foreign keys, unique or check constraints or serial \
+             columns; add them with ALTER TABLE"
                 .into(),
         ));
     }
@@ -538,6 +640,7 @@ pub async fn create_table(session: &mut Session, create: CreateTable) -> Result<
         indexes: Vec::new(),
         view: None,
         plain_view: None,
+        checks: Vec::new(),
         grants: Vec::new(),
         temporary,
     };
@@ -733,7 +836,13 @@ pub async fn alter_table(session: &mut Session, alter: AlterTable) -> Result<Out
                 if_not_exists,
                 ..
             } => {
-                let (column, primary, references, unique) = column_of(column_def)?;
+                let ColumnDefinition {
+                    column,
+                    primary,
+                    references,
+                    unique,
+                    checks,
+                } = column_of(column_def)?;
                 if def.column_index(&column.name).is_some() {
                     if *if_not_exists {
                         continue;
@@ -765,6 +874,40 @@ pub async fn alter_table(session: &mut Session, alter: AlterTable) -> Result<Out
                 if let Some(fk) = references {
                     let fk = foreign_key(session, &def, &fk)?;
                     def.foreign_keys.push(fk);
+                }
+                // The rows there are hold the column's default (NULL, or
+                // filled below, which checks them).
+                add_checks(session, &mut def, &checks)?;
+            }
+            AlterTableOperation::AddConstraint {
+                constraint: TableConstraint::Check(check),
+                not_valid,
+            } => {
+                add_checks(session, &mut def, [check])?;
+                let added = def.checks.last().expect("a check added");
+                if !not_valid {
+                    held_by_rows(session, &def.name, added).await?;
+                }
+            }
+            AlterTableOperation::DropConstraint {
+                if_exists,
+                name: constraint,
+                ..
+            } => {
+                let constraint = normalize(constraint);
+                let before = (def.checks.len(), def.foreign_keys.len(), def.indexes.len());
+                def.checks.retain(|c| c.name != constraint);
+                def.foreign_keys.retain(|f| f.name != constraint);
+                // A UNIQUE constraint is its index.
+                def.indexes.retain(|i| !(i.unique && i.name == constraint));
+                if before == (def.checks.len(), def.foreign_keys.len(), def.indexes.len()) {
+                    let missing = format!(
+                        "constraint \"{constraint}\" of relation \"{name}\" does not exist"
+                    );
+                    if !*if_exists {
+                        return Err(SqlError::value("42704", missing));
+                    }
+                    session.notice(format!("{missing}, skipping"));
                 }
             }
             AlterTableOperation::AddConstraint {
@@ -842,6 +985,25 @@ pub async fn alter_table(session: &mut Session, alter: AlterTable) -> Result<Out
         }
     }
     Ok(Output::Command("ALTER TABLE".into()))
+}
+
+/// Refuses a CHECK constraint that a row of the table makes false.
+async fn held_by_rows(session: &Session, table: &str, check: &Check) -> Result<()> {
+    let sql = format!(
+        "SELECT 1 FROM {} WHERE NOT ({}) LIMIT 1",
+        super::dml::quote(table),
+        check.expr
+    );
+    if session.query_text_rows(&sql).await?.is_empty() {
+        return Ok(());
+    }
+    Err(SqlError::value(
+        "23514",
+        format!(
+            "check constraint \"{}\" of relation \"{table}\" is violated by some row",
+            check.name
+        ),
+    ))
 }
 
 /// Whether a relation has the name: tables, sequences and indexes (primary

@@ -39,6 +39,7 @@ use datafusion::sql::sqlparser::ast::{
 };
 use futures::TryStreamExt;
 
+use super::checks::Checks;
 use super::convert::batch_to_rows;
 use super::error::{Result, SqlError};
 use super::fastpath::literal_scalar;
@@ -1480,12 +1481,16 @@ pub async fn plan_changes(
     let mut count = 0usize;
     let mut conflicts: Vec<(Row, crate::model::Entity)> = Vec::new();
     let mut seen_entries = HashSet::new();
+    let checks = Checks::of(session, &def)?;
     while let Some(batch) = stream.try_next().await? {
-        let rows = batch_to_rows(
-            &def,
-            &rewrite.columns,
-            &cast_columns(&def, &rewrite.columns, &batch, &session.settings().zone())?,
-        )?;
+        let cast = cast_columns(&def, &rewrite.columns, &batch, &session.settings().zone())?;
+        let verdicts = match (&checks, rewrite.kind) {
+            (Some(checks), Kind::Insert | Kind::Update | Kind::Merge) => {
+                Some(checks.judge(&rewrite.columns, &cast)?)
+            }
+            _ => None,
+        };
+        let rows = batch_to_rows(&def, &rewrite.columns, &cast)?;
         // UPDATE, DELETE and MERGE read each row's key and ETag in a last
         // column (NULL for MERGE's source rows without one).
         type Identity = Option<(crate::model::EntityKey, Option<ETag>)>;
@@ -1547,6 +1552,7 @@ pub async fn plan_changes(
             match kind {
                 Kind::Insert => {
                     def.check_row(&row)?;
+                    verdicts.as_ref().map_or(Ok(()), |v| v.pass(r))?;
                     let key = def.entity_key(&row)?;
                     // A row whose unique index values an arbiter index holds
                     // already (or an earlier row of the statement) takes
@@ -1632,6 +1638,7 @@ pub async fn plan_changes(
                         continue;
                     }
                     def.check_row(&row)?;
+                    verdicts.as_ref().map_or(Ok(()), |v| v.pass(r))?;
                     // A row without a primary key keeps its generated key.
                     let key = match def.keys {
                         crate::catalog::Keys::Generated => old.clone(),
@@ -1676,6 +1683,7 @@ pub async fn plan_changes(
             assignments,
             selection.as_deref(),
             conflicts,
+            checks.as_ref(),
             &session.settings().zone(),
         )
         .await?
@@ -1713,6 +1721,7 @@ async fn upsert(
     assignments: &[(usize, String)],
     selection: Option<&str>,
     conflicts: Vec<(Row, crate::model::Entity)>,
+    checks: Option<&Checks>,
     zone: &SessionZone,
 ) -> Result<Vec<(Row, Vec<Change>)>> {
     use super::convert::entities_to_batch;
@@ -1786,7 +1795,9 @@ async fn upsert(
 
     let mut out = Vec::new();
     for batch in batches {
-        let rows = batch_to_rows(def, &columns, &cast_columns(def, &columns, &batch, zone)?)?;
+        let cast = cast_columns(def, &columns, &batch, zone)?;
+        let verdicts = checks.map(|c| c.judge(&columns, &cast)).transpose()?;
+        let rows = batch_to_rows(def, &columns, &cast)?;
         let numbers = batch
             .column(columns.len())
             .as_any()
@@ -1796,6 +1807,7 @@ async fn upsert(
             let n = numbers.as_ref().map(|a| a.value(r) as usize).unwrap_or(r);
             let old = &conflicts[n].1;
             def.check_row(&row)?;
+            verdicts.as_ref().map_or(Ok(()), |v| v.pass(r))?;
             let key = def.entity_key(&row)?;
             let entity = def.row_to_entity(key, &row)?;
             let changes = Change::rewrite(&def.name, old.key.clone(), old.etag.clone(), entity);

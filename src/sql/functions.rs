@@ -1249,7 +1249,10 @@ pub fn register_all(
                     .iter()
                     .flat_map(|t| constraints_of(t))
                     .find(|constraint| i64::from(constraint.oid) == oid)
-                    .map(|constraint| constraint.definition()),
+                    .map(|constraint| {
+                        let pretty = matches!(args.get(1), Some(ScalarValue::Boolean(Some(true))));
+                        constraint.definition(pretty)
+                    }),
             ))
         },
     );

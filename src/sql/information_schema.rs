@@ -9,8 +9,8 @@ use datafusion::catalog::{SchemaProvider, TableProvider};
 use datafusion::common::Result as DfResult;
 
 use super::pg_catalog::{
-    constraints_of, primary_key_name, table, type_info, type_name, Cell, Constraint, Ty, DATABASE,
-    OWNER,
+    constraints_of, primary_key_name, table, type_info, type_name, Cell, Constraint,
+    ConstraintKind, Ty, DATABASE, OWNER,
 };
 use super::provider::ReadView;
 use crate::catalog::{Catalog, SqlType, TableDef};
@@ -192,7 +192,7 @@ fn unique_position(tables: &[Arc<TableDef>], table: &str, column: &str) -> Cell 
         .and_then(|t| {
             constraints_of(t)
                 .into_iter()
-                .find(|c| c.references.is_none())
+                .find(|c| matches!(c.kind, ConstraintKind::PrimaryKey))
         })
         .and_then(|key| key.columns.iter().position(|c| c == column))
         .map_or(Cell::Null, |n| (n as i32 + 1).into())
@@ -304,19 +304,13 @@ impl SchemaProvider for InformationSchema {
                 TABLE_CONSTRAINTS,
                 constraints()
                     .map(|c| {
-                        let foreign = c.references.is_some();
+                        let (kind, enforced) = match c.kind {
+                            ConstraintKind::PrimaryKey => ("PRIMARY KEY", true),
+                            ConstraintKind::ForeignKey { .. } => ("FOREIGN KEY", false),
+                            ConstraintKind::Check { .. } => ("CHECK", true),
+                        };
                         let mut row = constraint_of(&c);
-                        row.extend([
-                            (if foreign {
-                                "FOREIGN KEY"
-                            } else {
-                                "PRIMARY KEY"
-                            })
-                            .into(),
-                            "NO".into(),
-                            "NO".into(),
-                            yes_no(!foreign),
-                        ]);
+                        row.extend([kind.into(), "NO".into(), "NO".into(), yes_no(enforced)]);
                         row
                     })
                     .collect(),
@@ -334,11 +328,12 @@ impl SchemaProvider for InformationSchema {
                                 row.extend([
                                     column.clone().into(),
                                     position.into(),
-                                    match &c.references {
-                                        Some((table, referenced)) => {
-                                            unique_position(&tables, table, &referenced[n])
-                                        }
-                                        None => Cell::Null,
+                                    match &c.kind {
+                                        ConstraintKind::ForeignKey {
+                                            table,
+                                            columns: referenced,
+                                        } => unique_position(&tables, table, &referenced[n]),
+                                        _ => Cell::Null,
                                     },
                                 ]);
                                 row
@@ -351,7 +346,9 @@ impl SchemaProvider for InformationSchema {
                 REFERENTIAL_CONSTRAINTS,
                 constraints()
                     .filter_map(|c| {
-                        let (table, _) = c.references.as_ref()?;
+                        let ConstraintKind::ForeignKey { table, .. } = &c.kind else {
+                            return None;
+                        };
                         Some(vec![
                             DATABASE.into(),
                             "public".into(),

@@ -124,6 +124,7 @@ pub async fn create(session: &mut Session, create: CreateView) -> Result<Output>
             maintained: maintained.clone(),
         }),
         plain_view: None,
+        checks: Vec::new(),
         grants: Vec::new(),
         temporary: None,
     };

@@ -19,6 +19,7 @@ mod access;
 mod arithmetic;
 pub mod arrays;
 mod casts;
+mod checks;
 mod columnar;
 mod convert;
 pub mod copy;

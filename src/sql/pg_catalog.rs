@@ -1718,29 +1718,43 @@ pub fn indexes_of(def: &TableDef) -> Vec<IndexInfo> {
     out
 }
 
-/// A constraint of a table: its primary key, or a foreign key it declares.
+/// A constraint of a table: its primary key, a foreign key it declares,
+/// or a CHECK.
 pub struct Constraint {
     pub oid: i32,
     pub name: String,
     pub table: String,
+    /// The key's columns (none for a CHECK).
     pub columns: Vec<String>,
-    /// The referenced table and columns of a foreign key.
-    pub references: Option<(String, Vec<String>)>,
+    pub kind: ConstraintKind,
+}
+
+pub enum ConstraintKind {
+    PrimaryKey,
+    /// The referenced table and columns.
+    ForeignKey {
+        table: String,
+        columns: Vec<String>,
+    },
+    Check {
+        condition: String,
+    },
 }
 
 impl Constraint {
-    /// `p` or `f`, as in `pg_constraint.contype`.
-    pub fn kind(&self) -> &'static str {
-        if self.references.is_some() {
-            "f"
-        } else {
-            "p"
+    /// `p`, `f` or `c`, as in `pg_constraint.contype`.
+    pub fn contype(&self) -> &'static str {
+        match self.kind {
+            ConstraintKind::PrimaryKey => "p",
+            ConstraintKind::ForeignKey { .. } => "f",
+            ConstraintKind::Check { .. } => "c",
         }
     }
 
-    /// What `pg_get_constraintdef` prints. Foreign keys are recorded, not
+    /// What `pg_get_constraintdef` prints (`pretty`: a CHECK's condition
+    /// without its own parentheses). Foreign keys are recorded, not
     /// checked, and say so.
-    pub fn definition(&self) -> String {
+    pub fn definition(&self, pretty: bool) -> String {
         let list = |names: &[String]| {
             names
                 .iter()
@@ -1748,19 +1762,22 @@ impl Constraint {
                 .collect::<Vec<_>>()
                 .join(", ")
         };
-        match &self.references {
-            None => format!("PRIMARY KEY ({})", list(&self.columns)),
-            Some((table, columns)) => format!(
+        match &self.kind {
+            ConstraintKind::PrimaryKey => format!("PRIMARY KEY ({})", list(&self.columns)),
+            ConstraintKind::ForeignKey { table, columns } => format!(
                 "FOREIGN KEY ({}) REFERENCES {}({}) NOT ENFORCED",
                 list(&self.columns),
                 quote_ident(table),
                 list(columns)
             ),
+            ConstraintKind::Check { condition } if pretty => format!("CHECK ({condition})"),
+            ConstraintKind::Check { condition } => format!("CHECK (({condition}))"),
         }
     }
 }
 
-/// The constraints of a table: its primary key first, then its foreign keys.
+/// The constraints of a table: its primary key first, then its foreign
+/// keys, then its CHECKs.
 pub fn constraints_of(def: &TableDef) -> Vec<Constraint> {
     let mut out = Vec::new();
     if has_primary_key(def) {
@@ -1769,7 +1786,7 @@ pub fn constraints_of(def: &TableDef) -> Vec<Constraint> {
             name: primary_key_name(&def.name),
             table: def.name.clone(),
             columns: def.key_column_names(),
-            references: None,
+            kind: ConstraintKind::PrimaryKey,
         });
     }
     out.extend(def.foreign_keys.iter().map(|fk| Constraint {
@@ -1777,7 +1794,19 @@ pub fn constraints_of(def: &TableDef) -> Vec<Constraint> {
         name: fk.name.clone(),
         table: def.name.clone(),
         columns: fk.columns.clone(),
-        references: Some((fk.table.clone(), fk.referenced.clone())),
+        kind: ConstraintKind::ForeignKey {
+            table: fk.table.clone(),
+            columns: fk.referenced.clone(),
+        },
+    }));
+    out.extend(def.checks.iter().map(|check| Constraint {
+        oid: oid_of("constraint", &format!("{}.{}", def.name, check.name)),
+        name: check.name.clone(),
+        table: def.name.clone(),
+        columns: Vec::new(),
+        kind: ConstraintKind::Check {
+            condition: check.expr.clone(),
+        },
     }));
     out
 }
@@ -1816,6 +1845,9 @@ fn namespaces() -> Vec<Vec<Cell>> {
 /// Where `relpersistence` is in a `pg_class` row: `p`, or `t` for a
 /// temporary table.
 const RELPERSISTENCE: usize = 15;
+
+/// Where `relchecks` (the number of CHECK constraints) is in a `pg_class` row.
+const RELCHECKS: usize = 18;
 
 /// A `pg_class` row. `has_triggers` is what PostgreSQL sets for tables
 /// with foreign keys (its foreign keys are triggers), and what makes psql
@@ -1907,6 +1939,7 @@ fn classes(tables: &[Arc<TableDef>]) -> Vec<Vec<Cell>> {
         if t.temporary.is_some() {
             row[RELPERSISTENCE] = "t".into();
         }
+        row[RELCHECKS] = (t.checks.len() as i16).into();
         rows.push(row);
         for index in indexes {
             rows.push(class_row(
@@ -2062,21 +2095,22 @@ fn constraints(tables: &[Arc<TableDef>]) -> Vec<Vec<Cell>> {
         .iter()
         .flat_map(|t| constraints_of(t))
         .map(|c| {
-            let foreign = c.references.is_some();
-            let (index, referenced, referenced_attnums) = match &c.references {
-                None => (primary_key_oid(&c.table), 0, Cell::Null),
-                Some((table, columns)) => (
+            let foreign = matches!(c.kind, ConstraintKind::ForeignKey { .. });
+            let (index, referenced, referenced_attnums) = match &c.kind {
+                ConstraintKind::PrimaryKey => (primary_key_oid(&c.table), 0, Cell::Null),
+                ConstraintKind::ForeignKey { table, columns } => (
                     primary_key_oid(table),
                     table_oid(table),
                     attnums(table, columns),
                 ),
+                ConstraintKind::Check { .. } => (0, 0, Cell::Null),
             };
             let action = if foreign { "a" } else { " " };
             vec![
                 c.oid.into(),
                 c.name.clone().into(),
                 PUBLIC_OID.into(),
-                c.kind().into(),
+                c.contype().into(),
                 false.into(),
                 false.into(),
                 // Foreign keys are not checked against the rows.
@@ -2388,6 +2422,7 @@ mod tests {
             indexes: Vec::new(),
             view: None,
             plain_view: None,
+            checks: Vec::new(),
             grants: Vec::new(),
             temporary: None,
         });

@@ -1023,6 +1023,7 @@ mod tests {
             indexes: Vec::new(),
             view: None,
             plain_view: None,
+            checks: Vec::new(),
             grants: Vec::new(),
             temporary: None,
         }

@@ -2297,11 +2297,13 @@ impl Session {
             false => None,
         };
         let memory = &self.engine.runtime.memory_pool;
+        let checks = super::checks::Checks::of(self, &def)?;
         let copy = CopyIn::new(
             def,
             columns,
             format,
             self.settings.zone(),
+            checks,
             memory,
             spill_dir,
         );

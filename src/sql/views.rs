@@ -117,6 +117,7 @@ pub async fn create(session: &mut Session, create: CreateView) -> Result<Output>
         comment: replaced.as_ref().and_then(|old| old.comment.clone()),
         indexes: Vec::new(),
         view: None,
+        checks: Vec::new(),
         plain_view: Some(PlainView {
             query,
             reads: reads.into_iter().collect(),
@@ -427,6 +428,7 @@ mod tests {
             comment: None,
             indexes: Vec::new(),
             view: None,
+            checks: Vec::new(),
             plain_view: Some(PlainView {
                 query: query.into(),
                 reads: Vec::new(),

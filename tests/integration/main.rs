@@ -13,6 +13,7 @@ mod azure_sql;
 mod azure_store;
 mod batch_atomicity;
 mod bulk_load;
+mod check_constraints;
 mod column_copies;
 mod concurrent_updates;
 mod derived_crash;

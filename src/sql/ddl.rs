@@ -34,6 +34,7 @@ use crate::catalog::{
     check_definition, CatalogError, Check, Column, ForeignKey, Identity, IndexDef, Keys,
     SequenceDef, SqlType, SystemField, TableDef,
 };
+use crate::model::Value;
 use crate::store::{Query, StoreError};
 
 /// The integer type of a `serial`, `bigserial` or `smallserial` column.
@@ -185,20 +186,7 @@ fn check_of(def: &TableDef, check: &CheckConstraint) -> Result<Check> {
             name
         }
         None => {
-            let mut read = BTreeSet::new();
-            let _ = datafusion::sql::sqlparser::ast::visit_expressions(&*check.expr, |e| {
-                let column = match e {
-                    AstExpr::Identifier(ident) => Some(ident),
-                    AstExpr::CompoundIdentifier(parts) => parts.last(),
-                    _ => None,
-                };
-                if let Some(column) = column.map(normalize) {
-                    if def.column_index(&column).is_some() {
-                        read.insert(column);
-                    }
-                }
-                std::ops::ControlFlow::<()>::Continue(())
-            });
+            let read = columns_read(def, &check.expr);
             let stem = match read.len() {
                 1 => format!("{}_{}", def.name, read.first().expect("one column")),
                 _ => def.name.clone(),
@@ -216,6 +204,25 @@ fn check_of(def: &TableDef, check: &CheckConstraint) -> Result<Check> {
         name,
         expr: check.expr.to_string(),
     })
+}
+
+/// The columns of `def` an expression reads.
+fn columns_read(def: &TableDef, expr: &AstExpr) -> BTreeSet<String> {
+    let mut read = BTreeSet::new();
+    let _ = datafusion::sql::sqlparser::ast::visit_expressions(expr, |e| {
+        let column = match e {
+            AstExpr::Identifier(ident) => Some(ident),
+            AstExpr::CompoundIdentifier(parts) => parts.last(),
+            _ => None,
+        };
+        if let Some(column) = column.map(normalize) {
+            if def.column_index(&column).is_some() {
+                read.insert(column);
+            }
+        }
+        std::ops::ControlFlow::<()>::Continue(())
+    });
+    read
 }
 
 /// Adds CHECK constraints to `def`, each condition planned over its
@@ -827,6 +834,10 @@ pub async fn alter_table(session: &mut Session, alter: AlterTable) -> Result<Out
     }
     let mut def = (*current).clone();
     let mut rekeyed = false;
+    // Columns whose type changes, and columns dropped: the rows are
+    // written again.
+    let mut retypes: Vec<String> = Vec::new();
+    let mut dropped: Vec<String> = Vec::new();
     // Columns added with a default, which the rows there are take.
     let mut filled = Vec::new();
     for operation in &alter.operations {
@@ -943,18 +954,81 @@ pub async fn alter_table(session: &mut Session, alter: AlterTable) -> Result<Out
                 rekeyed = true;
             }
             AlterTableOperation::AlterColumn { column_name, op } => {
-                let i = def.column_index(&normalize(column_name)).ok_or_else(|| {
-                    SqlError::undefined_column_of(normalize(column_name), &def.name)
-                })?;
-                def.columns[i].default = match op {
-                    AlterColumnOperation::SetDefault { value } => Some(value.to_string()),
-                    AlterColumnOperation::DropDefault => None,
+                let column = normalize(column_name);
+                let i = def
+                    .column_index(&column)
+                    .ok_or_else(|| SqlError::undefined_column_of(&column, &def.name))?;
+                match op {
+                    AlterColumnOperation::SetDefault { value } => {
+                        def.columns[i].default = Some(value.to_string())
+                    }
+                    AlterColumnOperation::DropDefault => def.columns[i].default = None,
+                    AlterColumnOperation::SetNotNull => {
+                        if def.columns[i].nullable {
+                            holds_no_null(session, &def.name, &column).await?;
+                        }
+                        def.columns[i].nullable = false;
+                    }
+                    AlterColumnOperation::DropNotNull if def.is_key_column(i) => {
+                        return Err(SqlError::InvalidDefinition(format!(
+                            "column \"{column}\" is in a primary key"
+                        )))
+                    }
+                    AlterColumnOperation::DropNotNull => def.columns[i].nullable = true,
+                    AlterColumnOperation::SetDataType {
+                        data_type,
+                        using: None,
+                        ..
+                    } => {
+                        let to = sql_type(data_type)?;
+                        let from = def.columns[i].ty;
+                        if from != to {
+                            if indexes_of(&def)
+                                .iter()
+                                .any(|index| !index.primary && index.columns.contains(&column))
+                            {
+                                return Err(SqlError::FeatureNotSupported(format!(
+                                    "ALTER COLUMN TYPE of column \"{column}\", which an index holds, \
+                                     is not supported: drop the index first"
+                                )));
+                            }
+                            retype_supported(from, to)?;
+                            fits_type(session, &def.name, &column, to).await?;
+                            retypes.push(column);
+                            def.columns[i].ty = to;
+                        }
+                    }
                     other => {
                         return Err(SqlError::FeatureNotSupported(format!(
                             "ALTER COLUMN {other} is not supported"
                         )))
                     }
-                };
+                }
+            }
+            AlterTableOperation::DropColumn {
+                column_names,
+                if_exists,
+                ..
+            } => {
+                for column in column_names.iter().map(normalize) {
+                    let Some(i) = def.column_index(&column) else {
+                        let missing =
+                            format!("column \"{column}\" of relation \"{name}\" does not exist");
+                        if !*if_exists {
+                            return Err(SqlError::undefined_column_of(&column, &name));
+                        }
+                        session.notice(format!("{missing}, skipping"));
+                        continue;
+                    };
+                    if def.is_key_column(i) {
+                        return Err(SqlError::FeatureNotSupported(format!(
+                            "cannot drop column \"{column}\": it is part of the primary key, \
+                             which the rows are stored under"
+                        )));
+                    }
+                    drop_column(&mut def, i);
+                    dropped.push(column);
+                }
             }
             // Ownership is not tracked: every table belongs to the gateway.
             AlterTableOperation::OwnerTo { .. } => {}
@@ -966,8 +1040,17 @@ pub async fn alter_table(session: &mut Session, alter: AlterTable) -> Result<Out
         }
     }
     check_definition(&def)?;
-    if rekeyed {
-        rekey(session, &current, &def).await?;
+    if rekeyed || !retypes.is_empty() || !dropped.is_empty() {
+        let retyped_columns: Vec<bool> = (def.columns.iter())
+            .map(|c| retypes.contains(&c.name))
+            .collect();
+        rewrite_rows(session, &current, &def, |i, value| {
+            match retyped_columns[i] {
+                true => retyped(def.columns[i].ty, value),
+                false => value,
+            }
+        })
+        .await?;
     }
     define(session, &name, Some(def))?;
     // The rows there are take the new columns' defaults, each its own (as
@@ -985,6 +1068,78 @@ pub async fn alter_table(session: &mut Session, alter: AlterTable) -> Result<Out
         }
     }
     Ok(Output::Command("ALTER TABLE".into()))
+}
+
+/// Removes column `i` from `def`, with the indexes, foreign keys and
+/// CHECK constraints that read it (as PostgreSQL's DROP COLUMN).
+fn drop_column(def: &mut TableDef, i: usize) {
+    let column = def.columns[i].name.clone();
+    def.indexes.retain(|index| !index.columns.contains(&column));
+    def.foreign_keys.retain(|fk| !fk.columns.contains(&column));
+    def.checks = (def.checks.iter())
+        .filter(|check| {
+            super::rewrite::parse_expr(&check.expr)
+                .is_none_or(|expr| !columns_read(def, &expr).contains(&column))
+        })
+        .cloned()
+        .collect();
+    def.columns.remove(i);
+    // Keys name columns by position.
+    if let Keys::Columns { partition, row } = &mut def.keys {
+        for k in partition.iter_mut().chain(row.iter_mut()) {
+            if *k > i {
+                *k -= 1;
+            }
+        }
+    }
+}
+
+/// Refuses SET NOT NULL on a column a row holds NULL in.
+async fn holds_no_null(session: &Session, table: &str, column: &str) -> Result<()> {
+    let sql = format!(
+        "SELECT 1 FROM {} WHERE {} IS NULL LIMIT 1",
+        super::dml::quote(table),
+        super::dml::quote(column)
+    );
+    if session.query_text_rows(&sql).await?.is_empty() {
+        return Ok(());
+    }
+    Err(SqlError::value(
+        "23502",
+        format!("column \"{column}\" of relation \"{table}\" contains null values"),
+    ))
+}
+
+/// Refuses a column's new type when a row's value does not fit it: a text
+/// longer than a `varchar(n)`'s n, an integer out of a smaller type's range.
+async fn fits_type(session: &Session, table: &str, column: &str, to: SqlType) -> Result<()> {
+    let quoted = super::dml::quote(column);
+    let (outside, error) = match to {
+        SqlType::Varchar(Some(n)) => (
+            format!("char_length({quoted}) > {n}"),
+            SqlError::value(
+                "22001",
+                format!("value too long for type character varying({n})"),
+            ),
+        ),
+        SqlType::Int2 => (
+            format!("{quoted} < {} OR {quoted} > {}", i16::MIN, i16::MAX),
+            SqlError::value("22003", "smallint out of range"),
+        ),
+        SqlType::Int4 => (
+            format!("{quoted} < {} OR {quoted} > {}", i32::MIN, i32::MAX),
+            SqlError::value("22003", "integer out of range"),
+        ),
+        _ => return Ok(()),
+    };
+    let sql = format!(
+        "SELECT 1 FROM {} WHERE {outside} LIMIT 1",
+        super::dml::quote(table)
+    );
+    match session.query_text_rows(&sql).await?.is_empty() {
+        true => Ok(()),
+        false => Err(error),
+    }
 }
 
 /// Refuses a CHECK constraint that a row of the table makes false.
@@ -1130,8 +1285,24 @@ pub fn text_command(sql: &str) -> Option<Option<datafusion::arrow::datatypes::Sc
         ["verify", "index", ..] | ["verify", "materialized", "view"] => Some(Some(verify_schema())),
         ["refresh", "materialized", "view"] => Some(None),
         ["tablegate", "advise", ..] => Some(Some(super::diagnostics::advise::schema())),
+        ["set", "constraints", ..] => Some(None),
         _ => None,
     }
+}
+
+/// `SET CONSTRAINTS ... IMMEDIATE | DEFERRED`: foreign keys are not
+/// enforced and other constraints are checked at each statement, so there
+/// is nothing to defer; outside a transaction block PostgreSQL warns that
+/// it does nothing. `None` for any other statement.
+pub fn set_constraints(session: &Session, sql: &str) -> Option<Result<Output>> {
+    if !matches!(first_words(sql).as_slice(), [set, constraints, ..] if set == "set" && constraints == "constraints")
+    {
+        return None;
+    }
+    if session.txn.is_none() {
+        session.notice("SET CONSTRAINTS can only be used in transaction blocks".into());
+    }
+    Some(Ok(Output::Command("SET CONSTRAINTS".into())))
 }
 
 /// A statement's first three words, in lower case, without semicolons.
@@ -1285,9 +1456,9 @@ pub fn comment(
     Ok(Output::Command("COMMENT".into()))
 }
 
-/// Most rows ALTER TABLE ADD PRIMARY KEY moves: each row is deleted under
-/// its generated key and written under its primary key in the statement's
-/// one atomic write, which holds them in memory.
+/// Most rows an ALTER TABLE writes again (ADD PRIMARY KEY, DROP COLUMN,
+/// a column's TYPE): each row is written again in the statement's one
+/// atomic write, which holds them in memory.
 pub const MAX_REKEYED_ROWS: usize = 1_000_000;
 
 /// Whether a table holds a row, as the session sees it.
@@ -1310,34 +1481,56 @@ async fn has_rows(session: &Session, def: &TableDef) -> Result<bool> {
 /// Moves every row of a table without a primary key to the key `new`
 /// gives it. Two rows with the same key fail with 23505, a NULL key column
 /// with 23502.
-async fn rekey(session: &mut Session, old: &Arc<TableDef>, new: &TableDef) -> Result<()> {
+/// Writes every row of `old` again as a row of `new`: the row's values
+/// for `new`'s columns (by name; a column `new` adds is NULL) made by
+/// `convert`, under its key in `new` (a row whose key changes is deleted
+/// under its old one).
+async fn rewrite_rows(
+    session: &mut Session,
+    old: &Arc<TableDef>,
+    new: &TableDef,
+    convert: impl Fn(usize, Value) -> Value,
+) -> Result<()> {
+    let sources: Vec<Option<usize>> = new
+        .columns
+        .iter()
+        .map(|c| old.column_index(&c.name))
+        .collect();
     let view = session.current_view();
     let mut deletes = Vec::new();
-    let mut inserts = Vec::new();
+    let mut writes = Vec::new();
     let mut continuation = None;
     loop {
         let page = view
             .query(&old.name, &Query::table(), continuation.as_ref())
             .await?;
         for entity in page.entities {
-            if deletes.len() == MAX_REKEYED_ROWS {
+            if writes.len() == MAX_REKEYED_ROWS {
                 return Err(SqlError::value(
                     "54000",
                     format!(
-                        "table {:?} holds more than {MAX_REKEYED_ROWS} rows, the most ADD PRIMARY KEY moves; \
-                         create the table with its primary key and copy the rows into it",
+                        "table {:?} holds more than {MAX_REKEYED_ROWS} rows, the most ALTER TABLE \
+                         writes again; create the table as it should be and copy the rows into it",
                         old.name
                     ),
                 ));
             }
-            let mut row = old.entity_to_row(&entity)?;
-            // Columns the same statement added come last, NULL.
-            row.resize(new.columns.len(), None);
+            let mut old_row = old.entity_to_row(&entity)?;
+            let mut row = Vec::with_capacity(new.columns.len());
+            for (i, source) in sources.iter().enumerate() {
+                let value = source.and_then(|j| old_row[j].take());
+                row.push(value.map(|v| convert(i, v)));
+            }
             new.check_row(&row)?;
             let key = new.entity_key(&row)?;
-            inserts.push(Change {
+            let rewritten = new.row_to_entity(key.clone(), &row)?;
+            if key == entity.key {
+                writes.extend(Change::rewrite(&new.name, key, entity.etag, rewritten));
+                continue;
+            }
+            writes.push(Change {
                 table: new.name.clone(),
-                new: Some(new.row_to_entity(key.clone(), &row)?),
+                new: Some(rewritten),
                 key,
                 read: None,
                 creates: true,
@@ -1355,8 +1548,52 @@ async fn rekey(session: &mut Session, old: &Arc<TableDef>, new: &TableDef) -> Re
             break;
         }
     }
-    deletes.extend(inserts);
+    deletes.extend(writes);
     session.apply_to_transaction(deletes, old)
+}
+
+/// Refuses a change of a column's type that tablegate does not make:
+/// only between text types, between integer types, between floating-point
+/// types, and to a numeric of the same scale and no less precision.
+fn retype_supported(from: SqlType, to: SqlType) -> Result<()> {
+    use SqlType::*;
+    let supported = match (from, to) {
+        (Text | Varchar(_), Text | Varchar(_)) => true,
+        (Int2 | Int4 | Int8, Int2 | Int4 | Int8) => true,
+        (Float4 | Float8, Float4 | Float8) => true,
+        (
+            Numeric {
+                precision: p,
+                scale: s,
+            },
+            Numeric {
+                precision: p2,
+                scale: s2,
+            },
+        ) => s == s2 && p2 >= p,
+        _ => false,
+    };
+    if supported {
+        return Ok(());
+    }
+    Err(SqlError::FeatureNotSupported(format!(
+        "ALTER COLUMN TYPE from {} to {} is not supported (only between text types, between \
+         integer types, between floating-point types, and to a numeric of the same scale)",
+        from.pg_name(),
+        to.pg_name()
+    )))
+}
+
+/// A value of a column whose type changed, as the new type stores it (an
+/// integer's width; the rows' values were checked to fit).
+fn retyped(to: SqlType, value: Value) -> Value {
+    match (value, to) {
+        (Value::Int32(n), SqlType::Int8) => Value::Int64(i64::from(n)),
+        (Value::Int64(n), SqlType::Int2 | SqlType::Int4) => {
+            Value::Int32(i32::try_from(n).unwrap_or_default())
+        }
+        (value, _) => value,
+    }
 }
 
 /// Creates a sequence; a relation of the same name is an error (42P07), as

@@ -577,6 +577,13 @@ fn rewrite_insert(session: &Session, insert: &Insert) -> Result<Rewrite> {
             arbiters = Arbiters::of(&def, c.conflict_target.as_ref())?;
             match &c.action {
                 OnConflictAction::DoNothing => Conflict::DoNothing,
+                OnConflictAction::DoUpdate(_) if c.conflict_target.is_none() => {
+                    return Err(SqlError::value(
+                        "42601",
+                        "ON CONFLICT DO UPDATE requires inference specification or constraint name",
+                    )
+                    .explained(None, Some("For example, ON CONFLICT (column_name).".into())));
+                }
                 OnConflictAction::DoUpdate(update) => {
                     let mut assignments = Vec::new();
                     for a in &update.assignments {

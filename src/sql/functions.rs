@@ -1006,11 +1006,23 @@ pub fn register_all(
     register(ctx, "shobj_description", &[2], Utf8, Stable, |_| {
         Ok(utf8(None))
     });
-    for name in [
+    // The diagnostics views are in a schema of their own, off the search path.
+    let diagnostics: Vec<i64> = super::diagnostics::relations()
+        .map(|(name, _)| i64::from(super::pg_catalog::oid_of("view", name)))
+        .collect();
+    register(
+        ctx,
         "pg_table_is_visible",
-        "pg_type_is_visible",
-        "pg_function_is_visible",
-    ] {
+        &[1],
+        Boolean,
+        Stable,
+        move |args| {
+            Ok(ScalarValue::Boolean(
+                int(&args[0]).map(|oid| !diagnostics.contains(&oid)),
+            ))
+        },
+    );
+    for name in ["pg_type_is_visible", "pg_function_is_visible"] {
         register(ctx, name, &[1], Boolean, Stable, |args| {
             Ok(ScalarValue::Boolean((!args[0].is_null()).then_some(true)))
         });

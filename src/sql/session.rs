@@ -919,6 +919,9 @@ impl Session {
             if let Some(result) = diagnostics::advise::advise(self, sql).await {
                 return vec![result];
             }
+            if let Some(result) = ddl::set_constraints(self, sql) {
+                return vec![result.map_err(|e| self.fail(e))];
+            }
             if let Err(e) = self.require_superuser("run this command") {
                 return vec![Err(self.fail(e))];
             }

@@ -46,6 +46,78 @@ pub fn error_info(e: &SqlError) -> ErrorInfo {
     info
 }
 
+/// An error's information with where in `sql` it is, as PostgreSQL gives
+/// it (ErrorResponse's position, a 1-based character index that psql
+/// underlines): a syntax error's token, and the first mention of the
+/// relation or column an undefined-table or undefined-column error names.
+pub fn error_info_in(e: &SqlError, sql: &str) -> ErrorInfo {
+    let mut info = error_info(e);
+    info.position = position(sql, &info).map(|p| p.to_string());
+    info
+}
+
+fn position(sql: &str, info: &ErrorInfo) -> Option<usize> {
+    use datafusion::sql::sqlparser::dialect::PostgreSqlDialect;
+    use datafusion::sql::sqlparser::tokenizer::{Location, Token, Tokenizer};
+    // A line and column (from 1) as a character index (from 1).
+    let index = |at: Location| -> Option<usize> {
+        let line = usize::try_from(at.line).ok()?.checked_sub(1)?;
+        let before: usize = sql
+            .split('\n')
+            .take(line)
+            .map(|l| l.chars().count() + 1)
+            .sum();
+        Some(before + usize::try_from(at.column).ok()?)
+    };
+    if info.code == "42601" {
+        let (_, at) = info.detail.as_deref()?.rsplit_once(" at Line: ")?;
+        let (line, column) = at.split_once(", Column: ")?;
+        return index(Location {
+            line: line.trim().parse().ok()?,
+            column: column.trim().parse().ok()?,
+        });
+    }
+    // The words the error names: `relation "t"`, `column "c"`, `column t.c`.
+    let named = |prefix: &str| -> Option<Vec<String>> {
+        let rest = info.message.strip_prefix(prefix)?;
+        let (name, _) = rest
+            .split_once(" does not exist")
+            .or_else(|| rest.split_once(" of relation "))?;
+        Some(
+            match name.strip_prefix('"').and_then(|n| n.strip_suffix('"')) {
+                Some(quoted) => vec![quoted.to_owned()],
+                None => name.split('.').map(str::to_owned).collect(),
+            },
+        )
+    };
+    let words = match info.code.as_str() {
+        "42P01" => named("relation ")?,
+        "42703" => named("column ")?,
+        _ => return None,
+    };
+    let tokens = Tokenizer::new(&PostgreSqlDialect {}, sql)
+        .tokenize_with_location()
+        .ok()?;
+    let tokens: Vec<_> = tokens
+        .into_iter()
+        .filter(|t| !matches!(t.token, Token::Whitespace(_)))
+        .collect();
+    let word = |token: &Token| match token {
+        Token::Word(w) if w.quote_style.is_some() => Some(w.value.clone()),
+        Token::Word(w) => Some(w.value.to_lowercase()),
+        _ => None,
+    };
+    // The words in order, a period between each two.
+    let span = words.len() * 2 - 1;
+    (0..tokens.len().saturating_sub(span - 1)).find_map(|i| {
+        let matches = words.iter().enumerate().all(|(n, w)| {
+            word(&tokens[i + 2 * n].token).as_deref() == Some(w.as_str())
+                && (n == 0 || tokens[i + 2 * n - 1].token == Token::Period)
+        });
+        matches.then(|| index(tokens[i].span.start)).flatten()
+    })
+}
+
 /// The SQL parser's error in PostgreSQL's words (`syntax error at or near
 /// "c"`, `syntax error at end of input`), what it expected in the DETAIL.
 fn syntax_message(message: &str) -> (String, Option<String>) {
@@ -440,6 +512,50 @@ fn datafusion_state(e: &DataFusionError) -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_error_says_where_in_the_text_it_is() {
+        let at = |sql: &str, e: SqlError| error_info_in(&e, sql).position;
+        // The relation, by its first mention as a name (not in a string).
+        assert_eq!(
+            at(
+                "select 'nope' from\n  nope",
+                CatalogError::TableNotFound("nope".into()).into()
+            ),
+            Some("22".into())
+        );
+        // A qualified column, from its qualifier; a quoted name keeps its case.
+        assert_eq!(
+            at(
+                "SELECT e.id, E.Nope FROM emp e",
+                SqlError::value("42703", "column e.nope does not exist")
+            ),
+            Some("14".into())
+        );
+        assert_eq!(
+            at(
+                "SELECT \"Nope\", nope FROM t",
+                SqlError::undefined_column("nope")
+            ),
+            Some("16".into())
+        );
+        // A syntax error, at the token the parser stopped on.
+        assert_eq!(
+            at(
+                "SELECT 1;\nSELEC 2",
+                SqlError::Syntax(
+                    "sql parser error: Expected: an SQL statement, found: SELEC at Line: 2, Column: 1"
+                        .into()
+                )
+            ),
+            Some("11".into())
+        );
+        // Other errors have none.
+        assert_eq!(
+            at("SELECT 1/0", SqlError::value("22012", "division by zero")),
+            None
+        );
+    }
 
     #[test]
     fn states() {

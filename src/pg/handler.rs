@@ -38,7 +38,7 @@ use tokio::sync::Mutex;
 use super::auth::{Authentication, StartupParameters};
 use super::cancel::{canceled, cancellable, Canceller, Cancels, Registration};
 use super::encode;
-use super::error::{error_info, to_pgwire};
+use super::error::{error_info, error_info_in, to_pgwire};
 use super::idle::IdleWatch;
 use super::key_portal::Kept;
 use super::params;
@@ -461,7 +461,7 @@ impl SimpleQueryHandler for Handlers {
         for output in session.execute(query).await {
             match output {
                 Ok(output) => responses.push(response(output, &Format::UnifiedText, &connection)?),
-                Err(e) => responses.push(Response::Error(Box::new(error_info(&e)))),
+                Err(e) => responses.push(Response::Error(Box::new(error_info_in(&e, query)))),
             }
         }
         Ok(responses)
@@ -496,7 +496,7 @@ impl QueryParser for Parser {
             .prepare(sql, &declared)
             .await
             .map(Some)
-            .map_err(to_pgwire)
+            .map_err(|e| PgWireError::UserError(Box::new(error_info_in(&e, sql))))
     }
 
     fn get_parameter_types(&self, stmt: &Self::Statement) -> PgWireResult<Vec<Type>> {

@@ -716,48 +716,83 @@ pub(super) async fn fill(
     Ok(count)
 }
 
-pub async fn drop_tables(
+/// The kinds of relation DROP names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Relation {
+    Table,
+    View,
+    MaterializedView,
+}
+
+impl Relation {
+    pub fn of(def: &TableDef) -> Relation {
+        match (&def.view, &def.plain_view) {
+            (Some(_), _) => Relation::MaterializedView,
+            (None, Some(_)) => Relation::View,
+            (None, None) => Relation::Table,
+        }
+    }
+
+    /// What PostgreSQL calls it in messages.
+    pub fn word(self) -> &'static str {
+        match self {
+            Relation::Table => "table",
+            Relation::View => "view",
+            Relation::MaterializedView => "materialized view",
+        }
+    }
+}
+
+/// `DROP TABLE | VIEW | MATERIALIZED VIEW [IF EXISTS] name, ... [CASCADE]`:
+/// a relation of another kind is PostgreSQL's 42809, with the statement
+/// that drops it in the HINT. With CASCADE the views that read a relation
+/// go too (without, the views a relation has keep it: 2BP01).
+pub fn drop_relations(
     session: &mut Session,
+    kind: Relation,
     names: &[ObjectName],
     if_exists: bool,
     cascade: bool,
 ) -> Result<Output> {
     for name in names {
         let name = table_name(name)?;
-        match session.table_def(&name) {
-            Some(def) if def.view.is_some() => {
-                return Err(SqlError::WrongObjectType(format!(
-                    "{name:?} is a materialized view: use DROP MATERIALIZED VIEW"
-                )))
+        let Some(def) = session.table_def(&name) else {
+            if if_exists {
+                skipped(session, kind.word(), &name);
+                continue;
             }
-            Some(def) if def.plain_view.is_some() => {
-                return Err(super::views::not_a(
-                    "table",
-                    &name,
-                    Some("Use DROP VIEW to remove a view."),
-                ))
-            }
-            Some(_) => {
-                // With CASCADE the views made from the table go too (without,
-                // the commit refuses to leave them).
-                if cascade {
-                    for view in session.tables() {
-                        let reads = view
-                            .view
-                            .as_ref()
-                            .is_some_and(|v| v.base_tables().contains(&name.as_str()));
-                        if reads {
-                            define(session, &view.name, None)?;
-                        }
-                    }
-                }
-                super::views::drop_with_dependents(session, &name, "table", cascade)?
-            }
-            None if if_exists => skipped(session, "table", &name),
-            None => return Err(CatalogError::TableNotFound(name).into()),
+            return Err(SqlError::value(
+                "42P01",
+                format!("{} \"{name}\" does not exist", kind.word()),
+            ));
+        };
+        let found = Relation::of(&def);
+        if found != kind {
+            let hint = format!(
+                "Use DROP {} to remove a {}.",
+                found.word().to_uppercase(),
+                found.word()
+            );
+            return Err(super::views::not_a(kind.word(), &name, Some(&hint)));
         }
+        // The materialized views made from a table's rows.
+        if kind == Relation::Table && cascade {
+            for view in session.tables() {
+                let reads = view
+                    .view
+                    .as_ref()
+                    .is_some_and(|v| v.base_tables().contains(&name.as_str()));
+                if reads {
+                    define(session, &view.name, None)?;
+                }
+            }
+        }
+        super::views::drop_with_dependents(session, &name, kind.word(), cascade)?;
     }
-    Ok(Output::Command("DROP TABLE".into()))
+    Ok(Output::Command(format!(
+        "DROP {}",
+        kind.word().to_uppercase()
+    )))
 }
 
 /// TRUNCATE empties tables at once, outside any transaction: the store

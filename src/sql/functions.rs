@@ -1210,6 +1210,11 @@ pub fn register_all(
     register(ctx, "quote_ident", &[1], Utf8, Immutable, |args| {
         Ok(utf8(text(&args[0]).map(|s| quote_ident(&s))))
     });
+    register(ctx, "quote_nullable", &[1], Utf8, Immutable, |args| {
+        Ok(utf8(Some(
+            text(&args[0]).map_or_else(|| "NULL".into(), |s| quote_literal(&s)),
+        )))
+    });
     register(ctx, "quote_literal", &[1], Utf8, Immutable, |args| {
         Ok(utf8(text(&args[0]).map(|s| quote_literal(&s))))
     });
@@ -1268,6 +1273,15 @@ pub fn register_all(
             ))
         },
     );
+    // pg_proc holds no functions (there are none made with SQL), so no oid
+    // names one (psql's `\df` lists none).
+    for name in [
+        "pg_get_function_result",
+        "pg_get_function_arguments",
+        "pg_get_function_identity_arguments",
+    ] {
+        register(ctx, name, &[1], Utf8, Stable, |_| Ok(utf8(None)));
+    }
     let (c, v) = (catalog.clone(), view.clone());
     // `pg_get_viewdef(view [, pretty])`, the view by its oid or its name.
     register(ctx, "pg_get_viewdef", &[1, 2], Utf8, Stable, move |args| {

@@ -760,36 +760,6 @@ pub async fn verify(session: &Session, name: &str) -> Result<Vec<(&'static str, 
     Ok(differences)
 }
 
-/// `DROP MATERIALIZED VIEW [IF EXISTS] name, ...`.
-pub fn drop(
-    session: &mut Session,
-    names: &[datafusion::sql::sqlparser::ast::ObjectName],
-    if_exists: bool,
-    cascade: bool,
-) -> Result<Output> {
-    for name in names {
-        let name = table_name(name)?;
-        match session.table_def(&name) {
-            None if if_exists => {
-                super::ddl::skipped(session, "materialized view", &name);
-                continue;
-            }
-            None => return Err(CatalogError::TableNotFound(name).into()),
-            Some(def) if def.view.is_none() => {
-                let hint = def
-                    .plain_view
-                    .is_some()
-                    .then_some("Use DROP VIEW to remove a view.");
-                return Err(super::views::not_a("materialized view", &name, hint));
-            }
-            Some(_) => {
-                super::views::drop_with_dependents(session, &name, "materialized view", cascade)?
-            }
-        }
-    }
-    Ok(Output::Command("DROP MATERIALIZED VIEW".into()))
-}
-
 /// `REFRESH MATERIALIZED VIEW name` and `VERIFY MATERIALIZED VIEW name`,
 /// which the SQL parser does not read; `None` for any other statement.
 pub async fn text_command(session: &mut Session, sql: &str) -> Option<Result<Output>> {

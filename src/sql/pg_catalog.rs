@@ -1914,10 +1914,10 @@ pub(super) fn view_definition(query: &str) -> String {
 
 /// `pg_class.relkind`: a table, a materialized view or a view.
 fn relkind(def: &TableDef) -> &'static str {
-    match (&def.view, &def.plain_view) {
-        (Some(_), _) => "m",
-        (None, Some(_)) => "v",
-        (None, None) => "r",
+    match super::ddl::Relation::of(def) {
+        super::ddl::Relation::Table => "r",
+        super::ddl::Relation::View => "v",
+        super::ddl::Relation::MaterializedView => "m",
     }
 }
 

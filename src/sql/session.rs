@@ -124,15 +124,11 @@ impl Engine {
             if !session.table_def(&name).is_some_and(|def| owned(&def)) {
                 continue;
             }
-            let view = session
-                .table_def(&name)
-                .is_some_and(|def| def.plain_view.is_some());
+            let Some(kind) = session.table_def(&name).map(|def| ddl::Relation::of(&def)) else {
+                continue;
+            };
             let name = ObjectName::from(vec![Ident::with_quote('"', name)]);
-            result = match view {
-                true => super::views::drop(&mut session, &[name], true, true),
-                false => ddl::drop_tables(&mut session, &[name], true, true).await,
-            }
-            .map(|_| ());
+            result = ddl::drop_relations(&mut session, kind, &[name], true, true).map(|_| ());
             if result.is_err() {
                 break;
             }
@@ -1469,25 +1465,20 @@ impl Session {
                 ..
             } => ddl::drop_indexes(self, &names, if_exists),
             Statement::Drop {
-                object_type: datafusion::sql::sqlparser::ast::ObjectType::MaterializedView,
+                object_type,
                 names,
                 if_exists,
                 cascade,
                 ..
-            } => super::matview::drop(self, &names, if_exists, cascade),
-            Statement::Drop {
-                object_type: datafusion::sql::sqlparser::ast::ObjectType::View,
-                names,
-                if_exists,
-                cascade,
-                ..
-            } => super::views::drop(self, &names, if_exists, cascade),
-            Statement::Drop {
-                names,
-                if_exists,
-                cascade,
-                ..
-            } => ddl::drop_tables(self, &names, if_exists, cascade).await,
+            } => {
+                use datafusion::sql::sqlparser::ast::ObjectType;
+                let kind = match object_type {
+                    ObjectType::MaterializedView => ddl::Relation::MaterializedView,
+                    ObjectType::View => ddl::Relation::View,
+                    _ => ddl::Relation::Table,
+                };
+                ddl::drop_relations(self, kind, &names, if_exists, cascade)
+            }
             Statement::CreateView(create) if create.materialized => {
                 super::matview::create(self, create).await
             }

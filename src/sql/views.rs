@@ -17,7 +17,7 @@ use datafusion::sql::sqlparser::ast::{
     VisitMut, VisitorMut,
 };
 
-use super::ddl::{define, exists, skipped, type_of_field};
+use super::ddl::{define, exists, type_of_field, Relation};
 use super::error::{Result, SqlError};
 use super::names::{self, ColumnNames};
 use super::session::{normalize, table_name, Output, Session};
@@ -33,7 +33,7 @@ pub async fn create(session: &mut Session, create: CreateView) -> Result<Output>
     let current = session.table_def(&name);
     let replaced = match &current {
         Some(def) if create.or_replace && def.plain_view.is_some() => Some(def.clone()),
-        Some(_) if create.or_replace => return Err(not_a_view(&name, "CREATE OR REPLACE VIEW")),
+        Some(_) if create.or_replace => return Err(not_a("view", &name, None)),
         _ => None,
     };
     if replaced.is_none() && exists(session, current.is_some(), create.if_not_exists, &name)? {
@@ -166,30 +166,6 @@ fn kept_columns(old: &[Column], new: &[Column]) -> Result<()> {
     Ok(())
 }
 
-/// `DROP VIEW [IF EXISTS] name, ... [CASCADE]`.
-pub fn drop(
-    session: &mut Session,
-    names: &[ObjectName],
-    if_exists: bool,
-    cascade: bool,
-) -> Result<Output> {
-    for name in names {
-        let name = table_name(name)?;
-        match session.table_def(&name) {
-            None if if_exists => skipped(session, "view", &name),
-            None => {
-                return Err(SqlError::value(
-                    "42P01",
-                    format!("view \"{name}\" does not exist"),
-                ))
-            }
-            Some(def) if def.plain_view.is_none() => return Err(not_a_view(&name, "DROP VIEW")),
-            Some(_) => drop_with_dependents(session, &name, "view", cascade)?,
-        }
-    }
-    Ok(Output::Command("DROP VIEW".into()))
-}
-
 /// Drops a relation and, with CASCADE, the views that read it (without,
 /// PostgreSQL's 2BP01 when there are any).
 pub(super) fn drop_with_dependents(
@@ -222,11 +198,9 @@ pub(super) fn drop_with_dependents(
 
 /// What PostgreSQL calls a relation in a dependency's DETAIL.
 fn kind_of(session: &Session, name: &str) -> &'static str {
-    match session.table_def(name) {
-        Some(def) if def.plain_view.is_some() => "view",
-        Some(def) if def.view.is_some() => "materialized view",
-        _ => "table",
-    }
+    session
+        .table_def(name)
+        .map_or("table", |def| Relation::of(&def).word())
 }
 
 /// The views that read `name`, directly or through other views, each with
@@ -270,12 +244,6 @@ fn reads_through_views(session: &Session, reads: &BTreeSet<String>) -> BTreeSet<
         }
     }
     all
-}
-
-/// PostgreSQL's error for a statement on views given another relation.
-fn not_a_view(name: &str, statement: &str) -> SqlError {
-    let hint = (statement == "DROP VIEW").then_some("Use DROP TABLE to remove a table.");
-    not_a("view", name, hint)
 }
 
 /// PostgreSQL's error for a statement on one kind of relation given

@@ -1622,3 +1622,29 @@ async fn dates_before_year_one_and_after_9999_read_as_postgresql_prints_them() {
         ]]
     );
 }
+
+/// An error names where in the statement's text it is (psql underlines
+/// it), in the simple protocol and when a statement is prepared.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn errors_carry_their_position_in_the_text() {
+    use tokio_postgres::error::ErrorPosition;
+    let server = TestServer::start().await;
+    let client = server.client().await;
+    client
+        .batch_execute("CREATE TABLE t (id int PRIMARY KEY)")
+        .await
+        .unwrap();
+    let position = |e: tokio_postgres::Error| e.as_db_error().unwrap().position().cloned();
+    let error = client
+        .simple_query("SELECT 'nope' FROM\n  nope")
+        .await
+        .unwrap_err();
+    assert_eq!(position(error), Some(ErrorPosition::Original(22)));
+    let error = client.prepare("SELECT id, nope FROM t").await.unwrap_err();
+    assert_eq!(position(error), Some(ErrorPosition::Original(12)));
+    let error = client.simple_query("SELECT 1; SELEC 2").await.unwrap_err();
+    assert_eq!(position(error), Some(ErrorPosition::Original(11)));
+    // Errors of values have none.
+    let error = client.simple_query("SELECT 1/0").await.unwrap_err();
+    assert_eq!(position(error), None);
+}

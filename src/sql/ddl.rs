@@ -243,8 +243,8 @@ fn add_checks<'a>(
 /// The unique index that keeps a UNIQUE constraint of `table`: named as
 /// the constraint, or as PostgreSQL names one (`t_a_b_key`). NULLs are
 /// distinct (rows with a NULL are not indexed); NULLS NOT DISTINCT is
-/// refused.
-fn unique_index(table: &str, unique: &UniqueConstraint) -> Result<IndexDef> {
+/// refused, and so is a name another relation has (42P07).
+fn unique_index(session: &Session, table: &str, unique: &UniqueConstraint) -> Result<IndexDef> {
     use datafusion::sql::sqlparser::ast::NullsDistinctOption;
     if matches!(unique.nulls_distinct, NullsDistinctOption::NotDistinct) {
         return Err(SqlError::FeatureNotSupported(
@@ -256,6 +256,7 @@ fn unique_index(table: &str, unique: &UniqueConstraint) -> Result<IndexDef> {
         Some(name) => normalize(name),
         None => format!("{table}_{}_key", columns.join("_")),
     };
+    exists(session, name_taken(session, &name), false, &name)?;
     Ok(IndexDef {
         name,
         columns,
@@ -576,16 +577,8 @@ pub async fn create_table(session: &mut Session, create: CreateTable) -> Result<
         }
     }
     let indexes = (uniques.iter())
-        .map(|unique| unique_index(&name, unique))
+        .map(|unique| unique_index(session, &name, unique))
         .collect::<Result<Vec<_>>>()?;
-    for index in &indexes {
-        exists(
-            session,
-            name_taken(session, &index.name),
-            false,
-            &index.name,
-        )?;
-    }
     let partition = partition_option(&create.table_options)?;
     let temporary = temporary_owner(session, &create, &name)?;
 
@@ -969,14 +962,7 @@ pub async fn alter_table(session: &mut Session, alter: AlterTable) -> Result<Out
                 constraint: TableConstraint::Unique(unique),
                 ..
             } => {
-                let index = unique_index(&name, unique)?;
-                exists(
-                    session,
-                    name_taken(session, &index.name),
-                    false,
-                    &index.name,
-                )?;
-                def.indexes.push(index);
+                def.indexes.push(unique_index(session, &name, unique)?);
             }
             AlterTableOperation::AddConstraint { constraint, .. } => {
                 let primary = primary_columns(constraint)?;
@@ -1129,20 +1115,25 @@ fn drop_column(def: &mut TableDef, i: usize) {
     }
 }
 
+/// Whether a row of the table meets `condition` (SQL over its columns).
+async fn some_row(session: &Session, table: &str, condition: &str) -> Result<bool> {
+    let sql = format!(
+        "SELECT 1 FROM {} WHERE {condition} LIMIT 1",
+        super::dml::quote(table)
+    );
+    Ok(!session.query_text_rows(&sql).await?.is_empty())
+}
+
 /// Refuses SET NOT NULL on a column a row holds NULL in.
 async fn holds_no_null(session: &Session, table: &str, column: &str) -> Result<()> {
-    let sql = format!(
-        "SELECT 1 FROM {} WHERE {} IS NULL LIMIT 1",
-        super::dml::quote(table),
-        super::dml::quote(column)
-    );
-    if session.query_text_rows(&sql).await?.is_empty() {
-        return Ok(());
+    let condition = format!("{} IS NULL", super::dml::quote(column));
+    match some_row(session, table, &condition).await? {
+        false => Ok(()),
+        true => Err(SqlError::value(
+            "23502",
+            format!("column \"{column}\" of relation \"{table}\" contains null values"),
+        )),
     }
-    Err(SqlError::value(
-        "23502",
-        format!("column \"{column}\" of relation \"{table}\" contains null values"),
-    ))
 }
 
 /// Refuses a column's new type when a row's value does not fit it: a text
@@ -1167,33 +1158,24 @@ async fn fits_type(session: &Session, table: &str, column: &str, to: SqlType) ->
         ),
         _ => return Ok(()),
     };
-    let sql = format!(
-        "SELECT 1 FROM {} WHERE {outside} LIMIT 1",
-        super::dml::quote(table)
-    );
-    match session.query_text_rows(&sql).await?.is_empty() {
-        true => Ok(()),
-        false => Err(error),
+    match some_row(session, table, &outside).await? {
+        false => Ok(()),
+        true => Err(error),
     }
 }
 
 /// Refuses a CHECK constraint that a row of the table makes false.
 async fn held_by_rows(session: &Session, table: &str, check: &Check) -> Result<()> {
-    let sql = format!(
-        "SELECT 1 FROM {} WHERE NOT ({}) LIMIT 1",
-        super::dml::quote(table),
-        check.expr
-    );
-    if session.query_text_rows(&sql).await?.is_empty() {
-        return Ok(());
+    match some_row(session, table, &format!("NOT ({})", check.expr)).await? {
+        false => Ok(()),
+        true => Err(SqlError::value(
+            "23514",
+            format!(
+                "check constraint \"{}\" of relation \"{table}\" is violated by some row",
+                check.name
+            ),
+        )),
     }
-    Err(SqlError::value(
-        "23514",
-        format!(
-            "check constraint \"{}\" of relation \"{table}\" is violated by some row",
-            check.name
-        ),
-    ))
 }
 
 /// Whether a relation has the name: tables, sequences and indexes (primary

@@ -121,12 +121,10 @@ impl Engine {
         let mut result = Ok(());
         for name in names {
             // Read again in the transaction, whose commit checks it still is.
-            if !session.table_def(&name).is_some_and(|def| owned(&def)) {
-                continue;
-            }
-            let Some(kind) = session.table_def(&name).map(|def| ddl::Relation::of(&def)) else {
+            let Some(def) = session.table_def(&name).filter(|def| owned(def)) else {
                 continue;
             };
+            let kind = ddl::Relation::of(&def);
             let name = ObjectName::from(vec![Ident::with_quote('"', name)]);
             result = ddl::drop_relations(&mut session, kind, &[name], true, true).map(|_| ());
             if result.is_err() {

@@ -364,19 +364,44 @@ impl Catalog {
         rows: &mut Rows<'_>,
         entries: &mut Entries,
     ) -> Result<(), CatalogError> {
-        // Looked up once per table: a COPY writes many rows to one.
-        let mut indexed: HashMap<&str, Option<Arc<TableDef>>> = HashMap::new();
+        // Looked up once per table: a COPY writes many rows to one. With
+        // the definition the commit leaves, the one the rows there are were
+        // written under (they differ when it renames a column).
+        type Definitions = Option<(Arc<TableDef>, Arc<TableDef>)>;
+        let mut indexed: HashMap<&str, Definitions> = HashMap::new();
         for (table, op) in writes {
-            let def = indexed.entry(table.as_str()).or_insert_with(|| {
-                self.effective(definitions, table)
-                    .filter(|d| !d.indexes.is_empty())
+            let defs = indexed.entry(table.as_str()).or_insert_with(|| {
+                let def = self
+                    .effective(definitions, table)
+                    .filter(|d| !d.indexes.is_empty())?;
+                let before = definitions
+                    .iter()
+                    .find(|c| c.name == *table)
+                    .and_then(|c| c.before.clone())
+                    .unwrap_or_else(|| def.clone());
+                Some((def, before))
             });
-            let Some(def) = def.clone() else { continue };
+            let Some((def, before)) = defs.clone() else {
+                continue;
+            };
             refuse_merge(table, op)?;
             let old = rows.before(table, op.key()).await?;
             let new = rows.after(table, op.key()).await?;
             for index in &def.indexes {
-                let (mut gone, put) = index_change(&def, index, old.as_ref(), new.as_ref())?;
+                let (old_def, old_index) =
+                    match before.indexes.iter().find(|i| i.same_entries(index)) {
+                        Some(old_index) => (&*before, old_index),
+                        None => (&*def, index),
+                    };
+                let old_entry = match &old {
+                    Some(row) => old_index.entry(old_def, row)?,
+                    None => None,
+                };
+                let new_entry = match &new {
+                    Some(row) => index.entry(&def, row)?,
+                    None => None,
+                };
+                let (mut gone, put) = index_change(old_entry, new_entry);
                 // An index being built may not have the old entry yet.
                 if let (true, Some(key)) = (index.building, &gone) {
                     if self

@@ -30,21 +30,30 @@ pub struct IndexDef {
     /// yet.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub building: bool,
+    /// The name its store table is made from, when not its own: an index
+    /// renamed keeps its entries where they are, and one made while
+    /// another index holds the store table of its name (dropped in the
+    /// same transaction, or renamed from it) gets one of its own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stored_as: Option<String>,
 }
 
 impl IndexDef {
-    /// Whether two definitions make the same entries (whether built or
-    /// being built).
+    /// Whether two definitions are of one index, whose entries are in one
+    /// store table (whether built or being built, whatever its name and
+    /// its columns' names).
     pub fn same_entries(&self, other: &IndexDef) -> bool {
-        self.name == other.name
-            && self.columns == other.columns
-            && self.unique == other.unique
-            && self.intra_partition == other.intra_partition
+        self.store_table() == other.store_table()
     }
 
     /// The store table that holds the index entities.
     pub fn store_table(&self) -> String {
-        format!("{SYSTEM_TABLE}.index.{}", self.name)
+        Self::store_table_of(self.stored_as.as_deref().unwrap_or(&self.name))
+    }
+
+    /// The store table an index stored as `name` holds its entities in.
+    pub fn store_table_of(name: &str) -> String {
+        format!("{SYSTEM_TABLE}.index.{name}")
     }
 
     /// The index entity of a base entity: PartitionKey the indexed values
@@ -97,29 +106,20 @@ pub fn base_key(entry: &Entity) -> Option<EntityKey> {
     }
 }
 
-/// What a row change does to one index: the entry to remove and the entry
-/// to add (`None` for none). A change that keeps the indexed values and the
-/// base key touches nothing.
+/// What a row change does to one index, from the row's entries before and
+/// after it (`IndexDef::entry`): the key of the entry to remove and the
+/// entry to add (`None` for none). A change that keeps the indexed values
+/// and the base key touches nothing.
 pub fn index_change(
-    table: &TableDef,
-    index: &IndexDef,
-    old: Option<&Entity>,
-    new: Option<&Entity>,
-) -> Result<(Option<EntityKey>, Option<Entity>), RowError> {
-    let old = match old {
-        Some(e) => index.entry(table, e)?,
-        None => None,
-    };
-    let new = match new {
-        Some(e) => index.entry(table, e)?,
-        None => None,
-    };
+    old: Option<Entity>,
+    new: Option<Entity>,
+) -> (Option<EntityKey>, Option<Entity>) {
     if let (Some(o), Some(n)) = (&old, &new) {
         if o.key == n.key && o.properties == n.properties {
-            return Ok((None, None));
+            return (None, None);
         }
     }
-    Ok((old.map(|e| e.key), new))
+    (old.map(|e| e.key), new)
 }
 
 #[cfg(test)]
@@ -171,6 +171,7 @@ mod tests {
             unique: false,
             intra_partition: false,
             building: false,
+            stored_as: None,
         };
         let ann = row("Sales", 7, Some("ann@x"));
         let entry = by_email.entry(&def, &ann).unwrap().unwrap();
@@ -209,6 +210,7 @@ mod tests {
             unique: false,
             intra_partition: false,
             building: false,
+            stored_as: None,
         };
         assert_eq!(
             by_id.entry(&def, &ann).unwrap().unwrap().key.partition_key,
@@ -225,25 +227,24 @@ mod tests {
             unique: false,
             intra_partition: false,
             building: false,
+            stored_as: None,
         };
         let old = row("Sales", 7, Some("ann@x"));
         let moved = row("Sales", 7, Some("ann@y"));
-        let (gone, added) = index_change(&def, &index, Some(&old), Some(&moved)).unwrap();
+        let entry = |e: &Entity| index.entry(&def, e).unwrap();
+        let (gone, added) = index_change(entry(&old), entry(&moved));
         assert_eq!(gone.unwrap().partition_key, "ann@x");
         assert_eq!(added.unwrap().key.partition_key, "ann@y");
         // Same value: nothing to do.
-        assert_eq!(
-            index_change(&def, &index, Some(&old), Some(&old)).unwrap(),
-            (None, None)
-        );
+        assert_eq!(index_change(entry(&old), entry(&old)), (None, None));
         // Insert and delete.
-        let (gone, added) = index_change(&def, &index, None, Some(&old)).unwrap();
+        let (gone, added) = index_change(None, entry(&old));
         assert!(gone.is_none() && added.is_some());
-        let (gone, added) = index_change(&def, &index, Some(&old), None).unwrap();
+        let (gone, added) = index_change(entry(&old), None);
         assert!(gone.is_some() && added.is_none());
         // To NULL: only the removal.
         let cleared = row("Sales", 7, None);
-        let (gone, added) = index_change(&def, &index, Some(&old), Some(&cleared)).unwrap();
+        let (gone, added) = index_change(entry(&old), entry(&cleared));
         assert!(gone.is_some() && added.is_none());
     }
 }

@@ -90,6 +90,15 @@ fn position(sql: &str, info: &ErrorInfo) -> Option<usize> {
             },
         )
     };
+    // ALTER and DROP find their relations and columns in the catalog, and
+    // PostgreSQL points at none.
+    let first = sql.split_whitespace().next().unwrap_or("");
+    if ["alter", "drop"]
+        .iter()
+        .any(|w| first.eq_ignore_ascii_case(w))
+    {
+        return None;
+    }
     let words = match info.code.as_str() {
         "42P01" => named("relation ")?,
         "42703" => named("column ")?,
@@ -550,9 +559,16 @@ mod tests {
             ),
             Some("11".into())
         );
-        // Other errors have none.
+        // Other errors have none, nor names ALTER and DROP look up.
         assert_eq!(
             at("SELECT 1/0", SqlError::value("22012", "division by zero")),
+            None
+        );
+        assert_eq!(
+            at(
+                "alter table t rename column nope to z",
+                SqlError::undefined_column("nope")
+            ),
             None
         );
     }

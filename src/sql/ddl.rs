@@ -258,12 +258,30 @@ fn unique_index(session: &Session, table: &str, unique: &UniqueConstraint) -> Re
     };
     exists(session, name_taken(session, &name), false, &name)?;
     Ok(IndexDef {
+        stored_as: free_index_storage(session, &name),
         name,
         columns,
         unique: true,
         intra_partition: false,
         building: false,
     })
+}
+
+/// Where a new index named `name` keeps its entries: `None` for the store
+/// table of its name, unless an index holds that one, as committed or as
+/// this transaction sees it (one dropped in it, or renamed from `name`):
+/// then the first of `name.2`, `name.3`, ... that none holds.
+fn free_index_storage(session: &Session, name: &str) -> Option<String> {
+    let held: BTreeSet<String> = (session.engine().catalog.list().iter())
+        .chain(session.tables().iter())
+        .flat_map(|def| def.indexes.iter().map(IndexDef::store_table))
+        .collect();
+    if !held.contains(&IndexDef::store_table_of(name)) {
+        return None;
+    }
+    (2..)
+        .map(|n| format!("{name}.{n}"))
+        .find(|stored| !held.contains(&IndexDef::store_table_of(stored)))
 }
 
 fn option_text(expr: &AstExpr) -> String {
@@ -868,6 +886,10 @@ pub async fn alter_table(session: &mut Session, alter: AlterTable) -> Result<Out
     let mut dropped: Vec<String> = Vec::new();
     // Columns added with a default, which the rows there are take.
     let mut filled = Vec::new();
+    // Columns renamed (new name, name in `current`), and whether one of
+    // them is a property of the rows, which are written again.
+    let mut renamed: Vec<(String, String)> = Vec::new();
+    let mut renamed_property = false;
     for operation in &alter.operations {
         match operation {
             AlterTableOperation::AddColumn {
@@ -1051,6 +1073,21 @@ pub async fn alter_table(session: &mut Session, alter: AlterTable) -> Result<Out
                     dropped.push(column);
                 }
             }
+            AlterTableOperation::RenameColumn {
+                old_column_name,
+                new_column_name,
+            } => {
+                let (old, new) = (normalize(old_column_name), normalize(new_column_name));
+                renamed_property |=
+                    super::rename::rename_column(session, &mut def, &old, &new).await?;
+                let was = (renamed.iter().position(|(now, _)| *now == old))
+                    .map_or(old, |i| renamed.remove(i).1);
+                renamed.push((new, was));
+            }
+            AlterTableOperation::RenameConstraint { old_name, new_name } => {
+                let (old, new) = (normalize(old_name), normalize(new_name));
+                super::rename::rename_constraint(session, &mut def, &old, &new)?;
+            }
             // Ownership is not tracked: every table belongs to the gateway.
             AlterTableOperation::OwnerTo { .. } => {}
             other => {
@@ -1061,16 +1098,26 @@ pub async fn alter_table(session: &mut Session, alter: AlterTable) -> Result<Out
         }
     }
     check_definition(&def)?;
-    if rekeyed || !retypes.is_empty() || !dropped.is_empty() {
+    if rekeyed || !retypes.is_empty() || !dropped.is_empty() || renamed_property {
         let retyped_columns: Vec<bool> = (def.columns.iter())
             .map(|c| retypes.contains(&c.name))
             .collect();
-        rewrite_rows(session, &current, &def, |i, value| {
-            match retyped_columns[i] {
+        let sources = (def.columns.iter())
+            .map(|c| {
+                let was = renamed.iter().find(|(now, _)| *now == c.name);
+                current.column_index(was.map_or(&c.name, |(_, was)| was))
+            })
+            .collect();
+        rewrite_rows(
+            session,
+            &current,
+            &def,
+            sources,
+            |i, value| match retyped_columns[i] {
                 true => retyped(def.columns[i].ty, value),
                 false => value,
-            }
-        })
+            },
+        )
         .await?;
     }
     define(session, &name, Some(def))?;
@@ -1180,7 +1227,7 @@ async fn held_by_rows(session: &Session, table: &str, check: &Check) -> Result<(
 
 /// Whether a relation has the name: tables, sequences and indexes (primary
 /// keys' included) share names.
-fn name_taken(session: &Session, name: &str) -> bool {
+pub(super) fn name_taken(session: &Session, name: &str) -> bool {
     session.table_def(name).is_some()
         || session.engine().catalog.sequences.get(name).is_some()
         || session
@@ -1191,7 +1238,7 @@ fn name_taken(session: &Session, name: &str) -> bool {
 }
 
 /// The table that has an index of this name.
-fn table_of_index(session: &Session, name: &str) -> Option<Arc<TableDef>> {
+pub(super) fn table_of_index(session: &Session, name: &str) -> Option<Arc<TableDef>> {
     session
         .tables()
         .into_iter()
@@ -1278,6 +1325,7 @@ pub fn create_index(
     }
     let mut def = (*current).clone();
     def.indexes.push(IndexDef {
+        stored_as: free_index_storage(session, &name),
         name: name.clone(),
         columns,
         unique: create.unique,
@@ -1495,24 +1543,18 @@ async fn has_rows(session: &Session, def: &TableDef) -> Result<bool> {
     }
 }
 
-/// Moves every row of a table without a primary key to the key `new`
-/// gives it. Two rows with the same key fail with 23505, a NULL key column
-/// with 23502.
 /// Writes every row of `old` again as a row of `new`: the row's values
-/// for `new`'s columns (by name; a column `new` adds is NULL) made by
-/// `convert`, under its key in `new` (a row whose key changes is deleted
-/// under its old one).
+/// for `new`'s columns (from the column of `old` each one's source is; a
+/// column `new` adds has none, and is NULL) made by `convert`, under its
+/// key in `new` (a row whose key changes is deleted under its old one:
+/// two rows of one key fail with 23505, a NULL key column with 23502).
 async fn rewrite_rows(
     session: &mut Session,
     old: &Arc<TableDef>,
     new: &TableDef,
+    sources: Vec<Option<usize>>,
     convert: impl Fn(usize, Value) -> Value,
 ) -> Result<()> {
-    let sources: Vec<Option<usize>> = new
-        .columns
-        .iter()
-        .map(|c| old.column_index(&c.name))
-        .collect();
     let view = session.current_view();
     let mut deletes = Vec::new();
     let mut writes = Vec::new();

@@ -47,6 +47,7 @@ mod provider;
 pub mod pushdown;
 mod records;
 mod recordsets;
+mod rename;
 mod rewrite;
 mod scan;
 pub mod session;

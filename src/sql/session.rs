@@ -14,7 +14,8 @@ use datafusion::physical_plan::SendableRecordBatchStream;
 use datafusion::prelude::{SessionConfig, SessionContext};
 use datafusion::sql::parser::Statement as DfStatement;
 use datafusion::sql::sqlparser::ast::{
-    CopyLegacyOption, CopyOption, CopySource, CopyTarget, Ident, ObjectName, Statement,
+    AlterIndexOperation, CopyLegacyOption, CopyOption, CopySource, CopyTarget, Ident, ObjectName,
+    Statement,
 };
 use datafusion::sql::sqlparser::dialect::PostgreSqlDialect;
 
@@ -1482,6 +1483,10 @@ impl Session {
             }
             Statement::CreateView(create) => super::views::create(self, create).await,
             Statement::AlterTable(alter) => ddl::alter_table(self, alter).await,
+            Statement::AlterIndex {
+                name,
+                operation: AlterIndexOperation::RenameIndex { index_name },
+            } => super::rename::rename_index(self, &name, &index_name),
             // Outside a transaction block an index is built after its
             // definition commits, a page at a time, while writes go on.
             Statement::CreateIndex(create) => {
@@ -1736,6 +1741,7 @@ impl Session {
         match *s {
             s @ (Statement::CreateTable(_)
             | Statement::AlterTable(_)
+            | Statement::AlterIndex { .. }
             | Statement::Comment { .. }
             | Statement::CreateIndex(_)
             | Statement::Drop {

@@ -321,6 +321,7 @@ async fn an_interrupted_build_leaves_no_index() {
             unique: false,
             intra_partition: false,
             building: true,
+            stored_as: None,
         });
         let change = DefinitionChange {
             name: "t".into(),
@@ -344,4 +345,49 @@ async fn an_interrupted_build_leaves_no_index() {
         .unwrap()
         .iter()
         .any(|t| t.ends_with(".index.t_v")));
+}
+
+/// A renamed index keeps its entries (nothing is built again) and a new
+/// index may take its old name: after writes under the new names and a
+/// restart, both indexes hold exactly what their rows make them and
+/// queries read them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn renamed_indexes_and_columns_keep_their_entries() {
+    let server = TestServer::start().await;
+    let client = server.client().await;
+    client
+        .batch_execute(
+            "CREATE TABLE r (id int PRIMARY KEY, v int, w text);
+             INSERT INTO r SELECT i, i % 7, 'w' || i FROM generate_series(1, 500) AS s(i);
+             CREATE INDEX r_v ON r (v);
+             ALTER INDEX r_v RENAME TO r_by_v;
+             ALTER TABLE r RENAME COLUMN v TO weight;
+             CREATE INDEX r_v ON r (w);
+             UPDATE r SET weight = 9 WHERE id <= 10;
+             DELETE FROM r WHERE id > 490;",
+        )
+        .await
+        .unwrap();
+    drop(client);
+    let server = TestServer::start_in(server.stop().await).await;
+    let client = server.client().await;
+    for index in ["r_by_v", "r_v"] {
+        let differences = client
+            .query(&format!("VERIFY INDEX {index}"), &[])
+            .await
+            .unwrap();
+        assert!(
+            differences.is_empty(),
+            "{index}: {} differences",
+            differences.len()
+        );
+    }
+    let text = |rows: Vec<Vec<String>>| rows.concat().join("\n");
+    let plan =
+        text(common::simple_rows(&client, "EXPLAIN SELECT id FROM r WHERE weight = 9").await);
+    assert!(plan.contains("access=index r_by_v"), "{plan}");
+    let count = common::simple_rows(&client, "SELECT count(*) FROM r WHERE weight = 9").await;
+    assert_eq!(text(count), "10");
+    let found = common::simple_rows(&client, "SELECT id FROM r WHERE w = 'w42'").await;
+    assert_eq!(text(found), "42");
 }

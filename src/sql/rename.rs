@@ -1,0 +1,227 @@
+//! `RENAME` of a column, a constraint or an index.
+//!
+//! What names a column is renamed with it: the table's indexes, foreign
+//! keys and CHECK conditions, other tables' foreign keys that reference
+//! it, and the sequence it owns. A row's properties are named after its
+//! columns, so a column held as a property is renamed in every row (the
+//! rows are written again, as DROP COLUMN writes them); key columns are
+//! encoded by position and their rows stay as they are. An index keeps
+//! its entries under its new name (`IndexDef::stored_as`).
+//!
+//! Views are kept as the text of their query, which names columns: a
+//! column of a table a view reads keeps its name (the view would no
+//! longer read).
+
+use std::ops::ControlFlow;
+
+use datafusion::sql::sqlparser::ast::{visit_expressions_mut, Expr as AstExpr, Ident, ObjectName};
+
+use super::ddl::{define, name_taken, table_of_index};
+use super::error::{Result, SqlError};
+use super::pg_catalog::{primary_key_name, quote_ident};
+use super::session::{table_name, Output, Session};
+use crate::catalog::{CatalogError, TableDef};
+
+/// Renames column `old` of `def` to `new` with what names it (the other
+/// tables' foreign keys are defined again here). Returns whether the
+/// rows must be written again: the column is one of their properties.
+pub(super) async fn rename_column(
+    session: &mut Session,
+    def: &mut TableDef,
+    old: &str,
+    new: &str,
+) -> Result<bool> {
+    let i = def
+        .column_index(old)
+        .ok_or_else(|| SqlError::undefined_column(old))?;
+    if def.column_index(new).is_some() {
+        return Err(SqlError::value(
+            "42701",
+            format!(
+                "column \"{new}\" of relation \"{}\" already exists",
+                def.name
+            ),
+        ));
+    }
+    if let Some(view) = views_reading(session, &def.name).first() {
+        return Err(SqlError::FeatureNotSupported(format!(
+            "cannot rename column \"{old}\" of table \"{}\": view \"{view}\" reads the table",
+            def.name
+        ))
+        .explained(
+            None,
+            Some("Drop the view, rename the column and create the view again.".into()),
+        ));
+    }
+    let renamed = |name: &mut String| {
+        if name == old {
+            *name = new.to_owned();
+        }
+    };
+    def.columns[i].name = new.to_owned();
+    for index in &mut def.indexes {
+        index.columns.iter_mut().for_each(renamed);
+    }
+    for fk in &mut def.foreign_keys {
+        fk.columns.iter_mut().for_each(renamed);
+        if fk.table == def.name {
+            fk.referenced.iter_mut().for_each(renamed);
+        }
+    }
+    for check in &mut def.checks {
+        check.expr = renamed_in_condition(&check.expr, old, new)?;
+    }
+    for other in session.tables() {
+        if other.name == def.name
+            || !(other.foreign_keys.iter())
+                .any(|fk| fk.table == def.name && fk.referenced.iter().any(|c| c == old))
+        {
+            continue;
+        }
+        let mut other = (*other).clone();
+        for fk in other
+            .foreign_keys
+            .iter_mut()
+            .filter(|fk| fk.table == def.name)
+        {
+            fk.referenced.iter_mut().for_each(renamed);
+        }
+        let name = other.name.clone();
+        define(session, &name, Some(other))?;
+    }
+    let sequences = &session.engine().catalog.sequences;
+    for sequence in sequences.list() {
+        if sequence.def.owned_by == Some((def.name.clone(), old.to_owned())) {
+            let mut owned = sequence.def.clone();
+            owned.owned_by = Some((def.name.clone(), new.to_owned()));
+            sequences.alter(owned).await?;
+        }
+    }
+    Ok(def.columns[i].system.is_none() && !def.is_key_column(i))
+}
+
+/// A CHECK condition with column `old` called `new`.
+fn renamed_in_condition(condition: &str, old: &str, new: &str) -> Result<String> {
+    let mut expr = super::rewrite::parse_expr(condition).ok_or_else(|| {
+        SqlError::Internal(format!("the stored condition {condition:?} does not parse"))
+    })?;
+    let _ = visit_expressions_mut(&mut expr, |e| {
+        let column = match e {
+            AstExpr::Identifier(ident) => Some(ident),
+            AstExpr::CompoundIdentifier(parts) => parts.last_mut(),
+            _ => None,
+        };
+        if let Some(column) = column.filter(|c| super::session::normalize(c) == old) {
+            *column = identifier(new);
+        }
+        ControlFlow::<()>::Continue(())
+    });
+    Ok(expr.to_string())
+}
+
+/// A name as SQL writes it: quoted only when it must be.
+fn identifier(name: &str) -> Ident {
+    let quoted = quote_ident(name);
+    match quoted.starts_with('"') {
+        true => Ident::with_quote('"', name),
+        false => Ident::new(name),
+    }
+}
+
+/// `ALTER TABLE t RENAME CONSTRAINT old TO new`: a CHECK, a foreign key or
+/// a UNIQUE constraint (whose index is renamed with it).
+pub(super) fn rename_constraint(
+    session: &Session,
+    def: &mut TableDef,
+    old: &str,
+    new: &str,
+) -> Result<()> {
+    let table = def.name.clone();
+    let taken = def.checks.iter().any(|c| c.name == new)
+        || def.foreign_keys.iter().any(|f| f.name == new)
+        || def.indexes.iter().any(|i| i.unique && i.name == new)
+        || primary_key_name(&table) == new;
+    let already = || {
+        SqlError::value(
+            "42710",
+            format!("constraint \"{new}\" for relation \"{table}\" already exists"),
+        )
+    };
+    if let Some(check) = def.checks.iter_mut().find(|c| c.name == old) {
+        if taken {
+            return Err(already());
+        }
+        check.name = new.to_owned();
+    } else if let Some(fk) = def.foreign_keys.iter_mut().find(|f| f.name == old) {
+        if taken {
+            return Err(already());
+        }
+        fk.name = new.to_owned();
+    } else if def.indexes.iter().any(|i| i.unique && i.name == old) {
+        if taken {
+            return Err(already());
+        }
+        rename_index_of(session, def, old, new)?;
+    } else if primary_key_name(&table) == old {
+        return Err(primary_key_keeps_its_name(&table));
+    } else {
+        return Err(SqlError::value(
+            "42704",
+            format!("constraint \"{old}\" for table \"{table}\" does not exist"),
+        ));
+    }
+    Ok(())
+}
+
+/// `ALTER INDEX old RENAME TO new`.
+pub(super) fn rename_index(
+    session: &mut Session,
+    old: &ObjectName,
+    new: &ObjectName,
+) -> Result<Output> {
+    let (old, new) = (table_name(old)?, table_name(new)?);
+    let Some(table) = table_of_index(session, &old) else {
+        if let Some(def) = (session.tables().iter()).find(|d| primary_key_name(&d.name) == old) {
+            return Err(primary_key_keeps_its_name(&def.name));
+        }
+        return Err(CatalogError::TableNotFound(old).into());
+    };
+    let mut def = (*table).clone();
+    rename_index_of(session, &mut def, &old, &new)?;
+    define(session, &table.name, Some(def))?;
+    Ok(Output::Command("ALTER INDEX".into()))
+}
+
+/// Renames index `old` of `def`; its entries stay in their store table.
+fn rename_index_of(session: &Session, def: &mut TableDef, old: &str, new: &str) -> Result<()> {
+    if name_taken(session, new) {
+        return Err(CatalogError::TableExists(new.to_owned()).into());
+    }
+    let index = (def.indexes.iter_mut())
+        .find(|i| i.name == old)
+        .expect("the table has the index");
+    index.stored_as.get_or_insert_with(|| old.to_owned());
+    index.name = new.to_owned();
+    Ok(())
+}
+
+fn primary_key_keeps_its_name(table: &str) -> SqlError {
+    SqlError::FeatureNotSupported(format!(
+        "the primary key of \"{table}\" is named after its table and cannot be renamed"
+    ))
+}
+
+/// The views, plain and materialized, that read table `name`.
+fn views_reading(session: &Session, name: &str) -> Vec<String> {
+    session
+        .tables()
+        .iter()
+        .filter(|def| {
+            let plain =
+                (def.plain_view.as_ref()).is_some_and(|p| p.reads.iter().any(|r| r == name));
+            let materialized = (def.view.as_ref()).is_some_and(|v| v.base_tables().contains(&name));
+            plain || materialized
+        })
+        .map(|def| def.name.clone())
+        .collect()
+}

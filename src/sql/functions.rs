@@ -383,7 +383,7 @@ impl TableFunctionImpl for SeriesOfAnyUnit {
 }
 
 /// Registers a [`RowFunction`], and returns it for planners that call it.
-fn register(
+pub(super) fn register(
     ctx: &SessionContext,
     name: &'static str,
     arities: &[usize],
@@ -1090,6 +1090,7 @@ pub fn register_all(
         },
     );
     register_sequence_functions(ctx, &catalog);
+    super::sizes::register(ctx, &catalog);
     register(
         ctx,
         "pg_collation_is_visible",
@@ -1282,6 +1283,11 @@ pub fn register_all(
     ] {
         register(ctx, name, &[1], Utf8, Stable, |_| Ok(utf8(None)));
     }
+    // Every relation is in the default tablespace, whose location
+    // PostgreSQL gives as empty (psql's `\db`).
+    register(ctx, "pg_tablespace_location", &[1], Utf8, Stable, |args| {
+        Ok(utf8((!args[0].is_null()).then(String::new)))
+    });
     let (c, v) = (catalog.clone(), view.clone());
     // `pg_get_viewdef(view [, pretty])`, the view by its oid or its name.
     register(ctx, "pg_get_viewdef", &[1, 2], Utf8, Stable, move |args| {
@@ -1384,7 +1390,7 @@ pub fn register_all(
 
 /// A relation name as `regclass` reads it: optionally `public.`-qualified,
 /// optionally quoted.
-fn relation_name(name: &str) -> &str {
+pub(super) fn relation_name(name: &str) -> &str {
     let name = name.strip_prefix("public.").unwrap_or(name);
     name.strip_prefix('"')
         .and_then(|n| n.strip_suffix('"'))

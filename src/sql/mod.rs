@@ -53,6 +53,7 @@ mod scan;
 pub mod session;
 mod set_comparisons;
 mod settings;
+mod sizes;
 mod sums;
 mod templates;
 pub mod time_zone;

@@ -151,6 +151,49 @@ async fn meta_commands() {
     );
 }
 
+/// `\dt+`, `\di+` and `\l+` print sizes: the bytes of a table's rows and
+/// of an index's entries in the store (its primary key has none of its
+/// own), the whole database's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sizes_in_the_verbose_lists() {
+    let server = TestServer::start().await;
+    let client = server.client().await;
+    client
+        .batch_execute(
+            "CREATE TABLE sized (id int PRIMARY KEY, body text);
+             CREATE INDEX sized_body ON sized (body);
+             INSERT INTO sized SELECT i, repeat('x', 100) FROM generate_series(1, 200) AS s(i)",
+        )
+        .await
+        .unwrap();
+    let port = server.port;
+    let tables = psql(port, "\\dt+").await;
+    let (_, row) = tables.split_once("\npublic|sized|table|").expect(&tables);
+    let size = row.split('|').nth(3).expect(&tables);
+    assert!(size.ends_with(" kB"), "{tables}");
+    let indexes = psql(port, "\\di+").await;
+    assert!(
+        indexes.contains("|sized_pkey|index|tablegate|sized|permanent|btree|0 bytes|"),
+        "{indexes}"
+    );
+    assert!(
+        indexes.contains("|sized_body|index|tablegate|sized|permanent|btree|"),
+        "{indexes}"
+    );
+    assert!(
+        !indexes.contains("|sized_body|index|tablegate|sized|permanent|btree|0 bytes|"),
+        "{indexes}"
+    );
+    let databases = psql(port, "\\l+").await;
+    assert!(databases.contains(" kB|pg_default|"), "{databases}");
+    let tablespaces = psql(port, "\\db+").await;
+    assert!(
+        tablespaces.contains("\npg_default|tablegate||||"),
+        "{tablespaces}"
+    );
+    assert!(tablespaces.contains(" kB|\n"), "{tablespaces}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn character_columns_are_sent_padded() {
     let server = TestServer::start().await;

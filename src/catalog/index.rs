@@ -30,6 +30,11 @@ pub struct IndexDef {
     /// yet.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub building: bool,
+    /// Made by a UNIQUE constraint (of CREATE TABLE or ALTER TABLE ADD),
+    /// not by CREATE UNIQUE INDEX: the catalogs list the constraint, which
+    /// ALTER TABLE DROP CONSTRAINT drops, and DROP INDEX refuses to.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub constraint: bool,
     /// The name its store table is made from, when not its own: an index
     /// renamed keeps its entries where they are, and one made while
     /// another index holds the store table of its name (dropped in the
@@ -172,6 +177,7 @@ mod tests {
             intra_partition: false,
             building: false,
             stored_as: None,
+            constraint: false,
         };
         let ann = row("Sales", 7, Some("ann@x"));
         let entry = by_email.entry(&def, &ann).unwrap().unwrap();
@@ -211,6 +217,7 @@ mod tests {
             intra_partition: false,
             building: false,
             stored_as: None,
+            constraint: false,
         };
         assert_eq!(
             by_id.entry(&def, &ann).unwrap().unwrap().key.partition_key,
@@ -228,6 +235,7 @@ mod tests {
             intra_partition: false,
             building: false,
             stored_as: None,
+            constraint: false,
         };
         let old = row("Sales", 7, Some("ann@x"));
         let moved = row("Sales", 7, Some("ann@y"));

@@ -264,6 +264,7 @@ fn unique_index(session: &Session, table: &str, unique: &UniqueConstraint) -> Re
         unique: true,
         intra_partition: false,
         building: false,
+        constraint: true,
     })
 }
 
@@ -960,7 +961,8 @@ pub async fn alter_table(session: &mut Session, alter: AlterTable) -> Result<Out
                 def.checks.retain(|c| c.name != constraint);
                 def.foreign_keys.retain(|f| f.name != constraint);
                 // A UNIQUE constraint is its index.
-                def.indexes.retain(|i| !(i.unique && i.name == constraint));
+                def.indexes
+                    .retain(|i| !(i.constraint && i.name == constraint));
                 if before == (def.checks.len(), def.foreign_keys.len(), def.indexes.len()) {
                     let missing = format!(
                         "constraint \"{constraint}\" of relation \"{name}\" does not exist"
@@ -1331,6 +1333,7 @@ pub fn create_index(
         unique: create.unique,
         intra_partition,
         building,
+        constraint: false,
     });
     check_definition(&def)?;
     define(session, &table, Some(def))?;
@@ -1469,9 +1472,24 @@ pub fn drop_indexes(
             }
             return Err(CatalogError::TableNotFound(name).into());
         };
+        let table = current.name.clone();
+        if current
+            .indexes
+            .iter()
+            .any(|i| i.name == name && i.constraint)
+        {
+            return Err(SqlError::Catalog(CatalogError::Dependent(format!(
+                "cannot drop index {name} because constraint {name} on table {table} requires it"
+            )))
+            .explained(
+                None,
+                Some(format!(
+                    "You can drop constraint {name} on table {table} instead."
+                )),
+            ));
+        }
         let mut def = (*current).clone();
         def.indexes.retain(|i| i.name != name);
-        let table = def.name.clone();
         define(session, &table, Some(def))?;
     }
     Ok(Output::Command("DROP INDEX".into()))

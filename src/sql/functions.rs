@@ -1324,9 +1324,15 @@ pub fn register_all(
         if c.sequences.get(relation).is_some() {
             return Ok(ScalarValue::Int32(Some(sequence_oid(relation))));
         }
-        match catalog_oid(&name) {
+        let index = (v.tables(&c).iter())
+            .flat_map(|def| indexes_of(def))
+            .find(|index| index.name == relation);
+        match index.map(|i| i.oid).or_else(|| catalog_oid(&name)) {
             Some(oid) => Ok(ScalarValue::Int32(Some(oid))),
-            None => exec_err!("relation \"{name}\" does not exist"),
+            None => Err(sql_error(
+                "42P01",
+                format!("relation \"{name}\" does not exist"),
+            )),
         }
     });
     let (c, v) = (catalog.clone(), view.clone());
@@ -1341,10 +1347,17 @@ pub fn register_all(
                 .find(|s| i64::from(sequence_oid(&s.def.name)) == oid)
                 .map(|s| s.def.name.clone())
         };
+        let index = || {
+            (v.tables(&c).iter())
+                .flat_map(|def| indexes_of(def))
+                .find(|index| i64::from(index.oid) == oid)
+                .map(|index| index.name)
+        };
         Ok(utf8(Some(
             find_table(&c, &v, |name| i64::from(table_oid(name)) == oid)
                 .map(|def| def.name.clone())
                 .or_else(sequence)
+                .or_else(index)
                 .map(|name| quote_ident(&name))
                 .unwrap_or_else(|| oid.to_string()),
         )))

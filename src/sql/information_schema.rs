@@ -306,6 +306,7 @@ impl SchemaProvider for InformationSchema {
                     .map(|c| {
                         let (kind, enforced) = match c.kind {
                             ConstraintKind::PrimaryKey => ("PRIMARY KEY", true),
+                            ConstraintKind::Unique => ("UNIQUE", true),
                             ConstraintKind::ForeignKey { .. } => ("FOREIGN KEY", false),
                             ConstraintKind::Check { .. } => ("CHECK", true),
                         };

@@ -1718,8 +1718,8 @@ pub fn indexes_of(def: &TableDef) -> Vec<IndexInfo> {
     out
 }
 
-/// A constraint of a table: its primary key, a foreign key it declares,
-/// or a CHECK.
+/// A constraint of a table: its primary key, a UNIQUE constraint, a
+/// foreign key it declares, or a CHECK.
 pub struct Constraint {
     pub oid: i32,
     pub name: String,
@@ -1731,6 +1731,8 @@ pub struct Constraint {
 
 pub enum ConstraintKind {
     PrimaryKey,
+    /// Its index is of the constraint's name.
+    Unique,
     /// The referenced table and columns.
     ForeignKey {
         table: String,
@@ -1742,10 +1744,11 @@ pub enum ConstraintKind {
 }
 
 impl Constraint {
-    /// `p`, `f` or `c`, as in `pg_constraint.contype`.
+    /// `p`, `u`, `f` or `c`, as in `pg_constraint.contype`.
     pub fn contype(&self) -> &'static str {
         match self.kind {
             ConstraintKind::PrimaryKey => "p",
+            ConstraintKind::Unique => "u",
             ConstraintKind::ForeignKey { .. } => "f",
             ConstraintKind::Check { .. } => "c",
         }
@@ -1764,6 +1767,7 @@ impl Constraint {
         };
         match &self.kind {
             ConstraintKind::PrimaryKey => format!("PRIMARY KEY ({})", list(&self.columns)),
+            ConstraintKind::Unique => format!("UNIQUE ({})", list(&self.columns)),
             ConstraintKind::ForeignKey { table, columns } => format!(
                 "FOREIGN KEY ({}) REFERENCES {}({}) NOT ENFORCED",
                 list(&self.columns),
@@ -1776,8 +1780,8 @@ impl Constraint {
     }
 }
 
-/// The constraints of a table: its primary key first, then its foreign
-/// keys, then its CHECKs.
+/// The constraints of a table: its primary key first, then its UNIQUE
+/// constraints, its foreign keys, its CHECKs.
 pub fn constraints_of(def: &TableDef) -> Vec<Constraint> {
     let mut out = Vec::new();
     if has_primary_key(def) {
@@ -1789,6 +1793,18 @@ pub fn constraints_of(def: &TableDef) -> Vec<Constraint> {
             kind: ConstraintKind::PrimaryKey,
         });
     }
+    out.extend(
+        def.indexes
+            .iter()
+            .filter(|i| i.constraint)
+            .map(|index| Constraint {
+                oid: oid_of("constraint", &format!("{}.{}", def.name, index.name)),
+                name: index.name.clone(),
+                table: def.name.clone(),
+                columns: index.columns.clone(),
+                kind: ConstraintKind::Unique,
+            }),
+    );
     out.extend(def.foreign_keys.iter().map(|fk| Constraint {
         oid: oid_of("constraint", &format!("{}.{}", def.name, fk.name)),
         name: fk.name.clone(),
@@ -2098,6 +2114,7 @@ fn constraints(tables: &[Arc<TableDef>]) -> Vec<Vec<Cell>> {
             let foreign = matches!(c.kind, ConstraintKind::ForeignKey { .. });
             let (index, referenced, referenced_attnums) = match &c.kind {
                 ConstraintKind::PrimaryKey => (primary_key_oid(&c.table), 0, Cell::Null),
+                ConstraintKind::Unique => (oid_of("index", &c.name), 0, Cell::Null),
                 ConstraintKind::ForeignKey { table, columns } => (
                     primary_key_oid(table),
                     table_oid(table),

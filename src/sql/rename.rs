@@ -139,7 +139,7 @@ pub(super) fn rename_constraint(
     let table = def.name.clone();
     let taken = def.checks.iter().any(|c| c.name == new)
         || def.foreign_keys.iter().any(|f| f.name == new)
-        || def.indexes.iter().any(|i| i.unique && i.name == new)
+        || def.indexes.iter().any(|i| i.constraint && i.name == new)
         || primary_key_name(&table) == new;
     let already = || {
         SqlError::value(
@@ -157,7 +157,7 @@ pub(super) fn rename_constraint(
             return Err(already());
         }
         fk.name = new.to_owned();
-    } else if def.indexes.iter().any(|i| i.unique && i.name == old) {
+    } else if def.indexes.iter().any(|i| i.constraint && i.name == old) {
         if taken {
             return Err(already());
         }

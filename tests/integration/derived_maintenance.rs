@@ -322,6 +322,7 @@ async fn an_interrupted_build_leaves_no_index() {
             intra_partition: false,
             building: true,
             stored_as: None,
+            constraint: false,
         });
         let change = DefinitionChange {
             name: "t".into(),

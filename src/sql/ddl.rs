@@ -881,9 +881,9 @@ pub async fn alter_table(session: &mut Session, alter: AlterTable) -> Result<Out
     }
     let mut def = (*current).clone();
     let mut rekeyed = false;
-    // Columns whose type changes, and columns dropped: the rows are
-    // written again.
-    let mut retypes: Vec<String> = Vec::new();
+    // Columns whose type changes (and whether by an explicit cast, `USING
+    // c::type`), and columns dropped: the rows are written again.
+    let mut retypes: Vec<(String, bool)> = Vec::new();
     let mut dropped: Vec<String> = Vec::new();
     // Columns added with a default, which the rows there are take.
     let mut filled = Vec::new();
@@ -1021,25 +1021,17 @@ pub async fn alter_table(session: &mut Session, alter: AlterTable) -> Result<Out
                     }
                     AlterColumnOperation::DropNotNull => def.columns[i].nullable = true,
                     AlterColumnOperation::SetDataType {
-                        data_type,
-                        using: None,
-                        ..
+                        data_type, using, ..
                     } => {
                         let to = sql_type(data_type)?;
+                        let explicit = match using {
+                            Some(using) => super::retype::explicit_cast(using, &column, to)?,
+                            None => false,
+                        };
                         let from = def.columns[i].ty;
                         if from != to {
-                            if indexes_of(&def)
-                                .iter()
-                                .any(|index| !index.primary && index.columns.contains(&column))
-                            {
-                                return Err(SqlError::FeatureNotSupported(format!(
-                                    "ALTER COLUMN TYPE of column \"{column}\", which an index holds, \
-                                     is not supported: drop the index first"
-                                )));
-                            }
-                            retype_supported(from, to)?;
-                            fits_type(session, &def.name, &column, to).await?;
-                            retypes.push(column);
+                            super::retype::supported(from, to)?;
+                            retypes.push((column, explicit));
                             def.columns[i].ty = to;
                         }
                     }
@@ -1101,8 +1093,8 @@ pub async fn alter_table(session: &mut Session, alter: AlterTable) -> Result<Out
     }
     check_definition(&def)?;
     if rekeyed || !retypes.is_empty() || !dropped.is_empty() || renamed_property {
-        let retyped_columns: Vec<bool> = (def.columns.iter())
-            .map(|c| retypes.contains(&c.name))
+        let retyped_columns: Vec<Option<bool>> = (def.columns.iter())
+            .map(|c| retypes.iter().find(|(r, _)| *r == c.name).map(|(_, e)| *e))
             .collect();
         let sources = (def.columns.iter())
             .map(|c| {
@@ -1116,8 +1108,8 @@ pub async fn alter_table(session: &mut Session, alter: AlterTable) -> Result<Out
             &def,
             sources,
             |i, value| match retyped_columns[i] {
-                true => retyped(def.columns[i].ty, value),
-                false => value,
+                Some(explicit) => super::retype::convert(def.columns[i].ty, value, explicit),
+                None => Ok(value),
             },
         )
         .await?;
@@ -1182,34 +1174,6 @@ async fn holds_no_null(session: &Session, table: &str, column: &str) -> Result<(
             "23502",
             format!("column \"{column}\" of relation \"{table}\" contains null values"),
         )),
-    }
-}
-
-/// Refuses a column's new type when a row's value does not fit it: a text
-/// longer than a `varchar(n)`'s n, an integer out of a smaller type's range.
-async fn fits_type(session: &Session, table: &str, column: &str, to: SqlType) -> Result<()> {
-    let quoted = super::dml::quote(column);
-    let (outside, error) = match to {
-        SqlType::Varchar(Some(n)) => (
-            format!("char_length({quoted}) > {n}"),
-            SqlError::value(
-                "22001",
-                format!("value too long for type character varying({n})"),
-            ),
-        ),
-        SqlType::Int2 => (
-            format!("{quoted} < {} OR {quoted} > {}", i16::MIN, i16::MAX),
-            SqlError::value("22003", "smallint out of range"),
-        ),
-        SqlType::Int4 => (
-            format!("{quoted} < {} OR {quoted} > {}", i32::MIN, i32::MAX),
-            SqlError::value("22003", "integer out of range"),
-        ),
-        _ => return Ok(()),
-    };
-    match some_row(session, table, &outside).await? {
-        false => Ok(()),
-        true => Err(error),
     }
 }
 
@@ -1571,7 +1535,7 @@ async fn rewrite_rows(
     old: &Arc<TableDef>,
     new: &TableDef,
     sources: Vec<Option<usize>>,
-    convert: impl Fn(usize, Value) -> Value,
+    convert: impl Fn(usize, Value) -> Result<Value>,
 ) -> Result<()> {
     let view = session.current_view();
     let mut deletes = Vec::new();
@@ -1596,7 +1560,7 @@ async fn rewrite_rows(
             let mut row = Vec::with_capacity(new.columns.len());
             for (i, source) in sources.iter().enumerate() {
                 let value = source.and_then(|j| old_row[j].take());
-                row.push(value.map(|v| convert(i, v)));
+                row.push(value.map(|v| convert(i, v)).transpose()?);
             }
             new.check_row(&row)?;
             let key = new.entity_key(&row)?;
@@ -1627,50 +1591,6 @@ async fn rewrite_rows(
     }
     deletes.extend(writes);
     session.apply_to_transaction(deletes, old)
-}
-
-/// Refuses a change of a column's type that tablegate does not make:
-/// only between text types, between integer types, between floating-point
-/// types, and to a numeric of the same scale and no less precision.
-fn retype_supported(from: SqlType, to: SqlType) -> Result<()> {
-    use SqlType::*;
-    let supported = match (from, to) {
-        (Text | Varchar(_), Text | Varchar(_)) => true,
-        (Int2 | Int4 | Int8, Int2 | Int4 | Int8) => true,
-        (Float4 | Float8, Float4 | Float8) => true,
-        (
-            Numeric {
-                precision: p,
-                scale: s,
-            },
-            Numeric {
-                precision: p2,
-                scale: s2,
-            },
-        ) => s == s2 && p2 >= p,
-        _ => false,
-    };
-    if supported {
-        return Ok(());
-    }
-    Err(SqlError::FeatureNotSupported(format!(
-        "ALTER COLUMN TYPE from {} to {} is not supported (only between text types, between \
-         integer types, between floating-point types, and to a numeric of the same scale)",
-        from.pg_name(),
-        to.pg_name()
-    )))
-}
-
-/// A value of a column whose type changed, as the new type stores it (an
-/// integer's width; the rows' values were checked to fit).
-fn retyped(to: SqlType, value: Value) -> Value {
-    match (value, to) {
-        (Value::Int32(n), SqlType::Int8) => Value::Int64(i64::from(n)),
-        (Value::Int64(n), SqlType::Int2 | SqlType::Int4) => {
-            Value::Int32(i32::try_from(n).unwrap_or_default())
-        }
-        (value, _) => value,
-    }
 }
 
 /// Creates a sequence; a relation of the same name is an error (42P07), as

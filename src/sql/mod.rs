@@ -48,6 +48,7 @@ pub mod pushdown;
 mod records;
 mod recordsets;
 mod rename;
+mod retype;
 mod rewrite;
 mod scan;
 pub mod session;

@@ -30,27 +30,8 @@ pub(super) fn explicit_cast(using: &AstExpr, column: &str, to: SqlType) -> Resul
             expr,
             data_type,
             ..
-        } if sql_type(data_type).is_ok_and(|ty| ty == to) => {
-            // A cast to a `varchar(n)` reaches here as the statement's
-            // rewrite leaves it: `left(c::text, n)::varchar(n)`.
-            let cast = match &**expr {
-                AstExpr::Function(f) if f.name.to_string().eq_ignore_ascii_case("left") => {
-                    match &f.args {
-                        FunctionArguments::List(list) => match list.args.first() {
-                            Some(FunctionArg::Unnamed(FunctionArgExpr::Expr(AstExpr::Cast {
-                                expr,
-                                ..
-                            }))) => expr,
-                            _ => expr,
-                        },
-                        _ => expr,
-                    }
-                }
-                _ => expr,
-            };
-            if is_column(cast) {
-                return Ok(true);
-            }
+        } if sql_type(data_type).is_ok_and(|ty| ty == to) && is_column(cast_operand(expr)) => {
+            return Ok(true)
         }
         _ => {}
     }
@@ -61,17 +42,42 @@ pub(super) fn explicit_cast(using: &AstExpr, column: &str, to: SqlType) -> Resul
     )))
 }
 
+/// What a cast casts, seen through the statement's rewrite of a cast to a
+/// `varchar(n)`, which reaches here as `left(c::text, n)::varchar(n)`.
+fn cast_operand(expr: &AstExpr) -> &AstExpr {
+    let AstExpr::Function(f) = expr else {
+        return expr;
+    };
+    let FunctionArguments::List(list) = &f.args else {
+        return expr;
+    };
+    match list.args.first() {
+        Some(FunctionArg::Unnamed(FunctionArgExpr::Expr(AstExpr::Cast { expr, .. })))
+            if f.name.to_string().eq_ignore_ascii_case("left") =>
+        {
+            expr
+        }
+        _ => expr,
+    }
+}
+
 /// Refuses a change of a column's type that tablegate does not make.
 pub(super) fn supported(from: SqlType, to: SqlType) -> Result<()> {
     use SqlType::*;
-    let supported = match (from, to) {
-        (Text | Varchar(_), Text | Varchar(_) | Int2 | Int4 | Int8) => true,
-        (Int2 | Int4 | Int8, Int2 | Int4 | Int8 | Float4 | Float8 | Numeric { .. }) => true,
-        (Int2 | Int4 | Int8 | Numeric { .. } | Bool, Text | Varchar(_)) => true,
-        (Float4 | Float8, Float4 | Float8) => true,
-        (Numeric { .. }, Numeric { .. } | Float4 | Float8) => true,
-        _ => false,
-    };
+    let supported = matches!(
+        (from, to),
+        (Text | Varchar(_), Text | Varchar(_) | Int2 | Int4 | Int8)
+            | (
+                Int2 | Int4 | Int8,
+                Int2 | Int4 | Int8 | Float4 | Float8 | Numeric { .. }
+            )
+            | (
+                Int2 | Int4 | Int8 | Numeric { .. } | Bool,
+                Text | Varchar(_)
+            )
+            | (Float4 | Float8, Float4 | Float8)
+            | (Numeric { .. }, Numeric { .. } | Float4 | Float8)
+    );
     if supported {
         return Ok(());
     }

@@ -881,9 +881,9 @@ pub async fn alter_table(session: &mut Session, alter: AlterTable) -> Result<Out
     }
     let mut def = (*current).clone();
     let mut rekeyed = false;
-    // Columns whose type changes (and whether by an explicit cast, `USING
-    // c::type`), and columns dropped: the rows are written again.
-    let mut retypes: Vec<(String, bool)> = Vec::new();
+    // Columns whose type changes, and columns dropped: the rows are
+    // written again.
+    let mut retypes: Vec<(String, super::retype::Retype)> = Vec::new();
     let mut dropped: Vec<String> = Vec::new();
     // Columns added with a default, which the rows there are take.
     let mut filled = Vec::new();
@@ -1030,8 +1030,9 @@ pub async fn alter_table(session: &mut Session, alter: AlterTable) -> Result<Out
                         };
                         let from = def.columns[i].ty;
                         if from != to {
-                            super::retype::supported(from, to)?;
-                            retypes.push((column, explicit));
+                            let zone = session.settings().zone();
+                            let retype = super::retype::Retype::new(from, to, explicit, zone)?;
+                            retypes.push((column, retype));
                             def.columns[i].ty = to;
                         }
                     }
@@ -1093,8 +1094,8 @@ pub async fn alter_table(session: &mut Session, alter: AlterTable) -> Result<Out
     }
     check_definition(&def)?;
     if rekeyed || !retypes.is_empty() || !dropped.is_empty() || renamed_property {
-        let retyped_columns: Vec<Option<bool>> = (def.columns.iter())
-            .map(|c| retypes.iter().find(|(r, _)| *r == c.name).map(|(_, e)| *e))
+        let retyped_columns: Vec<Option<&super::retype::Retype>> = (def.columns.iter())
+            .map(|c| retypes.iter().find(|(r, _)| *r == c.name).map(|(_, r)| r))
             .collect();
         let sources = (def.columns.iter())
             .map(|c| {
@@ -1108,7 +1109,7 @@ pub async fn alter_table(session: &mut Session, alter: AlterTable) -> Result<Out
             &def,
             sources,
             |i, value| match retyped_columns[i] {
-                Some(explicit) => super::retype::convert(def.columns[i].ty, value, explicit),
+                Some(retype) => retype.value(value),
                 None => Ok(value),
             },
         )

@@ -879,6 +879,9 @@ pub async fn alter_table(session: &mut Session, alter: AlterTable) -> Result<Out
         }
         return Err(super::views::not_a("table", &name, None));
     }
+    if current.view.is_some() {
+        materialized_view_alters(&name, &alter.operations)?;
+    }
     let mut def = (*current).clone();
     let mut rekeyed = false;
     // Columns whose type changes, and columns dropped: the rows are
@@ -1131,6 +1134,49 @@ pub async fn alter_table(session: &mut Session, alter: AlterTable) -> Result<Out
         }
     }
     Ok(Output::Command("ALTER TABLE".into()))
+}
+
+/// Refuses what ALTER TABLE does not do to a materialized view, whose
+/// columns and rows its query makes: PostgreSQL's 42809 for what it
+/// refuses too, 0A000 for RENAME COLUMN (the view's maintenance names its
+/// columns after its query's).
+fn materialized_view_alters(name: &str, operations: &[AlterTableOperation]) -> Result<()> {
+    for operation in operations {
+        let action = match operation {
+            AlterTableOperation::OwnerTo { .. } | AlterTableOperation::RenameConstraint { .. } => {
+                continue
+            }
+            AlterTableOperation::RenameColumn { .. } => {
+                return Err(SqlError::FeatureNotSupported(format!(
+                    "renaming a column of materialized view \"{name}\" is not supported"
+                )))
+            }
+            AlterTableOperation::AddColumn { .. } => "ADD COLUMN".to_owned(),
+            AlterTableOperation::DropColumn { .. } => "DROP COLUMN".to_owned(),
+            AlterTableOperation::AddConstraint { .. } => "ADD CONSTRAINT".to_owned(),
+            AlterTableOperation::DropConstraint { .. } => "DROP CONSTRAINT".to_owned(),
+            AlterTableOperation::AlterColumn { op, .. } => {
+                let what = match op {
+                    AlterColumnOperation::SetNotNull => "SET NOT NULL",
+                    AlterColumnOperation::DropNotNull => "DROP NOT NULL",
+                    AlterColumnOperation::SetDefault { .. } => "SET DEFAULT",
+                    AlterColumnOperation::DropDefault => "DROP DEFAULT",
+                    AlterColumnOperation::SetDataType { .. } => "SET DATA TYPE",
+                    _ => "",
+                };
+                format!("ALTER COLUMN ... {what}")
+            }
+            other => other.to_string(),
+        };
+        return Err(SqlError::WrongObjectType(format!(
+            "ALTER action {action} cannot be performed on relation \"{name}\""
+        ))
+        .explained(
+            Some("This operation is not supported for materialized views.".into()),
+            None,
+        ));
+    }
+    Ok(())
 }
 
 /// Removes column `i` from `def`, with the indexes, foreign keys and

@@ -18,8 +18,8 @@ use datafusion::arrow::datatypes::DataType;
 use datafusion::sql::sqlparser::ast::{
     AlterColumnOperation, AlterTable, AlterTableOperation, CheckConstraint, ColumnDef,
     ColumnOption, CommentObject, CreateIndex, CreateTable, CreateTableOptions, Expr as AstExpr,
-    ForeignKeyConstraint, GeneratedAs, ObjectName, ReferentialAction, SqlOption, TableConstraint,
-    Truncate, UniqueConstraint,
+    ForeignKeyConstraint, GeneratedAs, ObjectName, ReferentialAction, RenameTableNameKind,
+    SqlOption, TableConstraint, Truncate, UniqueConstraint,
 };
 use datafusion::sql::sqlparser::dialect::PostgreSqlDialect;
 use futures::TryStreamExt;
@@ -872,6 +872,13 @@ pub async fn alter_table(session: &mut Session, alter: AlterTable) -> Result<Out
         return Ok(Output::Command("ALTER TABLE".into()));
     }
     let current = session.table(&name)?;
+    if let [AlterTableOperation::RenameTable {
+        table_name: RenameTableNameKind::To(new) | RenameTableNameKind::As(new),
+    }] = alter.operations.as_slice()
+    {
+        super::rename::rename_relation(session, &current, &table_name(new)?)?;
+        return Ok(Output::Command("ALTER TABLE".into()));
+    }
     if current.plain_view.is_some() {
         // pg_dump gives views owners with ALTER TABLE.
         if owner_only {

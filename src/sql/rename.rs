@@ -211,6 +211,44 @@ fn primary_key_keeps_its_name(table: &str) -> SqlError {
     ))
 }
 
+/// `ALTER TABLE r RENAME TO new` of a view, which holds no rows: the
+/// definition under its new name. A table's (or a materialized view's)
+/// rows are in a store table of its name and are not moved, and a view
+/// that another reads keeps its name (their queries name it).
+pub(super) fn rename_relation(session: &mut Session, def: &TableDef, new: &str) -> Result<()> {
+    if def.holds_rows() {
+        return Err(SqlError::FeatureNotSupported(format!(
+            "renaming table \"{}\" is not supported: its rows are stored under its name",
+            def.name
+        ))
+        .explained(
+            None,
+            Some(format!(
+                "Create the table \"{new}\" and copy the rows: INSERT INTO {} SELECT * FROM {}.",
+                quote_ident(new),
+                quote_ident(&def.name)
+            )),
+        ));
+    }
+    if name_taken(session, new) {
+        return Err(CatalogError::TableExists(new.to_owned()).into());
+    }
+    if let Some(view) = views_reading(session, &def.name).first() {
+        return Err(SqlError::FeatureNotSupported(format!(
+            "cannot rename view \"{}\": view \"{view}\" reads it",
+            def.name
+        ))
+        .explained(
+            None,
+            Some("Drop the view that reads it, rename, and create that view again.".into()),
+        ));
+    }
+    let mut renamed = def.clone();
+    renamed.name = new.to_owned();
+    define(session, &def.name, None)?;
+    define(session, new, Some(renamed))
+}
+
 /// The views, plain and materialized, that read table `name`.
 fn views_reading(session: &Session, name: &str) -> Vec<String> {
     session

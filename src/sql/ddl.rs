@@ -269,14 +269,25 @@ fn unique_index(session: &Session, table: &str, unique: &UniqueConstraint) -> Re
 }
 
 /// Where a new index named `name` keeps its entries: `None` for the store
-/// table of its name, unless an index holds that one, as committed or as
-/// this transaction sees it (one dropped in it, or renamed from `name`):
-/// then the first of `name.2`, `name.3`, ... that none holds.
+/// table of its name, unless an index holds that one (see
+/// [`free_index_storage_in`]).
 fn free_index_storage(session: &Session, name: &str) -> Option<String> {
-    let held: BTreeSet<String> = (session.engine().catalog.list().iter())
+    free_index_storage_in(&held_index_storage(session), name)
+}
+
+/// The store tables of every index, as committed or as this transaction
+/// sees them (one dropped in it still holds its store table).
+pub(super) fn held_index_storage(session: &Session) -> BTreeSet<String> {
+    (session.engine().catalog.list().iter())
         .chain(session.tables().iter())
         .flat_map(|def| def.indexes.iter().map(IndexDef::store_table))
-        .collect();
+        .collect()
+}
+
+/// Where a new index named `name` keeps its entries, given the store
+/// tables `held`: `None` for the one of its name if it is free, else the
+/// first of `name.2`, `name.3`, ... that is.
+pub(super) fn free_index_storage_in(held: &BTreeSet<String>, name: &str) -> Option<String> {
     if !held.contains(&IndexDef::store_table_of(name)) {
         return None;
     }
@@ -876,7 +887,7 @@ pub async fn alter_table(session: &mut Session, alter: AlterTable) -> Result<Out
         table_name: RenameTableNameKind::To(new) | RenameTableNameKind::As(new),
     }] = alter.operations.as_slice()
     {
-        super::rename::rename_relation(session, &current, &table_name(new)?)?;
+        super::rename::rename_relation(session, &current, &table_name(new)?).await?;
         return Ok(Output::Command("ALTER TABLE".into()));
     }
     if current.plain_view.is_some() {
@@ -1584,7 +1595,9 @@ async fn has_rows(session: &Session, def: &TableDef) -> Result<bool> {
 /// column `new` adds has none, and is NULL) made by `convert`, under its
 /// key in `new` (a row whose key changes is deleted under its old one:
 /// two rows of one key fail with 23505, a NULL key column with 23502).
-async fn rewrite_rows(
+/// When `new` is another table (`old` renamed), each row is inserted
+/// there, and `old` goes with its rows.
+pub(super) async fn rewrite_rows(
     session: &mut Session,
     old: &Arc<TableDef>,
     new: &TableDef,
@@ -1619,7 +1632,8 @@ async fn rewrite_rows(
             new.check_row(&row)?;
             let key = new.entity_key(&row)?;
             let rewritten = new.row_to_entity(key.clone(), &row)?;
-            if key == entity.key {
+            let moved = new.name != old.name;
+            if key == entity.key && !moved {
                 writes.extend(Change::rewrite(&new.name, key, entity.etag, rewritten));
                 continue;
             }
@@ -1630,6 +1644,9 @@ async fn rewrite_rows(
                 read: None,
                 creates: true,
             });
+            if moved {
+                continue;
+            }
             deletes.push(Change {
                 table: old.name.clone(),
                 key: entity.key,

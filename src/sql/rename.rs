@@ -1,4 +1,4 @@
-//! `RENAME` of a column, a constraint or an index.
+//! `RENAME` of a column, a constraint, an index, a table or a view.
 //!
 //! What names a column is renamed with it: the table's indexes, foreign
 //! keys and CHECK conditions, other tables' foreign keys that reference
@@ -6,17 +6,23 @@
 //! columns, so a column held as a property is renamed in every row (the
 //! rows are written again, as DROP COLUMN writes them); key columns are
 //! encoded by position and their rows stay as they are. An index keeps
-//! its entries under its new name (`IndexDef::stored_as`).
+//! its entries under its new name (`IndexDef::stored_as`). A table's rows
+//! are in a store table of its name: a renamed table's are written again
+//! under the new one.
 //!
-//! Views are kept as the text of their query, which names columns: a
-//! column of a table a view reads keeps its name (the view would no
-//! longer read).
+//! Views are kept as the text of their query, which names tables and
+//! columns: a table or column a view reads keeps its name (the view would
+//! no longer read).
 
 use std::ops::ControlFlow;
 
 use datafusion::sql::sqlparser::ast::{visit_expressions_mut, Expr as AstExpr, Ident, ObjectName};
 
-use super::ddl::{define, name_taken, table_of_index};
+use std::sync::Arc;
+
+use super::ddl::{
+    define, free_index_storage_in, held_index_storage, name_taken, rewrite_rows, table_of_index,
+};
 use super::error::{Result, SqlError};
 use super::pg_catalog::{primary_key_name, quote_ident};
 use super::session::{table_name, Output, Session};
@@ -89,14 +95,11 @@ pub(super) async fn rename_column(
         let name = other.name.clone();
         define(session, &name, Some(other))?;
     }
-    let sequences = &session.engine().catalog.sequences;
-    for sequence in sequences.list() {
-        if sequence.def.owned_by == Some((def.name.clone(), old.to_owned())) {
-            let mut owned = sequence.def.clone();
-            owned.owned_by = Some((def.name.clone(), new.to_owned()));
-            sequences.alter(owned).await?;
-        }
-    }
+    let table = def.name.clone();
+    move_sequence_owners(session, |(t, c)| {
+        (*t == table && c == old).then(|| (t.clone(), new.to_owned()))
+    })
+    .await?;
     Ok(def.columns[i].system.is_none() && !def.is_key_column(i))
 }
 
@@ -211,31 +214,32 @@ fn primary_key_keeps_its_name(table: &str) -> SqlError {
     ))
 }
 
-/// `ALTER TABLE r RENAME TO new` of a view, which holds no rows: the
-/// definition under its new name. A table's (or a materialized view's)
-/// rows are in a store table of its name and are not moved, and a view
-/// that another reads keeps its name (their queries name it).
-pub(super) fn rename_relation(session: &mut Session, def: &TableDef, new: &str) -> Result<()> {
-    if def.holds_rows() {
+/// `ALTER TABLE r RENAME TO new`. A view holds no rows: its definition
+/// takes the new name. A table's rows are stored under its name: they are
+/// written again into a table of the new name (up to 1,000,000, in the
+/// statement's one atomic write, as the other rewrites), each index's
+/// entries into a store table of their own, and the old table goes. The
+/// foreign keys that reference it, and the sequences its columns own,
+/// follow it. A relation that a view reads keeps its name (the view's
+/// query names it), and so does a materialized view (its query makes its
+/// rows under its name).
+pub(super) async fn rename_relation(
+    session: &mut Session,
+    def: &Arc<TableDef>,
+    new: &str,
+) -> Result<()> {
+    if def.view.is_some() {
         return Err(SqlError::FeatureNotSupported(format!(
-            "renaming table \"{}\" is not supported: its rows are stored under its name",
+            "renaming materialized view \"{}\" is not supported",
             def.name
-        ))
-        .explained(
-            None,
-            Some(format!(
-                "Create the table \"{new}\" and copy the rows: INSERT INTO {} SELECT * FROM {}.",
-                quote_ident(new),
-                quote_ident(&def.name)
-            )),
-        ));
+        )));
     }
     if name_taken(session, new) {
         return Err(CatalogError::TableExists(new.to_owned()).into());
     }
     if let Some(view) = views_reading(session, &def.name).first() {
         return Err(SqlError::FeatureNotSupported(format!(
-            "cannot rename view \"{}\": view \"{view}\" reads it",
+            "cannot rename \"{}\": view \"{view}\" reads it",
             def.name
         ))
         .explained(
@@ -243,10 +247,66 @@ pub(super) fn rename_relation(session: &mut Session, def: &TableDef, new: &str) 
             Some("Drop the view that reads it, rename, and create that view again.".into()),
         ));
     }
-    let mut renamed = def.clone();
+    let old = def.name.clone();
+    let mut renamed = (**def).clone();
     renamed.name = new.to_owned();
-    define(session, &def.name, None)?;
-    define(session, new, Some(renamed))
+    for fk in renamed.foreign_keys.iter_mut().filter(|fk| fk.table == old) {
+        fk.table = new.to_owned();
+    }
+    if !def.holds_rows() {
+        define(session, &old, None)?;
+        return define(session, new, Some(renamed));
+    }
+    let mut held = held_index_storage(session);
+    for index in &mut renamed.indexes {
+        index.stored_as = free_index_storage_in(&held, &index.name);
+        held.insert(index.store_table());
+    }
+    for other in session.tables() {
+        if other.name == old || !other.foreign_keys.iter().any(|fk| fk.table == old) {
+            continue;
+        }
+        let mut other = (*other).clone();
+        for fk in other.foreign_keys.iter_mut().filter(|fk| fk.table == old) {
+            fk.table = new.to_owned();
+        }
+        let name = other.name.clone();
+        define(session, &name, Some(other))?;
+    }
+    let sources = (0..renamed.columns.len()).map(Some).collect();
+    define(session, new, Some(renamed.clone()))?;
+    rewrite_rows(session, def, &renamed, sources, |_, value| Ok(value)).await?;
+    define(session, &old, None)?;
+    move_sequence_owners(session, |(t, c)| {
+        (*t == old).then(|| (new.to_owned(), c.clone()))
+    })
+    .await
+}
+
+/// Gives each sequence whose owner (table, column) `moved` maps to another
+/// that owner, at once (sequences are not transactional); the transaction
+/// gives the old owner back if it does not commit.
+async fn move_sequence_owners(
+    session: &mut Session,
+    moved: impl Fn(&(String, String)) -> Option<(String, String)>,
+) -> Result<()> {
+    let sequences = session.engine().catalog.sequences.list();
+    for sequence in sequences {
+        let Some(owner) = &sequence.def.owned_by else {
+            continue;
+        };
+        let Some(new_owner) = moved(owner) else {
+            continue;
+        };
+        let mut def = sequence.def.clone();
+        def.owned_by = Some(new_owner);
+        session.engine().catalog.sequences.alter(def).await?;
+        let changes = &mut session.transaction()?.sequences;
+        changes
+            .owners
+            .push((sequence.def.name.clone(), owner.clone()));
+    }
+    Ok(())
 }
 
 /// The views, plain and materialized, that read table `name`.

@@ -1560,13 +1560,23 @@ impl Session {
     }
 
     /// At the end of a transaction: the sequences it dropped go if it
-    /// committed, and those it created go if it did not.
+    /// committed, and those it created go if it did not, and those it gave
+    /// new owners get their owners back.
     async fn end_sequences(
         &self,
         changes: crate::sql::txn::SequenceChanges,
         committed: bool,
     ) -> Result<()> {
         let sequences = &self.engine.catalog.sequences;
+        if !committed {
+            for (name, owner) in changes.owners.into_iter().rev() {
+                if let Some(sequence) = sequences.get(&name) {
+                    let mut def = sequence.def.clone();
+                    def.owned_by = Some(owner);
+                    sequences.alter(def).await?;
+                }
+            }
+        }
         let gone = if committed {
             changes.dropped
         } else {

@@ -141,11 +141,14 @@ pub struct Transaction {
 }
 
 /// Sequences a transaction created (at once, so that it can draw from
-/// them: dropped again if it does not commit) and dropped (at its commit).
+/// them: dropped again if it does not commit) and dropped (at its commit),
+/// and those whose owner it changed at once (a column or table renamed),
+/// with the owner before, given back if it does not commit.
 #[derive(Debug, Default)]
 pub struct SequenceChanges {
     pub created: Vec<String>,
     pub dropped: Vec<String>,
+    pub owners: Vec<(String, (String, String))>,
 }
 
 impl Transaction {

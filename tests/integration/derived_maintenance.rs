@@ -392,3 +392,52 @@ async fn renamed_indexes_and_columns_keep_their_entries() {
     let found = common::simple_rows(&client, "SELECT id FROM r WHERE w = 'w42'").await;
     assert_eq!(text(found), "42");
 }
+
+/// A renamed table keeps its rows and its indexes under the new name,
+/// after a restart too, and its old name is free for a new table.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_renamed_table_keeps_its_rows_and_indexes() {
+    let server = TestServer::start().await;
+    let client = server.client().await;
+    client
+        .batch_execute(
+            "CREATE TABLE old_name (id int PRIMARY KEY, v int);
+             INSERT INTO old_name SELECT i, i % 7 FROM generate_series(1, 300) AS s(i);
+             CREATE INDEX old_name_v ON old_name (v);
+             ALTER TABLE old_name RENAME TO new_name;",
+        )
+        .await
+        .unwrap();
+    // A name dropped and taken again in one transaction is refused for a
+    // table with indexes: the new table comes in a transaction of its own.
+    client
+        .batch_execute(
+            "CREATE TABLE old_name (id int PRIMARY KEY, v int);
+             CREATE INDEX old_name_v2 ON old_name (v);
+             INSERT INTO old_name VALUES (1, 5);
+             UPDATE new_name SET v = 9 WHERE id <= 5;",
+        )
+        .await
+        .unwrap();
+    drop(client);
+    let server = TestServer::start_in(server.stop().await).await;
+    let client = server.client().await;
+    for index in ["old_name_v", "old_name_v2"] {
+        let differences = client
+            .query(&format!("VERIFY INDEX {index}"), &[])
+            .await
+            .unwrap();
+        assert!(
+            differences.is_empty(),
+            "{index}: {} differences",
+            differences.len()
+        );
+    }
+    let text = |rows: Vec<Vec<String>>| rows.concat().join("\n");
+    let count = common::simple_rows(&client, "SELECT count(*) FROM new_name WHERE v = 9").await;
+    assert_eq!(text(count), "5");
+    let all = common::simple_rows(&client, "SELECT count(*), sum(id) FROM new_name").await;
+    assert_eq!(text(all), "300\n45150");
+    let other = common::simple_rows(&client, "SELECT id FROM old_name WHERE v = 5").await;
+    assert_eq!(text(other), "1");
+}

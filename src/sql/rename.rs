@@ -20,13 +20,14 @@ use datafusion::sql::sqlparser::ast::{visit_expressions_mut, Expr as AstExpr, Id
 
 use std::sync::Arc;
 
+use super::ddl::Relation;
 use super::ddl::{
     define, free_index_storage_in, held_index_storage, name_taken, rewrite_rows, table_of_index,
 };
 use super::error::{Result, SqlError};
 use super::pg_catalog::{primary_key_name, quote_ident};
 use super::session::{table_name, Output, Session};
-use crate::catalog::{CatalogError, TableDef};
+use crate::catalog::{CatalogError, ForeignKey, TableDef};
 
 /// Renames column `old` of `def` to `new` with what names it (the other
 /// tables' foreign keys are defined again here). Returns whether the
@@ -49,16 +50,7 @@ pub(super) async fn rename_column(
             ),
         ));
     }
-    if let Some(view) = views_reading(session, &def.name).first() {
-        return Err(SqlError::FeatureNotSupported(format!(
-            "cannot rename column \"{old}\" of table \"{}\": view \"{view}\" reads the table",
-            def.name
-        ))
-        .explained(
-            None,
-            Some("Drop the view, rename the column and create the view again.".into()),
-        ));
-    }
+    not_read_by_a_view(session, &def.name, &format!("column \"{old}\" of table"))?;
     let renamed = |name: &mut String| {
         if name == old {
             *name = new.to_owned();
@@ -77,24 +69,9 @@ pub(super) async fn rename_column(
     for check in &mut def.checks {
         check.expr = renamed_in_condition(&check.expr, old, new)?;
     }
-    for other in session.tables() {
-        if other.name == def.name
-            || !(other.foreign_keys.iter())
-                .any(|fk| fk.table == def.name && fk.referenced.iter().any(|c| c == old))
-        {
-            continue;
-        }
-        let mut other = (*other).clone();
-        for fk in other
-            .foreign_keys
-            .iter_mut()
-            .filter(|fk| fk.table == def.name)
-        {
-            fk.referenced.iter_mut().for_each(renamed);
-        }
-        let name = other.name.clone();
-        define(session, &name, Some(other))?;
-    }
+    redefine_references(session, &def.name, |fk| {
+        fk.referenced.iter_mut().for_each(renamed)
+    })?;
     let table = def.name.clone();
     move_sequence_owners(session, |(t, c)| {
         (*t == table && c == old).then(|| (t.clone(), new.to_owned()))
@@ -237,16 +214,7 @@ pub(super) async fn rename_relation(
     if name_taken(session, new) {
         return Err(CatalogError::TableExists(new.to_owned()).into());
     }
-    if let Some(view) = views_reading(session, &def.name).first() {
-        return Err(SqlError::FeatureNotSupported(format!(
-            "cannot rename \"{}\": view \"{view}\" reads it",
-            def.name
-        ))
-        .explained(
-            None,
-            Some("Drop the view that reads it, rename, and create that view again.".into()),
-        ));
-    }
+    not_read_by_a_view(session, &def.name, Relation::of(def).word())?;
     let old = def.name.clone();
     let mut renamed = (**def).clone();
     renamed.name = new.to_owned();
@@ -262,17 +230,7 @@ pub(super) async fn rename_relation(
         index.stored_as = free_index_storage_in(&held, &index.name);
         held.insert(index.store_table());
     }
-    for other in session.tables() {
-        if other.name == old || !other.foreign_keys.iter().any(|fk| fk.table == old) {
-            continue;
-        }
-        let mut other = (*other).clone();
-        for fk in other.foreign_keys.iter_mut().filter(|fk| fk.table == old) {
-            fk.table = new.to_owned();
-        }
-        let name = other.name.clone();
-        define(session, &name, Some(other))?;
-    }
+    redefine_references(session, &old, |fk| fk.table = new.to_owned())?;
     let sources = (0..renamed.columns.len()).map(Some).collect();
     define(session, new, Some(renamed.clone()))?;
     rewrite_rows(session, def, &renamed, sources, |_, value| Ok(value)).await?;
@@ -307,6 +265,44 @@ async fn move_sequence_owners(
             .push((sequence.def.name.clone(), owner.clone()));
     }
     Ok(())
+}
+
+/// Defines again each other table whose foreign keys reference `table`,
+/// with `change` made to those foreign keys.
+fn redefine_references(
+    session: &mut Session,
+    table: &str,
+    change: impl Fn(&mut ForeignKey),
+) -> Result<()> {
+    for other in session.tables() {
+        if other.name == table || !other.foreign_keys.iter().any(|fk| fk.table == table) {
+            continue;
+        }
+        let mut other = (*other).clone();
+        other
+            .foreign_keys
+            .iter_mut()
+            .filter(|fk| fk.table == table)
+            .for_each(&change);
+        let name = other.name.clone();
+        define(session, &name, Some(other))?;
+    }
+    Ok(())
+}
+
+/// Refuses to rename `what` relation `name` (or a column of it) while a
+/// view reads it: the view's query names it.
+fn not_read_by_a_view(session: &Session, name: &str, what: &str) -> Result<()> {
+    let Some(view) = views_reading(session, name).into_iter().next() else {
+        return Ok(());
+    };
+    Err(SqlError::FeatureNotSupported(format!(
+        "cannot rename {what} \"{name}\": view \"{view}\" reads it"
+    ))
+    .explained(
+        None,
+        Some("Drop the view, rename, and create the view again.".into()),
+    ))
 }
 
 /// The views, plain and materialized, that read table `name`.

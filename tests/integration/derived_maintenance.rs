@@ -348,6 +348,26 @@ async fn an_interrupted_build_leaves_no_index() {
         .any(|t| t.ends_with(".index.t_v")));
 }
 
+/// Each index verifies clean: its entries are what its table's rows make.
+async fn verify_clean(client: &tokio_postgres::Client, indexes: &[&str]) {
+    for index in indexes {
+        let differences = client
+            .query(&format!("VERIFY INDEX {index}"), &[])
+            .await
+            .unwrap();
+        assert!(
+            differences.is_empty(),
+            "{index}: {} differences",
+            differences.len()
+        );
+    }
+}
+
+/// A simple query's rows, their values on lines of their own.
+async fn text(client: &tokio_postgres::Client, sql: &str) -> String {
+    common::simple_rows(client, sql).await.concat().join("\n")
+}
+
 /// A renamed index keeps its entries (nothing is built again) and a new
 /// index may take its old name: after writes under the new names and a
 /// restart, both indexes hold exactly what their rows make them and
@@ -372,25 +392,17 @@ async fn renamed_indexes_and_columns_keep_their_entries() {
     drop(client);
     let server = TestServer::start_in(server.stop().await).await;
     let client = server.client().await;
-    for index in ["r_by_v", "r_v"] {
-        let differences = client
-            .query(&format!("VERIFY INDEX {index}"), &[])
-            .await
-            .unwrap();
-        assert!(
-            differences.is_empty(),
-            "{index}: {} differences",
-            differences.len()
-        );
-    }
-    let text = |rows: Vec<Vec<String>>| rows.concat().join("\n");
-    let plan =
-        text(common::simple_rows(&client, "EXPLAIN SELECT id FROM r WHERE weight = 9").await);
+    verify_clean(&client, &["r_by_v", "r_v"]).await;
+    let plan = text(&client, "EXPLAIN SELECT id FROM r WHERE weight = 9").await;
     assert!(plan.contains("access=index r_by_v"), "{plan}");
-    let count = common::simple_rows(&client, "SELECT count(*) FROM r WHERE weight = 9").await;
-    assert_eq!(text(count), "10");
-    let found = common::simple_rows(&client, "SELECT id FROM r WHERE w = 'w42'").await;
-    assert_eq!(text(found), "42");
+    assert_eq!(
+        text(&client, "SELECT count(*) FROM r WHERE weight = 9").await,
+        "10"
+    );
+    assert_eq!(
+        text(&client, "SELECT id FROM r WHERE w = 'w42'").await,
+        "42"
+    );
 }
 
 /// A renamed table keeps its rows and its indexes under the new name,
@@ -422,22 +434,17 @@ async fn a_renamed_table_keeps_its_rows_and_indexes() {
     drop(client);
     let server = TestServer::start_in(server.stop().await).await;
     let client = server.client().await;
-    for index in ["old_name_v", "old_name_v2"] {
-        let differences = client
-            .query(&format!("VERIFY INDEX {index}"), &[])
-            .await
-            .unwrap();
-        assert!(
-            differences.is_empty(),
-            "{index}: {} differences",
-            differences.len()
-        );
-    }
-    let text = |rows: Vec<Vec<String>>| rows.concat().join("\n");
-    let count = common::simple_rows(&client, "SELECT count(*) FROM new_name WHERE v = 9").await;
-    assert_eq!(text(count), "5");
-    let all = common::simple_rows(&client, "SELECT count(*), sum(id) FROM new_name").await;
-    assert_eq!(text(all), "300\n45150");
-    let other = common::simple_rows(&client, "SELECT id FROM old_name WHERE v = 5").await;
-    assert_eq!(text(other), "1");
+    verify_clean(&client, &["old_name_v", "old_name_v2"]).await;
+    assert_eq!(
+        text(&client, "SELECT count(*) FROM new_name WHERE v = 9").await,
+        "5"
+    );
+    assert_eq!(
+        text(&client, "SELECT count(*), sum(id) FROM new_name").await,
+        "300\n45150"
+    );
+    assert_eq!(
+        text(&client, "SELECT id FROM old_name WHERE v = 5").await,
+        "1"
+    );
 }

@@ -882,6 +882,10 @@ pub async fn alter_table(session: &mut Session, alter: AlterTable) -> Result<Out
     if owner_only && session.engine().catalog.sequences.get(&name).is_some() {
         return Ok(Output::Command("ALTER TABLE".into()));
     }
+    if alter.if_exists && session.table_def(&name).is_none() {
+        skipped(session, "relation", &name);
+        return Ok(Output::Command("ALTER TABLE".into()));
+    }
     let current = session.table(&name)?;
     if let [AlterTableOperation::RenameTable {
         table_name: RenameTableNameKind::To(new) | RenameTableNameKind::As(new),

@@ -800,12 +800,8 @@ pub fn drop_relations(
         }
         // The materialized views made from a table's rows.
         if kind == Relation::Table && cascade {
-            for view in session.tables() {
-                let reads = view
-                    .view
-                    .as_ref()
-                    .is_some_and(|v| v.base_tables().contains(&name.as_str()));
-                if reads {
+            for view in super::views::readers(session, &name) {
+                if view.view.is_some() {
                     define(session, &view.name, None)?;
                 }
             }
@@ -1573,9 +1569,10 @@ pub fn comment(
 }
 
 /// Most rows an ALTER TABLE writes again (ADD PRIMARY KEY, DROP COLUMN,
-/// a column's TYPE): each row is written again in the statement's one
-/// atomic write, which holds them in memory.
-pub const MAX_REKEYED_ROWS: usize = 1_000_000;
+/// a column's TYPE, RENAME of a column the rows hold or of the table):
+/// each row is written again in the statement's one atomic write, which
+/// holds them in memory.
+pub const MAX_REWRITTEN_ROWS: usize = 1_000_000;
 
 /// Whether a table holds a row, as the session sees it.
 async fn has_rows(session: &Session, def: &TableDef) -> Result<bool> {
@@ -1617,11 +1614,11 @@ pub(super) async fn rewrite_rows(
             .query(&old.name, &Query::table(), continuation.as_ref())
             .await?;
         for entity in page.entities {
-            if writes.len() == MAX_REKEYED_ROWS {
+            if writes.len() == MAX_REWRITTEN_ROWS {
                 return Err(SqlError::value(
                     "54000",
                     format!(
-                        "table {:?} holds more than {MAX_REKEYED_ROWS} rows, the most ALTER TABLE \
+                        "table {:?} holds more than {MAX_REWRITTEN_ROWS} rows, the most ALTER TABLE \
                          writes again; create the table as it should be and copy the rows into it",
                         old.name
                     ),

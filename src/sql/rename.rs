@@ -293,29 +293,15 @@ fn redefine_references(
 /// Refuses to rename `what` relation `name` (or a column of it) while a
 /// view reads it: the view's query names it.
 fn not_read_by_a_view(session: &Session, name: &str, what: &str) -> Result<()> {
-    let Some(view) = views_reading(session, name).into_iter().next() else {
+    let Some(view) = super::views::readers(session, name).into_iter().next() else {
         return Ok(());
     };
     Err(SqlError::FeatureNotSupported(format!(
-        "cannot rename {what} \"{name}\": view \"{view}\" reads it"
+        "cannot rename {what} \"{name}\": view \"{}\" reads it",
+        view.name
     ))
     .explained(
         None,
         Some("Drop the view, rename, and create the view again.".into()),
     ))
-}
-
-/// The views, plain and materialized, that read table `name`.
-fn views_reading(session: &Session, name: &str) -> Vec<String> {
-    session
-        .tables()
-        .iter()
-        .filter(|def| {
-            let plain =
-                (def.plain_view.as_ref()).is_some_and(|p| p.reads.iter().any(|r| r == name));
-            let materialized = (def.view.as_ref()).is_some_and(|v| v.base_tables().contains(&name));
-            plain || materialized
-        })
-        .map(|def| def.name.clone())
-        .collect()
 }

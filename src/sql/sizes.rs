@@ -23,7 +23,7 @@ use datafusion::logical_expr::{
 use datafusion::prelude::SessionContext;
 
 use super::functions::{int, relation_name};
-use super::pg_catalog::{indexes_of, oid_of, primary_key_oid, table_oid};
+use super::pg_catalog::{indexes_of, table_oid};
 use crate::catalog::{Catalog, TableDef};
 
 /// Which bytes of a relation a function counts.
@@ -121,15 +121,13 @@ impl Size {
             Some(name) => name.parse::<i64>().ok(),
             None => int(relation),
         };
-        let is = |kind: &str, candidate: &str| match (oid, name) {
-            (Some(oid), _) => i64::from(oid_of(kind, candidate)) == oid,
-            (None, Some(name)) => relation_name(name) == candidate,
+        // Whether the argument names the relation of this oid and name.
+        let names = |relation_oid: i32, relation: &str| match (oid, name) {
+            (Some(oid), _) => i64::from(relation_oid) == oid,
+            (None, Some(name)) => relation_name(name) == relation,
             (None, None) => false,
         };
-        if let Some(def) = tables.iter().find(|d| match oid {
-            Some(oid) => i64::from(table_oid(&d.name)) == oid,
-            None => is("table", &d.name),
-        }) {
+        if let Some(def) = tables.iter().find(|d| names(table_oid(&d.name), &d.name)) {
             let own = self.own_bytes(def).await?;
             return Ok(Some(match self.counted {
                 Counted::Own => own,
@@ -139,11 +137,7 @@ impl Size {
         }
         for def in &tables {
             for index in indexes_of(def) {
-                let named = match oid {
-                    Some(oid) if index.primary => i64::from(primary_key_oid(&def.name)) == oid,
-                    _ => is("index", &index.name),
-                };
-                if !named {
+                if !names(index.oid, &index.name) {
                     continue;
                 }
                 let stored = def.indexes.iter().find(|i| i.name == index.name);

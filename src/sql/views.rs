@@ -196,6 +196,21 @@ pub(super) fn drop_with_dependents(
     define(session, name, None)
 }
 
+/// The views, plain and materialized, whose own query reads relation
+/// `name`.
+pub(super) fn readers(session: &Session, name: &str) -> Vec<Arc<TableDef>> {
+    session
+        .tables()
+        .into_iter()
+        .filter(|def| {
+            let plain =
+                (def.plain_view.as_ref()).is_some_and(|p| p.reads.iter().any(|r| r == name));
+            let materialized = (def.view.as_ref()).is_some_and(|v| v.base_tables().contains(&name));
+            plain || materialized
+        })
+        .collect()
+}
+
 /// What PostgreSQL calls a relation in a dependency's DETAIL.
 fn kind_of(session: &Session, name: &str) -> &'static str {
     session

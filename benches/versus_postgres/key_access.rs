@@ -211,6 +211,44 @@ pub async fn create_tables(server: &Server) {
         .expect("create tables");
 }
 
+/// Inserts `rows` rows into a new table `name` one prepared INSERT at a
+/// time inside one transaction block (as a migration script or an ORM's
+/// unit of work does); returns the seconds from BEGIN to the end of COMMIT.
+pub async fn insert_block(server: &Server, name: &str, rows: u64) -> f64 {
+    let client = server.connect().await;
+    client
+        .batch_execute(&format!(
+            "CREATE TABLE {name} (id bigint PRIMARY KEY, owner text NOT NULL, amount bigint NOT NULL, note text)"
+        ))
+        .await
+        .expect("create block table");
+    let insert = client
+        .prepare(&format!(
+            "INSERT INTO {name} (id, owner, amount, note) VALUES ($1, $2, $3, $4)"
+        ))
+        .await
+        .expect("prepare");
+    let started = Instant::now();
+    client.batch_execute("BEGIN").await.expect("begin");
+    for id in 0..rows as i64 {
+        let owner = format!("owner {}", id % 1000);
+        let note = format!("inserted row {id}");
+        client
+            .execute(&insert, &[&id, &owner, &(id * 3), &note])
+            .await
+            .expect("insert");
+    }
+    client.batch_execute("COMMIT").await.expect("commit");
+    let seconds = started.elapsed().as_secs_f64();
+    let count: i64 = client
+        .query_one(&format!("SELECT count(*) FROM {name}"), &[])
+        .await
+        .expect("count")
+        .get(0);
+    assert_eq!(count, rows as i64);
+    seconds
+}
+
 /// Sends `lines` to `COPY table FROM STDIN` in 1 MiB messages.
 pub async fn copy_lines(
     client: &tokio_postgres::Client,

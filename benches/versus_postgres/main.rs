@@ -14,7 +14,7 @@
 //!    over Unix-domain sockets instead of TCP; then, 8 connections, of a
 //!    row of ten columns from `orders` (`ROWS` of them);
 //! 2. `insert`: single-row INSERTs from 8 connections, each acknowledged
-//!    durably;
+//!    durably; then 20,000 of them in one transaction block;
 //! 3. `copy`: COPY FROM STDIN of `DEVICES` × 1,000 readings (default 1,000,
 //!    so 1,000,000 rows) into a new table; then as many rows of a table
 //!    keyed by one column, their keys in random order, into a new table
@@ -39,6 +39,9 @@ mod tpch;
 use std::time::{Duration, Instant};
 
 use key_access::{Figures, Workload};
+
+/// The rows of the transaction block of workload 2b.
+const BLOCK_ROWS: u64 = 20_000;
 use servers::Server;
 
 struct Settings {
@@ -147,6 +150,26 @@ fn ratio_text(ours: f64, theirs: f64) -> String {
     format!("{:.2}x", theirs / ours)
 }
 
+/// Prints a server's rows a second and seconds at the median of its runs'
+/// `times`, and adds that median to `medians`.
+fn print_rate(server: &Server, rows: u64, medians: &mut Vec<f64>, times: Vec<f64>) {
+    let median = median_seconds(times);
+    println!(
+        "{:<14} {:>12.0} {:>10.2}",
+        server.name,
+        rows as f64 / median,
+        median
+    );
+    medians.push(median);
+}
+
+/// Prints the ratio of tablegate's median time to PostgreSQL's, when both ran.
+fn print_ratio(medians: &[f64]) {
+    if let [tg, pg] = medians {
+        println!("{:<14} {:>12}", "ratio", ratio_text(*tg, *pg));
+    }
+}
+
 /// The middle one of some runs' times.
 fn median_seconds(mut seconds: Vec<f64>) -> f64 {
     seconds.sort_by(f64::total_cmp);
@@ -229,6 +252,24 @@ async fn key_workloads(servers: &[Server], s: &Settings) {
             Workload::Insert,
         )
         .await;
+        let rows = if s.bench { BLOCK_ROWS } else { 200 };
+        let mut medians = Vec::new();
+        println!();
+        println!(
+            "2b. {rows} single-row INSERTs in one transaction block, one connection; median of {} runs",
+            s.runs
+        );
+        println!("{:<14} {:>12} {:>10}", "server", "inserts/s", "seconds");
+        for server in servers {
+            let mut times = Vec::new();
+            for run in 0..s.runs {
+                let name = format!("block_{run}");
+                times.push(key_access::insert_block(server, &name, rows).await);
+                drop_table(server, &name).await;
+            }
+            print_rate(server, rows, &mut medians, times);
+        }
+        print_ratio(&medians);
     }
     if s.wants("copy") || s.wants("range") {
         let rows = s.devices * key_access::READINGS_PER_DEVICE;
@@ -253,18 +294,9 @@ async fn key_workloads(servers: &[Server], s: &Settings) {
                     drop_table(server, &name).await;
                 }
             }
-            let median = median_seconds(times);
-            println!(
-                "{:<14} {:>12.0} {:>10.2}",
-                server.name,
-                rows as f64 / median,
-                median
-            );
-            medians.push(median);
+            print_rate(server, rows, &mut medians, times);
         }
-        if let [tg, pg] = medians.as_slice() {
-            println!("{:<14} {:>12}", "ratio", ratio_text(*tg, *pg));
-        }
+        print_ratio(&medians);
     }
     if s.wants("copy") {
         let rows = s.devices * key_access::READINGS_PER_DEVICE;

@@ -1016,7 +1016,7 @@ fn refuse_merge(table: &str, op: &WriteOp) -> Result<(), CatalogError> {
 
 /// The error for two rows with the same values in a unique index, showing
 /// the values as the index holds them.
-pub(super) fn unique_violation(table: &TableDef, index: &IndexDef, values: &str) -> CatalogError {
+pub fn unique_violation(table: &TableDef, index: &IndexDef, values: &str) -> CatalogError {
     let shown = keys::split_components(values, index.columns.len())
         .map(|parts| {
             parts

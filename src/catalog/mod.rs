@@ -16,7 +16,7 @@ mod view;
 use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
 
-pub use derive::BuildProgress;
+pub use derive::{unique_violation, BuildProgress};
 pub use index::{base_key, index_change, IndexDef, BASE_PARTITION_KEY, BASE_ROW_KEY};
 pub use keys::{
     decode_component, decode_index_component, encode_component, encode_index_component,

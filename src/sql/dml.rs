@@ -262,14 +262,69 @@ async fn held_by_index(
         if !seen.insert((index.name.clone(), entry.key.clone())) {
             return Ok(Held::Earlier);
         }
-        let found = view.get(&index.store_table(), &entry.key, None).await?;
-        if let Some(base) = found.as_ref().and_then(crate::catalog::base_key) {
-            if let Some(existing) = view.get(&def.name, &base, None).await? {
-                return Ok(Held::By(existing));
-            }
+        if let Some(existing) = unique_holder(session, &*view, def, index, &entry.key).await? {
+            return Ok(Held::By(existing));
         }
     }
     Ok(Held::No)
+}
+
+/// The row of `def` holding `entry` in the unique index `index`, as the
+/// statement sees the table: through the store's index, or the entries of
+/// the rows the open transaction block wrote, which the store's index
+/// holds only from its commit. Either names a row, taken only if it still
+/// makes that entry (the block may have written it again since).
+async fn unique_holder(
+    session: &Session,
+    view: &dyn crate::store::EntityRead,
+    def: &TableDef,
+    index: &crate::catalog::IndexDef,
+    entry: &crate::model::EntityKey,
+) -> Result<Option<crate::model::Entity>> {
+    let store_table = index.store_table();
+    // An index the block made has no store table before its commit.
+    let stored = match view.get(&store_table, entry, None).await {
+        Err(crate::store::StoreError::TableNotFound(_)) => None,
+        found => found?,
+    };
+    let stored = stored.as_ref().and_then(crate::catalog::base_key);
+    let written = session.written_unique_entry(&store_table, entry);
+    for base in stored.into_iter().chain(written) {
+        if let Some(row) = view.get(&def.name, &base, None).await? {
+            if index.entry(def, &row)?.is_some_and(|e| &e.key == entry) {
+                return Ok(Some(row));
+            }
+        }
+    }
+    Ok(None)
+}
+
+/// In a transaction block, PostgreSQL reports an inserted row whose values
+/// a unique index holds at the INSERT, not at COMMIT: the unique indexes
+/// that are not the statement's arbiters are looked up for it.
+async fn check_unique_in_block(
+    session: &Session,
+    def: &TableDef,
+    arbiters: &Arbiters,
+    entity: &crate::model::Entity,
+) -> Result<()> {
+    let view = session.current_view();
+    for index in def
+        .indexes
+        .iter()
+        .filter(|i| i.unique && !arbiters.indexes.contains(&i.name))
+    {
+        let Some(entry) = index.entry(def, entity)? else {
+            continue;
+        };
+        if unique_holder(session, &*view, def, index, &entry.key)
+            .await?
+            .is_some()
+        {
+            return Err(crate::catalog::unique_violation(def, index, &entry.key.partition_key).into());
+        }
+    }
+    Ok(())
 }
 
 /// `$n` if the expression is exactly a parameter.
@@ -1629,6 +1684,9 @@ pub async fn plan_changes(
                         }
                     }
                     let entity = def.row_to_entity(key.clone(), &row)?;
+                    if session.in_transaction() {
+                        check_unique_in_block(session, &def, &rewrite.arbiters, &entity).await?;
+                    }
                     changes.push(Change {
                         table: def.name.clone(),
                         key,

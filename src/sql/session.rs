@@ -1649,6 +1649,16 @@ impl Session {
     }
 
     /// The open transaction, which DDL statements change.
+    /// The row the open transaction block wrote with `entry` in the unique
+    /// index stored in `store_table` (see `Transaction::unique_entry`).
+    pub(super) fn written_unique_entry(
+        &self,
+        store_table: &str,
+        entry: &crate::model::EntityKey,
+    ) -> Option<crate::model::EntityKey> {
+        self.txn.as_ref()?.unique_entry(store_table, entry).cloned()
+    }
+
     pub(super) fn transaction(&mut self) -> Result<&mut Transaction> {
         self.txn
             .as_mut()

@@ -9,7 +9,7 @@
 //! COMMIT. A version that changed in between is a conflict, never a silent
 //! overwrite (optimistic concurrency with first-committer-wins).
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::ops::Bound;
 use std::sync::Arc;
 
@@ -19,8 +19,7 @@ use crate::catalog::{DefinitionChange, TableDef};
 use crate::model::codec::key::encode_entity_key;
 use crate::model::{ETag, Entity, EntityKey, IfMatch};
 use crate::store::{
-    bounds_contain, Continuation, EncodedRows, EntityRead, Page, Query, Result as StoreResult,
-    WriteOp,
+    Continuation, EncodedRows, EntityRead, Page, Query, Result as StoreResult, WriteOp,
 };
 
 /// The new state of one row, and the version it was computed from.
@@ -108,9 +107,14 @@ impl Change {
     }
 }
 
-/// What a transaction has written: per table, per encoded key, the version
-/// first read and the latest state.
-type Writes = BTreeMap<String, BTreeMap<Vec<u8>, (Option<ETag>, Option<Entity>)>>;
+/// A row a transaction wrote: the version first read and the latest state.
+type Written = Arc<(Option<ETag>, Option<Entity>)>;
+
+/// What a transaction has written: per table, its rows by encoded key. The
+/// rows of a table are a persistent map, so that a view made for each
+/// statement, or a savepoint, shares them (a copy would make a block of n
+/// statements cost n² row copies).
+type Writes = BTreeMap<String, imbl::OrdMap<Vec<u8>, Written>>;
 
 /// Table definitions as a transaction sees them where it changed them:
 /// `Some` for a table it created or altered, `None` for one it dropped.
@@ -129,6 +133,12 @@ pub struct Transaction {
     /// it did not change itself (see `Catalog::commit`).
     used: BTreeMap<String, Arc<TableDef>>,
     pub sequences: SequenceChanges,
+    /// The unique index entries of the rows it wrote, by index store table
+    /// and entry key: the rows a statement of the block must find there
+    /// before the store's index holds them. An entry whose row was written
+    /// again, or rolled back to a savepoint, may be stale: a reader checks
+    /// the row it names (`dml::unique_holder`).
+    unique_entries: HashMap<String, HashMap<EntityKey, EntityKey>>,
     /// Set after an error: statements are refused until ROLLBACK.
     pub failed: bool,
     /// One statement's own transaction, committed when it ends, not a
@@ -172,6 +182,7 @@ impl Transaction {
             writes: Writes::new(),
             used: BTreeMap::new(),
             sequences: SequenceChanges::default(),
+            unique_entries: HashMap::new(),
             definitions: BTreeMap::new(),
             savepoints: Vec::new(),
             failed: false,
@@ -291,21 +302,46 @@ impl Transaction {
             .or_insert_with(|| used.clone());
         for change in changes {
             let encoded = encode_entity_key(&change.key.partition_key, &change.key.row_key);
-            let rows = self.writes.entry(change.table.clone()).or_default();
             let new = change.new.map(|mut e| {
                 e.etag = None;
                 e.timestamp = None;
                 e
             });
-            match rows.get_mut(&encoded) {
-                Some((_, Some(_))) if change.creates => return Err((change.table, change.key)),
-                Some(entry) => entry.1 = new,
-                None => {
-                    rows.insert(encoded, (change.read, new));
-                }
+            if let Some(entity) = new.as_ref().filter(|_| change.table == used.name) {
+                self.note_unique_entries(used, entity);
             }
+            let rows = self.writes.entry(change.table.clone()).or_default();
+            let read = match rows.get(&encoded) {
+                Some(written) if written.1.is_some() && change.creates => {
+                    return Err((change.table, change.key))
+                }
+                Some(written) => written.0.clone(),
+                None => change.read,
+            };
+            rows.insert(encoded, Arc::new((read, new)));
         }
         Ok(())
+    }
+
+    /// Notes the unique index entries of a row written to `def`. An entry
+    /// that cannot be made is left to the commit, which derives every
+    /// entry again and reports it.
+    fn note_unique_entries(&mut self, def: &TableDef, entity: &Entity) {
+        for index in def.indexes.iter().filter(|i| i.unique) {
+            if let Ok(Some(entry)) = index.entry(def, entity) {
+                self.unique_entries
+                    .entry(index.store_table())
+                    .or_default()
+                    .insert(entry.key, entity.key.clone());
+            }
+        }
+    }
+
+    /// The row this transaction wrote with `entry` in the unique index
+    /// stored in `store_table`, as it was written (it may have been
+    /// written again since).
+    pub fn unique_entry(&self, store_table: &str, entry: &EntityKey) -> Option<&EntityKey> {
+        self.unique_entries.get(store_table)?.get(entry)
     }
 
     /// The definition changes and row changes to commit.
@@ -319,7 +355,8 @@ impl Transaction {
         let definitions = self.definitions.into_values().collect();
         let mut out = Vec::new();
         for (table, rows) in self.writes {
-            for (encoded, (read, new)) in rows {
+            for (encoded, written) in rows {
+                let (read, new) = Arc::unwrap_or_clone(written);
                 let key = match &new {
                     Some(e) => e.key.clone(),
                     None => match crate::model::codec::key::decode_entity_key(&encoded) {
@@ -411,7 +448,8 @@ impl EntityRead for TxnView {
         projection: Option<&[String]>,
     ) -> StoreResult<Option<Entity>> {
         let encoded = encode_entity_key(&key.partition_key, &key.row_key);
-        if let Some((read, new)) = self.writes.get(table).and_then(|rows| rows.get(&encoded)) {
+        if let Some(written) = self.writes.get(table).and_then(|rows| rows.get(&encoded)) {
+            let (read, new) = written.as_ref();
             return Ok(new.as_ref().map(|e| project(shown(e, read), projection)));
         }
         if self.created.contains(table) {
@@ -493,10 +531,7 @@ impl EntityRead for TxnView {
                 upper = Bound::Excluded(next);
             }
         }
-        let overlay: Vec<(&Vec<u8>, &(Option<ETag>, Option<Entity>))> = rows
-            .iter()
-            .filter(|(k, _)| bounds_contain(&lower, &upper, k))
-            .collect();
+        let overlay: Vec<(&Vec<u8>, &Written)> = rows.range((lower, upper)).collect();
         if overlay.is_empty() {
             return Ok(page);
         }
@@ -505,7 +540,8 @@ impl EntityRead for TxnView {
             .into_iter()
             .map(|e| (encode_entity_key(e.partition_key(), e.row_key()), e))
             .collect();
-        for (k, (read, new)) in overlay {
+        for (k, written) in overlay {
+            let (read, new) = written.as_ref();
             match new {
                 Some(e) => {
                     merged.insert(

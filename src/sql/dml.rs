@@ -321,7 +321,9 @@ async fn check_unique_in_block(
             .await?
             .is_some()
         {
-            return Err(crate::catalog::unique_violation(def, index, &entry.key.partition_key).into());
+            return Err(
+                crate::catalog::unique_violation(def, index, &entry.key.partition_key).into(),
+            );
         }
     }
     Ok(())

@@ -18,7 +18,7 @@ use super::diagnostics::traffic::Traffic;
 use super::pushdown::{access_path, index_path, needs_split_points, split, AccessPath};
 use super::scan::{ScanSpec, StoreScan};
 use super::settings::Settings;
-use super::txn::Definitions;
+use super::txn::{Definitions, Writes, WrittenRows};
 use super::types::arrow_field;
 use crate::catalog::{Catalog, Keys, TableDef};
 use crate::store::{EntityRead, KeyRange, Statistics};
@@ -65,9 +65,9 @@ pub fn dml_table_name(table: &str) -> String {
 pub struct ReadView {
     view: RwLock<Option<Arc<dyn EntityRead>>>,
     definitions: RwLock<Definitions>,
-    /// Tables the open transaction wrote rows to: their indexes do not
-    /// hold those rows yet.
-    written: RwLock<std::collections::BTreeSet<String>>,
+    /// The rows the open transaction wrote, by table: the tables' indexes
+    /// do not hold them yet.
+    written: RwLock<Writes>,
     /// The session's parameters, which hold its switches.
     settings: Settings,
     /// The role made with SQL the session runs as: its grants may limit
@@ -86,31 +86,30 @@ impl ReadView {
         }
     }
 
-    pub fn set(
-        &self,
-        view: Arc<dyn EntityRead>,
-        definitions: Definitions,
-        written: std::collections::BTreeSet<String>,
-    ) {
+    pub fn set(&self, view: Arc<dyn EntityRead>, definitions: Definitions, written: Writes) {
         *self.view.write().unwrap_or_else(|e| e.into_inner()) = Some(view);
         *self.definitions.write().unwrap_or_else(|e| e.into_inner()) = definitions;
         *self.written.write().unwrap_or_else(|e| e.into_inner()) = written;
     }
 
-    /// Whether a table's indexes answer for the rows this statement sees:
-    /// not when its open transaction wrote the table or changed its
-    /// definition (an index it created is built at COMMIT).
+    /// Whether a table's indexes can be read: not when the open
+    /// transaction changed its definition (an index it created is built at
+    /// COMMIT). The rows it wrote are not in them yet ([`ReadView::written`]).
     fn indexes_usable(&self, table: &str) -> bool {
         !self
-            .written
+            .definitions
             .read()
             .unwrap_or_else(|e| e.into_inner())
-            .contains(table)
-            && !self
-                .definitions
-                .read()
-                .unwrap_or_else(|e| e.into_inner())
-                .contains_key(table)
+            .contains_key(table)
+    }
+
+    /// The rows the open transaction wrote to a table, if it wrote any.
+    fn written(&self, table: &str) -> Option<WrittenRows> {
+        self.written
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(table)
+            .cloned()
     }
 
     fn get(&self) -> Option<Arc<dyn EntityRead>> {
@@ -541,6 +540,7 @@ impl TableProvider for StoreTable {
             key_lookup: None,
             pushdown: self.view.pushdown(),
             indexes_usable: self.view.indexes_usable(&def.name),
+            written: self.view.written(&def.name),
             estimated_rows,
             traffic: self.traffic.clone(),
             copy,

@@ -2,6 +2,7 @@
 //! decodes only the columns it needs, applies the pushed-down filters while
 //! decoding, and stops at the pushed-down limit.
 
+use super::txn::{written_entities, wrote_row, WrittenRows};
 use std::fmt;
 use std::sync::Arc;
 
@@ -69,9 +70,13 @@ pub struct ScanSpec {
     /// whole-table scan reads only the rows of the keys it found (see
     /// [`key_lookup`]).
     pub key_lookup: Option<Arc<dyn PhysicalExpr>>,
-    /// Whether the table's indexes answer for the rows the statement sees
-    /// (not when its transaction wrote the table).
+    /// Whether the table's indexes can be read (not when the statement's
+    /// transaction changed the table's definition).
     pub indexes_usable: bool,
+    /// The rows the statement's transaction block wrote to the table, which
+    /// its indexes hold only from the commit: a scan through an index reads
+    /// them from here.
+    pub written: Option<WrittenRows>,
     /// Whether the scan may narrow what it reads at run time (off with
     /// `SET tablegate.pushdown = off`, which compares against full scans).
     pub pushdown: bool,
@@ -430,6 +435,7 @@ impl StoreScan {
         let table = &self.spec.table;
         let name = &table.columns[column].name;
         let leads_index = self.spec.indexes_usable
+            && self.spec.written.is_none()
             && table
                 .indexes
                 .iter()
@@ -478,7 +484,9 @@ async fn key_lookup(
         .collect::<Option<_>>()?;
     // An index gives rows in another order than the key order a scan may
     // have declared.
-    let by_index = spec.indexes_usable && spec.key_order.is_empty();
+    // The pieces of a key lookup through an index would each read the
+    // rows the block wrote: they read the table instead.
+    let by_index = spec.indexes_usable && spec.written.is_none() && spec.key_order.is_empty();
     let access = pushdown::lookup_path(&spec.table, column, values, by_index)?;
     pushdown::share(access, piece, pieces)
 }
@@ -574,6 +582,10 @@ enum Cursor {
         /// the base key: (column, its position among the index's values).
         /// The rows are then made from the entries, without point gets.
         covering: Option<Covering>,
+        /// The rows the transaction block wrote to the table: their entries
+        /// are skipped, and they are read last (an index path is one piece,
+        /// so they are read once).
+        written: Option<WrittenRows>,
     },
     Ranges {
         queries: Vec<Query>,
@@ -619,6 +631,7 @@ impl Cursor {
                 index_table: index.store_table(),
                 queries: ranges.iter().cloned().map(Query::new).collect(),
                 covering: covering(&spec.table, index, &spec.decoded, spec.with_row),
+                written: spec.written.clone(),
                 next: 0,
                 continuation: None,
             },
@@ -683,9 +696,15 @@ impl ScanState {
                 next,
                 continuation,
                 covering,
+                written,
             } => {
                 let Some(query) = queries.get(*next) else {
-                    return Ok(false);
+                    let Some(written) = written.take() else {
+                        return Ok(false);
+                    };
+                    let entities: Vec<_> = written_entities(&written).collect();
+                    rows.push_entities(&entities);
+                    return Ok(true);
                 };
                 let query = query
                     .clone()
@@ -707,6 +726,9 @@ impl ScanState {
                     let Some(key) = crate::catalog::base_key(entry) else {
                         continue;
                     };
+                    if written.as_ref().is_some_and(|w| wrote_row(w, &key)) {
+                        continue;
+                    }
                     if let Some(covering) = covering {
                         rows.push_entity(&covered_row(&self.spec.table, covering, entry, key)?);
                         continue;

@@ -1422,7 +1422,7 @@ impl Session {
     /// view and definitions, or a fresh snapshot.
     pub(super) fn refresh_view(&self) {
         let (definitions, written) = match &self.txn {
-            Some(txn) => (txn.definitions(), txn.written_tables()),
+            Some(txn) => (txn.definitions(), txn.writes()),
             None => Default::default(),
         };
         self.view.set(self.current_view(), definitions, written);

@@ -110,11 +110,26 @@ impl Change {
 /// A row a transaction wrote: the version first read and the latest state.
 type Written = Arc<(Option<ETag>, Option<Entity>)>;
 
-/// What a transaction has written: per table, its rows by encoded key. The
-/// rows of a table are a persistent map, so that a view made for each
-/// statement, or a savepoint, shares them (a copy would make a block of n
-/// statements cost n² row copies).
-type Writes = BTreeMap<String, imbl::OrdMap<Vec<u8>, Written>>;
+/// The rows a transaction wrote to one table, by encoded key: a persistent
+/// map, so that a view made for each statement, or a savepoint, shares
+/// them (a copy would make a block of n statements cost n² row copies).
+pub type WrittenRows = imbl::OrdMap<Vec<u8>, Written>;
+
+/// What a transaction has written, by table.
+pub type Writes = BTreeMap<String, WrittenRows>;
+
+/// The rows of `written` that exist after the writes, as a read shows them
+/// (see [`shown`]).
+pub fn written_entities(written: &WrittenRows) -> impl Iterator<Item = Entity> + '_ {
+    written
+        .values()
+        .filter_map(|w| w.1.as_ref().map(|e| shown(e, &w.0)))
+}
+
+/// Whether `written` holds the row under `key`.
+pub fn wrote_row(written: &WrittenRows, key: &EntityKey) -> bool {
+    written.contains_key(&encode_entity_key(&key.partition_key, &key.row_key))
+}
 
 /// Table definitions as a transaction sees them where it changed them:
 /// `Some` for a table it created or altered, `None` for one it dropped.
@@ -376,12 +391,12 @@ impl Transaction {
         (definitions, out, used)
     }
 
-    /// The tables it wrote rows to.
-    pub fn written_tables(&self) -> BTreeSet<String> {
+    /// The rows it wrote, of the tables it wrote rows to.
+    pub fn writes(&self) -> Writes {
         self.writes
             .iter()
             .filter(|(_, rows)| !rows.is_empty())
-            .map(|(table, _)| table.clone())
+            .map(|(table, rows)| (table.clone(), rows.clone()))
             .collect()
     }
 
@@ -427,9 +442,9 @@ fn project(mut e: Entity, projection: Option<&[String]>) -> Entity {
 impl TxnView {
     /// Whether the transaction wrote this entity.
     fn wrote(&self, table: &str, key: &EntityKey) -> bool {
-        self.writes.get(table).is_some_and(|rows| {
-            rows.contains_key(&encode_entity_key(&key.partition_key, &key.row_key))
-        })
+        self.writes
+            .get(table)
+            .is_some_and(|rows| wrote_row(rows, key))
     }
 
     /// Whether the transaction neither made nor wrote the table: reads of

@@ -34,8 +34,8 @@ use super::convert::{RowDecoder, RowSink};
 use super::diagnostics::queries::{QueryRecord, ScanRecord};
 use super::diagnostics::Monitor;
 use super::error::Result;
-use super::pushdown::{access_path, literal_value, AccessPath};
-use crate::catalog::{Catalog, Keys, Row, SqlType, TableDef};
+use super::pushdown::{access_path, index_equality, literal_value, AccessPath};
+use crate::catalog::{Catalog, IndexDef, Keys, Row, SqlType, TableDef};
 use crate::model::Value;
 use crate::store::{EncodedRows, EntityRead, KeyRange, Query, MAX_PAGE_SIZE};
 
@@ -61,11 +61,14 @@ struct Condition {
     source: Source,
 }
 
-/// A prepared read by key.
+/// A prepared read by key, or by the values of a secondary index.
 #[derive(Debug)]
 pub struct KeyPlan {
     table: Arc<TableDef>,
     conditions: Vec<Condition>,
+    /// The index whose every column `conditions` fix, one equality each,
+    /// when they are not on the key: its entries name the rows.
+    index: Option<IndexDef>,
     /// Every key column is compared for equality: one point get.
     point: bool,
     /// The rows read must be checked against the comparisons again (all but
@@ -175,8 +178,8 @@ fn flip(op: Operator) -> Option<Operator> {
     })
 }
 
-/// `column <op> source` or `source <op> column` on a key column.
-fn condition(def: &TableDef, keys: &[usize], filter: &Expr) -> Option<Condition> {
+/// `column <op> source` or `source <op> column`.
+fn condition(def: &TableDef, filter: &Expr) -> Option<Condition> {
     let Expr::BinaryExpr(BinaryExpr { left, op, right }) = filter else {
         return None;
     };
@@ -186,8 +189,33 @@ fn condition(def: &TableDef, keys: &[usize], filter: &Expr) -> Option<Condition>
     };
     // Only the comparisons a key range can hold.
     flip(op)?;
-    keys.contains(&column)
-        .then_some(Condition { column, op, source })
+    Some(Condition { column, op, source })
+}
+
+/// The index whose columns `conditions` fix, each by one equality and
+/// nothing else (not one being built, nor an intra-partition index, whose
+/// entries are looked up with the partition key).
+fn equality_index<'a>(def: &'a TableDef, conditions: &[Condition]) -> Option<&'a IndexDef> {
+    if conditions.iter().any(|c| c.op != Operator::Eq) {
+        return None;
+    }
+    let mut columns: Vec<usize> = conditions.iter().map(|c| c.column).collect();
+    columns.sort_unstable();
+    if columns.windows(2).any(|w| w[0] == w[1]) {
+        return None;
+    }
+    def.indexes
+        .iter()
+        .filter(|i| !i.building && !i.intra_partition)
+        .find(|index| {
+            let mut of_index: Vec<usize> = index
+                .columns
+                .iter()
+                .filter_map(|name| def.column_index(name))
+                .collect();
+            of_index.sort_unstable();
+            of_index == columns
+        })
 }
 
 /// The parts of a plan `Limit? -> Sort? -> Filter? -> TableScan`, with
@@ -499,10 +527,6 @@ impl KeyPlan {
             }
         };
         let def = catalog.get(scan.table_name.table())?;
-        let Keys::Columns { partition, row } = &def.keys else {
-            return None;
-        };
-        let key_columns: Vec<usize> = partition.iter().chain(row).copied().collect();
         // A limit inside the scan comes after its filters but before any sort.
         if scan.fetch.is_some() && !shape.sort.is_empty() {
             return None;
@@ -514,18 +538,34 @@ impl KeyPlan {
             .iter()
             .chain(shape.filter)
             .flat_map(split_conjunction)
-            .map(|f| condition(&def, &key_columns, f))
+            .map(|f| condition(&def, f))
             .collect::<Option<_>>()?;
         let equal = |c: &usize| {
             conditions
                 .iter()
                 .any(|k| k.column == *c && k.op == Operator::Eq)
         };
-        if !partition.iter().all(equal) {
-            return None;
-        }
-        let point = row.iter().all(equal);
-        let recheck = !exact_range(&def, partition, row, &conditions);
+        let by_key = match &def.keys {
+            Keys::Columns { partition, row }
+                if partition.iter().all(equal)
+                    && conditions
+                        .iter()
+                        .all(|c| partition.contains(&c.column) || row.contains(&c.column)) =>
+            {
+                Some((partition, row))
+            }
+            _ => None,
+        };
+        let index = match by_key {
+            Some(_) => None,
+            // Rows read through an index come in its order, not the key's.
+            None if shape.sort.is_empty() => Some(equality_index(&def, &conditions)?.clone()),
+            None => return None,
+        };
+        let empty = Vec::new();
+        let (partition, row) = by_key.unwrap_or((&empty, &empty));
+        let point = index.is_none() && row.iter().all(equal);
+        let recheck = index.is_none() && !exact_range(&def, partition, row, &conditions);
 
         // The sort must be a prefix of the row key, all one way, and the
         // store must read in key order.
@@ -563,6 +603,7 @@ impl KeyPlan {
         Some(KeyPlan {
             table: def,
             conditions,
+            index,
             point,
             recheck,
             reverse,
@@ -627,7 +668,18 @@ impl KeyPlan {
         }
         let started = (SystemTime::now(), Instant::now());
         let mut rows = EncodedRows::new();
-        let (access, read) = if self.point {
+        let (access, read) = if let Some(index) = &self.index {
+            let values: Vec<(usize, Value)> = bounds
+                .iter()
+                .map(|(condition, value, _)| (condition.column, value.clone()))
+                .collect();
+            let access = index_equality(def, index, &values);
+            let read = self.read_through_index(&*view, &access, &mut rows).await?;
+            if self.fetch.is_none() && rows.len() > MAX_UNLIMITED_ROWS {
+                return Ok(None);
+            }
+            (access, read)
+        } else if self.point {
             let mut row: Row = vec![None; def.columns.len()];
             for (condition, value, _) in &bounds {
                 if condition.op == Operator::Eq {
@@ -726,6 +778,52 @@ impl KeyPlan {
             }],
         });
         Ok(Some(self.rows(rows)))
+    }
+
+    /// Reads into `rows` the rows the entries of an index access path name,
+    /// up to the plan's limit (one past the most a read without a limit
+    /// keeps); returns how many it read.
+    async fn read_through_index(
+        &self,
+        view: &dyn EntityRead,
+        access: &AccessPath,
+        rows: &mut EncodedRows,
+    ) -> Result<usize> {
+        let AccessPath::Index { index, ranges } = access else {
+            return Ok(0);
+        };
+        let limit = self.fetch.unwrap_or(MAX_UNLIMITED_ROWS + 1);
+        let store_table = index.store_table();
+        for range in ranges {
+            let mut query = Query::new(range.clone()).project(vec![
+                crate::catalog::BASE_PARTITION_KEY.to_owned(),
+                crate::catalog::BASE_ROW_KEY.to_owned(),
+            ]);
+            let mut continuation = None;
+            loop {
+                query.page_size = (limit - rows.len()).clamp(1, MAX_PAGE_SIZE);
+                let page = view
+                    .query(&store_table, &query, continuation.as_ref())
+                    .await?;
+                for base in page.entities.iter().filter_map(crate::catalog::base_key) {
+                    view.get_row(&self.table.name, &base, rows).await?;
+                    if rows.len() >= limit {
+                        return Ok(rows.len());
+                    }
+                }
+                continuation = page.continuation;
+                if continuation.is_none() {
+                    break;
+                }
+            }
+        }
+        Ok(rows.len())
+    }
+
+    /// Whether it reads through an index, whose entries hold a transaction
+    /// block's rows only from its commit.
+    pub fn reads_index(&self) -> bool {
+        self.index.is_some()
     }
 
     /// Appends to `kept`, up to `limit` rows, the rows read whose key

@@ -1290,7 +1290,13 @@ impl Session {
             self.role()
                 .is_some_and(|r| super::access::PartitionLimit::of(def, r).is_some())
         });
-        if limited || !self.view.pushdown() {
+        // An index does not hold the rows the open block wrote.
+        let written = by_key.reads_index()
+            && self
+                .txn
+                .as_ref()
+                .is_some_and(|t| t.wrote_table(by_key.table_name()));
+        if limited || written || !self.view.pushdown() {
             return Ok(None);
         }
         self.check_not_failed()?;

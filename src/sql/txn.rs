@@ -391,6 +391,11 @@ impl Transaction {
         (definitions, out, used)
     }
 
+    /// Whether it wrote rows to `table`.
+    pub fn wrote_table(&self, table: &str) -> bool {
+        self.writes.get(table).is_some_and(|rows| !rows.is_empty())
+    }
+
     /// The rows it wrote, of the tables it wrote rows to.
     pub fn writes(&self) -> Writes {
         self.writes

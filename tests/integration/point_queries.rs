@@ -422,3 +422,113 @@ async fn key_reads_prepared_again_are_planned_once_per_definition() {
     let rows = lines(session.execute_prepared(&after, one).await.unwrap()).await;
     assert_eq!(rows, vec!["| 1  | a     |      |"]);
 }
+
+/// Prepared lookups that fix every column of a secondary index by equality
+/// read its entries and the rows they name without planning, and answer as
+/// a whole-table scan does: misses, NULLs, a limit, more rows than a read
+/// without a limit keeps (the general path takes those), and in a
+/// transaction block that wrote the table (whose rows the index holds only
+/// from its commit, so the general path reads them).
+#[tokio::test]
+async fn index_lookups_skip_planning_and_match_the_general_path() {
+    use rand::{Rng, SeedableRng};
+    let (_dir, engine) = common::temp_engine().await;
+    let mut fast = Session::new(engine.clone());
+    let mut general = Session::new(engine);
+    run_all(
+        &mut fast,
+        "CREATE TABLE people (id int PRIMARY KEY, email text, team int, role text);
+         CREATE UNIQUE INDEX people_email ON people (email);
+         CREATE INDEX people_team_role ON people (team, role);
+         INSERT INTO people SELECT g, 'p' || g || '@x', g % 7, CASE WHEN g % 3 = 0 THEN 'lead' ELSE 'dev' END
+           FROM generate_series(1, 300) g;
+         INSERT INTO people SELECT g, NULL, 100, 'dev' FROM generate_series(1001, 2200) g",
+    )
+    .await;
+    run_all(&mut general, "SET tablegate.pushdown = off").await;
+    // (query, skips planning, parameters)
+    let cases = [
+        ("SELECT id, team FROM people WHERE email = $1", true, 1),
+        (
+            "SELECT id FROM people WHERE role = $2 AND team = $1",
+            true,
+            2,
+        ),
+        ("SELECT count(*) FROM people WHERE team = $1", false, 1),
+        (
+            "SELECT id FROM people WHERE team = $1 AND role = $2 ORDER BY id",
+            false,
+            2,
+        ),
+        (
+            "SELECT id FROM people WHERE team = $1 AND role = $2 AND id > 5",
+            false,
+            2,
+        ),
+    ];
+    let mut rng = rand::rngs::StdRng::seed_from_u64(11);
+    for (sql, skips, count) in cases {
+        let fast_prepared = fast.prepare(sql, &[]).await.unwrap();
+        assert_eq!(fast_prepared.skips_planning(), skips, "{sql}");
+        let general_prepared = general.prepare(sql, &[]).await.unwrap();
+        for _ in 0..30 {
+            let params: Vec<ScalarValue> = match count {
+                1 if sql.contains("email") => vec![match rng.random_range(0..10) {
+                    0 => ScalarValue::Utf8(None),
+                    _ => ScalarValue::Utf8(Some(format!("p{}@x", rng.random_range(0..320)))),
+                }],
+                1 => vec![ScalarValue::Int32(Some(rng.random_range(0..8)))],
+                _ => vec![
+                    ScalarValue::Int32(Some(
+                        *[0, 3, 6, 100, 9].get(rng.random_range(0..5)).unwrap(),
+                    )),
+                    ScalarValue::Utf8(Some(["dev", "lead", "ops"][rng.random_range(0..3)].into())),
+                ],
+            };
+            let mut got = run(&mut fast, &fast_prepared, &params).await;
+            let mut want = run(&mut general, &general_prepared, &params).await;
+            got.sort();
+            want.sort();
+            assert_eq!(got, want, "{sql} with {params:?}");
+        }
+    }
+    // 1,200 rows under one value: more than a read without a limit keeps.
+    let by_team = fast
+        .prepare("SELECT id FROM people WHERE team = $1 AND role = $2", &[])
+        .await
+        .unwrap();
+    let many = [
+        ScalarValue::Int32(Some(100)),
+        ScalarValue::Utf8(Some("dev".into())),
+    ];
+    assert_eq!(run(&mut fast, &by_team, &many).await.len(), 1200);
+    let limited = fast
+        .prepare(
+            "SELECT id FROM people WHERE team = $1 AND role = $2 LIMIT 5",
+            &[],
+        )
+        .await
+        .unwrap();
+    assert_eq!(run(&mut fast, &limited, &many).await.len(), 5);
+
+    // A block that wrote the table sees its own rows and not the ones it
+    // changed away or deleted.
+    let by_email = fast
+        .prepare("SELECT id FROM people WHERE email = $1", &[])
+        .await
+        .unwrap();
+    run_all(
+        &mut fast,
+        "BEGIN; INSERT INTO people VALUES (5000, 'new@x', 1, 'dev');
+         UPDATE people SET email = 'moved@x' WHERE id = 7; DELETE FROM people WHERE id = 8",
+    )
+    .await;
+    let email = |e: &str| [ScalarValue::Utf8(Some(e.into()))];
+    assert_eq!(run(&mut fast, &by_email, &email("new@x")).await.len(), 1);
+    assert_eq!(run(&mut fast, &by_email, &email("moved@x")).await.len(), 1);
+    assert!(run(&mut fast, &by_email, &email("p7@x")).await.is_empty());
+    assert!(run(&mut fast, &by_email, &email("p8@x")).await.is_empty());
+    run_all(&mut fast, "ROLLBACK").await;
+    assert_eq!(run(&mut fast, &by_email, &email("p7@x")).await.len(), 1);
+    assert!(run(&mut fast, &by_email, &email("new@x")).await.is_empty());
+}

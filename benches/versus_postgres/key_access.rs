@@ -28,6 +28,9 @@ pub enum Workload {
     /// The same with the id in the text, over the simple protocol (as
     /// psql, scripts and drivers that inline values send it).
     PointSelectSimple { rows: u64 },
+    /// `SELECT id, balance FROM accounts WHERE owner = $1`: a lookup by a
+    /// column with a unique secondary index, not the key.
+    PointSelectByIndex { rows: u64 },
     /// `SELECT * FROM orders WHERE o_orderkey = $1`: a row of ten columns,
     /// with numeric, date, char(n) and timestamptz among them.
     PointSelectWide { rows: u64 },
@@ -47,6 +50,9 @@ impl Workload {
             | Workload::PointSelectUnnamed { .. }
             | Workload::PointSelectSimple { .. } => {
                 "SELECT owner, balance FROM accounts WHERE id = $1"
+            }
+            Workload::PointSelectByIndex { .. } => {
+                "SELECT id, balance FROM accounts WHERE owner = $1"
             }
             Workload::PointSelectWide { .. } => "SELECT * FROM orders WHERE o_orderkey = $1",
             Workload::Insert => {
@@ -95,6 +101,16 @@ impl Workload {
                     _ => None,
                 });
                 assert_eq!(balance, Some((id * 7).to_string().as_str()));
+            }
+            Workload::PointSelectByIndex { rows } => {
+                let id = rng.random_range(0..rows) as i32;
+                let owner = format!("owner {id}");
+                let row = client
+                    .query_one(statement, &[&owner])
+                    .await
+                    .expect("select by index");
+                assert_eq!(row.get::<_, i32>(0), id);
+                assert_eq!(row.get::<_, i64>(1), id as i64 * 7);
             }
             Workload::PointSelectWide { rows } => {
                 let key = rng.random_range(0..rows) as i64;

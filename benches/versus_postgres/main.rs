@@ -12,7 +12,8 @@
 //!    with 8 connections, prepared for each query (an unnamed statement),
 //!    and over the simple protocol with the id in the text; then as first,
 //!    over Unix-domain sockets instead of TCP; then, 8 connections, of a
-//!    row of ten columns from `orders` (`ROWS` of them);
+//!    row of ten columns from `orders` (`ROWS` of them); then by `owner`,
+//!    which a unique secondary index holds;
 //! 2. `insert`: single-row INSERTs from 8 connections, each acknowledged
 //!    durably; then 20,000 of them in one transaction block;
 //! 3. `copy`: COPY FROM STDIN of `DEVICES` × 1,000 readings (default 1,000,
@@ -198,6 +199,12 @@ async fn key_workloads(servers: &[Server], s: &Settings) {
         );
         if s.wants("point") {
             key_access::load_orders(server, s.rows).await;
+            server
+                .connect()
+                .await
+                .batch_execute("CREATE UNIQUE INDEX accounts_owner ON accounts (owner)")
+                .await
+                .expect("create index");
         }
     }
     if s.wants("point") {
@@ -240,6 +247,14 @@ async fn key_workloads(servers: &[Server], s: &Settings) {
             "1e. as 1, a row of ten columns (numeric, date, char(n), timestamptz among them)",
             "queries/s",
             Workload::PointSelectWide { rows },
+        )
+        .await;
+        section(
+            servers,
+            s,
+            "1f. as 1, by a column with a unique secondary index (not the key)",
+            "queries/s",
+            Workload::PointSelectByIndex { rows },
         )
         .await;
     }

@@ -299,14 +299,17 @@ async fn unique_holder(
     Ok(None)
 }
 
-/// In a transaction block, PostgreSQL reports an inserted row whose values
-/// a unique index holds at the INSERT, not at COMMIT: the unique indexes
-/// that are not the statement's arbiters are looked up for it.
+/// In a transaction block, PostgreSQL reports a row written with values a
+/// unique index holds for another row at the statement, not at COMMIT:
+/// the unique indexes that are not the statement's arbiters are looked up
+/// for it. `own` is the key the row had before (an UPDATE's), whose entry
+/// is its own.
 async fn check_unique_in_block(
     session: &Session,
     def: &TableDef,
     arbiters: &Arbiters,
     entity: &crate::model::Entity,
+    own: Option<&crate::model::EntityKey>,
 ) -> Result<()> {
     let view = session.current_view();
     for index in def
@@ -317,10 +320,8 @@ async fn check_unique_in_block(
         let Some(entry) = index.entry(def, entity)? else {
             continue;
         };
-        if unique_holder(session, &*view, def, index, &entry.key)
-            .await?
-            .is_some()
-        {
+        let holder = unique_holder(session, &*view, def, index, &entry.key).await?;
+        if holder.is_some_and(|row| Some(&row.key) != own) {
             return Err(
                 crate::catalog::unique_violation(def, index, &entry.key.partition_key).into(),
             );
@@ -1687,7 +1688,8 @@ pub async fn plan_changes(
                     }
                     let entity = def.row_to_entity(key.clone(), &row)?;
                     if session.in_transaction() {
-                        check_unique_in_block(session, &def, &rewrite.arbiters, &entity).await?;
+                        check_unique_in_block(session, &def, &rewrite.arbiters, &entity, None)
+                            .await?;
                     }
                     changes.push(Change {
                         table: def.name.clone(),
@@ -1712,6 +1714,10 @@ pub async fn plan_changes(
                         crate::catalog::Keys::Columns { .. } => def.entity_key(&row)?,
                     };
                     let entity = def.row_to_entity(key, &row)?;
+                    if session.in_transaction() {
+                        let arbiters = &rewrite.arbiters;
+                        check_unique_in_block(session, &def, arbiters, &entity, Some(&old)).await?;
+                    }
                     changes.extend(Change::rewrite(&def.name, old, read, entity));
                 }
                 Kind::Delete => {

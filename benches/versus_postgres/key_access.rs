@@ -227,15 +227,21 @@ pub async fn create_tables(server: &Server) {
         .expect("create tables");
 }
 
+/// A table `name` keyed by one column, as `inserts` is (a partition a row
+/// in tablegate).
+fn keyed_table(name: &str) -> String {
+    format!(
+        "CREATE TABLE {name} (id bigint PRIMARY KEY, owner text NOT NULL, amount bigint NOT NULL, note text)"
+    )
+}
+
 /// Inserts `rows` rows into a new table `name` one prepared INSERT at a
 /// time inside one transaction block (as a migration script or an ORM's
 /// unit of work does); returns the seconds from BEGIN to the end of COMMIT.
 pub async fn insert_block(server: &Server, name: &str, rows: u64) -> f64 {
     let client = server.connect().await;
     client
-        .batch_execute(&format!(
-            "CREATE TABLE {name} (id bigint PRIMARY KEY, owner text NOT NULL, amount bigint NOT NULL, note text)"
-        ))
+        .batch_execute(&keyed_table(name))
         .await
         .expect("create block table");
     let insert = client
@@ -356,9 +362,7 @@ pub async fn copy_readings(server: &Server, name: &str, devices: u64) -> f64 {
 pub async fn copy_keyed(server: &Server, name: &str, rows: u64) -> [f64; 2] {
     let client = server.connect().await;
     client
-        .batch_execute(&format!(
-            "CREATE TABLE {name} (id bigint PRIMARY KEY, owner text NOT NULL, amount bigint NOT NULL, note text)"
-        ))
+        .batch_execute(&keyed_table(name))
         .await
         .expect("create keyed table");
     let mut ids: Vec<u64> = (0..2 * rows).collect();

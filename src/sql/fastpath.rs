@@ -35,6 +35,7 @@ use super::diagnostics::queries::{QueryRecord, ScanRecord};
 use super::diagnostics::Monitor;
 use super::error::Result;
 use super::pushdown::{access_path, index_equality, literal_value, AccessPath};
+use super::txn::{written_entities, wrote_row, WrittenRows};
 use crate::catalog::{Catalog, IndexDef, Keys, Row, SqlType, TableDef};
 use crate::model::Value;
 use crate::store::{EncodedRows, EntityRead, KeyRange, Query, MAX_PAGE_SIZE};
@@ -617,10 +618,13 @@ impl KeyPlan {
     /// Runs the query, or returns `None` when the general path must (a
     /// parameter that does not convert, a table changed since preparing, a
     /// read the general path would stream).
+    /// `written`: the rows the open transaction block wrote to the table,
+    /// which its indexes hold only from the commit.
     pub async fn execute(
         self: &Arc<Self>,
         current: Option<Arc<TableDef>>,
         view: Arc<dyn EntityRead>,
+        written: Option<WrittenRows>,
         params: &ParamValues,
         monitor: &Monitor,
         text: &Arc<str>,
@@ -674,7 +678,9 @@ impl KeyPlan {
                 .map(|(condition, value, _)| (condition.column, value.clone()))
                 .collect();
             let access = index_equality(def, index, &values);
-            let read = self.read_through_index(&*view, &access, &mut rows).await?;
+            let read = self
+                .read_through_index(&*view, &access, written.as_ref(), &mut rows)
+                .await?;
             if self.fetch.is_none() && rows.len() > MAX_UNLIMITED_ROWS {
                 return Ok(None);
             }
@@ -782,17 +788,36 @@ impl KeyPlan {
 
     /// Reads into `rows` the rows the entries of an index access path name,
     /// up to the plan's limit (one past the most a read without a limit
-    /// keeps); returns how many it read.
+    /// keeps); returns how many it read. The rows a transaction block wrote
+    /// (`written`) are read from its writes: their entries are skipped, and
+    /// those whose entry the path's ranges name are taken.
     async fn read_through_index(
         &self,
         view: &dyn EntityRead,
         access: &AccessPath,
+        written: Option<&WrittenRows>,
         rows: &mut EncodedRows,
     ) -> Result<usize> {
         let AccessPath::Index { index, ranges } = access else {
             return Ok(0);
         };
         let limit = self.fetch.unwrap_or(MAX_UNLIMITED_ROWS + 1);
+        if let Some(written) = written {
+            let named = |partition_key: &str| {
+                ranges.iter().any(
+                    |r| matches!(r, KeyRange::Rows { partition_key: p, .. } if p == partition_key),
+                )
+            };
+            for entity in written_entities(written) {
+                if rows.len() >= limit {
+                    return Ok(rows.len());
+                }
+                let entry = index.entry(&self.table, &entity)?;
+                if entry.is_some_and(|e| named(&e.key.partition_key)) {
+                    rows.push_entities(std::slice::from_ref(&entity));
+                }
+            }
+        }
         let store_table = index.store_table();
         for range in ranges {
             let mut query = Query::new(range.clone()).project(vec![
@@ -806,6 +831,9 @@ impl KeyPlan {
                     .query(&store_table, &query, continuation.as_ref())
                     .await?;
                 for base in page.entities.iter().filter_map(crate::catalog::base_key) {
+                    if written.is_some_and(|w| wrote_row(w, &base)) {
+                        continue;
+                    }
                     view.get_row(&self.table.name, &base, rows).await?;
                     if rows.len() >= limit {
                         return Ok(rows.len());
@@ -818,12 +846,6 @@ impl KeyPlan {
             }
         }
         Ok(rows.len())
-    }
-
-    /// Whether it reads through an index, whose entries hold a transaction
-    /// block's rows only from its commit.
-    pub fn reads_index(&self) -> bool {
-        self.index.is_some()
     }
 
     /// Appends to `kept`, up to `limit` rows, the rows read whose key

@@ -1290,13 +1290,7 @@ impl Session {
             self.role()
                 .is_some_and(|r| super::access::PartitionLimit::of(def, r).is_some())
         });
-        // An index does not hold the rows the open block wrote.
-        let written = by_key.reads_index()
-            && self
-                .txn
-                .as_ref()
-                .is_some_and(|t| t.wrote_table(by_key.table_name()));
-        if limited || written || !self.view.pushdown() {
+        if limited || !self.view.pushdown() {
             return Ok(None);
         }
         self.check_not_failed()?;
@@ -1304,9 +1298,13 @@ impl Session {
             self.require(def, crate::catalog::Privilege::Select)?;
         }
         let view = self.current_view();
+        let written = self
+            .txn
+            .as_ref()
+            .and_then(|t| t.written_rows(by_key.table_name()));
         let monitor = &self.engine.monitor;
         by_key
-            .execute(def, view, params, monitor, &self.statement_text)
+            .execute(def, view, written, params, monitor, &self.statement_text)
             .await
             .map_err(|e| self.fail(e))
     }

@@ -391,9 +391,12 @@ impl Transaction {
         (definitions, out, used)
     }
 
-    /// Whether it wrote rows to `table`.
-    pub fn wrote_table(&self, table: &str) -> bool {
-        self.writes.get(table).is_some_and(|rows| !rows.is_empty())
+    /// The rows it wrote to `table`, if any.
+    pub fn written_rows(&self, table: &str) -> Option<WrittenRows> {
+        self.writes
+            .get(table)
+            .filter(|rows| !rows.is_empty())
+            .cloned()
     }
 
     /// The rows it wrote, of the tables it wrote rows to.

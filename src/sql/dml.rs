@@ -244,12 +244,12 @@ enum Held {
 /// index's entry), or by an earlier row of the statement (`seen`).
 async fn held_by_index(
     session: &Session,
+    view: &dyn crate::store::EntityRead,
     def: &TableDef,
     arbiters: &Arbiters,
     entity: &crate::model::Entity,
     seen: &mut HashSet<(String, crate::model::EntityKey)>,
 ) -> Result<Held> {
-    let view = session.current_view();
     for index in def
         .indexes
         .iter()
@@ -262,7 +262,7 @@ async fn held_by_index(
         if !seen.insert((index.name.clone(), entry.key.clone())) {
             return Ok(Held::Earlier);
         }
-        if let Some(existing) = unique_holder(session, &*view, def, index, &entry.key).await? {
+        if let Some(existing) = unique_holder(session, view, def, index, &entry.key).await? {
             return Ok(Held::By(existing));
         }
     }
@@ -306,12 +306,12 @@ async fn unique_holder(
 /// is its own.
 async fn check_unique_in_block(
     session: &Session,
+    view: &dyn crate::store::EntityRead,
     def: &TableDef,
     arbiters: &Arbiters,
     entity: &crate::model::Entity,
     own: Option<&crate::model::EntityKey>,
 ) -> Result<()> {
-    let view = session.current_view();
     for index in def
         .indexes
         .iter()
@@ -320,7 +320,7 @@ async fn check_unique_in_block(
         let Some(entry) = index.entry(def, entity)? else {
             continue;
         };
-        let holder = unique_holder(session, &*view, def, index, &entry.key).await?;
+        let holder = unique_holder(session, view, def, index, &entry.key).await?;
         if holder.is_some_and(|row| Some(&row.key) != own) {
             return Err(
                 crate::catalog::unique_violation(def, index, &entry.key.partition_key).into(),
@@ -1547,6 +1547,8 @@ pub async fn plan_changes(
     let mut conflicts: Vec<(Row, crate::model::Entity)> = Vec::new();
     let mut seen_entries = HashSet::new();
     let checks = Checks::of(session, &def)?;
+    // What the statement's rows are checked against: the table before it.
+    let view = session.current_view();
     while let Some(batch) = stream.try_next().await? {
         let cast = cast_columns(&def, &rewrite.columns, &batch, &session.settings().zone())?;
         let verdicts = match (&checks, rewrite.kind) {
@@ -1626,6 +1628,7 @@ pub async fn plan_changes(
                         let entity = def.row_to_entity(key.clone(), &row)?;
                         match held_by_index(
                             session,
+                            &*view,
                             &def,
                             &rewrite.arbiters,
                             &entity,
@@ -1668,9 +1671,7 @@ pub async fn plan_changes(
                     // commit; inside one, PostgreSQL reports it at once.
                     let check = *on_key_conflict != Conflict::Error || session.in_transaction();
                     if check {
-                        if let Some(existing) =
-                            session.current_view().get(&def.name, &key, None).await?
-                        {
+                        if let Some(existing) = view.get(&def.name, &key, None).await? {
                             match on_key_conflict {
                                 Conflict::DoNothing => continue,
                                 Conflict::DoUpdate { .. } => {
@@ -1688,7 +1689,8 @@ pub async fn plan_changes(
                     }
                     let entity = def.row_to_entity(key.clone(), &row)?;
                     if session.in_transaction() {
-                        check_unique_in_block(session, &def, &rewrite.arbiters, &entity, None)
+                        let arbiters = &rewrite.arbiters;
+                        check_unique_in_block(session, &*view, &def, arbiters, &entity, None)
                             .await?;
                     }
                     changes.push(Change {
@@ -1715,8 +1717,9 @@ pub async fn plan_changes(
                     };
                     let entity = def.row_to_entity(key, &row)?;
                     if session.in_transaction() {
-                        let arbiters = &rewrite.arbiters;
-                        check_unique_in_block(session, &def, arbiters, &entity, Some(&old)).await?;
+                        let (arbiters, own) = (&rewrite.arbiters, Some(&old));
+                        check_unique_in_block(session, &*view, &def, arbiters, &entity, own)
+                            .await?;
                     }
                     changes.extend(Change::rewrite(&def.name, old, read, entity));
                 }

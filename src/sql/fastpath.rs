@@ -617,9 +617,9 @@ impl KeyPlan {
 
     /// Runs the query, or returns `None` when the general path must (a
     /// parameter that does not convert, a table changed since preparing, a
-    /// read the general path would stream).
-    /// `written`: the rows the open transaction block wrote to the table,
-    /// which its indexes hold only from the commit.
+    /// read the general path would stream). `written`: the rows the open
+    /// transaction block wrote to the table, which its indexes hold only
+    /// from the commit.
     pub async fn execute(
         self: &Arc<Self>,
         current: Option<Arc<TableDef>>,
@@ -677,14 +677,14 @@ impl KeyPlan {
                 .iter()
                 .map(|(condition, value, _)| (condition.column, value.clone()))
                 .collect();
-            let access = index_equality(def, index, &values);
-            let read = self
-                .read_through_index(&*view, &access, written.as_ref(), &mut rows)
+            let ranges = index_equality(def, index, &values);
+            self.read_through_index(&*view, index, &ranges, written.as_ref(), &mut rows)
                 .await?;
             if self.fetch.is_none() && rows.len() > MAX_UNLIMITED_ROWS {
                 return Ok(None);
             }
-            (access, read)
+            let index = index.clone();
+            (AccessPath::Index { index, ranges }, rows.len())
         } else if self.point {
             let mut row: Row = vec![None; def.columns.len()];
             for (condition, value, _) in &bounds {
@@ -786,21 +786,19 @@ impl KeyPlan {
         Ok(Some(self.rows(rows)))
     }
 
-    /// Reads into `rows` the rows the entries of an index access path name,
+    /// Reads into `rows` the rows the entries of `ranges` of an index name,
     /// up to the plan's limit (one past the most a read without a limit
-    /// keeps); returns how many it read. The rows a transaction block wrote
-    /// (`written`) are read from its writes: their entries are skipped, and
-    /// those whose entry the path's ranges name are taken.
+    /// keeps). The rows a transaction block wrote (`written`) are read from
+    /// its writes: their entries are skipped, and those whose entry the
+    /// ranges name are taken.
     async fn read_through_index(
         &self,
         view: &dyn EntityRead,
-        access: &AccessPath,
+        index: &IndexDef,
+        ranges: &[KeyRange],
         written: Option<&WrittenRows>,
         rows: &mut EncodedRows,
-    ) -> Result<usize> {
-        let AccessPath::Index { index, ranges } = access else {
-            return Ok(0);
-        };
+    ) -> Result<()> {
         let limit = self.fetch.unwrap_or(MAX_UNLIMITED_ROWS + 1);
         if let Some(written) = written {
             let named = |partition_key: &str| {
@@ -810,7 +808,7 @@ impl KeyPlan {
             };
             for entity in written_entities(written) {
                 if rows.len() >= limit {
-                    return Ok(rows.len());
+                    return Ok(());
                 }
                 let entry = index.entry(&self.table, &entity)?;
                 if entry.is_some_and(|e| named(&e.key.partition_key)) {
@@ -836,7 +834,7 @@ impl KeyPlan {
                     }
                     view.get_row(&self.table.name, &base, rows).await?;
                     if rows.len() >= limit {
-                        return Ok(rows.len());
+                        return Ok(());
                     }
                 }
                 continuation = page.continuation;
@@ -845,7 +843,7 @@ impl KeyPlan {
                 }
             }
         }
-        Ok(rows.len())
+        Ok(())
     }
 
     /// Appends to `kept`, up to `limit` rows, the rows read whose key

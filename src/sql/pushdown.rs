@@ -843,17 +843,17 @@ fn intra_partition_ranges(
 /// The index entries of the rows whose columns hold `values` (a column and
 /// its value for each of the index's columns): one range of them, or none
 /// when a value cannot be indexed.
-pub fn index_equality(def: &TableDef, index: &IndexDef, values: &[(usize, Value)]) -> AccessPath {
+pub fn index_equality(
+    def: &TableDef,
+    index: &IndexDef,
+    values: &[(usize, Value)],
+) -> Vec<KeyRange> {
     let mut constraints: Vec<Constraint> =
         def.columns.iter().map(|_| Constraint::default()).collect();
     for (column, value) in values {
         constraints[*column].values = Some(vec![value.clone()]);
     }
-    let ranges = index_ranges(def, index, &constraints).map_or_else(Vec::new, |(_, r)| r);
-    AccessPath::Index {
-        index: index.clone(),
-        ranges,
-    }
+    index_ranges(def, index, &constraints).map_or_else(Vec::new, |(_, r)| r)
 }
 
 /// The access path for rows whose `column` holds one of `values` (the keys

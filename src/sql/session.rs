@@ -1652,7 +1652,6 @@ impl Session {
         }
     }
 
-    /// The open transaction, which DDL statements change.
     /// The row the open transaction block wrote with `entry` in the unique
     /// index stored in `store_table` (see `Transaction::unique_entry`).
     pub(super) fn written_unique_entry(
@@ -1663,6 +1662,7 @@ impl Session {
         self.txn.as_ref()?.unique_entry(store_table, entry).cloned()
     }
 
+    /// The open transaction, which DDL statements change.
     pub(super) fn transaction(&mut self) -> Result<&mut Transaction> {
         self.txn
             .as_mut()

@@ -1606,6 +1606,7 @@ pub(super) async fn rewrite_rows(
     convert: impl Fn(usize, Value) -> Result<Value>,
 ) -> Result<()> {
     let view = session.current_view();
+    let moved = new.name != old.name;
     let mut deletes = Vec::new();
     let mut writes = Vec::new();
     let mut continuation = None;
@@ -1633,7 +1634,6 @@ pub(super) async fn rewrite_rows(
             new.check_row(&row)?;
             let key = new.entity_key(&row)?;
             let rewritten = new.row_to_entity(key.clone(), &row)?;
-            let moved = new.name != old.name;
             if key == entity.key && !moved {
                 writes.extend(Change::rewrite(&new.name, key, entity.etag, rewritten));
                 continue;

@@ -154,6 +154,34 @@ def arrays():
         assert got == ([5, None],), got
 
 
+@check("psycopg: uuids as parameters, lists of them and casts, in text and binary")
+def uuids():
+    first, second = uuid.UUID("0f8fad5b-d9cb-469f-a165-70867728950e"), uuid.uuid4()
+    with connect(autocommit=True) as conn:
+        conn.execute("DROP TABLE IF EXISTS tokens")
+        conn.execute("CREATE TABLE tokens (id int PRIMARY KEY, token uuid)")
+        conn.execute("INSERT INTO tokens VALUES (1, %s), (2, %s)", (first, second))
+        for binary in (False, True):
+            cur = conn.cursor(binary=binary)
+            # psycopg writes a uuid's text without hyphens (and a list's
+            # elements so): each is read as the uuid it names.
+            got = cur.execute(
+                "SELECT id FROM tokens WHERE token = ANY(%s) ORDER BY id", ([first, uuid.uuid4()],)
+            ).fetchall()
+            assert got == [(1,)], (binary, got)
+            got = cur.execute("SELECT id FROM tokens WHERE token = %s", (second,)).fetchall()
+            assert got == [(2,)], (binary, got)
+            got = cur.execute(
+                "SELECT id, %s::uuid FROM tokens WHERE token = %s::uuid", (str(first).upper(), str(first))
+            ).fetchall()
+            assert got == [(1, first)], (binary, got)
+        try:
+            conn.execute("SELECT id FROM tokens WHERE token = %s::uuid", ("not a uuid",))
+            raise AssertionError("a text that names no uuid was read as one")
+        except psycopg.errors.InvalidTextRepresentation:
+            pass
+
+
 @check("psycopg: numerics come back with PostgreSQL's digits, in text and binary")
 def numerics():
     # (plain numeric, numeric(30,2)) as PostgreSQL 15 prints them.

@@ -13,7 +13,7 @@ use postgres_types::Kind;
 
 use crate::sql::arrays::array_type_oid;
 use crate::sql::time_zone::SessionZone;
-use crate::sql::types::{cast_input, list_of, UTC};
+use crate::sql::types::{cast_input, list_of, uuid_input, UTC};
 use crate::sql::Prepared;
 use crate::sql::SqlError;
 
@@ -218,20 +218,25 @@ fn decode(
             }
             None => ScalarValue::IntervalMonthDayNano(None),
         },
-        Type::UUID => match raw {
-            Some(bytes) if binary && bytes.len() == 16 => {
-                let mut g = [0u8; 16];
-                g.copy_from_slice(bytes);
-                ScalarValue::Utf8(Some(crate::model::Guid(g).to_string()))
-            }
-            _ => text(raw),
+        Type::UUID if binary => match raw {
+            Some(bytes) => match <[u8; 16]>::try_from(bytes) {
+                Ok(uuid) => ScalarValue::Utf8(Some(crate::model::Guid(uuid).to_string())),
+                Err(_) => {
+                    return Err(PgWireError::ApiError(
+                        format!("a binary uuid has 16 bytes, not {}", bytes.len()).into(),
+                    ))
+                }
+            },
+            None => ScalarValue::Utf8(None),
         },
+        Type::UUID => uuid_input(&text(raw))?,
         Type::JSONB if binary => ScalarValue::Utf8(
             raw.map(|b| String::from_utf8_lossy(b.get(1..).unwrap_or_default()).into_owned()),
         ),
         _ => match ty.kind() {
-            Kind::Array(element) if binary => match raw {
-                Some(raw) => binary_array(raw, element)?,
+            Kind::Array(element) => match raw {
+                Some(raw) if binary => binary_array(raw, element)?,
+                Some(raw) => text_array(raw, element, zone)?,
                 None => ScalarValue::Utf8(None),
             },
             _ => text(raw),
@@ -282,9 +287,25 @@ fn binary_array(raw: &[u8], element: &Type) -> PgWireResult<ScalarValue> {
         };
         elements.push(decode(bytes, true, element, &SessionZone::utc())?);
     }
+    list(&elements, element)
+}
+
+/// An array in PostgreSQL's text form (`array_in`'s): a list of its
+/// elements, each read as a parameter of the element type sent as text
+/// (a uuid's text as the uuid it names, a date's as PostgreSQL reads it).
+fn text_array(raw: &[u8], element: &Type, zone: &SessionZone) -> PgWireResult<ScalarValue> {
+    let elements = crate::sql::arrays::parse_literal(&String::from_utf8_lossy(raw))?
+        .iter()
+        .map(|e| decode(e.as_deref().map(str::as_bytes), false, element, zone))
+        .collect::<PgWireResult<Vec<_>>>()?;
+    list(&elements, element)
+}
+
+/// A list of `elements`, values of parameters of type `element`.
+fn list(elements: &[ScalarValue], element: &Type) -> PgWireResult<ScalarValue> {
     let element_type = decode(None, true, element, &SessionZone::utc())?.data_type();
     Ok(ScalarValue::List(ScalarValue::new_list_nullable(
-        &elements,
+        elements,
         &element_type,
     )))
 }
@@ -365,5 +386,36 @@ mod tests {
             &SessionZone::utc()
         )
         .is_err());
+    }
+
+    #[test]
+    fn uuids_sent_as_text_alone_or_in_arrays_are_read_as_the_uuids_they_name() {
+        let utc = SessionZone::utc();
+        let uuid = "0f8fad5b-d9cb-469f-a165-70867728950e";
+        let text = |s: &str| ScalarValue::Utf8(Some(s.to_owned()));
+        for sent in [
+            uuid,
+            "0F8FAD5BD9CB469FA16570867728950E",
+            "{0f8fad5b-d9cb-469f-a165-70867728950e}",
+        ] {
+            let read = decode(Some(sent.as_bytes()), false, &Type::UUID, &utc).unwrap();
+            assert_eq!(read, text(uuid), "{sent}");
+        }
+        assert!(decode(Some(b"0f8fad5b"), false, &Type::UUID, &utc).is_err());
+        let sent = b"{0f8fad5bd9cb469fa16570867728950e,NULL}";
+        let read = decode(Some(sent), false, &Type::UUID_ARRAY, &utc).unwrap();
+        let list =
+            ScalarValue::new_list_nullable(&[text(uuid), ScalarValue::Utf8(None)], &DataType::Utf8);
+        assert_eq!(read, ScalarValue::List(list));
+        let sent = b"{1,NULL,3}";
+        let read = decode(Some(sent), false, &Type::INT4_ARRAY, &utc).unwrap();
+        let numbers = [
+            ScalarValue::Int32(Some(1)),
+            ScalarValue::Int32(None),
+            ScalarValue::Int32(Some(3)),
+        ];
+        let list = ScalarValue::new_list_nullable(&numbers, &DataType::Int32);
+        assert_eq!(read, ScalarValue::List(list));
+        assert!(decode(Some(b"{1,x}"), false, &Type::INT4_ARRAY, &utc).is_err());
     }
 }

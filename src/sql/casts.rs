@@ -33,10 +33,10 @@ use datafusion::arrow::datatypes::{DataType, Decimal128Type, Float32Type, Float6
 use datafusion::common::config::ConfigOptions;
 use datafusion::common::tree_node::{Transformed, TreeNode};
 use datafusion::common::{exec_err, DFSchema, Result, ScalarValue};
-use datafusion::logical_expr::expr::{Cast, ScalarFunction};
+use datafusion::logical_expr::expr::{BinaryExpr, Cast, InList, ScalarFunction};
 use datafusion::logical_expr::{
-    ColumnarValue, Expr, ExprSchemable, LogicalPlan, ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl,
-    Signature, Volatility,
+    ColumnarValue, Expr, ExprSchemable, LogicalPlan, Operator, ScalarFunctionArgs, ScalarUDF,
+    ScalarUDFImpl, Signature, Volatility,
 };
 use datafusion::optimizer::AnalyzerRule;
 
@@ -47,7 +47,10 @@ use super::functions::AT_TIME_ZONE;
 use super::plan_nodes::rewrite_nodes_holding;
 use super::settings::Settings;
 use super::time_zone::SessionZone;
-use super::types::{list_of, push_timestamp, text_inputs, text_reader, timestamp_micros_at};
+use super::types::{
+    declared_type, list_of, push_timestamp, text_inputs, text_reader, timestamp_micros_at,
+};
+use crate::catalog::SqlType;
 
 /// Puts a [`PostgresCast`] in place of each cast of a float or a timestamp
 /// to text, and of each cast to `real` of a double, a number or a text,
@@ -77,7 +80,7 @@ impl AnalyzerRule for PostgresCasts {
 fn may_rewrite(expr: &Expr) -> bool {
     super::wall_times::may_rewrite(expr)
         || match expr {
-            Expr::Cast(_) => true,
+            Expr::Cast(_) | Expr::BinaryExpr(_) | Expr::InList(_) => true,
             Expr::ScalarFunction(f) => matches!(
                 f.name(),
                 "round"
@@ -177,9 +180,12 @@ pub fn postgres_casts(
                     _ => Expr::Cast(Cast::new_from_field(Box::new(text), field)),
                 }))
             }
-            // A date's or a timestamp's text read as its value, an interval's
-            // made one Arrow reads (see `types::text_inputs`).
-            Expr::Cast(Cast { expr, field }) if text_reader(field.data_type()).is_some() => {
+            // A date's or a timestamp's text read as its value, a numeric's or
+            // an interval's made one Arrow reads (see `types::text_inputs`).
+            Expr::Cast(Cast { expr, field })
+                if text_reader(field.data_type()).is_some()
+                    && expr.get_type(inputs).is_ok_and(|t| is_text(&t)) =>
+            {
                 match *expr {
                     Expr::Literal(ScalarValue::Utf8(Some(text)), meta) => {
                         let read = read_literal(text, field.data_type(), zone)?;
@@ -311,9 +317,63 @@ pub fn postgres_casts(
                 let cast = Cast::new_from_field(Box::new(Expr::ScalarFunction(rounded)), field);
                 Ok(Transformed::yes(Expr::Cast(cast)))
             }
+            // A text compared with a uuid is read as the uuid it names, as
+            // PostgreSQL reads the literal (`id = 'A0EEBC99...'` or without
+            // hyphens): the texts then compare as the uuids do.
+            Expr::BinaryExpr(BinaryExpr { left, op, right })
+                if matches!(
+                    op,
+                    Operator::Eq
+                        | Operator::NotEq
+                        | Operator::Lt
+                        | Operator::LtEq
+                        | Operator::Gt
+                        | Operator::GtEq
+                        | Operator::IsDistinctFrom
+                        | Operator::IsNotDistinctFrom
+                ) && is_uuid(&left, inputs) != is_uuid(&right, inputs) =>
+            {
+                let (left, right) = (read_as_uuid(*left, inputs), read_as_uuid(*right, inputs));
+                Ok(Transformed::yes(Expr::BinaryExpr(BinaryExpr::new(
+                    Box::new(left),
+                    op,
+                    Box::new(right),
+                ))))
+            }
+            Expr::InList(InList {
+                expr,
+                list,
+                negated,
+            }) if is_uuid(&expr, inputs) => {
+                let list = list.into_iter().map(|e| read_as_uuid(e, inputs)).collect();
+                Ok(Transformed::yes(Expr::InList(InList::new(
+                    expr, list, negated,
+                ))))
+            }
             e => Ok(Transformed::no(e)),
         }
     })
+}
+
+/// Whether `expr`'s values are uuids.
+fn is_uuid(expr: &Expr, inputs: &DFSchema) -> bool {
+    expr.to_field(inputs)
+        .is_ok_and(|(_, field)| declared_type(&field) == Some(SqlType::Uuid))
+}
+
+/// A text that is not a uuid read as one (see
+/// [`super::types::uuid_input`]). A parameter is left as it is: its value
+/// is read as a uuid when the client says it is one, and a read by key
+/// reads it as the key's uuid.
+fn read_as_uuid(expr: Expr, inputs: &DFSchema) -> Expr {
+    let text = !matches!(expr, Expr::Placeholder(_))
+        && !is_uuid(&expr, inputs)
+        && expr.get_type(inputs).is_ok_and(|t| is_text(&t));
+    if !text {
+        return expr;
+    }
+    let read = super::functions::uuid_input_function();
+    Expr::ScalarFunction(ScalarFunction::new_udf(read, vec![expr]))
 }
 
 /// The instant a text (read in the session's zone) or a date (its

@@ -6,7 +6,7 @@
 //! expression functions, `AT TIME ZONE`, `pg_typeof`).
 
 use std::hash::{Hash, Hasher};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use datafusion::arrow::array::{new_null_array, Array, AsArray};
 use datafusion::arrow::datatypes::{
@@ -31,7 +31,7 @@ use super::pg_catalog::{
 };
 use super::provider::ReadView;
 use super::settings::{Refused, Settings, SERVER_VERSION};
-use super::types::declared_type;
+use super::types::{declared_type, uuid_input, UUID_INPUT};
 use crate::catalog::Catalog;
 use crate::catalog::SqlType;
 
@@ -42,8 +42,9 @@ struct RowFunction {
     name: &'static str,
     signature: Signature,
     returns: DataType,
-    /// The JSON type of the value, when it is JSON.
-    json: Option<JsonType>,
+    /// The PostgreSQL type of the value, when it is text of a type `Utf8`
+    /// does not name.
+    text_type: Option<TextType>,
     body: Body,
 }
 
@@ -81,15 +82,17 @@ impl ScalarUDFImpl for RowFunction {
     }
 
     fn return_field_from_args(&self, args: ReturnFieldArgs) -> DfResult<FieldRef> {
-        let jsonb = match self.json {
+        let ty = match self.text_type {
             None => return Ok(Arc::new(Field::new(self.name, self.returns.clone(), true))),
-            Some(JsonType::Json) => false,
-            Some(JsonType::Jsonb) => true,
-            Some(JsonType::OfFirstArgument) => {
-                args.arg_fields.first().and_then(|f| declared_type(f)) == Some(SqlType::Jsonb)
+            Some(TextType::Of(ty)) => ty,
+            Some(TextType::JsonOfFirstArgument) => {
+                match args.arg_fields.first().and_then(|f| declared_type(f)) {
+                    Some(SqlType::Jsonb) => SqlType::Jsonb,
+                    _ => SqlType::Json,
+                }
             }
         };
-        Ok(super::json::json_field(self.name, jsonb))
+        Ok(super::types::text_field(self.name, ty))
     }
 
     fn invoke_with_args(&self, args: ScalarFunctionArgs) -> DfResult<ColumnarValue> {
@@ -98,13 +101,12 @@ impl ScalarUDFImpl for RowFunction {
     }
 }
 
-/// The JSON type of a [`RowFunction`]'s value.
+/// The PostgreSQL type of a [`RowFunction`]'s text value.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum JsonType {
-    Json,
-    Jsonb,
+enum TextType {
+    Of(SqlType),
     /// `jsonb` when the first argument is, else `json` (`->` and the like).
-    OfFirstArgument,
+    JsonOfFirstArgument,
 }
 
 /// `body`'s value for each row's argument values, or once for all rows
@@ -402,12 +404,13 @@ pub(super) fn register(
     )
 }
 
-/// Registers an immutable [`RowFunction`] whose value is JSON.
-fn register_json(
+/// Registers an immutable [`RowFunction`] whose value is text of a type
+/// `Utf8` does not name (JSON, a uuid).
+fn register_typed_text(
     ctx: &SessionContext,
     name: &'static str,
     arities: &[usize],
-    json: JsonType,
+    text_type: TextType,
     body: impl Fn(&[ScalarValue]) -> DfResult<ScalarValue> + Send + Sync + 'static,
 ) -> Arc<ScalarUDF> {
     register_row_function(
@@ -416,7 +419,7 @@ fn register_json(
         arities,
         DataType::Utf8,
         Volatility::Immutable,
-        Some(json),
+        Some(text_type),
         Arc::new(body),
     )
 }
@@ -427,7 +430,20 @@ fn register_row_function(
     arities: &[usize],
     returns: DataType,
     volatility: Volatility,
-    json: Option<JsonType>,
+    text_type: Option<TextType>,
+    body: Body,
+) -> Arc<ScalarUDF> {
+    let function = row_function(name, arities, returns, volatility, text_type, body);
+    ctx.register_udf(function.as_ref().clone());
+    function
+}
+
+fn row_function(
+    name: &'static str,
+    arities: &[usize],
+    returns: DataType,
+    volatility: Volatility,
+    text_type: Option<TextType>,
     body: Body,
 ) -> Arc<ScalarUDF> {
     let signatures = arities
@@ -440,15 +456,33 @@ fn register_row_function(
             }
         })
         .collect();
-    let function = Arc::new(ScalarUDF::new_from_impl(RowFunction {
+    Arc::new(ScalarUDF::new_from_impl(RowFunction {
         name,
         signature: Signature::one_of(signatures, volatility),
         returns,
-        json,
+        text_type,
         body,
-    }));
-    ctx.register_udf(function.as_ref().clone());
-    function
+    }))
+}
+
+/// `uuid_input(text)`: the text as the uuid it names (see
+/// [`super::types::uuid_input`]), typed `uuid`.
+pub(super) fn uuid_input_function() -> Arc<ScalarUDF> {
+    static FUNCTION: OnceLock<Arc<ScalarUDF>> = OnceLock::new();
+    FUNCTION
+        .get_or_init(|| {
+            let uuid = Some(TextType::Of(SqlType::Uuid));
+            let body: Body = Arc::new(|a: &[ScalarValue]| Ok(uuid_input(&a[0])?));
+            row_function(
+                UUID_INPUT,
+                &[1],
+                DataType::Utf8,
+                Volatility::Immutable,
+                uuid,
+                body,
+            )
+        })
+        .clone()
 }
 
 /// A value's text: a string's own, another value's printed; `None` for NULL.
@@ -657,20 +691,22 @@ fn register_json_functions(ctx: &SessionContext) {
     for build in json::JsonBuild::all() {
         ctx.register_udf(ScalarUDF::new_from_impl(build));
     }
-    use JsonType::{Json, Jsonb, OfFirstArgument};
-    register_json(ctx, json::TO_JSON, &[1], Json, |a| json::input(a, false));
-    register_json(ctx, json::TO_JSONB, &[1], Jsonb, |a| json::input(a, true));
-    register_json(ctx, json::ARRAY_OF, &[1], Json, |a| {
+    const JSON: TextType = TextType::Of(SqlType::Json);
+    const JSONB: TextType = TextType::Of(SqlType::Jsonb);
+    const OF_FIRST_ARGUMENT: TextType = TextType::JsonOfFirstArgument;
+    register_typed_text(ctx, json::TO_JSON, &[1], JSON, |a| json::input(a, false));
+    register_typed_text(ctx, json::TO_JSONB, &[1], JSONB, |a| json::input(a, true));
+    register_typed_text(ctx, json::ARRAY_OF, &[1], JSON, |a| {
         Ok(json::array_of(&a[0]))
     });
-    register_json(ctx, json::OBJECT_OF, &[1], Json, |a| json::object_of(&a[0]));
-    register_json(ctx, json::GET, &[2], OfFirstArgument, |a| {
+    register_typed_text(ctx, json::OBJECT_OF, &[1], JSON, |a| json::object_of(&a[0]));
+    register_typed_text(ctx, json::GET, &[2], OF_FIRST_ARGUMENT, |a| {
         json::get(a, false)
     });
     register(ctx, json::GET_TEXT, &[2], Utf8, Immutable, |a| {
         json::get(a, true)
     });
-    register_json(ctx, json::GET_PATH, &[2], OfFirstArgument, |a| {
+    register_typed_text(ctx, json::GET_PATH, &[2], OF_FIRST_ARGUMENT, |a| {
         json::get_path(a, false)
     });
     register(ctx, json::GET_PATH_TEXT, &[2], Utf8, Immutable, |a| {
@@ -702,12 +738,12 @@ fn register_json_functions(ctx: &SessionContext) {
     let has_all_keys = register(ctx, json::HAS_ALL_KEYS, &[2], Boolean, Immutable, |a| {
         json::has_keys(a, true)
     });
-    register_json(ctx, "jsonb_strip_nulls", &[1], Jsonb, json::strip_nulls);
-    register_json(ctx, "jsonb_set", &[3, 4], Jsonb, json::set);
+    register_typed_text(ctx, "jsonb_strip_nulls", &[1], JSONB, json::strip_nulls);
+    register_typed_text(ctx, "jsonb_set", &[3, 4], JSONB, json::set);
     register(ctx, "jsonb_pretty", &[1], Utf8, Immutable, json::pretty);
-    let concat = register_json(ctx, json::CONCAT, &[2], Jsonb, json::concat);
-    let delete = register_json(ctx, json::DELETE, &[2], Jsonb, json::delete);
-    let delete_path = register_json(ctx, json::DELETE_PATH, &[2], Jsonb, json::delete_path);
+    let concat = register_typed_text(ctx, json::CONCAT, &[2], JSONB, json::concat);
+    let delete = register_typed_text(ctx, json::DELETE, &[2], JSONB, json::delete);
+    let delete_path = register_typed_text(ctx, json::DELETE_PATH, &[2], JSONB, json::delete_path);
     let operators = json::JsonOperators {
         contains,
         has_any_key,
@@ -863,6 +899,7 @@ pub fn register_all(
     // PostgreSQL's `gen_random_uuid` is DataFusion's `uuid`.
     let uuid = datafusion::functions::string::uuid();
     ctx.register_udf(uuid.as_ref().clone().with_aliases(["gen_random_uuid"]));
+    ctx.register_udf(uuid_input_function().as_ref().clone());
     // PostgreSQL's `every` is `bool_and`.
     let bool_and = datafusion::functions_aggregate::bool_and_or::bool_and_udaf();
     ctx.register_udaf(bool_and.as_ref().clone().with_aliases(["every"]));

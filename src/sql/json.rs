@@ -13,7 +13,7 @@
 
 use std::sync::Arc;
 
-use datafusion::arrow::datatypes::{DataType, Field, FieldRef, TimeUnit};
+use datafusion::arrow::datatypes::{DataType, FieldRef, TimeUnit};
 use datafusion::common::{DFSchema, Result, ScalarValue};
 use datafusion::logical_expr::expr::ScalarFunction;
 use datafusion::logical_expr::planner::{ExprPlanner, PlannerResult, RawBinaryExpr};
@@ -27,7 +27,7 @@ use serde_json::Value;
 use super::decimals::{put_decimal, without_exponent};
 use super::floats::put_float;
 use super::functions::{each_row, text as text_of, text_list};
-use super::types::{declared_type, push_json_timestamp, PG_TYPE_KEY};
+use super::types::{declared_type, push_json_timestamp, text_field};
 use super::SqlError;
 use crate::catalog::SqlType;
 
@@ -283,13 +283,7 @@ pub fn input(args: &[ScalarValue], jsonb: bool) -> Result<ScalarValue> {
 
 /// A result column holding `json` (or `jsonb`) as text.
 pub fn json_field(name: &str, jsonb: bool) -> FieldRef {
-    let ty = if jsonb { SqlType::Jsonb } else { SqlType::Json };
-    Arc::new(
-        Field::new(name, DataType::Utf8, true).with_metadata(std::collections::HashMap::from([(
-            PG_TYPE_KEY.to_owned(),
-            ty.pg_name(),
-        )])),
-    )
+    text_field(name, if jsonb { SqlType::Jsonb } else { SqlType::Json })
 }
 
 /// A value as it goes into JSON that a function builds: JSON (a value of

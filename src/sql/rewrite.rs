@@ -1689,6 +1689,13 @@ fn rewrite_expr(expr: &mut Expr) {
             };
             *expr = call(input, vec![(**inner).clone()]);
         }
+        // A uuid is held as its text, written as PostgreSQL writes it.
+        Expr::Cast {
+            kind: CastKind::DoubleColon | CastKind::Cast,
+            expr: inner,
+            data_type: DataType::Uuid,
+            ..
+        } => *expr = call(super::types::UUID_INPUT, vec![(**inner).clone()]),
         Expr::Cast {
             kind: CastKind::DoubleColon | CastKind::Cast,
             expr: inner,

@@ -13,7 +13,7 @@
 //! constant keeps the row when the subquery holds a NULL.)
 
 use datafusion::sql::sqlparser::ast::{
-    BinaryOperator, Expr, GroupByExpr, Query, SelectItem, SetExpr,
+    BinaryOperator, Expr, GroupByExpr, Query, SelectItem, SetExpr, Value,
 };
 
 use super::rewrite::{aggregates, parse_expr};
@@ -35,10 +35,17 @@ pub(super) fn without_set_comparison(expr: &Expr) -> Option<Expr> {
         } => (left, compare_op, right, true),
         _ => return None,
     };
-    let Expr::Subquery(query) = right.as_ref() else {
-        return None;
-    };
     use BinaryOperator::{Eq, Gt, GtEq, Lt, LtEq, NotEq};
+    let query = match right.as_ref() {
+        Expr::Subquery(query) => query,
+        Expr::Value(v) => match &v.value {
+            Value::SingleQuotedString(text) => {
+                return of_array_literal(left, op, text, all);
+            }
+            _ => return None,
+        },
+        _ => return None,
+    };
     if (op, all) == (&Eq, false) {
         return Some(Expr::InSubquery {
             expr: left.clone(),
@@ -97,6 +104,53 @@ pub(super) fn without_set_comparison(expr: &Expr) -> Option<Expr> {
         _ => return None,
     };
     parse_expr(&sql)
+}
+
+/// `x op ANY ('{a,b}')` (or ALL) of an array's text form, which
+/// PostgreSQL reads as an array of `x`'s type: `x IN ('a', 'b')` for `=
+/// ANY`, `x NOT IN (...)` for `<> ALL`, else each element compared (`x >
+/// 'a' OR x > 'b'`), the texts then read as `x`'s type as literals
+/// compared with it are. A text that is no array is left to fail as one
+/// (`'{a'::text[]`).
+fn of_array_literal(left: &Expr, op: &BinaryOperator, text: &str, all: bool) -> Option<Expr> {
+    let Ok(elements) = super::arrays::parse_literal(text) else {
+        return parse_expr(&format!(
+            "{left} {op} ANY ({}::text[])",
+            Value::SingleQuotedString(text.into())
+        ));
+    };
+    let elements: Vec<Expr> = elements
+        .into_iter()
+        .map(|e| Expr::Value(e.map_or(Value::Null, Value::SingleQuotedString).into()))
+        .collect();
+    let negated = match (op, all) {
+        _ if elements.is_empty() => return Some(Expr::Value(Value::Boolean(all).into())),
+        (BinaryOperator::Eq, false) => false,
+        (BinaryOperator::NotEq, true) => true,
+        _ => {
+            let joined = if all {
+                BinaryOperator::And
+            } else {
+                BinaryOperator::Or
+            };
+            let compared = elements.into_iter().map(|e| Expr::BinaryOp {
+                left: Box::new(left.clone()),
+                op: op.clone(),
+                right: Box::new(e),
+            });
+            let chain = compared.reduce(|a, b| Expr::BinaryOp {
+                left: Box::new(a),
+                op: joined.clone(),
+                right: Box::new(b),
+            })?;
+            return Some(Expr::Nested(Box::new(chain)));
+        }
+    };
+    Some(Expr::InList {
+        expr: Box::new(left.clone()),
+        list: elements,
+        negated,
+    })
 }
 
 /// A scalar subquery of `aggregate` over the one column (`__tablegate_v`)

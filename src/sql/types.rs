@@ -8,6 +8,7 @@ use datafusion::arrow::array::{Array, ArrayRef, AsArray, StringArray};
 use datafusion::arrow::compute::{cast_with_options, CastOptions};
 use datafusion::arrow::datatypes::{DataType, Field, FieldRef, IntervalUnit, TimeUnit};
 use datafusion::common::datatype::DataTypeExt;
+use datafusion::common::ScalarValue;
 use datafusion::logical_expr::planner::TypePlanner;
 use datafusion::sql::sqlparser::ast::{
     ArrayElemTypeDef, CharacterLength, DataType as AstType, ExactNumberInfo, TimezoneInfo,
@@ -348,7 +349,8 @@ pub(super) fn civil_date(days: i64) -> (i64, u32, u32) {
 
 /// `array` with each text read as PostgreSQL reads a text cast to
 /// `target`, when it holds texts: a date's or a timestamp's as its value
-/// ([`super::datetime_input`]), an interval's by [`interval_input`], an
+/// ([`super::datetime_input`]), an interval's by [`interval_input`], a
+/// numeric's by [`numeric_input`], an
 /// array's from its text form (`{a,b}`; Arrow would make `'{a,b}'` the
 /// one element of a list); an instant's text without a zone is a wall time
 /// in `zone`, the session's.
@@ -369,6 +371,12 @@ pub fn text_inputs(
             texts
                 .iter()
                 .map(|text| text.map(interval_input))
+                .collect::<StringArray>(),
+        ),
+        DataType::Decimal128(..) => Arc::new(
+            texts
+                .iter()
+                .map(|text| text.map(numeric_input))
                 .collect::<StringArray>(),
         ),
         _ => array.clone(),
@@ -397,9 +405,24 @@ pub fn text_reader(target: &DataType) -> Option<TextReader> {
         DataType::Timestamp(_, None) => |text, zone| arrow_text(text, Target::Timestamp, zone),
         DataType::Timestamp(_, Some(_)) => |text, zone| arrow_text(text, Target::Timestamptz, zone),
         DataType::Interval(_) => |text, _| interval_input(text),
+        DataType::Decimal128(..) => |text, _| numeric_input(text),
         _ => return None,
     })
 }
+
+/// A numeric's text as Arrow reads it: one with an exponent (`1.5e3`) in
+/// plain digits (`1500`).
+fn numeric_input(text: &str) -> Cow<'_, str> {
+    match super::decimals::without_exponent(text.trim(), NUMERIC_INPUT_DIGITS) {
+        Some(plain) => Cow::Owned(plain),
+        None => Cow::Borrowed(text),
+    }
+}
+
+/// The most digits a numeric's text with an exponent is written out to;
+/// more than any `Decimal128` holds, so that such a text is refused as
+/// out of range.
+const NUMERIC_INPUT_DIGITS: usize = 100;
 
 /// `array` cast to `target`, its texts read as [`text_inputs`] reads them.
 pub fn cast_input(
@@ -507,6 +530,14 @@ pub fn arrow_field(column: &Column) -> Field {
     )]))
 }
 
+/// A result column of text holding values of `ty` (json, uuid, ...).
+pub fn text_field(name: &str, ty: SqlType) -> FieldRef {
+    Arc::new(
+        Field::new(name, DataType::Utf8, true)
+            .with_metadata(HashMap::from([(PG_TYPE_KEY.to_owned(), ty.pg_name())])),
+    )
+}
+
 /// The declared type a result column's metadata names, if its values are
 /// still held as that type holds them: a cast (`tags::text`, `amount::int`)
 /// passes its input's metadata on with another Arrow type, and then the
@@ -612,6 +643,22 @@ pub fn cast_name(ty: SqlType) -> String {
         SqlType::Timestamptz => "TIMESTAMP(6) WITH TIME ZONE".into(),
         SqlType::Array(element) => format!("{}[]", cast_name(element.sql_type())),
         other => other.pg_name().to_uppercase(),
+    }
+}
+
+/// The function a text is read as a uuid with (`x::uuid`, a text compared
+/// with a uuid).
+pub const UUID_INPUT: &str = "uuid_input";
+
+/// A text as the uuid it names, written as PostgreSQL writes uuids
+/// (lowercase, hyphenated); 22P02 when it names none.
+pub fn uuid_input(text: &ScalarValue) -> Result<ScalarValue, SqlError> {
+    let Some(text) = super::functions::text(text) else {
+        return Ok(ScalarValue::Utf8(None));
+    };
+    match parse_uuid(&text) {
+        Some(uuid) => Ok(ScalarValue::Utf8(Some(uuid.to_string()))),
+        None => Err(SqlError::unreadable(&text, "uuid")),
     }
 }
 

@@ -186,7 +186,7 @@ pub type Row = Vec<Option<Value>>;
 pub enum RowError {
     #[error(transparent)]
     Key(#[from] KeyError),
-    #[error("null value in column {column:?} of table {table:?} violates not-null constraint")]
+    #[error("null value in column {column:?} of relation {table:?} violates not-null constraint")]
     NotNull { table: String, column: String },
     #[error("column {column:?} is read-only: it shows the entity's {field:?}")]
     ReadOnly { column: String, field: SystemField },

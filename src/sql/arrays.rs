@@ -177,8 +177,8 @@ fn put_literal<'a>(elements: impl Iterator<Item = Option<&'a str>>, out: &mut St
 
 /// Each value's text as PostgreSQL writes it (see `casts`: floats in
 /// their shortest digits, numerics at their scale, timestamps with a
-/// space, instants in `zone`, booleans as `t` and `f`).
-fn element_texts(values: &ArrayRef, zone: &SessionZone) -> Result<ArrayRef> {
+/// space, instants in `zone`, booleans as `t` and `f`, bytes in hex).
+pub fn value_texts(values: &ArrayRef, zone: &SessionZone) -> Result<ArrayRef> {
     Ok(match values.data_type() {
         DataType::Float64 | DataType::Float32 => super::casts::float_texts(values)?,
         DataType::Boolean => Arc::new(
@@ -191,6 +191,13 @@ fn element_texts(values: &ArrayRef, zone: &SessionZone) -> Result<ArrayRef> {
         DataType::Decimal128(..) => super::decimals::decimal_texts(values)?,
         DataType::Timestamp(..) => super::casts::timestamp_texts(values, zone)?,
         DataType::List(_) => list_texts(values, zone)?,
+        DataType::Binary => Arc::new(
+            values
+                .as_binary::<i32>()
+                .iter()
+                .map(|b| b.map(|b| b.iter().fold("\\x".to_owned(), |t, x| t + &format!("{x:02x}"))))
+                .collect::<StringArray>(),
+        ),
         _ => cast(values, &DataType::Utf8)?,
     })
 }
@@ -210,7 +217,7 @@ pub fn vector_texts(lists: &ArrayRef) -> Result<ArrayRef> {
             texts.append_null();
             continue;
         }
-        let numbers = element_texts(&lists.value(row), &SessionZone::utc())?;
+        let numbers = value_texts(&lists.value(row), &SessionZone::utc())?;
         let numbers = numbers.as_string::<i32>();
         let numbers: Vec<&str> = numbers.iter().flatten().collect();
         texts.append_value(numbers.join(" "));
@@ -231,7 +238,7 @@ pub fn list_texts(lists: &ArrayRef, zone: &SessionZone) -> Result<ArrayRef> {
     let offsets = lists.value_offsets();
     let first = offsets[0] as usize;
     let used = offsets[lists.len()] as usize - first;
-    let elements = element_texts(&lists.values().slice(first, used), zone)?;
+    let elements = value_texts(&lists.values().slice(first, used), zone)?;
     let elements = elements.as_string::<i32>();
     let nested = matches!(lists.value_type(), DataType::List(_));
     let mut texts = StringBuilder::with_capacity(lists.len(), elements.value_data().len() + 2);

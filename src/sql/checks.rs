@@ -8,11 +8,12 @@ use std::sync::Arc;
 use datafusion::arrow::array::{new_null_array, Array, ArrayRef, AsArray, RecordBatch};
 use datafusion::arrow::compute::cast;
 use datafusion::arrow::datatypes::{DataType, Field, Schema};
-use datafusion::arrow::util::display::{ArrayFormatter, FormatOptions};
 use datafusion::common::DFSchema;
 use datafusion::physical_expr::PhysicalExpr;
 
+use super::arrays::value_texts;
 use super::error::{Result, SqlError};
+use super::time_zone::SessionZone;
 use super::session::Session;
 use crate::catalog::TableDef;
 
@@ -21,6 +22,8 @@ use crate::catalog::TableDef;
 pub(super) struct Checks {
     def: Arc<TableDef>,
     conditions: Vec<(usize, Arc<dyn PhysicalExpr>)>,
+    /// The session's zone, which a failing row's instants are written in.
+    zone: SessionZone,
 }
 
 impl Checks {
@@ -43,6 +46,7 @@ impl Checks {
         Ok(Some(Checks {
             def: def.clone(),
             conditions,
+            zone: session.settings().zone(),
         }))
     }
 
@@ -82,14 +86,14 @@ impl Verdicts<'_> {
         let Some(c) = self.failed[r] else {
             return Ok(());
         };
-        let options = FormatOptions::default().with_null("null");
         let values = self
             .rows
             .columns()
             .iter()
             .map(|column| {
-                let formatter = ArrayFormatter::try_new(column.as_ref(), &options)?;
-                Ok(formatter.value(r).to_string())
+                let text = value_texts(&column.slice(r, 1), &self.checks.zone)?;
+                let text = text.as_string::<i32>();
+                Ok(text.is_valid(0).then(|| text.value(0)).unwrap_or("null").to_owned())
             })
             .collect::<Result<Vec<_>>>()?;
         let def = &self.checks.def;

@@ -182,6 +182,21 @@ def uuids():
             pass
 
 
+@check("psycopg: times of day as parameters and results, in text and binary")
+def times_of_day():
+    opens, closes = datetime.time(9, 30), datetime.time(17, 45, 10, 250000)
+    with connect(autocommit=True) as conn:
+        conn.execute("DROP TABLE IF EXISTS hours")
+        conn.execute("CREATE TABLE hours (id int PRIMARY KEY, opens time, closes time)")
+        conn.execute("INSERT INTO hours VALUES (1, %s, %s), (2, NULL, %s)", (opens, closes, opens))
+        for binary in (False, True):
+            cur = conn.cursor(binary=binary)
+            got = cur.execute("SELECT opens, closes FROM hours ORDER BY id").fetchall()
+            assert got == [(opens, closes), (None, opens)], (binary, got)
+            got = cur.execute("SELECT id FROM hours WHERE closes > %s ORDER BY id", (datetime.time(12),)).fetchall()
+            assert got == [(1,)], (binary, got)
+
+
 @check("psycopg: numerics come back with PostgreSQL's digits, in text and binary")
 def numerics():
     # (plain numeric, numeric(30,2)) as PostgreSQL 15 prints them.

@@ -216,6 +216,17 @@ pub fn encode_component(column: &str, ty: SqlType, value: &Value) -> Result<Stri
                 })?;
             date.format("%Y-%m-%d").to_string()
         }
+        // `HH:MM:SS.ffffff`, to 24:00:00.000000.
+        (SqlType::Time, Value::Int64(micros)) => {
+            let seconds = micros.div_euclid(1_000_000);
+            format!(
+                "{:02}:{:02}:{:02}.{:06}",
+                seconds / 3600,
+                seconds / 60 % 60,
+                seconds % 60,
+                micros.rem_euclid(1_000_000)
+            )
+        }
         (SqlType::Timestamp | SqlType::Timestamptz, Value::DateTime(DateTime(micros))) => {
             let ts = ChronoDateTime::from_timestamp_micros(*micros)
                 .map(|t| t.naive_utc())
@@ -290,6 +301,12 @@ pub fn decode_component(ty: SqlType, s: &str) -> Option<Value> {
         SqlType::Date => {
             let d = NaiveDate::parse_from_str(s, "%Y-%m-%d").ok()?;
             Value::Date(Date(i32::try_from((d - epoch()).num_days()).ok()?))
+        }
+        SqlType::Time => {
+            let (clock, fraction) = s.split_once('.')?;
+            let mut parts = clock.splitn(3, ':').map(|p| p.parse::<i64>().ok());
+            let (h, m, sec) = (parts.next()??, parts.next()??, parts.next()??);
+            Value::Int64(((h * 60 + m) * 60 + sec) * 1_000_000 + fraction.parse::<i64>().ok()?)
         }
         SqlType::Timestamp | SqlType::Timestamptz => {
             let t = NaiveDateTime::parse_from_str(s.trim_end_matches('Z'), TS_FORMAT).ok()?;
@@ -450,6 +467,11 @@ mod tests {
         #[test]
         fn timestamp_order(a in -62_135_596_800_000_000i64..253_402_300_799_999_999, b in -62_135_596_800_000_000i64..253_402_300_799_999_999) {
             order_check(SqlType::Timestamp, Value::DateTime(DateTime(a)), Value::DateTime(DateTime(b)), a.cmp(&b))?;
+        }
+
+        #[test]
+        fn time_order(a in 0i64..=86_400_000_000, b in 0i64..=86_400_000_000) {
+            order_check(SqlType::Time, Value::Int64(a), Value::Int64(b), a.cmp(&b))?;
         }
 
         #[test]

@@ -26,6 +26,8 @@ pub enum SqlType {
     },
     Bool,
     Date,
+    /// `time` (without time zone): microseconds since midnight, to 24:00.
+    Time,
     Timestamp,
     Timestamptz,
     Uuid,
@@ -74,6 +76,7 @@ impl Element {
             SqlType::Timestamptz => Element::Timestamptz,
             SqlType::Uuid => Element::Uuid,
             SqlType::Char(_)
+            | SqlType::Time
             | SqlType::Bytea
             | SqlType::Json
             | SqlType::Jsonb
@@ -110,7 +113,7 @@ impl SqlType {
         match self {
             SqlType::Text | SqlType::Varchar(_) | SqlType::Char(_) => PropertyType::String,
             SqlType::Int2 | SqlType::Int4 => PropertyType::Int32,
-            SqlType::Int8 => PropertyType::Int64,
+            SqlType::Int8 | SqlType::Time => PropertyType::Int64,
             SqlType::Float4 | SqlType::Float8 => PropertyType::Double,
             SqlType::Numeric { .. } => PropertyType::Decimal,
             SqlType::Bool => PropertyType::Boolean,
@@ -137,6 +140,7 @@ impl SqlType {
             SqlType::Numeric { precision, scale } => format!("numeric({precision},{scale})"),
             SqlType::Bool => "boolean".into(),
             SqlType::Date => "date".into(),
+            SqlType::Time => "time without time zone".into(),
             SqlType::Timestamp => "timestamp without time zone".into(),
             SqlType::Timestamptz => "timestamp with time zone".into(),
             SqlType::Uuid => "uuid".into(),
@@ -181,6 +185,7 @@ impl SqlType {
             "double precision" => SqlType::Float8,
             "boolean" => SqlType::Bool,
             "date" => SqlType::Date,
+            "time without time zone" => SqlType::Time,
             "timestamp without time zone" => SqlType::Timestamp,
             "timestamp with time zone" => SqlType::Timestamptz,
             "uuid" => SqlType::Uuid,
@@ -220,6 +225,7 @@ mod tests {
             },
             SqlType::Bool,
             SqlType::Date,
+            SqlType::Time,
             SqlType::Timestamp,
             SqlType::Timestamptz,
             SqlType::Uuid,

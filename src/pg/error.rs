@@ -286,15 +286,20 @@ fn narrowing_cast(message: &str) -> Option<&'static str> {
     })
 }
 
-/// A text a cast could not read as a number or a truth value (Arrow's
-/// "Cannot cast string '12x' to value of Int32 type"), as PostgreSQL
-/// reports it ([`SqlError::unreadable`]).
+/// A text a cast could not read as a number, a truth value or a time of
+/// day (Arrow's "Cannot cast string '12x' to value of Int32 type"), as
+/// PostgreSQL reports it ([`SqlError::unreadable`]; a time's is 22007, as
+/// a date's).
 fn unread_text(message: &str) -> Option<SqlError> {
     let rest = message
         .strip_prefix("Cannot cast string '")
         .or_else(|| message.strip_prefix("Cannot cast value '"))?;
     let (text, ty) = rest.rsplit_once("' to value of ")?;
     let ty: DataType = ty.strip_suffix(" type")?.parse().ok()?;
+    if matches!(ty, DataType::Time32(_) | DataType::Time64(_)) {
+        let message = format!("invalid input syntax for type time: \"{text}\"");
+        return Some(SqlError::value("22007", message));
+    }
     if !(ty.is_numeric() || ty == DataType::Boolean) {
         return None;
     }
@@ -661,6 +666,11 @@ mod tests {
             "Cannot cast value 'maybe' to value of Boolean type",
             "22P02",
             "invalid input syntax for type boolean: \"maybe\"",
+        );
+        check(
+            "Cannot cast string 'noon' to value of Time64(µs) type",
+            "22007",
+            "invalid input syntax for type time: \"noon\"",
         );
         check(
             "Cannot cast to Interval(MonthDayNano). Overflowing on 9",

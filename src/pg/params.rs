@@ -1,6 +1,6 @@
 //! Parameter types and values of the extended protocol.
 
-use chrono::{DateTime, FixedOffset, NaiveDate, NaiveDateTime};
+use chrono::{DateTime, FixedOffset, NaiveDate, NaiveDateTime, NaiveTime, Timelike};
 use datafusion::arrow::compute::CastOptions;
 use datafusion::arrow::datatypes::{DataType, IntervalMonthDayNano, IntervalUnit, TimeUnit};
 use datafusion::common::{ParamValues, ScalarValue};
@@ -28,6 +28,7 @@ pub fn pg_param_type(ty: Option<&DataType>) -> Type {
         Some(DataType::Float64) => Type::FLOAT8,
         Some(DataType::Decimal128(..)) => Type::NUMERIC,
         Some(DataType::Date32) => Type::DATE,
+        Some(DataType::Time64(_)) => Type::TIME,
         Some(DataType::Timestamp(_, None)) => Type::TIMESTAMP,
         Some(DataType::Timestamp(_, Some(_))) => Type::TIMESTAMPTZ,
         Some(DataType::Binary) => Type::BYTEA,
@@ -56,6 +57,7 @@ pub fn declared_type(ty: &Type) -> Option<DataType> {
         Type::FLOAT8 => DataType::Float64,
         Type::NUMERIC => DataType::Decimal128(38, 10),
         Type::DATE => DataType::Date32,
+        Type::TIME => DataType::Time64(TimeUnit::Microsecond),
         Type::TIMESTAMP => DataType::Timestamp(TimeUnit::Microsecond, None),
         Type::TIMESTAMPTZ => DataType::Timestamp(TimeUnit::Microsecond, Some(UTC.into())),
         Type::BYTEA => DataType::Binary,
@@ -190,6 +192,12 @@ fn decode(
         Type::DATE => ScalarValue::Date32(value::<NaiveDate>(raw, binary, ty)?.map(|d| {
             (d - NaiveDate::from_ymd_opt(1970, 1, 1).unwrap_or_default()).num_days() as i32
         })),
+        Type::TIME => {
+            ScalarValue::Time64Microsecond(value::<NaiveTime>(raw, binary, ty)?.map(|t| {
+                i64::from(t.num_seconds_from_midnight()) * 1_000_000
+                    + i64::from(t.nanosecond() / 1_000)
+            }))
+        }
         Type::TIMESTAMP => ScalarValue::TimestampMicrosecond(
             value::<NaiveDateTime>(raw, binary, ty)?.map(|t| t.and_utc().timestamp_micros()),
             None,

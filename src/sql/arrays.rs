@@ -195,7 +195,12 @@ pub fn value_texts(values: &ArrayRef, zone: &SessionZone) -> Result<ArrayRef> {
             values
                 .as_binary::<i32>()
                 .iter()
-                .map(|b| b.map(|b| b.iter().fold("\\x".to_owned(), |t, x| t + &format!("{x:02x}"))))
+                .map(|b| {
+                    b.map(|b| {
+                        b.iter()
+                            .fold("\\x".to_owned(), |t, x| t + &format!("{x:02x}"))
+                    })
+                })
                 .collect::<StringArray>(),
         ),
         _ => cast(values, &DataType::Utf8)?,

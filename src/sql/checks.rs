@@ -13,8 +13,8 @@ use datafusion::physical_expr::PhysicalExpr;
 
 use super::arrays::value_texts;
 use super::error::{Result, SqlError};
-use super::time_zone::SessionZone;
 use super::session::Session;
+use super::time_zone::SessionZone;
 use crate::catalog::TableDef;
 
 /// A table's conditions, compiled, by the constraints' names (the order
@@ -93,7 +93,11 @@ impl Verdicts<'_> {
             .map(|column| {
                 let text = value_texts(&column.slice(r, 1), &self.checks.zone)?;
                 let text = text.as_string::<i32>();
-                Ok(text.is_valid(0).then(|| text.value(0)).unwrap_or("null").to_owned())
+                Ok(text
+                    .is_valid(0)
+                    .then(|| text.value(0))
+                    .unwrap_or("null")
+                    .to_owned())
             })
             .collect::<Result<Vec<_>>>()?;
         let def = &self.checks.def;

@@ -7,8 +7,8 @@ use datafusion::arrow::array::{
     Array, ArrayRef, AsArray, BinaryArray, BinaryBuilder, BooleanArray, BooleanBuilder,
     Date32Array, Date32Builder, Decimal128Array, Decimal128Builder, Float32Array, Float32Builder,
     Float64Array, Float64Builder, Int16Array, Int16Builder, Int32Array, Int32Builder, Int64Array,
-    Int64Builder, ListArray, RecordBatch, StringArray, StringBuilder, TimestampMicrosecondArray,
-    TimestampMicrosecondBuilder,
+    Int64Builder, ListArray, RecordBatch, StringArray, StringBuilder, Time64MicrosecondArray,
+    Time64MicrosecondBuilder, TimestampMicrosecondArray, TimestampMicrosecondBuilder,
 };
 use datafusion::arrow::datatypes::SchemaRef;
 
@@ -36,6 +36,7 @@ enum Builder {
     Decimal(Decimal128Builder, u8),
     Bool(BooleanBuilder),
     Date(Date32Builder),
+    Time(Time64MicrosecondBuilder),
     Timestamp(TimestampMicrosecondBuilder),
     Binary(BinaryBuilder),
     List(StoredLists),
@@ -58,6 +59,7 @@ impl Builder {
             ),
             DataType::Boolean => Builder::Bool(BooleanBuilder::with_capacity(capacity)),
             DataType::Date32 => Builder::Date(Date32Builder::with_capacity(capacity)),
+            DataType::Time64(_) => Builder::Time(Time64MicrosecondBuilder::with_capacity(capacity)),
             DataType::Timestamp(_, zone) => Builder::Timestamp(
                 TimestampMicrosecondBuilder::with_capacity(capacity).with_timezone_opt(zone),
             ),
@@ -85,6 +87,7 @@ impl Builder {
             }
             (Builder::Bool(b), Some(ValueRef::Boolean(v))) => b.append_value(v),
             (Builder::Date(b), Some(ValueRef::Date(Date(d)))) => b.append_value(d),
+            (Builder::Time(b), Some(ValueRef::Int64(v))) => b.append_value(v),
             (Builder::Timestamp(b), Some(ValueRef::DateTime(DateTime(t)))) => b.append_value(t),
             (Builder::Binary(b), Some(ValueRef::Binary(v))) => b.append_value(v),
             (Builder::List(b), Some(ValueRef::Json(s))) => b.append(Some(s)),
@@ -97,6 +100,7 @@ impl Builder {
             (Builder::Decimal(b, _), _) => b.append_null(),
             (Builder::Bool(b), _) => b.append_null(),
             (Builder::Date(b), _) => b.append_null(),
+            (Builder::Time(b), _) => b.append_null(),
             (Builder::Timestamp(b), _) => b.append_null(),
             (Builder::Binary(b), _) => b.append_null(),
             (Builder::List(b), _) => b.append(None),
@@ -114,6 +118,7 @@ impl Builder {
             Builder::Decimal(mut b, _) => Arc::new(b.finish()),
             Builder::Bool(mut b) => Arc::new(b.finish()),
             Builder::Date(mut b) => Arc::new(b.finish()),
+            Builder::Time(mut b) => Arc::new(b.finish()),
             Builder::Timestamp(mut b) => Arc::new(b.finish()),
             Builder::Binary(mut b) => Arc::new(b.finish()),
             Builder::List(b) => b.finish()?,
@@ -503,6 +508,7 @@ pub fn batch_to_rows(def: &TableDef, columns: &[usize], batch: &RecordBatch) -> 
             SqlType::Int2 => fill!(Int16Array, |v| Value::Int32(i32::from(v))),
             SqlType::Int4 => fill!(Int32Array, |v| Value::Int32(v)),
             SqlType::Int8 => fill!(Int64Array, |v| Value::Int64(v)),
+            SqlType::Time => fill!(Time64MicrosecondArray, |v| Value::Int64(v)),
             SqlType::Float4 => fill!(Float32Array, |v| Value::Double(f64::from(v))),
             SqlType::Float8 => fill!(Float64Array, |v| Value::Double(v)),
             SqlType::Numeric { scale, .. } => {

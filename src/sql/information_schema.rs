@@ -161,6 +161,7 @@ fn type_names(ty: SqlType) -> (&'static str, &'static str) {
         SqlType::Numeric { .. } => ("numeric", "numeric"),
         SqlType::Bool => ("boolean", "bool"),
         SqlType::Date => ("date", "date"),
+        SqlType::Time => ("time without time zone", "time"),
         SqlType::Timestamp => ("timestamp without time zone", "timestamp"),
         SqlType::Timestamptz => ("timestamp with time zone", "timestamptz"),
         SqlType::Uuid => ("uuid", "uuid"),
@@ -221,9 +222,12 @@ fn column_rows(t: &TableDef) -> Vec<Vec<Cell>> {
                 }
                 _ => (None, None, None),
             };
-            let datetime = matches!(c.ty, SqlType::Timestamp | SqlType::Timestamptz)
-                .then_some(6)
-                .or(matches!(c.ty, SqlType::Date).then_some(0));
+            let datetime = matches!(
+                c.ty,
+                SqlType::Time | SqlType::Timestamp | SqlType::Timestamptz
+            )
+            .then_some(6)
+            .or(matches!(c.ty, SqlType::Date).then_some(0));
             vec![
                 DATABASE.into(),
                 "public".into(),

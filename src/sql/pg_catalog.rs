@@ -100,6 +100,7 @@ pub fn type_info(ty: SqlType) -> (i32, i32, i16) {
         SqlType::Char(n) => (1042, n as i32 + 4, -1),
         SqlType::Varchar(n) => (1043, n.map_or(-1, |n| n as i32 + 4), -1),
         SqlType::Date => (1082, -1, 4),
+        SqlType::Time => (1083, -1, 8),
         SqlType::Timestamp => (1114, -1, 8),
         SqlType::Timestamptz => (1184, -1, 8),
         SqlType::Numeric { precision, scale } => (

@@ -215,6 +215,7 @@ pub(super) fn literal_value(ty: SqlType, literal: &ScalarValue) -> Option<Value>
         }
         (SqlType::Bool, S::Boolean(Some(v))) => Some(Value::Boolean(*v)),
         (SqlType::Date, S::Date32(Some(v))) => Some(Value::Date(Date(*v))),
+        (SqlType::Time, S::Time64Microsecond(Some(v))) => Some(Value::Int64(*v)),
         (SqlType::Timestamp | SqlType::Timestamptz, S::TimestampMicrosecond(Some(v), _)) => {
             Some(Value::DateTime(DateTime(*v)))
         }

@@ -451,6 +451,7 @@ pub fn sql_name(data_type: &DataType) -> Option<String> {
         DataType::Float64 => "double precision".into(),
         DataType::Decimal128(..) => "numeric".into(),
         DataType::Date32 => "date".into(),
+        DataType::Time64(_) => "time".into(),
         DataType::Timestamp(_, None) => "timestamp".into(),
         DataType::Timestamp(_, Some(_)) => "timestamptz".into(),
         DataType::Binary => "bytea".into(),
@@ -485,6 +486,7 @@ pub fn arrow_type(ty: SqlType) -> DataType {
         SqlType::Numeric { precision, scale } => DataType::Decimal128(precision, scale as i8),
         SqlType::Bool => DataType::Boolean,
         SqlType::Date => DataType::Date32,
+        SqlType::Time => DataType::Time64(TimeUnit::Microsecond),
         SqlType::Timestamp => DataType::Timestamp(TimeUnit::Microsecond, None),
         SqlType::Timestamptz => DataType::Timestamp(TimeUnit::Microsecond, Some(Arc::from(UTC))),
         SqlType::Bytea => DataType::Binary,
@@ -598,6 +600,7 @@ pub fn sql_type(ast: &AstType) -> Result<SqlType, SqlError> {
             SqlType::Timestamptz
         }
         AstType::Timestamp(_, _) => SqlType::Timestamp,
+        AstType::Time(_, TimezoneInfo::None | TimezoneInfo::WithoutTimeZone) => SqlType::Time,
         AstType::Uuid => SqlType::Uuid,
         AstType::Bytea => SqlType::Bytea,
         AstType::JSON => SqlType::Json,

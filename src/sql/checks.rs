@@ -93,11 +93,8 @@ impl Verdicts<'_> {
             .map(|column| {
                 let text = value_texts(&column.slice(r, 1), &self.checks.zone)?;
                 let text = text.as_string::<i32>();
-                Ok(text
-                    .is_valid(0)
-                    .then(|| text.value(0))
-                    .unwrap_or("null")
-                    .to_owned())
+                let text = if text.is_valid(0) { text.value(0) } else { "null" };
+                Ok(text.to_owned())
             })
             .collect::<Result<Vec<_>>>()?;
         let def = &self.checks.def;

@@ -182,17 +182,20 @@ def uuids():
             pass
 
 
-@check("psycopg: times of day as parameters and results, in text and binary")
+@check("psycopg: times of day and intervals as parameters and results, in text and binary")
 def times_of_day():
     opens, closes = datetime.time(9, 30), datetime.time(17, 45, 10, 250000)
+    pause = datetime.timedelta(days=2, hours=3, microseconds=5)
     with connect(autocommit=True) as conn:
         conn.execute("DROP TABLE IF EXISTS hours")
-        conn.execute("CREATE TABLE hours (id int PRIMARY KEY, opens time, closes time)")
-        conn.execute("INSERT INTO hours VALUES (1, %s, %s), (2, NULL, %s)", (opens, closes, opens))
+        conn.execute("CREATE TABLE hours (id int PRIMARY KEY, opens time, closes time, pause interval)")
+        conn.execute(
+            "INSERT INTO hours VALUES (1, %s, %s, %s), (2, NULL, %s, NULL)", (opens, closes, pause, opens)
+        )
         for binary in (False, True):
             cur = conn.cursor(binary=binary)
-            got = cur.execute("SELECT opens, closes FROM hours ORDER BY id").fetchall()
-            assert got == [(opens, closes), (None, opens)], (binary, got)
+            got = cur.execute("SELECT opens, closes, pause FROM hours ORDER BY id").fetchall()
+            assert got == [(opens, closes, pause), (None, opens, None)], (binary, got)
             got = cur.execute("SELECT id FROM hours WHERE closes > %s ORDER BY id", (datetime.time(12),)).fetchall()
             assert got == [(1,)], (binary, got)
 

@@ -245,6 +245,9 @@ pub fn encode_component(column: &str, ty: SqlType, value: &Value) -> Result<Stri
         (SqlType::Json | SqlType::Jsonb, _) => {
             return Err(unsupported("json columns cannot be key columns".into()))
         }
+        (SqlType::Interval, _) => {
+            return Err(unsupported("interval columns cannot be key columns".into()))
+        }
         (SqlType::Array(_), _) => {
             return Err(unsupported("array columns cannot be key columns".into()))
         }
@@ -318,7 +321,7 @@ pub fn decode_component(ty: SqlType, s: &str) -> Option<Value> {
             Value::Guid(Guid(bytes.try_into().ok()?))
         }
         SqlType::Bytea => Value::Binary(decode_hex(s)?),
-        SqlType::Json | SqlType::Jsonb | SqlType::Array(_) => return None,
+        SqlType::Json | SqlType::Jsonb | SqlType::Array(_) | SqlType::Interval => return None,
     })
 }
 

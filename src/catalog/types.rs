@@ -28,6 +28,9 @@ pub enum SqlType {
     Date,
     /// `time` (without time zone): microseconds since midnight, to 24:00.
     Time,
+    /// `interval`: months, days and microseconds, apart as PostgreSQL
+    /// keeps them.
+    Interval,
     Timestamp,
     Timestamptz,
     Uuid,
@@ -77,6 +80,7 @@ impl Element {
             SqlType::Uuid => Element::Uuid,
             SqlType::Char(_)
             | SqlType::Time
+            | SqlType::Interval
             | SqlType::Bytea
             | SqlType::Json
             | SqlType::Jsonb
@@ -120,7 +124,7 @@ impl SqlType {
             SqlType::Date => PropertyType::Date,
             SqlType::Timestamp | SqlType::Timestamptz => PropertyType::DateTime,
             SqlType::Uuid => PropertyType::Guid,
-            SqlType::Bytea => PropertyType::Binary,
+            SqlType::Bytea | SqlType::Interval => PropertyType::Binary,
             SqlType::Json | SqlType::Jsonb | SqlType::Array(_) => PropertyType::Json,
         }
     }
@@ -141,6 +145,7 @@ impl SqlType {
             SqlType::Bool => "boolean".into(),
             SqlType::Date => "date".into(),
             SqlType::Time => "time without time zone".into(),
+            SqlType::Interval => "interval".into(),
             SqlType::Timestamp => "timestamp without time zone".into(),
             SqlType::Timestamptz => "timestamp with time zone".into(),
             SqlType::Uuid => "uuid".into(),
@@ -186,6 +191,7 @@ impl SqlType {
             "boolean" => SqlType::Bool,
             "date" => SqlType::Date,
             "time without time zone" => SqlType::Time,
+            "interval" => SqlType::Interval,
             "timestamp without time zone" => SqlType::Timestamp,
             "timestamp with time zone" => SqlType::Timestamptz,
             "uuid" => SqlType::Uuid,
@@ -197,9 +203,12 @@ impl SqlType {
     }
 
     /// Whether values of this type can be part of a key (every type but
-    /// JSON and arrays).
+    /// JSON, arrays and intervals).
     pub fn can_be_key(self) -> bool {
-        !matches!(self, SqlType::Json | SqlType::Jsonb | SqlType::Array(_))
+        !matches!(
+            self,
+            SqlType::Json | SqlType::Jsonb | SqlType::Array(_) | SqlType::Interval
+        )
     }
 }
 
@@ -226,6 +235,7 @@ mod tests {
             SqlType::Bool,
             SqlType::Date,
             SqlType::Time,
+            SqlType::Interval,
             SqlType::Timestamp,
             SqlType::Timestamptz,
             SqlType::Uuid,

@@ -181,7 +181,9 @@ fn message(e: &SqlError) -> String {
                     }
                     return m.clone();
                 }
-                ArrowError::ParseError(m) | ArrowError::ComputeError(m) => return m.clone(),
+                ArrowError::ParseError(m) | ArrowError::ComputeError(m) => {
+                    return unread_interval(m).unwrap_or_else(|| m.clone())
+                }
                 ArrowError::InvalidArgumentError(m) => {
                     if let Some(overflow) = numeric_overflow(m) {
                         return overflow;
@@ -307,6 +309,13 @@ fn unread_text(message: &str) -> Option<SqlError> {
         text,
         &crate::sql::types::sql_name(&ty)?,
     ))
+}
+
+/// A text Arrow could not read as an interval ("Invalid input syntax for
+/// type interval: \"forever\""), in PostgreSQL's words.
+fn unread_interval(message: &str) -> Option<String> {
+    let text = message.strip_prefix("Invalid input syntax for type interval: ")?;
+    Some(format!("invalid input syntax for type interval: {text}"))
 }
 
 /// PostgreSQL's words for a number too large for a `numeric(p, s)` column
@@ -453,6 +462,7 @@ fn arrow_state(e: &ArrowError) -> &'static str {
         ArrowError::CastError(m) if narrowing_cast(m).is_some() => "22003",
         ArrowError::CastError(m) => unread_text(m).map_or("22P02", |e| sqlstate(&e)),
         ArrowError::InvalidArgumentError(m) if numeric_overflow(m).is_some() => "22003",
+        ArrowError::ParseError(m) if unread_interval(m).is_some() => "22007",
         ArrowError::ParseError(_) => "22P02",
         ArrowError::DivideByZero => "22012",
         ArrowError::ArithmeticOverflow(_) => "22003",
@@ -671,6 +681,16 @@ mod tests {
             "Cannot cast string 'noon' to value of Time64(µs) type",
             "22007",
             "invalid input syntax for type time: \"noon\"",
+        );
+        let arrow =
+            ArrowError::ParseError("Invalid input syntax for type interval: \"forever\"".into());
+        let e = SqlError::DataFusion(DataFusionError::ArrowError(Box::new(arrow), None));
+        assert_eq!(
+            (sqlstate(&e), message(&e).as_str()),
+            (
+                "22007",
+                "invalid input syntax for type interval: \"forever\""
+            )
         );
         check(
             "Cannot cast to Interval(MonthDayNano). Overflowing on 9",

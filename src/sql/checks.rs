@@ -93,7 +93,11 @@ impl Verdicts<'_> {
             .map(|column| {
                 let text = value_texts(&column.slice(r, 1), &self.checks.zone)?;
                 let text = text.as_string::<i32>();
-                let text = if text.is_valid(0) { text.value(0) } else { "null" };
+                let text = if text.is_valid(0) {
+                    text.value(0)
+                } else {
+                    "null"
+                };
                 Ok(text.to_owned())
             })
             .collect::<Result<Vec<_>>>()?;

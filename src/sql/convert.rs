@@ -7,10 +7,11 @@ use datafusion::arrow::array::{
     Array, ArrayRef, AsArray, BinaryArray, BinaryBuilder, BooleanArray, BooleanBuilder,
     Date32Array, Date32Builder, Decimal128Array, Decimal128Builder, Float32Array, Float32Builder,
     Float64Array, Float64Builder, Int16Array, Int16Builder, Int32Array, Int32Builder, Int64Array,
-    Int64Builder, ListArray, RecordBatch, StringArray, StringBuilder, Time64MicrosecondArray,
-    Time64MicrosecondBuilder, TimestampMicrosecondArray, TimestampMicrosecondBuilder,
+    Int64Builder, IntervalMonthDayNanoArray, IntervalMonthDayNanoBuilder, ListArray, RecordBatch,
+    StringArray, StringBuilder, Time64MicrosecondArray, Time64MicrosecondBuilder,
+    TimestampMicrosecondArray, TimestampMicrosecondBuilder,
 };
-use datafusion::arrow::datatypes::SchemaRef;
+use datafusion::arrow::datatypes::{IntervalMonthDayNano, SchemaRef};
 
 use super::arrays::{stored_json, StoredLists};
 use super::error::{Result, SqlError};
@@ -37,6 +38,7 @@ enum Builder {
     Bool(BooleanBuilder),
     Date(Date32Builder),
     Time(Time64MicrosecondBuilder),
+    Interval(IntervalMonthDayNanoBuilder),
     Timestamp(TimestampMicrosecondBuilder),
     Binary(BinaryBuilder),
     List(StoredLists),
@@ -60,6 +62,9 @@ impl Builder {
             DataType::Boolean => Builder::Bool(BooleanBuilder::with_capacity(capacity)),
             DataType::Date32 => Builder::Date(Date32Builder::with_capacity(capacity)),
             DataType::Time64(_) => Builder::Time(Time64MicrosecondBuilder::with_capacity(capacity)),
+            DataType::Interval(_) => {
+                Builder::Interval(IntervalMonthDayNanoBuilder::with_capacity(capacity))
+            }
             DataType::Timestamp(_, zone) => Builder::Timestamp(
                 TimestampMicrosecondBuilder::with_capacity(capacity).with_timezone_opt(zone),
             ),
@@ -88,6 +93,9 @@ impl Builder {
             (Builder::Bool(b), Some(ValueRef::Boolean(v))) => b.append_value(v),
             (Builder::Date(b), Some(ValueRef::Date(Date(d)))) => b.append_value(d),
             (Builder::Time(b), Some(ValueRef::Int64(v))) => b.append_value(v),
+            (Builder::Interval(b), Some(ValueRef::Binary(v))) => {
+                b.append_option(stored_interval(v))
+            }
             (Builder::Timestamp(b), Some(ValueRef::DateTime(DateTime(t)))) => b.append_value(t),
             (Builder::Binary(b), Some(ValueRef::Binary(v))) => b.append_value(v),
             (Builder::List(b), Some(ValueRef::Json(s))) => b.append(Some(s)),
@@ -101,6 +109,7 @@ impl Builder {
             (Builder::Bool(b), _) => b.append_null(),
             (Builder::Date(b), _) => b.append_null(),
             (Builder::Time(b), _) => b.append_null(),
+            (Builder::Interval(b), _) => b.append_null(),
             (Builder::Timestamp(b), _) => b.append_null(),
             (Builder::Binary(b), _) => b.append_null(),
             (Builder::List(b), _) => b.append(None),
@@ -119,11 +128,34 @@ impl Builder {
             Builder::Bool(mut b) => Arc::new(b.finish()),
             Builder::Date(mut b) => Arc::new(b.finish()),
             Builder::Time(mut b) => Arc::new(b.finish()),
+            Builder::Interval(mut b) => Arc::new(b.finish()),
             Builder::Timestamp(mut b) => Arc::new(b.finish()),
             Builder::Binary(mut b) => Arc::new(b.finish()),
             Builder::List(b) => b.finish()?,
         })
     }
+}
+
+/// An interval as an `interval` column stores it: its months, days and
+/// microseconds (PostgreSQL's precision), big-endian.
+fn interval_bytes(interval: IntervalMonthDayNano) -> Vec<u8> {
+    let mut bytes = Vec::with_capacity(16);
+    bytes.extend_from_slice(&interval.months.to_be_bytes());
+    bytes.extend_from_slice(&interval.days.to_be_bytes());
+    bytes.extend_from_slice(&(interval.nanoseconds / 1_000).to_be_bytes());
+    bytes
+}
+
+/// The interval [`interval_bytes`] stored; `None` for bytes that are not one.
+fn stored_interval(bytes: &[u8]) -> Option<IntervalMonthDayNano> {
+    let months = i32::from_be_bytes(bytes.get(0..4)?.try_into().ok()?);
+    let days = i32::from_be_bytes(bytes.get(4..8)?.try_into().ok()?);
+    let micros = i64::from_be_bytes(bytes.get(8..16)?.try_into().ok()?);
+    Some(IntervalMonthDayNano::new(
+        months,
+        days,
+        micros.checked_mul(1_000)?,
+    ))
 }
 
 /// A decimal at another scale, if it fits without losing digits.
@@ -509,6 +541,11 @@ pub fn batch_to_rows(def: &TableDef, columns: &[usize], batch: &RecordBatch) -> 
             SqlType::Int4 => fill!(Int32Array, |v| Value::Int32(v)),
             SqlType::Int8 => fill!(Int64Array, |v| Value::Int64(v)),
             SqlType::Time => fill!(Time64MicrosecondArray, |v| Value::Int64(v)),
+            SqlType::Interval => {
+                fill!(IntervalMonthDayNanoArray, |v| Value::Binary(
+                    interval_bytes(v)
+                ))
+            }
             SqlType::Float4 => fill!(Float32Array, |v| Value::Double(f64::from(v))),
             SqlType::Float8 => fill!(Float64Array, |v| Value::Double(v)),
             SqlType::Numeric { scale, .. } => {

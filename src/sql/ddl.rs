@@ -507,6 +507,7 @@ pub(super) fn type_of_field(field: &datafusion::arrow::datatypes::Field) -> Resu
         DataType::Boolean => SqlType::Bool,
         DataType::Date32 | DataType::Date64 => SqlType::Date,
         DataType::Time32(_) | DataType::Time64(_) => SqlType::Time,
+        DataType::Interval(_) => SqlType::Interval,
         DataType::Timestamp(_, None) => SqlType::Timestamp,
         DataType::Timestamp(_, Some(_)) => SqlType::Timestamptz,
         DataType::Binary | DataType::LargeBinary | DataType::BinaryView => SqlType::Bytea,

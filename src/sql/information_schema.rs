@@ -162,6 +162,7 @@ fn type_names(ty: SqlType) -> (&'static str, &'static str) {
         SqlType::Bool => ("boolean", "bool"),
         SqlType::Date => ("date", "date"),
         SqlType::Time => ("time without time zone", "time"),
+        SqlType::Interval => ("interval", "interval"),
         SqlType::Timestamp => ("timestamp without time zone", "timestamp"),
         SqlType::Timestamptz => ("timestamp with time zone", "timestamptz"),
         SqlType::Uuid => ("uuid", "uuid"),
@@ -224,7 +225,7 @@ fn column_rows(t: &TableDef) -> Vec<Vec<Cell>> {
             };
             let datetime = matches!(
                 c.ty,
-                SqlType::Time | SqlType::Timestamp | SqlType::Timestamptz
+                SqlType::Time | SqlType::Interval | SqlType::Timestamp | SqlType::Timestamptz
             )
             .then_some(6)
             .or(matches!(c.ty, SqlType::Date).then_some(0));

@@ -487,6 +487,7 @@ pub fn arrow_type(ty: SqlType) -> DataType {
         SqlType::Bool => DataType::Boolean,
         SqlType::Date => DataType::Date32,
         SqlType::Time => DataType::Time64(TimeUnit::Microsecond),
+        SqlType::Interval => DataType::Interval(IntervalUnit::MonthDayNano),
         SqlType::Timestamp => DataType::Timestamp(TimeUnit::Microsecond, None),
         SqlType::Timestamptz => DataType::Timestamp(TimeUnit::Microsecond, Some(Arc::from(UTC))),
         SqlType::Bytea => DataType::Binary,
@@ -601,6 +602,10 @@ pub fn sql_type(ast: &AstType) -> Result<SqlType, SqlError> {
         }
         AstType::Timestamp(_, _) => SqlType::Timestamp,
         AstType::Time(_, TimezoneInfo::None | TimezoneInfo::WithoutTimeZone) => SqlType::Time,
+        AstType::Interval {
+            fields: None,
+            precision: None,
+        } => SqlType::Interval,
         AstType::Uuid => SqlType::Uuid,
         AstType::Bytea => SqlType::Bytea,
         AstType::JSON => SqlType::Json,

@@ -196,10 +196,8 @@ pub fn value_texts(values: &ArrayRef, zone: &SessionZone) -> Result<ArrayRef> {
                 .as_binary::<i32>()
                 .iter()
                 .map(|b| {
-                    b.map(|b| {
-                        b.iter()
-                            .fold("\\x".to_owned(), |t, x| t + &format!("{x:02x}"))
-                    })
+                    let hex = |b: &[u8]| b.iter().map(|x| format!("{x:02x}")).collect::<String>();
+                    b.map(|b| format!("\\x{}", hex(b)))
                 })
                 .collect::<StringArray>(),
         ),

@@ -405,7 +405,7 @@ pub(super) fn register(
 }
 
 /// Registers an immutable [`RowFunction`] whose value is text of a type
-/// `Utf8` does not name (JSON, a uuid).
+/// `Utf8` does not name (JSON's).
 fn register_typed_text(
     ctx: &SessionContext,
     name: &'static str,
@@ -438,6 +438,7 @@ fn register_row_function(
     function
 }
 
+/// A [`RowFunction`], for a planner to call without a session's context.
 fn row_function(
     name: &'static str,
     arities: &[usize],

@@ -11,6 +11,10 @@
 //! comparisons itself, but its answers were wrong: no rows for `amount >
 //! ANY (...)`, every row for `amount >= ALL (...)`; and its `NOT IN` of a
 //! constant keeps the row when the subquery holds a NULL.)
+//!
+//! ANY and ALL of an array's text (`x = ANY ('{1,2}')`) are written as the
+//! comparisons of its elements, which PostgreSQL reads as values of `x`'s
+//! type (see [`of_array_literal`]).
 
 use datafusion::sql::sqlparser::ast::{
     BinaryOperator, Expr, GroupByExpr, Query, SelectItem, SetExpr, Value,
@@ -18,8 +22,8 @@ use datafusion::sql::sqlparser::ast::{
 
 use super::rewrite::{aggregates, parse_expr};
 
-/// `expr` written without a comparison with ANY or ALL of a subquery, or
-/// `None` when it is not one.
+/// `expr` written without a comparison with ANY or ALL of a subquery or
+/// of an array's text, or `None` when it is not one.
 pub(super) fn without_set_comparison(expr: &Expr) -> Option<Expr> {
     let (left, op, right, all) = match expr {
         Expr::AnyOp {

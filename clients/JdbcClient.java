@@ -144,6 +144,32 @@ public class JdbcClient {
                     expect(rs.getDate(4).toString().equals("2024-02-29"), rs.getDate(4).toString());
                 }
             });
+            check("uuid, time and interval parameters and values, prepared past the threshold", () -> {
+                java.util.UUID token = java.util.UUID.fromString("0f8fad5b-d9cb-469f-a165-70867728950e");
+                try (Statement st = conn.createStatement()) {
+                    st.execute("DROP TABLE IF EXISTS visits");
+                    st.execute("CREATE TABLE visits (id int PRIMARY KEY, token uuid, arrives time, stays interval)");
+                }
+                try (PreparedStatement ins = conn.prepareStatement("INSERT INTO visits VALUES (?, ?, ?, ?::interval)")) {
+                    ins.setInt(1, 1); ins.setObject(2, token);
+                    ins.setTime(3, java.sql.Time.valueOf("09:45:30")); ins.setString(4, "1 day 02:30:00");
+                    expect(ins.executeUpdate() == 1, "insert count");
+                }
+                // pgJDBC switches to a named statement and binary results after
+                // five executions.
+                try (PreparedStatement q = conn.prepareStatement("SELECT id, arrives, stays, token FROM visits WHERE token = ?")) {
+                    for (int i = 0; i < 7; i++) {
+                        q.setObject(1, token);
+                        ResultSet rs = q.executeQuery();
+                        expect(rs.next(), "a row at execution " + i);
+                        expect(rs.getInt(1) == 1, "id");
+                        expect(rs.getTime(2).toString().equals("09:45:30"), rs.getTime(2).toString());
+                        expect(rs.getString(3).equals("1 day 02:30:00"), rs.getString(3));
+                        expect(token.equals(rs.getObject(4)), String.valueOf(rs.getObject(4)));
+                        expect(!rs.next(), "one row");
+                    }
+                }
+            });
             check("fetch size reads through a portal in pieces", () -> {
                 conn.setAutoCommit(false);
                 try (Statement st = conn.createStatement()) {

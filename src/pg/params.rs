@@ -170,10 +170,15 @@ fn decode(
     ty: &Type,
     zone: &SessionZone,
 ) -> PgWireResult<ScalarValue> {
-    // A date or a timestamp sent as text reads as the same text written as
-    // a literal of its type: PostgreSQL's forms, a time without seconds or
-    // an offset of hours among them.
-    if !binary && matches!(*ty, Type::DATE | Type::TIMESTAMP | Type::TIMESTAMPTZ) {
+    // A date, a time of day or a timestamp sent as text reads as the same
+    // text written as a literal of its type: PostgreSQL's forms, a time
+    // without seconds or an offset of hours among them.
+    if !binary
+        && matches!(
+            *ty,
+            Type::DATE | Type::TIME | Type::TIMESTAMP | Type::TIMESTAMPTZ
+        )
+    {
         if let Some(target) = declared_type(ty) {
             return read_as(&text(raw), &target, zone).map_err(PgWireError::from);
         }

@@ -280,6 +280,33 @@ impl ScalarUDFImpl for PgTypeOf {
     }
 }
 
+/// `gen_random_uuid()`: DataFusion's `uuid`, a version 4 uuid for each
+/// row, typed `uuid` (DataFusion's is text).
+#[derive(Debug, PartialEq, Eq, Hash)]
+struct GenRandomUuid(ScalarUDF);
+
+impl ScalarUDFImpl for GenRandomUuid {
+    fn name(&self) -> &str {
+        "gen_random_uuid"
+    }
+
+    fn signature(&self) -> &Signature {
+        self.0.signature()
+    }
+
+    fn return_type(&self, _: &[DataType]) -> DfResult<DataType> {
+        Ok(DataType::Utf8)
+    }
+
+    fn return_field_from_args(&self, _: ReturnFieldArgs) -> DfResult<FieldRef> {
+        Ok(super::types::text_field(self.name(), SqlType::Uuid))
+    }
+
+    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> DfResult<ColumnarValue> {
+        self.0.invoke_with_args(args)
+    }
+}
+
 /// `pg_sleep(seconds)`: waits that long for each row, without holding a
 /// thread, and returns nothing (NULL; PostgreSQL's `void` prints the same).
 /// A statement timeout or a cancel request ends the wait with the
@@ -897,9 +924,10 @@ pub fn register_all(
     ctx.register_udf(ScalarUDF::new_from_impl(
         super::ordered_sets::MostFrequent::default(),
     ));
-    // PostgreSQL's `gen_random_uuid` is DataFusion's `uuid`.
     let uuid = datafusion::functions::string::uuid();
-    ctx.register_udf(uuid.as_ref().clone().with_aliases(["gen_random_uuid"]));
+    ctx.register_udf(ScalarUDF::new_from_impl(GenRandomUuid(
+        uuid.as_ref().clone(),
+    )));
     ctx.register_udf(uuid_input_function().as_ref().clone());
     // PostgreSQL's `every` is `bool_and`.
     let bool_and = datafusion::functions_aggregate::bool_and_or::bool_and_udaf();

@@ -1282,6 +1282,22 @@ pub fn register_all(
             text(&args[0]).map_or_else(|| "NULL".into(), |s| quote_literal(&s)),
         )))
     });
+    // `num_nulls(...)` and `num_nonnulls(...)`: how many arguments are
+    // NULL, and how many are not.
+    let arities: Vec<usize> = (1..=100).collect();
+    register(ctx, "num_nulls", &arities, Int32, Immutable, |args| {
+        let nulls = args.iter().filter(|a| a.is_null()).count();
+        Ok(ScalarValue::Int32(Some(nulls as i32)))
+    });
+    register(ctx, "num_nonnulls", &arities, Int32, Immutable, |args| {
+        let values = args.iter().filter(|a| !a.is_null()).count();
+        Ok(ScalarValue::Int32(Some(values as i32)))
+    });
+    // `isfinite(x)` of a date, a timestamp or an interval: tablegate holds
+    // no infinite ones.
+    register(ctx, "isfinite", &[1], Boolean, Immutable, |args| {
+        Ok(ScalarValue::Boolean((!args[0].is_null()).then_some(true)))
+    });
     register(ctx, "quote_literal", &[1], Utf8, Immutable, |args| {
         Ok(utf8(text(&args[0]).map(|s| quote_literal(&s))))
     });

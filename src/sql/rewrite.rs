@@ -1295,6 +1295,18 @@ fn rewrite_expr(expr: &mut Expr) {
             };
             *expr = call(function, vec![(**operand).clone()]);
         }
+        // `~x`, an integer's bits flipped: `-1 - x` (which, unlike `-x - 1`,
+        // does not overflow for the type's least value).
+        Expr::UnaryOp {
+            op: UnaryOperator::BitwiseNot,
+            expr: operand,
+        } => {
+            *expr = Expr::Nested(Box::new(Expr::BinaryOp {
+                left: Box::new(Expr::Value(Value::Number("-1".into(), false).into())),
+                op: BinaryOperator::Minus,
+                right: Box::new(Expr::Nested(operand.clone())),
+            }));
+        }
         // `interval '1 day 01:30:00'`, in the words Arrow reads.
         Expr::Interval(interval)
             if interval.leading_field.is_none() && interval.last_field.is_none() =>

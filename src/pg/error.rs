@@ -302,6 +302,18 @@ fn unread_text(message: &str) -> Option<SqlError> {
         let message = format!("invalid input syntax for type time: \"{text}\"");
         return Some(SqlError::value("22007", message));
     }
+    // A number too large for the numeric's precision (`'1e30'::numeric`
+    // in a numeric of 38 digits, 10 of them decimals).
+    if let DataType::Decimal128(precision, scale) = ty {
+        if text.trim().parse::<f64>().is_ok_and(f64::is_finite) {
+            let whole = i16::from(precision) - i16::from(scale);
+            let message = format!(
+                "numeric field overflow: a field with precision {precision}, scale {scale} must \
+                 round to an absolute value less than 10^{whole}"
+            );
+            return Some(SqlError::value("22003", message));
+        }
+    }
     if !(ty.is_numeric() || ty == DataType::Boolean) {
         return None;
     }
@@ -676,6 +688,12 @@ mod tests {
             "Cannot cast value 'maybe' to value of Boolean type",
             "22P02",
             "invalid input syntax for type boolean: \"maybe\"",
+        );
+        check(
+            "Cannot cast string '1000000000000000000000000000000' to value of Decimal128(38, 10) type",
+            "22003",
+            "numeric field overflow: a field with precision 38, scale 10 must round to an \
+             absolute value less than 10^28",
         );
         check(
             "Cannot cast string 'noon' to value of Time64(µs) type",

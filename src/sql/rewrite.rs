@@ -1047,6 +1047,81 @@ fn arguments(f: &Function) -> Vec<&Expr> {
         .unwrap_or_default()
 }
 
+/// `make_interval(years, months, weeks, days, hours, mins, secs)`, its
+/// arguments by position or by name (`days => 3`), each missing one 0: the
+/// sum of each argument times its unit (`interval '1 day' * CAST(3 AS
+/// bigint)`). `None`
+/// for an argument of another name.
+fn made_interval(f: &Function) -> Option<Expr> {
+    const UNITS: [(&str, &str); 7] = [
+        ("years", "1 year"),
+        ("months", "1 month"),
+        ("weeks", "7 days"),
+        ("days", "1 day"),
+        ("hours", "1 hour"),
+        ("mins", "1 minute"),
+        ("secs", "1 second"),
+    ];
+    let interval = |text: &str| {
+        Expr::Interval(datafusion::sql::sqlparser::ast::Interval {
+            value: Box::new(Expr::Value(Value::SingleQuotedString(text.into()).into())),
+            leading_field: None,
+            leading_precision: None,
+            last_field: None,
+            fractional_seconds_precision: None,
+        })
+    };
+    let mut terms: Vec<Expr> = Vec::new();
+    let list = match &f.args {
+        FunctionArguments::List(list) => list.args.as_slice(),
+        _ => &[],
+    };
+    for (position, arg) in list.iter().enumerate() {
+        let (unit, value) = match arg {
+            FunctionArg::Unnamed(FunctionArgExpr::Expr(value)) => (UNITS.get(position)?.1, value),
+            FunctionArg::Named {
+                name,
+                arg: FunctionArgExpr::Expr(value),
+                ..
+            }
+            | FunctionArg::ExprNamed {
+                name: Expr::Identifier(name),
+                arg: FunctionArgExpr::Expr(value),
+                ..
+            } => {
+                let (_, unit) = UNITS
+                    .iter()
+                    .find(|(n, _)| name.value.eq_ignore_ascii_case(n))?;
+                (*unit, value)
+            }
+            _ => return None,
+        };
+        terms.push(Expr::BinaryOp {
+            left: Box::new(interval(unit)),
+            op: BinaryOperator::Multiply,
+            // PostgreSQL's arguments are integers, but for the seconds.
+            right: Box::new(Expr::Cast {
+                kind: CastKind::Cast,
+                expr: Box::new(value.clone()),
+                data_type: match unit {
+                    "1 second" => DataType::DoublePrecision,
+                    _ => DataType::BigInt(None),
+                },
+                array: false,
+                format: None,
+            }),
+        });
+    }
+    let sum = terms.into_iter().reduce(|a, b| Expr::BinaryOp {
+        left: Box::new(a),
+        op: BinaryOperator::Plus,
+        right: Box::new(b),
+    });
+    Some(Expr::Nested(Box::new(
+        sum.unwrap_or_else(|| interval("0 seconds")),
+    )))
+}
+
 /// The one argument of a function call.
 fn only_argument(f: &Function) -> Option<&Expr> {
     match arguments(f).as_slice() {
@@ -1660,6 +1735,12 @@ fn rewrite_expr(expr: &mut Expr) {
             if name == "localtimestamp" && matches!(f.args, FunctionArguments::None) {
                 *expr = local_timestamp();
                 return;
+            }
+            if name == "make_interval" {
+                if let Some(interval) = made_interval(f) {
+                    *expr = interval;
+                    return;
+                }
             }
             // `mod(a, b)` is DataFusion's `a % b`.
             if let ("mod", [a, b]) = (name.as_str(), arguments(f).as_slice()) {

@@ -1019,6 +1019,17 @@ fn local_timestamp() -> Expr {
     }
 }
 
+/// `localtime`: the time of day of `localtimestamp`.
+fn local_time() -> Expr {
+    Expr::Cast {
+        kind: CastKind::Cast,
+        expr: Box::new(local_timestamp()),
+        data_type: DataType::Time(None, TimezoneInfo::None),
+        array: false,
+        format: None,
+    }
+}
+
 /// The most digits a `numeric` holds here (a 128-bit decimal's).
 const NUMERIC_DIGITS: usize = 38;
 
@@ -1471,6 +1482,8 @@ fn rewrite_expr(expr: &mut Expr) {
             let name = ident.value.to_lowercase();
             if let Some((_, function)) = KEYWORD_FUNCTIONS.iter().find(|(k, _)| *k == name) {
                 *expr = call(function, vec![]);
+            } else if name == "localtime" {
+                *expr = local_time();
             }
         }
         Expr::BinaryOp { left, op, right } => {
@@ -1734,6 +1747,10 @@ fn rewrite_expr(expr: &mut Expr) {
             }
             if name == "localtimestamp" && matches!(f.args, FunctionArguments::None) {
                 *expr = local_timestamp();
+                return;
+            }
+            if name == "localtime" {
+                *expr = local_time();
                 return;
             }
             if name == "make_interval" {

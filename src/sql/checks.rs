@@ -15,7 +15,7 @@ use super::arrays::value_texts;
 use super::error::{Result, SqlError};
 use super::session::Session;
 use super::time_zone::SessionZone;
-use crate::catalog::TableDef;
+use crate::catalog::{RowError, TableDef};
 
 /// A table's conditions, compiled, by the constraints' names (the order
 /// PostgreSQL checks them in, which names the one a row fails first).
@@ -86,21 +86,6 @@ impl Verdicts<'_> {
         let Some(c) = self.failed[r] else {
             return Ok(());
         };
-        let values = self
-            .rows
-            .columns()
-            .iter()
-            .map(|column| {
-                let text = value_texts(&column.slice(r, 1), &self.checks.zone)?;
-                let text = text.as_string::<i32>();
-                let text = if text.is_valid(0) {
-                    text.value(0)
-                } else {
-                    "null"
-                };
-                Ok(text.to_owned())
-            })
-            .collect::<Result<Vec<_>>>()?;
         let def = &self.checks.def;
         Err(SqlError::value(
             "23514",
@@ -109,11 +94,51 @@ impl Verdicts<'_> {
                 def.name, def.checks[c].name
             ),
         )
-        .explained(
-            Some(format!("Failing row contains ({}).", values.join(", "))),
-            None,
-        ))
+        .explained(Some(row_text(&self.rows, r, &self.checks.zone)?), None))
     }
+}
+
+/// `error`, a row's refusal, with the DETAIL PostgreSQL gives a NOT NULL
+/// violation: the row (row `r` of `batch`, whose columns hold the table's
+/// `columns`), as [`Verdicts::pass`] gives a CHECK's. Other refusals are
+/// returned as they are.
+pub(super) fn naming_failing_row(
+    error: RowError,
+    def: &TableDef,
+    columns: &[usize],
+    batch: &RecordBatch,
+    r: usize,
+    zone: &SessionZone,
+) -> SqlError {
+    let null = matches!(error, RowError::NotNull { .. });
+    let refused = SqlError::from(error);
+    if !null {
+        return refused;
+    }
+    match table_rows(def, columns, batch).and_then(|rows| row_text(&rows, r, zone)) {
+        Ok(row) => refused.explained(Some(row), None),
+        Err(_) => refused,
+    }
+}
+
+/// `Failing row contains (...).`: row `r` of `rows` (the table's columns),
+/// each value as PostgreSQL writes it, NULL as `null`.
+fn row_text(rows: &RecordBatch, r: usize, zone: &SessionZone) -> Result<String> {
+    let values = rows
+        .columns()
+        .iter()
+        .map(|column| {
+            let text = value_texts(&column.slice(r, 1), zone)?;
+            let text = text.as_string::<i32>();
+            let text = if text.is_valid(0) {
+                text.value(0)
+            } else {
+                "null"
+            };
+            Ok(text.to_owned())
+        })
+        .collect::<Result<Vec<_>>>()?;
+    Ok(format!("Failing row contains ({}).", values.join(", ")))
 }
 
 /// The table's columns, each nullable (a row is judged before its NOT NULL

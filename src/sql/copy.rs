@@ -15,7 +15,7 @@ use datafusion::arrow::datatypes::{DataType, Field, Schema};
 use datafusion::execution::memory_pool::{MemoryConsumer, MemoryPool, MemoryReservation};
 use datafusion::sql::sqlparser::ast::{CopyLegacyCsvOption, CopyLegacyOption, CopyOption};
 
-use super::checks::Checks;
+use super::checks::{naming_failing_row, Checks};
 use super::convert::batch_to_rows;
 use super::diagnostics::monitor::NearLimits;
 use super::dml::bytea_input;
@@ -645,7 +645,9 @@ impl LineParser {
         let made = batch_to_rows(&self.def, &self.columns, &batch)?;
         let made_rows = made.len();
         for (index, row) in made.into_iter().enumerate() {
-            self.def.check_row(&row)?;
+            self.def.check_row(&row).map_err(|e| {
+                naming_failing_row(e, &self.def, &self.columns, &batch, index, &self.zone)
+            })?;
             verdicts.as_ref().map_or(Ok(()), |v| v.pass(index))?;
             let key = self.def.entity_key(&row)?;
             let properties = self.properties.iter().filter_map(|&i| {

@@ -39,7 +39,7 @@ use datafusion::sql::sqlparser::ast::{
 };
 use futures::TryStreamExt;
 
-use super::checks::Checks;
+use super::checks::{naming_failing_row, Checks};
 use super::convert::batch_to_rows;
 use super::error::{Result, SqlError};
 use super::fastpath::literal_scalar;
@@ -1549,8 +1549,9 @@ pub async fn plan_changes(
     let checks = Checks::of(session, &def)?;
     // What the statement's rows are checked against: the table before it.
     let view = session.current_view();
+    let zone = session.settings().zone();
     while let Some(batch) = stream.try_next().await? {
-        let cast = cast_columns(&def, &rewrite.columns, &batch, &session.settings().zone())?;
+        let cast = cast_columns(&def, &rewrite.columns, &batch, &zone)?;
         let verdicts = match (&checks, rewrite.kind) {
             (Some(checks), Kind::Insert | Kind::Update | Kind::Merge) => {
                 Some(checks.judge(&rewrite.columns, &cast)?)
@@ -1618,7 +1619,9 @@ pub async fn plan_changes(
             };
             match kind {
                 Kind::Insert => {
-                    def.check_row(&row)?;
+                    def.check_row(&row).map_err(|e| {
+                        naming_failing_row(e, &def, &rewrite.columns, &cast, r, &zone)
+                    })?;
                     verdicts.as_ref().map_or(Ok(()), |v| v.pass(r))?;
                     let key = def.entity_key(&row)?;
                     // A row whose unique index values an arbiter index holds
@@ -1708,7 +1711,9 @@ pub async fn plan_changes(
                         again()?;
                         continue;
                     }
-                    def.check_row(&row)?;
+                    def.check_row(&row).map_err(|e| {
+                        naming_failing_row(e, &def, &rewrite.columns, &cast, r, &zone)
+                    })?;
                     verdicts.as_ref().map_or(Ok(()), |v| v.pass(r))?;
                     // A row without a primary key keeps its generated key.
                     let key = match def.keys {
@@ -1882,7 +1887,8 @@ async fn upsert(
         for (r, row) in rows.into_iter().enumerate() {
             let n = numbers.as_ref().map(|a| a.value(r) as usize).unwrap_or(r);
             let old = &conflicts[n].1;
-            def.check_row(&row)?;
+            def.check_row(&row)
+                .map_err(|e| naming_failing_row(e, def, &columns, &cast, r, zone))?;
             verdicts.as_ref().map_or(Ok(()), |v| v.pass(r))?;
             let key = def.entity_key(&row)?;
             let entity = def.row_to_entity(key, &row)?;

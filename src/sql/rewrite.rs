@@ -1061,8 +1061,7 @@ fn arguments(f: &Function) -> Vec<&Expr> {
 /// `make_interval(years, months, weeks, days, hours, mins, secs)`, its
 /// arguments by position or by name (`days => 3`), each missing one 0: the
 /// sum of each argument times its unit (`interval '1 day' * CAST(3 AS
-/// bigint)`). `None`
-/// for an argument of another name.
+/// bigint)`; the seconds a double). `None` for an argument of another name.
 fn made_interval(f: &Function) -> Option<Expr> {
     const UNITS: [(&str, &str); 7] = [
         ("years", "1 year"),
@@ -1088,8 +1087,8 @@ fn made_interval(f: &Function) -> Option<Expr> {
         _ => &[],
     };
     for (position, arg) in list.iter().enumerate() {
-        let (unit, value) = match arg {
-            FunctionArg::Unnamed(FunctionArgExpr::Expr(value)) => (UNITS.get(position)?.1, value),
+        let ((name, unit), value) = match arg {
+            FunctionArg::Unnamed(FunctionArgExpr::Expr(value)) => (UNITS.get(position)?, value),
             FunctionArg::Named {
                 name,
                 arg: FunctionArgExpr::Expr(value),
@@ -1100,22 +1099,21 @@ fn made_interval(f: &Function) -> Option<Expr> {
                 arg: FunctionArgExpr::Expr(value),
                 ..
             } => {
-                let (_, unit) = UNITS
+                let unit = UNITS
                     .iter()
                     .find(|(n, _)| name.value.eq_ignore_ascii_case(n))?;
-                (*unit, value)
+                (unit, value)
             }
             _ => return None,
         };
         terms.push(Expr::BinaryOp {
             left: Box::new(interval(unit)),
             op: BinaryOperator::Multiply,
-            // PostgreSQL's arguments are integers, but for the seconds.
             right: Box::new(Expr::Cast {
                 kind: CastKind::Cast,
                 expr: Box::new(value.clone()),
-                data_type: match unit {
-                    "1 second" => DataType::DoublePrecision,
+                data_type: match *name {
+                    "secs" => DataType::DoublePrecision,
                     _ => DataType::BigInt(None),
                 },
                 array: false,

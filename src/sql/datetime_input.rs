@@ -1,4 +1,4 @@
-//! Dates and timestamps read from text as PostgreSQL 15 reads them, with its
+//! Dates, times of day and timestamps read from text as PostgreSQL 15 reads them, with its
 //! default `DateStyle` (`ISO, MDY`); a `timestamptz`'s text without a zone
 //! is a wall time in the session's zone ([`SessionZone`]):
 //!
@@ -11,7 +11,9 @@
 //!   `99` is 1999);
 //! - zones as offsets (`+02`, `-05:30`, `+0530`, `Z`), abbreviations
 //!   (`UTC`, `PST`, `CEST`) or names in any case (`Europe/Paris`), counted
-//!   for a `timestamptz` and ignored for a `date` or a `timestamp`;
+//!   for a `timestamptz` and ignored for a `date`, a `time` or a
+//!   `timestamp`; a `time` may be written alone (`10:30`, `9:45 PM`) or
+//!   after a date, which it ignores;
 //! - the special inputs `epoch`, `now`, `today`, `tomorrow`, `yesterday`
 //!   and `allballs` (midnight).
 //!
@@ -26,8 +28,9 @@ use std::sync::Arc;
 
 use datafusion::arrow::array::timezone::Tz;
 use datafusion::arrow::array::{
-    ArrayRef, Date32Array, StringArray, TimestampMicrosecondArray, TimestampMillisecondArray,
-    TimestampNanosecondArray, TimestampSecondArray,
+    ArrayRef, Date32Array, StringArray, Time64MicrosecondArray, Time64NanosecondArray,
+    TimestampMicrosecondArray, TimestampMillisecondArray, TimestampNanosecondArray,
+    TimestampSecondArray,
 };
 use datafusion::arrow::datatypes::{DataType, TimeUnit};
 
@@ -43,6 +46,8 @@ pub enum Target {
     Timestamp,
     /// A `timestamptz`: an instant; a zone in the text is counted.
     Timestamptz,
+    /// A `time`: a time of day; a date or a zone in the text is ignored.
+    Time,
 }
 
 impl Target {
@@ -52,6 +57,7 @@ impl Target {
             DataType::Date32 => Some(Target::Date),
             DataType::Timestamp(_, None) => Some(Target::Timestamp),
             DataType::Timestamp(_, Some(_)) => Some(Target::Timestamptz),
+            DataType::Time64(_) => Some(Target::Time),
             _ => None,
         }
     }
@@ -61,6 +67,7 @@ impl Target {
             Target::Date => "date",
             Target::Timestamp => "timestamp",
             Target::Timestamptz => "timestamp with time zone",
+            Target::Time => "time",
         }
     }
 }
@@ -80,8 +87,16 @@ pub fn read_timestamp(text: &str, target: Target, zone: &SessionZone) -> Result<
     read.micros(target, zone).map_err(|f| f.error(text, target))
 }
 
-/// Each of `texts` read as a value of `target` (a date, or a timestamp in
-/// any unit), those of instants without a zone in `zone`.
+/// A time of day read from `text`, in microseconds since midnight (to
+/// 24:00:00).
+pub fn read_time(text: &str) -> Result<i64, SqlError> {
+    read(text, Target::Time)
+        .map(|read| read.clock)
+        .map_err(|f| f.error(text, Target::Time))
+}
+
+/// Each of `texts` read as a value of `target` (a date, a time of day, or
+/// a timestamp in any unit), those of instants without a zone in `zone`.
 pub fn read_texts(
     texts: &StringArray,
     target: &DataType,
@@ -106,6 +121,21 @@ pub fn read_texts(
                 .map(|text| text.map(read_date).transpose())
                 .collect::<Result<Date32Array, SqlError>>()?,
         ),
+        DataType::Time64(unit) => {
+            let times = texts
+                .iter()
+                .map(|text| text.map(read_time).transpose())
+                .collect::<Result<Vec<Option<i64>>, SqlError>>()?;
+            match unit {
+                TimeUnit::Nanosecond => Arc::new(Time64NanosecondArray::from(
+                    times
+                        .into_iter()
+                        .map(|t| t.map(|micros| micros * 1_000))
+                        .collect::<Vec<_>>(),
+                )) as ArrayRef,
+                _ => Arc::new(Time64MicrosecondArray::from(times)),
+            }
+        }
         DataType::Timestamp(unit, zone_of_type) => {
             let kind = if zone_of_type.is_some() {
                 Target::Timestamptz
@@ -155,6 +185,16 @@ pub fn arrow_text<'a>(text: &'a str, target: Target, zone: &SessionZone) -> Cow<
     let Ok(read) = read(text, target) else {
         return Cow::Borrowed(text);
     };
+    if target == Target::Time {
+        let seconds = read.clock / 1_000_000;
+        return Cow::Owned(format!(
+            "{:02}:{:02}:{:02}.{:06}",
+            seconds / 3600,
+            seconds / 60 % 60,
+            seconds % 60,
+            read.clock % 1_000_000
+        ));
+    }
     let (year, month, day) = super::types::civil_date(read.days);
     if target == Target::Date {
         let sign = if year < 0 { "-" } else { "" };
@@ -218,6 +258,7 @@ impl Failure {
                 let what = match target {
                     Target::Date => "date",
                     Target::Timestamp | Target::Timestamptz => "timestamp",
+                    Target::Time => "time",
                 };
                 SqlError::value("22008", format!("{what} out of range: \"{text}\""))
             }
@@ -269,7 +310,7 @@ impl Read {
             .and_then(|m| m.checked_add(self.clock))
             .ok_or(Failure::Range)?;
         let instant = match (&self.zone, target) {
-            (_, Target::Date | Target::Timestamp) => Some(wall),
+            (_, Target::Date | Target::Timestamp | Target::Time) => Some(wall),
             (Some(Zone::Offset(seconds)), Target::Timestamptz) => {
                 wall.checked_sub(seconds * 1_000_000)
             }
@@ -630,6 +671,8 @@ impl<'a> Fields<'a> {
     /// The fields as a day, a time and a zone, each checked.
     fn finish(mut self, target: Target) -> Result<Read, Failure> {
         let days = match self.from_today.take() {
+            // A time of day written alone.
+            None if target == Target::Time && !self.has_date() && self.month.is_none() => 0,
             Some(from_today) => {
                 if self.year.is_some() || !self.loose.is_empty() {
                     return Err(Failure::Syntax);
@@ -666,8 +709,9 @@ impl<'a> Fields<'a> {
             return Err(Failure::Syntax);
         }
         let zone = match target {
-            // A date ignores the time and the zone; only their form counts.
-            Target::Date => None,
+            // A date ignores the time and the zone, a time the zone; only
+            // their form counts.
+            Target::Date | Target::Time => None,
             _ => self.zone,
         };
         Ok(Read { days, clock, zone })

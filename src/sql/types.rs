@@ -348,10 +348,10 @@ pub(super) fn civil_date(days: i64) -> (i64, u32, u32) {
 }
 
 /// `array` with each text read as PostgreSQL reads a text cast to
-/// `target`, when it holds texts: a date's or a timestamp's as its value
-/// ([`super::datetime_input`]), an interval's by [`interval_input`], a
-/// numeric's by [`numeric_input`], a time's by [`time_input`], an
-/// array's from its text form (`{a,b}`; Arrow would make `'{a,b}'` the
+/// `target`, when it holds texts: a date's, a time's or a timestamp's as
+/// its value ([`super::datetime_input`]), an interval's by
+/// [`interval_input`], a numeric's by [`numeric_input`], an array's from
+/// its text form (`{a,b}`; Arrow would make `'{a,b}'` the
 /// one element of a list); an instant's text without a zone is a wall time
 /// in `zone`, the session's.
 pub fn text_inputs(
@@ -364,7 +364,7 @@ pub fn text_inputs(
     };
     Ok(match target {
         DataType::List(element) => super::arrays::texts_to_lists(texts, element.data_type(), zone)?,
-        DataType::Date32 | DataType::Timestamp(..) => {
+        DataType::Date32 | DataType::Timestamp(..) | DataType::Time64(_) => {
             super::datetime_input::read_texts(texts, target, zone)?
         }
         DataType::Interval(_) => Arc::new(
@@ -377,12 +377,6 @@ pub fn text_inputs(
             texts
                 .iter()
                 .map(|text| text.map(numeric_input))
-                .collect::<StringArray>(),
-        ),
-        DataType::Time64(_) => Arc::new(
-            texts
-                .iter()
-                .map(|text| text.map(time_input))
                 .collect::<StringArray>(),
         ),
         _ => array.clone(),
@@ -412,7 +406,7 @@ pub fn text_reader(target: &DataType) -> Option<TextReader> {
         DataType::Timestamp(_, Some(_)) => |text, zone| arrow_text(text, Target::Timestamptz, zone),
         DataType::Interval(_) => |text, _| interval_input(text),
         DataType::Decimal128(..) => |text, _| numeric_input(text),
-        DataType::Time64(_) => |text, _| time_input(text),
+        DataType::Time64(_) => |text, zone| arrow_text(text, Target::Time, zone),
         _ => return None,
     })
 }
@@ -423,27 +417,6 @@ fn numeric_input(text: &str) -> Cow<'_, str> {
     match super::decimals::without_exponent(text.trim(), NUMERIC_INPUT_DIGITS) {
         Some(plain) => Cow::Owned(plain),
         None => Cow::Borrowed(text),
-    }
-}
-
-/// A time of day's text as Arrow reads it: without the zone PostgreSQL's
-/// `time` reads and ignores (`09:45:30+00`, `09:45-05:30`, `09:45Z`, as
-/// pgJDBC sends a time).
-fn time_input(text: &str) -> Cow<'_, str> {
-    let trimmed = text.trim();
-    let clock = match trimmed.rfind(['+', '-']) {
-        Some(at)
-            if trimmed[at + 1..]
-                .bytes()
-                .all(|b| b.is_ascii_digit() || b == b':') =>
-        {
-            &trimmed[..at]
-        }
-        _ => trimmed.strip_suffix(['Z', 'z']).unwrap_or(trimmed),
-    };
-    match clock.len() == text.len() {
-        true => Cow::Borrowed(text),
-        false => Cow::Owned(clock.trim_end().to_owned()),
     }
 }
 

@@ -306,11 +306,8 @@ fn unread_text(message: &str) -> Option<SqlError> {
     // in a numeric of 38 digits, 10 of them decimals).
     if let DataType::Decimal128(precision, scale) = ty {
         if text.trim().parse::<f64>().is_ok_and(f64::is_finite) {
-            let whole = i16::from(precision) - i16::from(scale);
-            let message = format!(
-                "numeric field overflow: a field with precision {precision}, scale {scale} must \
-                 round to an absolute value less than 10^{whole}"
-            );
+            let scale = u32::try_from(scale).unwrap_or_default();
+            let message = overflow_words(u32::from(precision), scale);
             return Some(SqlError::value("22003", message));
         }
     }
@@ -340,11 +337,17 @@ fn numeric_overflow(message: &str) -> Option<String> {
     let scale = max
         .split_once('.')
         .map_or(0, |(_, fraction)| fraction.len()) as u32;
-    Some(format!(
+    Some(overflow_words(precision, scale))
+}
+
+/// PostgreSQL's message and DETAIL for a number a `numeric(precision,
+/// scale)` cannot hold, in one line.
+fn overflow_words(precision: u32, scale: u32) -> String {
+    format!(
         "numeric field overflow: a field with precision {precision}, scale {scale} must round \
          to an absolute value less than 10^{}",
         precision.saturating_sub(scale)
-    ))
+    )
 }
 
 impl From<SqlError> for PgWireError {

@@ -25,8 +25,8 @@ pub use keys::{
 pub use roles::{salted_password, RoleDef, Roles, ScramSecret, SCRAM_ITERATIONS};
 pub use sequence::{NextvalError, Sequence, SequenceDef, SequenceExhausted, Sequences};
 pub use table::{
-    Check, Column, ForeignKey, Grant, Identity, KeyParts, Keys, Privilege, Row, RowError,
-    SystemField, TableDef, GENERATED_PARTITIONS,
+    Check, Column, ForeignKey, Grant, Identity, KeyParts, Keys, Privilege, RefAction, Row,
+    RowError, SystemField, TableDef, GENERATED_PARTITIONS,
 };
 pub use types::{Element, SqlType, DEFAULT_NUMERIC};
 pub use view::{

@@ -90,8 +90,8 @@ pub struct TableDef {
     pub name: String,
     pub columns: Vec<Column>,
     pub keys: Keys,
-    /// Declared references to other tables. They are recorded and described
-    /// (psql, JDBC, pg_dump see them) but not enforced on writes.
+    /// References to other tables' rows, enforced on writes (see
+    /// `sql::foreign_keys`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub foreign_keys: Vec<ForeignKey>,
     /// `COMMENT ON TABLE`.
@@ -128,13 +128,71 @@ pub struct Check {
     pub expr: String,
 }
 
-/// `FOREIGN KEY (columns) REFERENCES table (referenced)`, by column names.
+/// `FOREIGN KEY (columns) REFERENCES table (referenced)`, by column names;
+/// the referenced columns are the referenced table's primary key.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ForeignKey {
     pub name: String,
     pub columns: Vec<String>,
     pub table: String,
     pub referenced: Vec<String>,
+    #[serde(default, skip_serializing_if = "RefAction::is_default")]
+    pub on_delete: RefAction,
+    /// What a referenced row given another key does to the rows that
+    /// reference it.
+    #[serde(default, skip_serializing_if = "RefAction::is_default")]
+    pub on_update: RefAction,
+    /// `DEFERRABLE`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub deferrable: bool,
+    /// `INITIALLY DEFERRED`: in a transaction block, checked at COMMIT.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub deferred: bool,
+}
+
+/// A foreign key's action on the rows that reference a row deleted or
+/// given another key.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RefAction {
+    /// Refused if rows still reference it at the end of the statement (or
+    /// at COMMIT, when deferred).
+    #[default]
+    NoAction,
+    /// Refused at once.
+    Restrict,
+    /// The referencing rows are deleted, or take the new key.
+    Cascade,
+    SetNull,
+    SetDefault,
+}
+
+impl RefAction {
+    fn is_default(&self) -> bool {
+        *self == RefAction::NoAction
+    }
+
+    /// As SQL writes it.
+    pub fn sql(self) -> &'static str {
+        match self {
+            RefAction::NoAction => "NO ACTION",
+            RefAction::Restrict => "RESTRICT",
+            RefAction::Cascade => "CASCADE",
+            RefAction::SetNull => "SET NULL",
+            RefAction::SetDefault => "SET DEFAULT",
+        }
+    }
+
+    /// `pg_constraint.confdeltype`'s letter.
+    pub fn code(self) -> &'static str {
+        match self {
+            RefAction::NoAction => "a",
+            RefAction::Restrict => "r",
+            RefAction::Cascade => "c",
+            RefAction::SetNull => "n",
+            RefAction::SetDefault => "d",
+        }
+    }
 }
 
 /// A privilege on a table.

@@ -16,10 +16,10 @@ use std::sync::Arc;
 
 use datafusion::arrow::datatypes::DataType;
 use datafusion::sql::sqlparser::ast::{
-    AlterColumnOperation, AlterTable, AlterTableOperation, CheckConstraint, ColumnDef,
-    ColumnOption, CommentObject, CreateIndex, CreateTable, CreateTableOptions, Expr as AstExpr,
-    ForeignKeyConstraint, GeneratedAs, ObjectName, ReferentialAction, RenameTableNameKind,
-    SqlOption, TableConstraint, Truncate, UniqueConstraint,
+    AlterColumnOperation, AlterTable, AlterTableOperation, CascadeOption, CheckConstraint,
+    ColumnDef, ColumnOption, CommentObject, CreateIndex, CreateTable, CreateTableOptions,
+    DeferrableInitial, Expr as AstExpr, ForeignKeyConstraint, GeneratedAs, ObjectName,
+    ReferentialAction, RenameTableNameKind, SqlOption, TableConstraint, Truncate, UniqueConstraint,
 };
 use datafusion::sql::sqlparser::dialect::PostgreSqlDialect;
 use futures::TryStreamExt;
@@ -31,7 +31,7 @@ use super::session::{normalize, table_name, Output, Session};
 use super::txn::Change;
 use super::types::{arrow_type, declared_type, sql_type};
 use crate::catalog::{
-    check_definition, CatalogError, Check, Column, ForeignKey, Identity, IndexDef, Keys,
+    check_definition, CatalogError, Check, Column, ForeignKey, Identity, IndexDef, Keys, RefAction,
     SequenceDef, SqlType, SystemField, TableDef,
 };
 use crate::model::Value;
@@ -414,21 +414,31 @@ fn primary_columns(constraint: &TableConstraint) -> Result<Vec<String>> {
     }
 }
 
-/// Resolves `FOREIGN KEY (columns) REFERENCES table [(columns)]` of table
+/// Resolves `FOREIGN KEY (columns) REFERENCES table [(columns)] [ON DELETE
+/// action] [ON UPDATE action] [DEFERRABLE] [INITIALLY DEFERRED]` of table
 /// `def`: the referenced columns must be the referenced table's primary key
-/// (its only unique constraint). Foreign keys are declared, not enforced, so
-/// the actions that would change rows (CASCADE, SET NULL, SET DEFAULT) are
-/// refused rather than silently skipped.
+/// (its only unique constraint), of types the referencing columns' values
+/// can be looked up by.
 fn foreign_key(session: &Session, def: &TableDef, fk: &ForeignKeyConstraint) -> Result<ForeignKey> {
-    for action in [fk.on_delete, fk.on_update].into_iter().flatten() {
-        if !matches!(
-            action,
-            ReferentialAction::NoAction | ReferentialAction::Restrict
-        ) {
-            return Err(SqlError::FeatureNotSupported(format!(
-                "foreign key action {action} is not supported: foreign keys are declared, not enforced"
-            )));
-        }
+    let action = |action: Option<ReferentialAction>| match action {
+        None | Some(ReferentialAction::NoAction) => RefAction::NoAction,
+        Some(ReferentialAction::Restrict) => RefAction::Restrict,
+        Some(ReferentialAction::Cascade) => RefAction::Cascade,
+        Some(ReferentialAction::SetNull) => RefAction::SetNull,
+        Some(ReferentialAction::SetDefault) => RefAction::SetDefault,
+    };
+    let characteristics = fk.characteristics.unwrap_or_default();
+    if characteristics.enforced == Some(false) {
+        return Err(SqlError::FeatureNotSupported(
+            "foreign keys NOT ENFORCED are not supported".into(),
+        ));
+    }
+    let deferred = characteristics.initially == Some(DeferrableInitial::Deferred);
+    if deferred && characteristics.deferrable == Some(false) {
+        return Err(SqlError::value(
+            "42601",
+            "constraint declared INITIALLY DEFERRED must be DEFERRABLE",
+        ));
     }
     let columns: Vec<String> = fk.columns.iter().map(normalize).collect();
     for column in &columns {
@@ -476,11 +486,35 @@ fn foreign_key(session: &Session, def: &TableDef, fk: &ForeignKeyConstraint) -> 
             def.name
         )));
     }
+    for (column, key) in columns.iter().zip(&referenced) {
+        let ty = |def: &TableDef, name: &str| def.column_index(name).map(|i| def.columns[i].ty);
+        let (Some(own), Some(theirs)) = (ty(def, column), ty(&target, key)) else {
+            return Err(SqlError::undefined_column(key));
+        };
+        if !super::foreign_keys::comparable(own, theirs) {
+            return Err(SqlError::value(
+                "42804",
+                format!("foreign key constraint \"{name}\" cannot be implemented"),
+            )
+            .explained(
+                Some(format!(
+                    "Key columns \"{column}\" and \"{key}\" are of incompatible types: {} and {}.",
+                    own.pg_name(),
+                    theirs.pg_name()
+                )),
+                None,
+            ));
+        }
+    }
     Ok(ForeignKey {
         name,
         columns,
         table,
         referenced,
+        on_delete: action(fk.on_delete),
+        on_update: action(fk.on_update),
+        deferrable: deferred || characteristics.deferrable == Some(true),
+        deferred,
     })
 }
 
@@ -779,6 +813,10 @@ pub fn drop_relations(
     if_exists: bool,
     cascade: bool,
 ) -> Result<Output> {
+    let dropping = names
+        .iter()
+        .map(table_name)
+        .collect::<Result<Vec<String>>>()?;
     for name in names {
         let name = table_name(name)?;
         let Some(def) = session.table_def(&name) else {
@@ -808,6 +846,9 @@ pub fn drop_relations(
                 }
             }
         }
+        if kind == Relation::Table {
+            super::foreign_keys::drop_references(session, &name, &dropping, cascade)?;
+        }
         super::views::drop_with_dependents(session, &name, kind.word(), cascade)?;
     }
     Ok(Output::Command(format!(
@@ -820,8 +861,14 @@ pub fn drop_relations(
 /// drops a table's data without visiting it, which cannot be part of an
 /// atomic write. Inside a block it only empties tables the block created.
 pub async fn truncate(session: &mut Session, truncate: Truncate) -> Result<Output> {
-    for target in &truncate.table_names {
-        let name = table_name(&target.name)?;
+    let names = truncate
+        .table_names
+        .iter()
+        .map(|target| table_name(&target.name))
+        .collect::<Result<Vec<String>>>()?;
+    let cascade = matches!(truncate.cascade, Some(CascadeOption::Cascade));
+    let names = super::foreign_keys::truncated_with(session, names, cascade)?;
+    for name in names {
         if session.table(&name)?.plain_view.is_some() {
             return Err(super::views::not_a("table", &name, None));
         }
@@ -998,9 +1045,12 @@ pub async fn alter_table(session: &mut Session, alter: AlterTable) -> Result<Out
             }
             AlterTableOperation::AddConstraint {
                 constraint: TableConstraint::ForeignKey(fk),
-                ..
+                not_valid,
             } => {
                 let fk = foreign_key(session, &def, fk)?;
+                if !not_valid {
+                    super::foreign_keys::held_by_rows(session, &def, &fk).await?;
+                }
                 def.foreign_keys.push(fk);
             }
             // Its index is built for the rows there are when the definition
@@ -1646,6 +1696,7 @@ pub(super) async fn rewrite_rows(
                 key,
                 read: None,
                 creates: true,
+                moved_to: None,
             });
             if moved {
                 continue;
@@ -1656,6 +1707,7 @@ pub(super) async fn rewrite_rows(
                 read: entity.etag,
                 new: None,
                 creates: false,
+                moved_to: None,
             });
         }
         continuation = page.continuation;

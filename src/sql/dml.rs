@@ -1702,6 +1702,7 @@ pub async fn plan_changes(
                         read: None,
                         new: Some(entity),
                         creates: true,
+                        moved_to: None,
                     });
                 }
                 Kind::Update => {
@@ -1741,6 +1742,7 @@ pub async fn plan_changes(
                         read,
                         new: None,
                         creates: false,
+                        moved_to: None,
                     });
                 }
                 Kind::Merge => {

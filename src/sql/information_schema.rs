@@ -309,14 +309,21 @@ impl SchemaProvider for InformationSchema {
                 TABLE_CONSTRAINTS,
                 constraints()
                     .map(|c| {
-                        let (kind, enforced) = match c.kind {
-                            ConstraintKind::PrimaryKey => ("PRIMARY KEY", true),
-                            ConstraintKind::Unique => ("UNIQUE", true),
-                            ConstraintKind::ForeignKey { .. } => ("FOREIGN KEY", false),
-                            ConstraintKind::Check { .. } => ("CHECK", true),
+                        let (kind, deferrable, deferred) = match &c.kind {
+                            ConstraintKind::PrimaryKey => ("PRIMARY KEY", false, false),
+                            ConstraintKind::Unique => ("UNIQUE", false, false),
+                            ConstraintKind::ForeignKey(fk) => {
+                                ("FOREIGN KEY", fk.deferrable, fk.deferred)
+                            }
+                            ConstraintKind::Check { .. } => ("CHECK", false, false),
                         };
                         let mut row = constraint_of(&c);
-                        row.extend([kind.into(), "NO".into(), "NO".into(), yes_no(enforced)]);
+                        row.extend([
+                            kind.into(),
+                            yes_no(deferrable),
+                            yes_no(deferred),
+                            yes_no(true),
+                        ]);
                         row
                     })
                     .collect(),
@@ -335,10 +342,9 @@ impl SchemaProvider for InformationSchema {
                                     column.clone().into(),
                                     position.into(),
                                     match &c.kind {
-                                        ConstraintKind::ForeignKey {
-                                            table,
-                                            columns: referenced,
-                                        } => unique_position(&tables, table, &referenced[n]),
+                                        ConstraintKind::ForeignKey(fk) => {
+                                            unique_position(&tables, &fk.table, &fk.referenced[n])
+                                        }
                                         _ => Cell::Null,
                                     },
                                 ]);
@@ -352,7 +358,7 @@ impl SchemaProvider for InformationSchema {
                 REFERENTIAL_CONSTRAINTS,
                 constraints()
                     .filter_map(|c| {
-                        let ConstraintKind::ForeignKey { table, .. } = &c.kind else {
+                        let ConstraintKind::ForeignKey(fk) = &c.kind else {
                             return None;
                         };
                         Some(vec![
@@ -361,10 +367,10 @@ impl SchemaProvider for InformationSchema {
                             c.name.clone().into(),
                             DATABASE.into(),
                             "public".into(),
-                            primary_key_name(table).into(),
+                            primary_key_name(&fk.table).into(),
                             "NONE".into(),
-                            "NO ACTION".into(),
-                            "NO ACTION".into(),
+                            fk.on_update.sql().into(),
+                            fk.on_delete.sql().into(),
                         ])
                     })
                     .collect(),

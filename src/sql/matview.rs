@@ -707,6 +707,7 @@ pub async fn refresh(session: &mut Session, name: &str) -> Result<Output> {
                 read: e.etag,
                 new: None,
                 creates: false,
+                moved_to: None,
             })
             .collect();
         session.apply_to_transaction(deletes, &def)?;

@@ -34,6 +34,7 @@ mod dml;
 mod error;
 mod fastpath;
 pub mod floats;
+mod foreign_keys;
 mod functions;
 mod information_schema;
 mod json;

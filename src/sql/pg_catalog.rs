@@ -22,7 +22,7 @@ use datafusion::common::{Result as DfResult, ScalarValue};
 use datafusion::datasource::MemTable;
 
 use super::provider::ReadView;
-use crate::catalog::{Catalog, Keys, SqlType, TableDef};
+use crate::catalog::{Catalog, ForeignKey, Keys, RefAction, SqlType, TableDef};
 
 pub const SCHEMA: &str = "pg_catalog";
 
@@ -1738,11 +1738,7 @@ pub enum ConstraintKind {
     PrimaryKey,
     /// Its index is of the constraint's name.
     Unique,
-    /// The referenced table and columns.
-    ForeignKey {
-        table: String,
-        columns: Vec<String>,
-    },
+    ForeignKey(ForeignKey),
     Check {
         condition: String,
     },
@@ -1754,14 +1750,13 @@ impl Constraint {
         match self.kind {
             ConstraintKind::PrimaryKey => "p",
             ConstraintKind::Unique => "u",
-            ConstraintKind::ForeignKey { .. } => "f",
+            ConstraintKind::ForeignKey(_) => "f",
             ConstraintKind::Check { .. } => "c",
         }
     }
 
     /// What `pg_get_constraintdef` prints (`pretty`: a CHECK's condition
-    /// without its own parentheses). Foreign keys are recorded, not
-    /// checked, and say so.
+    /// without its own parentheses).
     pub fn definition(&self, pretty: bool) -> String {
         let list = |names: &[String]| {
             names
@@ -1773,12 +1768,26 @@ impl Constraint {
         match &self.kind {
             ConstraintKind::PrimaryKey => format!("PRIMARY KEY ({})", list(&self.columns)),
             ConstraintKind::Unique => format!("UNIQUE ({})", list(&self.columns)),
-            ConstraintKind::ForeignKey { table, columns } => format!(
-                "FOREIGN KEY ({}) REFERENCES {}({}) NOT ENFORCED",
-                list(&self.columns),
-                quote_ident(table),
-                list(columns)
-            ),
+            ConstraintKind::ForeignKey(fk) => {
+                let mut text = format!(
+                    "FOREIGN KEY ({}) REFERENCES {}({})",
+                    list(&self.columns),
+                    quote_ident(&fk.table),
+                    list(&fk.referenced)
+                );
+                for (event, action) in [("UPDATE", fk.on_update), ("DELETE", fk.on_delete)] {
+                    if action != RefAction::NoAction {
+                        text += &format!(" ON {event} {}", action.sql());
+                    }
+                }
+                if fk.deferrable {
+                    text += " DEFERRABLE";
+                }
+                if fk.deferred {
+                    text += " INITIALLY DEFERRED";
+                }
+                text
+            }
             ConstraintKind::Check { condition } if pretty => format!("CHECK ({condition})"),
             ConstraintKind::Check { condition } => format!("CHECK (({condition}))"),
         }
@@ -1815,10 +1824,7 @@ pub fn constraints_of(def: &TableDef) -> Vec<Constraint> {
         name: fk.name.clone(),
         table: def.name.clone(),
         columns: fk.columns.clone(),
-        kind: ConstraintKind::ForeignKey {
-            table: fk.table.clone(),
-            columns: fk.referenced.clone(),
-        },
+        kind: ConstraintKind::ForeignKey(fk.clone()),
     }));
     out.extend(def.checks.iter().map(|check| Constraint {
         oid: oid_of("constraint", &format!("{}.{}", def.name, check.name)),
@@ -2116,35 +2122,37 @@ fn constraints(tables: &[Arc<TableDef>]) -> Vec<Vec<Cell>> {
         .iter()
         .flat_map(|t| constraints_of(t))
         .map(|c| {
-            let foreign = matches!(c.kind, ConstraintKind::ForeignKey { .. });
+            let fk = match &c.kind {
+                ConstraintKind::ForeignKey(fk) => Some(fk),
+                _ => None,
+            };
             let (index, referenced, referenced_attnums) = match &c.kind {
                 ConstraintKind::PrimaryKey => (primary_key_oid(&c.table), 0, Cell::Null),
                 ConstraintKind::Unique => (oid_of("index", &c.name), 0, Cell::Null),
-                ConstraintKind::ForeignKey { table, columns } => (
-                    primary_key_oid(table),
-                    table_oid(table),
-                    attnums(table, columns),
+                ConstraintKind::ForeignKey(fk) => (
+                    primary_key_oid(&fk.table),
+                    table_oid(&fk.table),
+                    attnums(&fk.table, &fk.referenced),
                 ),
                 ConstraintKind::Check { .. } => (0, 0, Cell::Null),
             };
-            let action = if foreign { "a" } else { " " };
+            let action = |a: fn(&ForeignKey) -> RefAction| fk.map_or(" ", |fk| a(fk).code());
             vec![
                 c.oid.into(),
                 c.name.clone().into(),
                 PUBLIC_OID.into(),
                 c.contype().into(),
-                false.into(),
-                false.into(),
-                // Foreign keys are not checked against the rows.
-                (!foreign).into(),
+                fk.is_some_and(|fk| fk.deferrable).into(),
+                fk.is_some_and(|fk| fk.deferred).into(),
+                true.into(),
                 table_oid(&c.table).into(),
                 0.into(),
                 index.into(),
                 0.into(),
                 referenced.into(),
-                action.into(),
-                action.into(),
-                (if foreign { "s" } else { " " }).into(),
+                action(|fk| fk.on_update).into(),
+                action(|fk| fk.on_delete).into(),
+                (if fk.is_some() { "s" } else { " " }).into(),
                 true.into(),
                 0.into(),
                 true.into(),

@@ -28,7 +28,9 @@ use super::names::ColumnNames;
 use super::provider::{ReadView, TablegateSchema};
 use super::settings::{Refused, Settings};
 use super::txn::{Change, Transaction};
-use super::{ddl, dml, functions, information_schema, names, pg_catalog, records, rewrite};
+use super::{
+    ddl, dml, foreign_keys, functions, information_schema, names, pg_catalog, records, rewrite,
+};
 use crate::catalog::{Catalog, CatalogError, DefinitionChange, TableDef};
 use crate::model::EntityKey;
 use crate::store::{LoadRows, StoreError, TableStore, ROWS_PER_SPILLED_PART};
@@ -2096,12 +2098,28 @@ impl Session {
             self.refresh_view();
             let (changes, output, used) =
                 dml::plan_changes(self, statement, kept, params.clone()).await?;
+            let changes = foreign_keys::enforce(self, &used, changes).await?;
+            // Foreign keys' actions change other tables' rows too.
+            let mut used = vec![used];
+            for change in &changes {
+                if !used.iter().any(|d| d.name == change.table) {
+                    used.push(self.table(&change.table)?);
+                }
+            }
             if self.txn.is_some() {
                 self.check_block_write(&changes)?;
-                self.apply_to_transaction(changes, &used)?;
+                let mut changes = changes;
+                for def in &used {
+                    let own;
+                    (own, changes) = changes.into_iter().partition(|c| c.table == def.name);
+                    self.apply_to_transaction(own, def)?;
+                }
                 return Ok(output);
             }
-            let error = match self.commit_changes(changes, used).await {
+            let error = match self
+                .commit_with_definitions(Vec::new(), changes, used)
+                .await
+            {
                 Ok(()) => return Ok(output),
                 Err(e) => e,
             };
@@ -2121,17 +2139,6 @@ impl Session {
             let cap = 50u64 << attempt.min(8);
             tokio::time::sleep(std::time::Duration::from_micros(rand_below(cap))).await;
         }
-    }
-
-    /// Commits changes made with table definition `used` in one atomic
-    /// write, conditional on what was read.
-    pub(super) async fn commit_changes(
-        &self,
-        changes: Vec<Change>,
-        used: Arc<TableDef>,
-    ) -> Result<()> {
-        self.commit_with_definitions(Vec::new(), changes, vec![used])
-            .await
     }
 
     async fn commit_transaction(&self, txn: Transaction) -> Result<()> {
@@ -2434,6 +2441,15 @@ impl Session {
     }
 
     async fn commit(&mut self) -> Result<Output> {
+        // Deferred foreign keys are checked in the block's view; a failure
+        // ends the block, rolled back.
+        let deferred = match &self.txn {
+            Some(txn) if !txn.failed => {
+                self.refresh_view();
+                foreign_keys::check_deferred(self, || txn.changes()).await
+            }
+            _ => Ok(()),
+        };
         let Some(mut txn) = self.txn.take() else {
             return Ok(Output::TransactionEnd("COMMIT".into()));
         };
@@ -2443,7 +2459,10 @@ impl Session {
             self.end_sequences(sequences, false).await?;
             return Ok(Output::TransactionEnd("ROLLBACK".into()));
         }
-        let committed = self.commit_transaction(txn).await;
+        let committed = match deferred {
+            Ok(()) => self.commit_transaction(txn).await,
+            Err(e) => Err(e),
+        };
         self.end_cursors(committed.is_ok());
         self.end_sequences(sequences, committed.is_ok()).await?;
         committed?;

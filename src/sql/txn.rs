@@ -34,6 +34,9 @@ pub struct Change {
     /// Whether the change adds a row that must not exist yet (an insert,
     /// or the new key of an update that moves a row).
     pub creates: bool,
+    /// For the removal of a row an update moves to another key: that key
+    /// (foreign keys tell a moved row from a deleted one).
+    pub moved_to: Option<EntityKey>,
 }
 
 impl Change {
@@ -55,6 +58,7 @@ impl Change {
             read: None,
             new: Some(entity),
             creates: true,
+            moved_to: None,
         }
     }
 
@@ -68,6 +72,7 @@ impl Change {
                 read,
                 new: Some(entity),
                 creates: false,
+                moved_to: None,
             }];
         }
         vec![
@@ -77,6 +82,7 @@ impl Change {
                 read,
                 new: None,
                 creates: false,
+                moved_to: Some(entity.key.clone()),
             },
             Change {
                 table: table.to_owned(),
@@ -84,6 +90,7 @@ impl Change {
                 read: None,
                 new: Some(entity),
                 creates: true,
+                moved_to: None,
             },
         ]
     }
@@ -368,27 +375,12 @@ impl Transaction {
             .map(|(_, def)| def)
             .collect();
         let definitions = self.definitions.into_values().collect();
-        let mut out = Vec::new();
-        for (table, rows) in self.writes {
-            for (encoded, written) in rows {
-                let (read, new) = Arc::unwrap_or_clone(written);
-                let key = match &new {
-                    Some(e) => e.key.clone(),
-                    None => match crate::model::codec::key::decode_entity_key(&encoded) {
-                        Ok((pk, rk)) => EntityKey::new(pk, rk),
-                        Err(_) => continue,
-                    },
-                };
-                out.push(Change {
-                    table: table.clone(),
-                    key,
-                    creates: read.is_none() && new.is_some(),
-                    read,
-                    new,
-                });
-            }
-        }
-        (definitions, out, used)
+        (definitions, changes_of(self.writes), used)
+    }
+
+    /// The rows written so far, as changes.
+    pub fn changes(&self) -> Vec<Change> {
+        changes_of(self.writes.clone())
     }
 
     /// The rows it wrote to `table`, if any.
@@ -586,4 +578,30 @@ impl EntityRead for TxnView {
             continuation: page.continuation,
         })
     }
+}
+
+/// The rows of `writes`, as changes.
+fn changes_of(writes: Writes) -> Vec<Change> {
+    let mut out = Vec::new();
+    for (table, rows) in writes {
+        for (encoded, written) in rows {
+            let (read, new) = Arc::unwrap_or_clone(written);
+            let key = match &new {
+                Some(e) => e.key.clone(),
+                None => match crate::model::codec::key::decode_entity_key(&encoded) {
+                    Ok((pk, rk)) => EntityKey::new(pk, rk),
+                    Err(_) => continue,
+                },
+            };
+            out.push(Change {
+                table: table.clone(),
+                key,
+                creates: read.is_none() && new.is_some(),
+                moved_to: None,
+                read,
+                new,
+            });
+        }
+    }
+    out
 }

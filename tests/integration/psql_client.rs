@@ -342,7 +342,7 @@ async fn describe_one_table() {
          age|integer|||30\n\
          salary|numeric(10,2)|||\n\
          Indexes:\n    \"employees_pkey\" PRIMARY KEY, btree (dept, id)\n    \"employees_name\" UNIQUE, btree (name)\n\
-         Foreign-key constraints:\n    \"employees_dept_fkey\" FOREIGN KEY (dept) REFERENCES depts(id) NOT ENFORCED\n"
+         Foreign-key constraints:\n    \"employees_dept_fkey\" FOREIGN KEY (dept) REFERENCES depts(id)\n"
     );
     assert_eq!(
         psql(port, "\\d depts").await,
@@ -351,7 +351,7 @@ async fn describe_one_table() {
          id|integer||not null|\n\
          name|text|||\n\
          Indexes:\n    \"depts_pkey\" PRIMARY KEY, btree (id)\n\
-         Referenced by:\n    TABLE \"employees\" CONSTRAINT \"employees_dept_fkey\" FOREIGN KEY (dept) REFERENCES depts(id) NOT ENFORCED\n"
+         Referenced by:\n    TABLE \"employees\" CONSTRAINT \"employees_dept_fkey\" FOREIGN KEY (dept) REFERENCES depts(id)\n"
     );
     // With storage and descriptions (psql reads the options of the table's
     // TOAST table with an ARRAY over `unnest` of an outer column).
@@ -362,7 +362,7 @@ async fn describe_one_table() {
          id|integer||not null||plain|||\n\
          name|text||||extended|||\n\
          Indexes:\n    \"depts_pkey\" PRIMARY KEY, btree (id)\n\
-         Referenced by:\n    TABLE \"employees\" CONSTRAINT \"employees_dept_fkey\" FOREIGN KEY (dept) REFERENCES depts(id) NOT ENFORCED\n\
+         Referenced by:\n    TABLE \"employees\" CONSTRAINT \"employees_dept_fkey\" FOREIGN KEY (dept) REFERENCES depts(id)\n\
          Access method: heap\n"
     );
 }

@@ -1,0 +1,601 @@
+//! Foreign keys. A row a statement writes must name a row of the referenced
+//! table by that table's primary key (unless one of its referencing columns
+//! is NULL: MATCH SIMPLE); a referenced row a statement deletes, or gives
+//! another key, takes the constraint's action on the rows that reference
+//! it: refused (NO ACTION, RESTRICT), deleted or given the new key with it
+//! (CASCADE), or given NULLs or their defaults (SET NULL, SET DEFAULT).
+//!
+//! Both checks read the tables as the statement leaves them: its view (a
+//! transaction block's own writes included) under the statement's changes.
+//! The rows an action changes are found and changed by an UPDATE or DELETE
+//! of the referencing table run as the statement's part, so their own
+//! constraints hold; their changes join the statement's, which commit
+//! together in one atomic write. A constraint declared `INITIALLY
+//! DEFERRED` is checked at COMMIT in a transaction block (its actions still
+//! run with the statement, as in PostgreSQL).
+//!
+//! What PostgreSQL does and this does not: a transaction that inserts a row
+//! referencing a row another one deletes at the same time can commit with
+//! it, since each checked a snapshot (PostgreSQL locks the referenced row);
+//! and the UPDATE or DELETE of an action needs the session's privileges on
+//! the referencing table (PostgreSQL's run as the table's owner).
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+
+use datafusion::sql::sqlparser::dialect::PostgreSqlDialect;
+use datafusion::sql::sqlparser::parser::Parser;
+
+use super::dml::{plan_changes, quote};
+use super::error::{Result, SqlError};
+use super::provider::{dml_table_name, parse_row_identity, ROW_COLUMN};
+use super::session::Session;
+use super::txn::Change;
+use crate::catalog::{ForeignKey, RefAction, Row, SqlType, TableDef};
+use crate::model::{EntityKey, Value};
+use crate::store::EntityRead;
+
+/// Referenced rows looked up by one statement's query at most.
+const KEYS_PER_QUERY: usize = 500;
+
+/// Whether a column of type `own` may reference a key column of type
+/// `theirs`: their values are looked up as that key's values.
+pub fn comparable(own: SqlType, theirs: SqlType) -> bool {
+    let integer = |t| matches!(t, SqlType::Int2 | SqlType::Int4 | SqlType::Int8);
+    let text = |t| matches!(t, SqlType::Text | SqlType::Varchar(_));
+    own == theirs || (integer(own) && integer(theirs)) || (text(own) && text(theirs))
+}
+
+/// Carries out the actions of the referenced rows `changes` remove (adding
+/// the changes they make) and checks that every row written references
+/// rows that exist. `table` is the statement's table.
+pub(super) async fn enforce(
+    session: &Session,
+    table: &TableDef,
+    mut changes: Vec<Change>,
+) -> Result<Vec<Change>> {
+    let removes = changes.iter().any(|c| c.read.is_some() && c.new.is_none());
+    if table.foreign_keys.is_empty() && !removes {
+        return Ok(changes);
+    }
+    let tables = session.tables();
+    let deferring = session.in_transaction();
+    if removes {
+        let mut next = 0;
+        while next < changes.len() {
+            let end = changes.len();
+            let more = take_actions(session, &tables, &changes, next..end, deferring).await?;
+            changes.extend(more);
+            next = end;
+        }
+    }
+    let view = session.current_view();
+    check_references(&*view, &tables, &changes, |fk| !(deferring && fk.deferred)).await?;
+    Ok(changes)
+}
+
+/// At COMMIT of a block: the constraints declared `INITIALLY DEFERRED`,
+/// over every row the block wrote (`written`), in its view.
+pub(super) async fn check_deferred(
+    session: &Session,
+    written: impl FnOnce() -> Vec<Change>,
+) -> Result<()> {
+    let tables = session.tables();
+    if !tables
+        .iter()
+        .any(|t| t.foreign_keys.iter().any(|fk| fk.deferred))
+    {
+        return Ok(());
+    }
+    let changes = &written();
+    let view = session.current_view();
+    check_references(&*view, &tables, changes, |fk| fk.deferred).await?;
+    for (child, fk) in referencing(&tables) {
+        if !fk.deferred {
+            continue;
+        }
+        let parent = definition(&tables, &fk.table)?;
+        let removed: Vec<&EntityKey> = changes
+            .iter()
+            .filter(|c| c.table == fk.table && c.read.is_some() && c.new.is_none())
+            .map(|c| &c.key)
+            .collect();
+        for keys in removed.chunks(KEYS_PER_QUERY) {
+            let olds = keys
+                .iter()
+                .map(|key| referenced_values(parent, fk, key))
+                .collect::<Result<Vec<_>>>()?;
+            let found = referencing_rows(session, child, fk, &olds).await?;
+            if let Some((key, _)) = found.first() {
+                return Err(still_referenced(&*view, parent, child, fk, key).await);
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Every foreign key of `tables`, with its table.
+fn referencing(tables: &[Arc<TableDef>]) -> impl Iterator<Item = (&TableDef, &ForeignKey)> {
+    tables
+        .iter()
+        .flat_map(|t| t.foreign_keys.iter().map(move |fk| (t.as_ref(), fk)))
+}
+
+fn definition<'a>(tables: &'a [Arc<TableDef>], name: &str) -> Result<&'a TableDef> {
+    tables
+        .iter()
+        .find(|t| t.name == name)
+        .map(|t| t.as_ref())
+        .ok_or_else(|| SqlError::Internal(format!("a foreign key references {name:?}, unknown")))
+}
+
+/// The changes the actions of the rows `changes[range]` remove make.
+async fn take_actions(
+    session: &Session,
+    tables: &[Arc<TableDef>],
+    changes: &[Change],
+    range: std::ops::Range<usize>,
+    deferring: bool,
+) -> Result<Vec<Change>> {
+    // The rows the statement removes or writes already, which actions do
+    // not change again.
+    let touched: HashSet<(&str, &EntityKey)> =
+        changes.iter().map(|c| (c.table.as_str(), &c.key)).collect();
+    let mut made: Vec<Change> = Vec::new();
+    for (child, fk) in referencing(tables) {
+        let removed: Vec<&Change> = changes[range.clone()]
+            .iter()
+            .filter(|c| c.table == fk.table && c.read.is_some() && c.new.is_none())
+            .collect();
+        if removed.is_empty() {
+            continue;
+        }
+        let parent = definition(tables, &fk.table)?;
+        let (deleted, moved): (Vec<&Change>, Vec<&Change>) =
+            removed.into_iter().partition(|c| c.moved_to.is_none());
+        let fresh = |list: Vec<Change>, made: &[Change]| {
+            list.into_iter()
+                .filter(|c| {
+                    !touched.contains(&(c.table.as_str(), &c.key))
+                        && !made.iter().any(|m| m.table == c.table && m.key == c.key)
+                })
+                .collect::<Vec<_>>()
+        };
+        for (rows, action) in [(deleted, fk.on_delete), (moved, fk.on_update)] {
+            for chunk in rows.chunks(KEYS_PER_QUERY) {
+                let olds = chunk
+                    .iter()
+                    .map(|c| referenced_values(parent, fk, &c.key))
+                    .collect::<Result<Vec<_>>>()?;
+                match action {
+                    RefAction::NoAction if deferring && fk.deferred => {}
+                    RefAction::NoAction | RefAction::Restrict => {
+                        let found = referencing_rows(session, child, fk, &olds).await?;
+                        let left = found.iter().find(|(key, _)| {
+                            !touched.contains(&(child.name.as_str(), key))
+                                && !made.iter().any(|m| m.table == child.name && &m.key == key)
+                        });
+                        if let Some((key, _)) = left {
+                            let view = session.current_view();
+                            return Err(still_referenced(&*view, parent, child, fk, key).await);
+                        }
+                    }
+                    RefAction::Cascade if chunk[0].moved_to.is_none() => {
+                        let sql = format!(
+                            "DELETE FROM {} WHERE {}",
+                            quote(&child.name),
+                            matching(child, fk, &olds)
+                        );
+                        let list = run(session, &sql).await?;
+                        let list = fresh(list, &made);
+                        made.extend(list);
+                    }
+                    RefAction::Cascade => {
+                        // Each moved row's referencing rows take its new key.
+                        for (change, old) in chunk.iter().zip(&olds) {
+                            let new_key = change.moved_to.as_ref().expect("a moved row");
+                            let new = referenced_values(parent, fk, new_key)?;
+                            let set = assignments(fk, |i| {
+                                literal(&new[i], column_type(child, &fk.columns[i]))
+                            });
+                            let sql = format!(
+                                "UPDATE {} SET {set} WHERE {}",
+                                quote(&child.name),
+                                matching(child, fk, std::slice::from_ref(old))
+                            );
+                            let list = run(session, &sql).await?;
+                            let list = fresh(list, &made);
+                            made.extend(list);
+                        }
+                    }
+                    RefAction::SetNull | RefAction::SetDefault => {
+                        let value = match action {
+                            RefAction::SetNull => "NULL",
+                            _ => "DEFAULT",
+                        };
+                        let set = assignments(fk, |_| value.to_owned());
+                        let sql = format!(
+                            "UPDATE {} SET {set} WHERE {}",
+                            quote(&child.name),
+                            matching(child, fk, &olds)
+                        );
+                        let list = run(session, &sql).await?;
+                        let list = fresh(list, &made);
+                        made.extend(list);
+                    }
+                }
+            }
+        }
+    }
+    Ok(made)
+}
+
+/// The changes of an UPDATE or DELETE an action runs.
+async fn run(session: &Session, sql: &str) -> Result<Vec<Change>> {
+    let statement = Parser::parse_sql(&PostgreSqlDialect {}, sql)
+        .map_err(|e| SqlError::Internal(format!("{sql}: {e}")))?
+        .pop()
+        .ok_or_else(|| SqlError::Internal(format!("no statement in {sql}")))?;
+    let (changes, _, _) = plan_changes(session, &statement, None, None).await?;
+    Ok(changes)
+}
+
+/// `a = <value>, b = <value>` of the referencing columns.
+fn assignments(fk: &ForeignKey, value: impl Fn(usize) -> String) -> String {
+    fk.columns
+        .iter()
+        .enumerate()
+        .map(|(i, c)| format!("{} = {}", quote(c), value(i)))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// The condition that the referencing columns hold one of `olds`.
+fn matching(child: &TableDef, fk: &ForeignKey, olds: &[Vec<Value>]) -> String {
+    let one = |values: &Vec<Value>| {
+        let terms: Vec<String> = fk
+            .columns
+            .iter()
+            .zip(values)
+            .map(|(c, v)| format!("{} = {}", quote(c), literal(v, column_type(child, c))))
+            .collect();
+        format!("({})", terms.join(" AND "))
+    };
+    olds.iter().map(one).collect::<Vec<_>>().join(" OR ")
+}
+
+fn column_type(def: &TableDef, column: &str) -> SqlType {
+    def.column_index(column)
+        .map_or(SqlType::Text, |i| def.columns[i].ty)
+}
+
+/// A value as an SQL literal of type `ty`.
+fn literal(value: &Value, ty: SqlType) -> String {
+    let mut text = value.to_string().replace('\'', "''");
+    if matches!(value, Value::DateTime(_)) && ty == SqlType::Timestamptz {
+        text.push_str("+00");
+    }
+    format!("'{text}'::{}", ty.pg_name())
+}
+
+/// The referenced columns' values of the referenced row with key `key`.
+fn referenced_values(parent: &TableDef, fk: &ForeignKey, key: &EntityKey) -> Result<Vec<Value>> {
+    let parts = parent.key_parts(key)?;
+    fk.referenced
+        .iter()
+        .map(|name| {
+            let i = parent
+                .column_index(name)
+                .ok_or_else(|| SqlError::undefined_column_of(name, &parent.name))?;
+            parts
+                .value(i)
+                .cloned()
+                .ok_or_else(|| SqlError::Internal(format!("key column {name:?} not in the key")))
+        })
+        .collect()
+}
+
+/// The rows of `child` whose referencing columns hold one of `olds`: their
+/// keys, with the ETags read.
+async fn referencing_rows(
+    session: &Session,
+    child: &TableDef,
+    fk: &ForeignKey,
+    olds: &[Vec<Value>],
+) -> Result<Vec<(EntityKey, Option<crate::model::ETag>)>> {
+    let sql = format!(
+        "SELECT {} FROM {} WHERE {}",
+        quote(ROW_COLUMN),
+        quote(&dml_table_name(&child.name)),
+        matching(child, fk, olds)
+    );
+    let rows = session.query_text_rows(&sql).await?;
+    rows.iter()
+        .map(|row| {
+            parse_row_identity(row)
+                .ok_or_else(|| SqlError::Internal(format!("malformed row column {row:?}")))
+        })
+        .collect()
+}
+
+/// 23503 for a referenced row removed while the row `key` of `child`
+/// references it.
+async fn still_referenced(
+    view: &dyn EntityRead,
+    parent: &TableDef,
+    child: &TableDef,
+    fk: &ForeignKey,
+    key: &EntityKey,
+) -> SqlError {
+    let values = match view.get(&child.name, key, None).await {
+        Ok(Some(entity)) => child
+            .entity_to_row(&entity)
+            .ok()
+            .map(|row| referencing_values(child, fk, &row)),
+        _ => None,
+    };
+    let error = SqlError::value(
+        "23503",
+        format!(
+            "update or delete on table \"{}\" violates foreign key constraint \"{}\" on table \"{}\"",
+            parent.name, fk.name, child.name
+        ),
+    );
+    let detail = values.flatten().map(|values| {
+        format!(
+            "Key ({})=({}) is still referenced from table \"{}\".",
+            fk.referenced.join(", "),
+            texts(&values),
+            child.name
+        )
+    });
+    error.explained(detail, None)
+}
+
+/// The referencing columns' values of a row, or `None` if one is NULL.
+fn referencing_values(child: &TableDef, fk: &ForeignKey, row: &Row) -> Option<Vec<Value>> {
+    fk.columns
+        .iter()
+        .map(|c| child.column_index(c).and_then(|i| row[i].clone()))
+        .collect()
+}
+
+fn texts(values: &[Value]) -> String {
+    values
+        .iter()
+        .map(|v| v.to_string())
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// Checks that every row `changes` write references rows that exist, for
+/// the foreign keys `applies` takes: in the statement's own changes, or
+/// else in `view`.
+async fn check_references(
+    view: &dyn EntityRead,
+    tables: &[Arc<TableDef>],
+    changes: &[Change],
+    applies: impl Fn(&ForeignKey) -> bool,
+) -> Result<()> {
+    let own: HashMap<(&str, &EntityKey), bool> = changes
+        .iter()
+        .map(|c| ((c.table.as_str(), &c.key), c.new.is_some()))
+        .collect();
+    let mut found: HashSet<(String, EntityKey)> = HashSet::new();
+    for change in changes {
+        let Some(entity) = &change.new else { continue };
+        let Ok(child) = definition(tables, &change.table) else {
+            continue;
+        };
+        if !child.foreign_keys.iter().any(&applies) {
+            continue;
+        }
+        let row = child.entity_to_row(entity)?;
+        for fk in child.foreign_keys.iter().filter(|fk| applies(fk)) {
+            let Some(values) = referencing_values(child, fk, &row) else {
+                continue;
+            };
+            let parent = definition(tables, &fk.table)?;
+            let present = match parent_key(parent, fk, &values) {
+                None => false,
+                Some(key) => match own.get(&(fk.table.as_str(), &key)) {
+                    Some(&exists) => exists,
+                    None if found.contains(&(fk.table.clone(), key.clone())) => true,
+                    None => {
+                        let exists = view.get(&fk.table, &key, Some(&[])).await?.is_some();
+                        if exists {
+                            found.insert((fk.table.clone(), key));
+                        }
+                        exists
+                    }
+                },
+            };
+            if !present {
+                return Err(not_present(child, fk, &values));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The key of the referenced row the values name, if they can name one.
+fn parent_key(parent: &TableDef, fk: &ForeignKey, values: &[Value]) -> Option<EntityKey> {
+    let mut row: Row = vec![None; parent.columns.len()];
+    for (name, value) in fk.referenced.iter().zip(values) {
+        let i = parent.column_index(name)?;
+        row[i] = Some(as_type(value, parent.columns[i].ty)?);
+    }
+    parent.entity_key(&row).ok()
+}
+
+/// A referencing value as a value of the referenced column's type
+/// ([`comparable`] types), if it is one.
+fn as_type(value: &Value, ty: SqlType) -> Option<Value> {
+    match (value, ty) {
+        (Value::Int32(v), SqlType::Int8) => Some(Value::Int64(i64::from(*v))),
+        (Value::Int64(v), SqlType::Int2 | SqlType::Int4) => {
+            i32::try_from(*v).ok().map(Value::Int32)
+        }
+        (Value::Int32(v), SqlType::Int2) => i16::try_from(*v).ok().map(|_| Value::Int32(*v)),
+        _ => Some(value.clone()),
+    }
+}
+
+/// 23503 for a row written that references no row.
+fn not_present(child: &TableDef, fk: &ForeignKey, values: &[Value]) -> SqlError {
+    SqlError::value(
+        "23503",
+        format!(
+            "insert or update on table \"{}\" violates foreign key constraint \"{}\"",
+            child.name, fk.name
+        ),
+    )
+    .explained(
+        Some(format!(
+            "Key ({})=({}) is not present in table \"{}\".",
+            fk.columns.join(", "),
+            texts(values),
+            fk.table
+        )),
+        None,
+    )
+}
+
+/// Refuses a foreign key added to `child` that a row of it breaks
+/// (`ALTER TABLE ... ADD FOREIGN KEY` without `NOT VALID`).
+pub(super) async fn held_by_rows(
+    session: &Session,
+    child: &TableDef,
+    fk: &ForeignKey,
+) -> Result<()> {
+    let own = |c: &String| format!("c.{}", quote(c));
+    let not_null: Vec<String> = fk
+        .columns
+        .iter()
+        .map(|c| format!("{} IS NOT NULL", own(c)))
+        .collect();
+    let same: Vec<String> = (fk.columns.iter().zip(&fk.referenced))
+        .map(|(c, r)| format!("p.{} = {}", quote(r), own(c)))
+        .collect();
+    let sql = format!(
+        "SELECT {} FROM {} AS c WHERE {} AND NOT EXISTS (SELECT 1 FROM {} AS p WHERE {}) LIMIT 1",
+        fk.columns.iter().map(own).collect::<Vec<_>>().join(", "),
+        quote(&child.name),
+        not_null.join(" AND "),
+        quote(&fk.table),
+        same.join(" AND ")
+    );
+    let Some(row) = session.query_text_rows(&sql).await?.into_iter().next() else {
+        return Ok(());
+    };
+    Err(SqlError::value(
+        "23503",
+        format!(
+            "insert or update on table \"{}\" violates foreign key constraint \"{}\"",
+            child.name, fk.name
+        ),
+    )
+    .explained(
+        Some(format!(
+            "Key ({})=({}) is not present in table \"{}\".",
+            fk.columns.join(", "),
+            row.replace('\t', ", "),
+            fk.table
+        )),
+        None,
+    ))
+}
+
+/// Before table `name` is dropped: the foreign keys of other tables (not
+/// dropped with it, `dropping`) that reference it are refused, or dropped
+/// with it (`cascade`).
+pub(super) fn drop_references(
+    session: &mut Session,
+    name: &str,
+    dropping: &[String],
+    cascade: bool,
+) -> Result<()> {
+    let referencing: Vec<Arc<TableDef>> = session
+        .tables()
+        .into_iter()
+        .filter(|t| t.name != name && !dropping.contains(&t.name))
+        .filter(|t| t.foreign_keys.iter().any(|fk| fk.table == name))
+        .collect();
+    let constraints = |t: &TableDef| -> Vec<String> {
+        (t.foreign_keys.iter())
+            .filter(|fk| fk.table == name)
+            .map(|fk| fk.name.clone())
+            .collect()
+    };
+    if referencing.is_empty() {
+        return Ok(());
+    }
+    if !cascade {
+        let detail: Vec<String> = referencing
+            .iter()
+            .flat_map(|t| {
+                constraints(t)
+                    .into_iter()
+                    .map(|c| format!("constraint {c} on table {} depends on table {name}", t.name))
+            })
+            .collect();
+        return Err(
+            SqlError::Catalog(crate::catalog::CatalogError::Dependent(format!(
+                "cannot drop table {name} because other objects depend on it"
+            )))
+            .explained(
+                Some(detail.join("\n")),
+                Some("Use DROP ... CASCADE to drop the dependent objects too.".into()),
+            ),
+        );
+    }
+    for table in referencing {
+        for constraint in constraints(&table) {
+            session.notice(format!(
+                "drop cascades to constraint {constraint} on table {}",
+                table.name
+            ));
+        }
+        let mut def = (*table).clone();
+        def.foreign_keys.retain(|fk| fk.table != name);
+        super::ddl::define(session, &table.name, Some(def))?;
+    }
+    Ok(())
+}
+
+/// The tables a TRUNCATE of `names` empties: with `cascade`, also those
+/// that reference them, and theirs; without, a table referenced by one not
+/// truncated with it is refused.
+pub(super) fn truncated_with(
+    session: &Session,
+    mut names: Vec<String>,
+    cascade: bool,
+) -> Result<Vec<String>> {
+    let tables = session.tables();
+    let mut next = 0;
+    while next < names.len() {
+        let name = names[next].clone();
+        next += 1;
+        for (child, _) in referencing(&tables).filter(|(_, fk)| fk.table == name) {
+            if names.contains(&child.name) {
+                continue;
+            }
+            if !cascade {
+                return Err(SqlError::value(
+                    "0A000",
+                    "cannot truncate a table referenced in a foreign key constraint",
+                )
+                .explained(
+                    Some(format!("Table \"{}\" references \"{name}\".", child.name)),
+                    Some(format!(
+                        "Truncate table \"{}\" at the same time, or use TRUNCATE ... CASCADE.",
+                        child.name
+                    )),
+                ));
+            }
+            session.notice(format!("truncate cascades to table \"{}\"", child.name));
+            names.push(child.name.clone());
+        }
+    }
+    Ok(names)
+}

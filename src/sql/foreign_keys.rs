@@ -33,7 +33,7 @@ use super::session::Session;
 use super::txn::Change;
 use crate::catalog::{ForeignKey, RefAction, Row, SqlType, TableDef};
 use crate::model::{EntityKey, Value};
-use crate::store::EntityRead;
+use crate::store::{EncodedRows, EntityRead, LoadRows, StoreError, ROWS_PER_SPILLED_PART};
 
 /// Referenced rows looked up by one statement's query at most.
 const KEYS_PER_QUERY: usize = 500;
@@ -598,4 +598,95 @@ pub(super) fn truncated_with(
         }
     }
     Ok(names)
+}
+
+/// Referenced keys a load remembers having found, at most; past this many
+/// it forgets them and looks them up again.
+const FOUND_KEYS_HELD: usize = 1_000_000;
+
+/// Checks that every row a COPY loads into `child` references rows that
+/// exist: in the view, or (a table referencing itself) among the rows
+/// loaded. In a transaction block the deferred constraints wait for
+/// COMMIT.
+pub(super) async fn check_loaded(
+    session: &Session,
+    child: &TableDef,
+    rows: &LoadRows,
+) -> Result<()> {
+    let deferring = session.in_transaction();
+    let fks: Vec<&ForeignKey> = (child.foreign_keys.iter())
+        .filter(|fk| !(deferring && fk.deferred))
+        .collect();
+    if fks.is_empty() {
+        return Ok(());
+    }
+    let tables = session.tables();
+    let view = session.current_view();
+    // The properties the referencing columns are (key columns come from
+    // the rows' keys).
+    let projection: Vec<String> = (fks.iter().flat_map(|fk| &fk.columns))
+        .filter(|c| {
+            child
+                .column_index(c)
+                .is_some_and(|i| !child.is_key_column(i))
+        })
+        .cloned()
+        .collect();
+    let mut found: HashSet<(usize, EntityKey)> = HashSet::new();
+    // Keys of the table itself not found in the view, with the values
+    // that named them: the load may hold them.
+    let mut own_missing: HashMap<EntityKey, (usize, Vec<Value>)> = HashMap::new();
+    let mut check_part = async |part: &EncodedRows| -> Result<()> {
+        for i in 0..part.len() {
+            let entity = part
+                .entity(i, Some(&projection))
+                .map_err(StoreError::from)?;
+            let row = child.entity_to_row(&entity)?;
+            for (n, fk) in fks.iter().enumerate() {
+                let Some(values) = referencing_values(child, fk, &row) else {
+                    continue;
+                };
+                let parent = definition(&tables, &fk.table)?;
+                let Some(key) = parent_key(parent, fk, &values) else {
+                    return Err(not_present(child, fk, &values));
+                };
+                if found.contains(&(n, key.clone())) {
+                    continue;
+                }
+                if view.get(&fk.table, &key, Some(&[])).await?.is_none() {
+                    if fk.table != child.name {
+                        return Err(not_present(child, fk, &values));
+                    }
+                    own_missing.entry(key).or_insert((n, values));
+                    continue;
+                }
+                if found.len() >= FOUND_KEYS_HELD {
+                    found.clear();
+                }
+                found.insert((n, key));
+            }
+        }
+        Ok(())
+    };
+    match rows {
+        LoadRows::Held(part) => check_part(part).await?,
+        LoadRows::Spilled(runs) => {
+            for part in runs.parts(ROWS_PER_SPILLED_PART) {
+                check_part(&part?).await?;
+            }
+        }
+    }
+    if own_missing.is_empty() {
+        return Ok(());
+    }
+    rows.for_each_part(ROWS_PER_SPILLED_PART, |part| -> Result<()> {
+        for row in part.iter() {
+            own_missing.remove(&EntityKey::new(row.partition_key, row.row_key));
+        }
+        Ok(())
+    })?;
+    match own_missing.into_values().next() {
+        None => Ok(()),
+        Some((n, values)) => Err(not_present(child, fks[n], &values)),
+    }
 }

@@ -2406,6 +2406,7 @@ impl Session {
             })?;
         }
         let count = rows.len();
+        foreign_keys::check_loaded(self, &used, &rows).await?;
         match (&self.txn, rows) {
             // Not made: a COPY inside a block does not spill.
             (Some(_), LoadRows::Spilled(_)) => {

@@ -22,6 +22,7 @@ mod diagnostics;
 mod direct_inserts;
 mod entity_operations;
 mod etag_races;
+mod foreign_keys;
 mod hostile_sql;
 mod hostile_wire;
 mod key_lookup_join;

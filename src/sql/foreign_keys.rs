@@ -54,7 +54,7 @@ pub(super) async fn enforce(
     table: &TableDef,
     mut changes: Vec<Change>,
 ) -> Result<Vec<Change>> {
-    let removes = changes.iter().any(|c| c.read.is_some() && c.new.is_none());
+    let removes = changes.iter().any(|c| c.new.is_none());
     if table.foreign_keys.is_empty() && !removes {
         return Ok(changes);
     }
@@ -97,7 +97,7 @@ pub(super) async fn check_deferred(
         let parent = definition(&tables, &fk.table)?;
         let removed: Vec<&EntityKey> = changes
             .iter()
-            .filter(|c| c.table == fk.table && c.read.is_some() && c.new.is_none())
+            .filter(|c| c.table == fk.table && c.new.is_none())
             .map(|c| &c.key)
             .collect();
         for keys in removed.chunks(KEYS_PER_QUERY) {
@@ -145,7 +145,7 @@ async fn take_actions(
     for (child, fk) in referencing(tables) {
         let removed: Vec<&Change> = changes[range.clone()]
             .iter()
-            .filter(|c| c.table == fk.table && c.read.is_some() && c.new.is_none())
+            .filter(|c| c.table == fk.table && c.new.is_none())
             .collect();
         if removed.is_empty() {
             continue;
@@ -632,7 +632,7 @@ pub(super) async fn check_loaded(
         })
         .cloned()
         .collect();
-    let mut found: HashSet<(usize, EntityKey)> = HashSet::new();
+    let mut found: HashSet<(usize, EntityKey), foldhash::fast::RandomState> = HashSet::default();
     // Keys of the table itself not found in the view, with the values
     // that named them: the load may hold them.
     let mut own_missing: HashMap<EntityKey, (usize, Vec<Value>)> = HashMap::new();
@@ -650,20 +650,21 @@ pub(super) async fn check_loaded(
                 let Some(key) = parent_key(parent, fk, &values) else {
                     return Err(not_present(child, fk, &values));
                 };
-                if found.contains(&(n, key.clone())) {
+                let entry = (n, key);
+                if found.contains(&entry) {
                     continue;
                 }
-                if view.get(&fk.table, &key, Some(&[])).await?.is_none() {
+                if view.get(&fk.table, &entry.1, Some(&[])).await?.is_none() {
                     if fk.table != child.name {
                         return Err(not_present(child, fk, &values));
                     }
-                    own_missing.entry(key).or_insert((n, values));
+                    own_missing.entry(entry.1).or_insert((n, values));
                     continue;
                 }
                 if found.len() >= FOUND_KEYS_HELD {
                     found.clear();
                 }
-                found.insert((n, key));
+                found.insert(entry);
             }
         }
         Ok(())

@@ -411,7 +411,7 @@ async fn check_references(
                 },
             };
             if !present {
-                return Err(not_present(child, fk, &values));
+                return Err(not_present(child, fk, &texts(&values)));
             }
         }
     }
@@ -441,8 +441,9 @@ fn as_type(value: &Value, ty: SqlType) -> Option<Value> {
     }
 }
 
-/// 23503 for a row written that references no row.
-fn not_present(child: &TableDef, fk: &ForeignKey, values: &[Value]) -> SqlError {
+/// 23503 for a row written that references no row: its referencing
+/// columns' values are `values`, written as text.
+fn not_present(child: &TableDef, fk: &ForeignKey, values: &str) -> SqlError {
     SqlError::value(
         "23503",
         format!(
@@ -452,9 +453,8 @@ fn not_present(child: &TableDef, fk: &ForeignKey, values: &[Value]) -> SqlError 
     )
     .explained(
         Some(format!(
-            "Key ({})=({}) is not present in table \"{}\".",
+            "Key ({})=({values}) is not present in table \"{}\".",
             fk.columns.join(", "),
-            texts(values),
             fk.table
         )),
         None,
@@ -485,25 +485,10 @@ pub(super) async fn held_by_rows(
         quote(&fk.table),
         same.join(" AND ")
     );
-    let Some(row) = session.query_text_rows(&sql).await?.into_iter().next() else {
-        return Ok(());
-    };
-    Err(SqlError::value(
-        "23503",
-        format!(
-            "insert or update on table \"{}\" violates foreign key constraint \"{}\"",
-            child.name, fk.name
-        ),
-    )
-    .explained(
-        Some(format!(
-            "Key ({})=({}) is not present in table \"{}\".",
-            fk.columns.join(", "),
-            row.replace('\t', ", "),
-            fk.table
-        )),
-        None,
-    ))
+    match session.query_text_rows(&sql).await?.first() {
+        None => Ok(()),
+        Some(row) => Err(not_present(child, fk, &row.replace('\t', ", "))),
+    }
 }
 
 /// Before table `name` is dropped: the foreign keys of other tables (not
@@ -648,7 +633,7 @@ pub(super) async fn check_loaded(
                 };
                 let parent = definition(&tables, &fk.table)?;
                 let Some(key) = parent_key(parent, fk, &values) else {
-                    return Err(not_present(child, fk, &values));
+                    return Err(not_present(child, fk, &texts(&values)));
                 };
                 let entry = (n, key);
                 if found.contains(&entry) {
@@ -656,7 +641,7 @@ pub(super) async fn check_loaded(
                 }
                 if view.get(&fk.table, &entry.1, Some(&[])).await?.is_none() {
                     if fk.table != child.name {
-                        return Err(not_present(child, fk, &values));
+                        return Err(not_present(child, fk, &texts(&values)));
                     }
                     own_missing.entry(entry.1).or_insert((n, values));
                     continue;
@@ -688,6 +673,6 @@ pub(super) async fn check_loaded(
     })?;
     match own_missing.into_values().next() {
         None => Ok(()),
-        Some((n, values)) => Err(not_present(child, fks[n], &values)),
+        Some((n, values)) => Err(not_present(child, fks[n], &texts(&values))),
     }
 }

@@ -118,6 +118,11 @@ pub struct TableDef {
     /// when it ends.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub temporary: Option<String>,
+    /// `ALTER TABLE ... DISABLE TRIGGER ALL`: the foreign keys' checks of
+    /// this table's rows and the actions of the rows that reference it
+    /// (PostgreSQL's system triggers) do not run, until `ENABLE TRIGGER`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub triggers_disabled: bool,
 }
 
 /// `CONSTRAINT name CHECK (expr)`.

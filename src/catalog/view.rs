@@ -628,6 +628,7 @@ mod tests {
             checks: Vec::new(),
             grants: Vec::new(),
             temporary: None,
+            triggers_disabled: false,
         }
     }
 

@@ -684,6 +684,7 @@ mod tests {
             checks: Vec::new(),
             grants: Vec::new(),
             temporary: None,
+            triggers_disabled: false,
         })
     }
 

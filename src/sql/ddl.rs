@@ -662,6 +662,7 @@ pub async fn create_table(session: &mut Session, create: CreateTable) -> Result<
             checks: Vec::new(),
             grants: Vec::new(),
             temporary,
+            triggers_disabled: false,
         };
         for fk in &references {
             let fk = foreign_key(session, &def, fk)?;
@@ -709,6 +710,7 @@ pub async fn create_table(session: &mut Session, create: CreateTable) -> Result<
         checks: Vec::new(),
         grants: Vec::new(),
         temporary,
+        triggers_disabled: false,
     };
     check_definition(&def)?;
     define(session, &name, Some(def.clone()))?;
@@ -1158,6 +1160,25 @@ pub async fn alter_table(session: &mut Session, alter: AlterTable) -> Result<Out
             }
             // Ownership is not tracked: every table belongs to the gateway.
             AlterTableOperation::OwnerTo { .. } => {}
+            // The only triggers are the foreign keys' (PostgreSQL's system
+            // triggers): ALL turns them off or on, USER names none.
+            AlterTableOperation::DisableTrigger { name: trigger }
+            | AlterTableOperation::EnableTrigger { name: trigger } => {
+                let disable = matches!(operation, AlterTableOperation::DisableTrigger { .. });
+                match trigger.value.to_ascii_uppercase().as_str() {
+                    "ALL" if trigger.quote_style.is_none() => def.triggers_disabled = disable,
+                    "USER" if trigger.quote_style.is_none() => {}
+                    _ => {
+                        return Err(SqlError::value(
+                            "42704",
+                            format!(
+                                "trigger \"{}\" for table \"{name}\" does not exist",
+                                trigger.value
+                            ),
+                        ))
+                    }
+                }
+            }
             other => {
                 return Err(SqlError::FeatureNotSupported(format!(
                     "ALTER TABLE {other} is not supported"

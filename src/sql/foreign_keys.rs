@@ -55,7 +55,7 @@ pub(super) async fn enforce(
     mut changes: Vec<Change>,
 ) -> Result<Vec<Change>> {
     let removes = changes.iter().any(|c| c.new.is_none());
-    if table.foreign_keys.is_empty() && !removes {
+    if (table.foreign_keys.is_empty() && !removes) || replicating(session) {
         return Ok(changes);
     }
     let tables = session.tables();
@@ -81,20 +81,20 @@ pub(super) async fn check_deferred(
     written: impl FnOnce() -> Vec<Change>,
 ) -> Result<()> {
     let tables = session.tables();
-    if !tables
+    let deferred = tables
         .iter()
-        .any(|t| t.foreign_keys.iter().any(|fk| fk.deferred))
-    {
+        .any(|t| t.foreign_keys.iter().any(|fk| fk.deferred));
+    if !deferred || replicating(session) {
         return Ok(());
     }
     let changes = &written();
     let view = session.current_view();
     check_references(&*view, &tables, changes, |fk| fk.deferred).await?;
     for (child, fk) in referencing(&tables) {
-        if !fk.deferred {
+        let parent = definition(&tables, &fk.table)?;
+        if !fk.deferred || parent.triggers_disabled {
             continue;
         }
-        let parent = definition(&tables, &fk.table)?;
         let removed: Vec<&EntityKey> = changes
             .iter()
             .filter(|c| c.table == fk.table && c.new.is_none())
@@ -112,6 +112,17 @@ pub(super) async fn check_deferred(
         }
     }
     Ok(())
+}
+
+/// `SET session_replication_role = replica`: as in PostgreSQL, a session
+/// that applies rows a replica receives runs no foreign key's check or
+/// action.
+fn replicating(session: &Session) -> bool {
+    session
+        .settings()
+        .get("session_replication_role")
+        .as_deref()
+        == Some("replica")
 }
 
 /// Every foreign key of `tables`, with its table.
@@ -147,10 +158,10 @@ async fn take_actions(
             .iter()
             .filter(|c| c.table == fk.table && c.new.is_none())
             .collect();
-        if removed.is_empty() {
+        let parent = definition(tables, &fk.table)?;
+        if removed.is_empty() || parent.triggers_disabled {
             continue;
         }
-        let parent = definition(tables, &fk.table)?;
         let (deleted, moved): (Vec<&Change>, Vec<&Change>) =
             removed.into_iter().partition(|c| c.moved_to.is_none());
         let fresh = |list: Vec<Change>, made: &[Change]| {
@@ -387,7 +398,7 @@ async fn check_references(
         let Ok(child) = definition(tables, &change.table) else {
             continue;
         };
-        if !child.foreign_keys.iter().any(&applies) {
+        if child.triggers_disabled || !child.foreign_keys.iter().any(&applies) {
             continue;
         }
         let row = child.entity_to_row(entity)?;
@@ -602,7 +613,7 @@ pub(super) async fn check_loaded(
     let fks: Vec<&ForeignKey> = (child.foreign_keys.iter())
         .filter(|fk| !(deferring && fk.deferred))
         .collect();
-    if fks.is_empty() {
+    if fks.is_empty() || child.triggers_disabled || replicating(session) {
         return Ok(());
     }
     let tables = session.tables();

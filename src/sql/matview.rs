@@ -127,6 +127,7 @@ pub async fn create(session: &mut Session, create: CreateView) -> Result<Output>
         checks: Vec::new(),
         grants: Vec::new(),
         temporary: None,
+        triggers_disabled: false,
     };
     check_definition(&def)?;
     define(session, &name, Some(def.clone()))?;

@@ -2455,6 +2455,7 @@ mod tests {
             checks: Vec::new(),
             grants: Vec::new(),
             temporary: None,
+            triggers_disabled: false,
         });
         let tables = vec![def];
         for (columns, rows) in [

@@ -1043,6 +1043,7 @@ mod tests {
             checks: Vec::new(),
             grants: Vec::new(),
             temporary: None,
+            triggers_disabled: false,
         }
     }
 

@@ -40,6 +40,7 @@ const DEFAULTS: &[(&str, &str)] = &[
     ("server_encoding", "UTF8"),
     ("server_version", SERVER_VERSION),
     ("server_version_num", SERVER_VERSION_NUM),
+    ("session_replication_role", "origin"),
     ("standard_conforming_strings", "on"),
     ("statement_timeout", "0"),
     ("tablegate.column_copies", "on"),

@@ -127,6 +127,7 @@ pub async fn create(session: &mut Session, create: CreateView) -> Result<Output>
             .map(|old| old.grants.clone())
             .unwrap_or_default(),
         temporary,
+        triggers_disabled: false,
     };
     define(session, &name, Some(def))?;
     Ok(Output::Command("CREATE VIEW".into()))
@@ -418,6 +419,7 @@ mod tests {
             }),
             grants: Vec::new(),
             temporary: None,
+            triggers_disabled: false,
         })
     }
 

@@ -42,6 +42,15 @@ pub fn int(e: &Entity, name: &str) -> i64 {
     }
 }
 
+/// The number of rows of `table`.
+pub async fn count(client: &tokio_postgres::Client, table: &str) -> i64 {
+    client
+        .query_one(&format!("SELECT count(*) FROM {table}"), &[])
+        .await
+        .unwrap()
+        .get(0)
+}
+
 /// A client of the server on `port`, as user `test` (trust authentication).
 pub async fn connect(port: u16) -> tokio_postgres::Client {
     let (client, connection) = tokio_postgres::connect(

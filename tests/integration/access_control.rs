@@ -4,7 +4,7 @@
 
 use crate::common;
 
-use common::TestServer;
+use common::{count, TestServer};
 use tokio_postgres::error::SqlState;
 use tokio_postgres::Client;
 
@@ -20,14 +20,6 @@ async fn denied(client: &Client, sql: &str) -> String {
         "{sql}: {error:?}"
     );
     error.as_db_error().unwrap().message().to_owned()
-}
-
-async fn count(client: &Client, table: &str) -> i64 {
-    client
-        .query_one(&format!("SELECT count(*) FROM {table}"), &[])
-        .await
-        .unwrap()
-        .get(0)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -4,7 +4,7 @@
 
 use crate::common;
 
-use common::TestServer;
+use common::{count, TestServer};
 use futures::SinkExt;
 use tokio_postgres::error::SqlState;
 
@@ -17,14 +17,6 @@ async fn copy(
     futures::pin_mut!(sink);
     sink.send(bytes::Bytes::from(data)).await?;
     sink.finish().await
-}
-
-async fn count(client: &tokio_postgres::Client, table: &str) -> i64 {
-    client
-        .query_one(&format!("SELECT count(*) FROM {table}"), &[])
-        .await
-        .unwrap()
-        .get(0)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -237,6 +237,7 @@ impl Settings {
         let value = match name.as_str() {
             "datestyle" => date_style(value)?,
             "timezone" => time_zone(value)?,
+            "session_replication_role" => replication_role(value)?,
             _ => value.to_owned(),
         };
         let mut parameters = self.0.write().unwrap_or_else(|e| e.into_inner());
@@ -534,6 +535,17 @@ mod tests {
 /// A boolean parameter's value as PostgreSQL reads one: `on`, `off`,
 /// `true`, `false`, `yes`, `no`, `1`, `0`, or a prefix of one of the words
 /// that no other starts with, in any case; `None` when it is not one.
+/// `origin`, `replica` or `local`, in any case.
+fn replication_role(value: &str) -> Result<String, Refused> {
+    let role = value.to_lowercase();
+    match role.as_str() {
+        "origin" | "replica" | "local" => Ok(role),
+        _ => Err(Refused::Invalid(format!(
+            "invalid value for parameter \"session_replication_role\": \"{value}\""
+        ))),
+    }
+}
+
 pub fn boolean(value: &str) -> Option<bool> {
     let value = value.trim().trim_matches('\'').trim().to_lowercase();
     match value.as_str() {

@@ -23,8 +23,7 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
-use datafusion::sql::sqlparser::dialect::PostgreSqlDialect;
-use datafusion::sql::sqlparser::parser::Parser;
+use datafusion::sql::parser::Statement as DfStatement;
 
 use super::dml::{plan_changes, quote};
 use super::error::{Result, SqlError};
@@ -153,6 +152,10 @@ async fn take_actions(
     let touched: HashSet<(&str, &EntityKey)> =
         changes.iter().map(|c| (c.table.as_str(), &c.key)).collect();
     let mut made: Vec<Change> = Vec::new();
+    // A row neither the statement nor an earlier action changes.
+    let untouched = |made: &[Change], table: &str, key: &EntityKey| {
+        !touched.contains(&(table, key)) && !made.iter().any(|m| m.table == table && &m.key == key)
+    };
     for (child, fk) in referencing(tables) {
         let removed: Vec<&Change> = changes[range.clone()]
             .iter()
@@ -164,76 +167,61 @@ async fn take_actions(
         }
         let (deleted, moved): (Vec<&Change>, Vec<&Change>) =
             removed.into_iter().partition(|c| c.moved_to.is_none());
-        let fresh = |list: Vec<Change>, made: &[Change]| {
-            list.into_iter()
-                .filter(|c| {
-                    !touched.contains(&(c.table.as_str(), &c.key))
-                        && !made.iter().any(|m| m.table == c.table && m.key == c.key)
-                })
-                .collect::<Vec<_>>()
-        };
         for (rows, action) in [(deleted, fk.on_delete), (moved, fk.on_update)] {
             for chunk in rows.chunks(KEYS_PER_QUERY) {
                 let olds = chunk
                     .iter()
                     .map(|c| referenced_values(parent, fk, &c.key))
                     .collect::<Result<Vec<_>>>()?;
-                match action {
-                    RefAction::NoAction if deferring && fk.deferred => {}
+                let table = quote(&child.name);
+                let update = |set: String, olds: &[Vec<Value>]| {
+                    format!(
+                        "UPDATE {table} SET {set} WHERE {}",
+                        matching(child, fk, olds)
+                    )
+                };
+                // The statements that carry the action out.
+                let statements = match action {
+                    RefAction::NoAction if deferring && fk.deferred => Vec::new(),
                     RefAction::NoAction | RefAction::Restrict => {
                         let found = referencing_rows(session, child, fk, &olds).await?;
-                        let left = found.iter().find(|(key, _)| {
-                            !touched.contains(&(child.name.as_str(), key))
-                                && !made.iter().any(|m| m.table == child.name && &m.key == key)
-                        });
+                        let left = found
+                            .iter()
+                            .find(|(key, _)| untouched(&made, &child.name, key));
                         if let Some((key, _)) = left {
                             let view = session.current_view();
                             return Err(still_referenced(&*view, parent, child, fk, key).await);
                         }
+                        Vec::new()
                     }
                     RefAction::Cascade if chunk[0].moved_to.is_none() => {
-                        let sql = format!(
-                            "DELETE FROM {} WHERE {}",
-                            quote(&child.name),
+                        vec![format!(
+                            "DELETE FROM {table} WHERE {}",
                             matching(child, fk, &olds)
-                        );
-                        let list = run(session, &sql).await?;
-                        let list = fresh(list, &made);
-                        made.extend(list);
+                        )]
                     }
-                    RefAction::Cascade => {
-                        // Each moved row's referencing rows take its new key.
-                        for (change, old) in chunk.iter().zip(&olds) {
+                    // Each moved row's referencing rows take its new key.
+                    RefAction::Cascade => (chunk.iter().zip(&olds))
+                        .map(|(change, old)| {
                             let new_key = change.moved_to.as_ref().expect("a moved row");
                             let new = referenced_values(parent, fk, new_key)?;
                             let set = assignments(fk, |i| {
                                 literal(&new[i], column_type(child, &fk.columns[i]))
                             });
-                            let sql = format!(
-                                "UPDATE {} SET {set} WHERE {}",
-                                quote(&child.name),
-                                matching(child, fk, std::slice::from_ref(old))
-                            );
-                            let list = run(session, &sql).await?;
-                            let list = fresh(list, &made);
-                            made.extend(list);
-                        }
+                            Ok(update(set, std::slice::from_ref(old)))
+                        })
+                        .collect::<Result<Vec<_>>>()?,
+                    RefAction::SetNull => vec![update(assignments(fk, |_| "NULL".into()), &olds)],
+                    RefAction::SetDefault => {
+                        vec![update(assignments(fk, |_| "DEFAULT".into()), &olds)]
                     }
-                    RefAction::SetNull | RefAction::SetDefault => {
-                        let value = match action {
-                            RefAction::SetNull => "NULL",
-                            _ => "DEFAULT",
-                        };
-                        let set = assignments(fk, |_| value.to_owned());
-                        let sql = format!(
-                            "UPDATE {} SET {set} WHERE {}",
-                            quote(&child.name),
-                            matching(child, fk, &olds)
-                        );
-                        let list = run(session, &sql).await?;
-                        let list = fresh(list, &made);
-                        made.extend(list);
-                    }
+                };
+                for sql in statements {
+                    let list = run(session, &sql).await?;
+                    let list: Vec<Change> = (list.into_iter())
+                        .filter(|c| untouched(&made, &c.table, &c.key))
+                        .collect();
+                    made.extend(list);
                 }
             }
         }
@@ -243,10 +231,9 @@ async fn take_actions(
 
 /// The changes of an UPDATE or DELETE an action runs.
 async fn run(session: &Session, sql: &str) -> Result<Vec<Change>> {
-    let statement = Parser::parse_sql(&PostgreSqlDialect {}, sql)
-        .map_err(|e| SqlError::Internal(format!("{sql}: {e}")))?
-        .pop()
-        .ok_or_else(|| SqlError::Internal(format!("no statement in {sql}")))?;
+    let Some(DfStatement::Statement(statement)) = Session::parse(sql)?.pop() else {
+        return Err(SqlError::Internal(format!("no statement in {sql}")));
+    };
     let (changes, _, _) = plan_changes(session, &statement, None, None).await?;
     Ok(changes)
 }

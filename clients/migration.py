@@ -4,7 +4,8 @@ restored into tablegate with psql, then compared.
 It generates TPC-H data (tpchgen-cli, scale factor 0.01), loads it into a
 PostgreSQL 15 it starts on a free port with the schema in
 clients/tpch/schema.sql (primary keys, foreign keys, numerics, dates) and
-a table of events with a serial id and other types (EVENTS below), dumps
+a table of events with a serial id, an enum type and other types (EVENTS
+below), dumps
 the database with pg_dump, restores the dump into a tablegate it starts on
 another free port with `psql -v ON_ERROR_STOP=1 -f`, and checks that every
 table has the same row count and checksum on both, and that the 22 TPC-H
@@ -47,10 +48,12 @@ TABLES = {
 }
 
 # A serial id (a sequence, its default and setval in the dump) and the types
-# TPC-H does not use, arrays among them.
+# TPC-H does not use, arrays and an enum type among them.
 EVENTS = """
+CREATE TYPE severity AS ENUM ('low', 'high', 'page me');
 CREATE TABLE events (
   id serial PRIMARY KEY,
+  level severity NOT NULL DEFAULT 'low',
   happened timestamptz NOT NULL,
   ref uuid,
   payload jsonb,
@@ -61,8 +64,9 @@ CREATE TABLE events (
   tags text[] DEFAULT '{}'::text[] NOT NULL,
   scores integer[]
 );
-INSERT INTO events (happened, ref, payload, flag, ratio, raw, customer, tags, scores)
-SELECT timestamptz '2026-01-01 00:00:00+00' + n * interval '1 hour 1 second',
+INSERT INTO events (level, happened, ref, payload, flag, ratio, raw, customer, tags, scores)
+SELECT (ARRAY['low', 'high', 'page me'])[1 + n % 3]::severity,
+       timestamptz '2026-01-01 00:00:00+00' + n * interval '1 hour 1 second',
        md5(n::text)::uuid,
        jsonb_build_object('n', n, 'tags', jsonb_build_array('a', n % 3)),
        n % 2 = 0, n / 7.0, decode(md5(n::text), 'hex'), 1 + n % 1500,
@@ -73,6 +77,13 @@ DELETE FROM events WHERE id % 10 = 0;
 COMMENT ON TABLE events IS 'what happened, and when';
 COMMENT ON COLUMN events.payload IS 'as the source sent it';
 """
+
+# Each enum type's labels, in order, and the columns of each type.
+ENUM_LABELS = (
+    "SELECT t.typname, e.enumlabel, e.enumsortorder, "
+    "(SELECT string_agg(a.attname, ',') FROM pg_attribute a WHERE a.atttypid = t.oid) "
+    "FROM pg_type t JOIN pg_enum e ON e.enumtypid = t.oid ORDER BY 1, 3"
+)
 
 passed = 0
 failed = 0
@@ -283,6 +294,7 @@ def main():
                 "JOIN pg_class c ON c.oid = d.objoid WHERE c.relname = 'events' ORDER BY 2"
             )
             check_same_rows("comments", comments, pg, tg, "comments")
+            check_same_rows("enum types", ENUM_LABELS, pg, tg, "labels")
 
             indexes = "SELECT indexname, indexdef FROM pg_indexes WHERE schemaname = 'public' ORDER BY 1"
             with pg.cursor() as a, tg.cursor() as b:
@@ -352,6 +364,7 @@ def main():
             )
             check_same_rows("exported primary and foreign keys", keys, tg, pg, "constraints")
             check_same_rows("exported indexes", indexes, tg, pg, "indexes")
+            check_same_rows("exported enum types", ENUM_LABELS, tg, pg, "labels")
             insert = "INSERT INTO events (happened, flag) VALUES ('2026-11-22 12:00:00+00', false) RETURNING id"
             check_same_rows("exported serial id goes on", insert, tg, pg, "rows")
     finally:

@@ -5,6 +5,7 @@
 //! Layer rule: `catalog` depends on `store` and `model`, never on `sql` or `pg`.
 
 mod derive;
+mod enums;
 mod index;
 mod keys;
 mod roles;
@@ -17,6 +18,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
 
 pub use derive::{unique_violation, BuildProgress};
+pub use enums::{EnumType, EnumTypes};
 pub use index::{base_key, index_change, IndexDef, BASE_PARTITION_KEY, BASE_ROW_KEY};
 pub use keys::{
     decode_component, decode_index_component, encode_component, encode_index_component,
@@ -70,6 +72,10 @@ pub enum CatalogError {
     Dependent(String),
     #[error("role {0:?} already exists")]
     RoleExists(String),
+    #[error("type {0:?} already exists")]
+    TypeExists(String),
+    #[error("type {0:?} does not exist")]
+    TypeNotFound(String),
     #[error("role {0:?} does not exist")]
     RoleNotFound(String),
     #[error(
@@ -94,6 +100,7 @@ pub struct Catalog {
     store: Arc<dyn TableStore>,
     pub sequences: Sequences,
     pub roles: Roles,
+    pub types: EnumTypes,
     tables: RwLock<HashMap<String, Arc<TableDef>>>,
     /// Held exclusively while a commit changes definitions, and shared by
     /// commits that only write rows: a commit's check of the definitions it
@@ -138,6 +145,7 @@ impl Catalog {
         let catalog = Catalog {
             sequences: Sequences::open(store.clone()).await?,
             roles: Roles::open(store.clone()).await?,
+            types: EnumTypes::open(store.clone()).await?,
             store,
             tables: RwLock::new(tables),
             definitions_lock: tokio::sync::RwLock::new(()),

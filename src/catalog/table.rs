@@ -6,6 +6,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
 
+use super::enums::EnumType;
 use super::keys::{
     decode_component, encode_component, join_components, split_components, KeyError,
 };
@@ -51,6 +52,10 @@ pub struct Column {
     pub comment: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub identity: Option<Identity>,
+    /// The enum type of a column declared with one (its `ty` is then
+    /// `text`): a copy, changed with the type by `ALTER TYPE`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub enum_type: Option<EnumType>,
 }
 
 impl Column {
@@ -64,6 +69,16 @@ impl Column {
             default: None,
             comment: None,
             identity: None,
+            enum_type: None,
+        }
+    }
+
+    /// The name PostgreSQL shows for the column's type (as `format_type`
+    /// does).
+    pub fn type_name(&self) -> String {
+        match &self.enum_type {
+            Some(ty) => ty.name.clone(),
+            None => self.ty.pg_name(),
         }
     }
 }

@@ -415,7 +415,8 @@ fn catalog_state(e: &CatalogError) -> &'static str {
         CatalogError::ChangedConcurrently(_) => "40001",
         CatalogError::Dependent(_) => "2BP01",
         CatalogError::RoleExists(_) => "42710",
-        CatalogError::RoleNotFound(_) => "42704",
+        CatalogError::RoleNotFound(_) | CatalogError::TypeNotFound(_) => "42704",
+        CatalogError::TypeExists(_) => "42710",
         CatalogError::TimedOut => "57014",
         CatalogError::Store(s) => store_state(s),
     }

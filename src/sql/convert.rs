@@ -533,7 +533,11 @@ pub fn batch_to_rows(def: &TableDef, columns: &[usize], batch: &RecordBatch) -> 
                 let a = downcast::<StringArray>(array, name)?;
                 for (r, row) in rows.iter_mut().enumerate() {
                     if a.is_valid(r) {
-                        row[i] = Some(text_value(column.ty, name, a.value(r))?);
+                        let text = a.value(r);
+                        if let Some(ty) = &column.enum_type {
+                            super::enums::check_label(ty, text)?;
+                        }
+                        row[i] = Some(text_value(column.ty, name, text)?);
                     }
                 }
             }

@@ -29,10 +29,10 @@ use super::error::{Result, SqlError};
 use super::pg_catalog::indexes_of;
 use super::session::{normalize, table_name, Output, Session};
 use super::txn::Change;
-use super::types::{arrow_type, declared_type, sql_type};
+use super::types::{arrow_type, declared_type};
 use crate::catalog::{
-    check_definition, CatalogError, Check, Column, ForeignKey, Identity, IndexDef, Keys, RefAction,
-    SequenceDef, SqlType, SystemField, TableDef,
+    check_definition, CatalogError, Check, Column, EnumTypes, ForeignKey, Identity, IndexDef, Keys,
+    RefAction, SequenceDef, SqlType, SystemField, TableDef,
 };
 use crate::model::Value;
 use crate::store::{Query, StoreError};
@@ -72,13 +72,14 @@ struct ColumnDefinition {
     checks: Vec<CheckConstraint>,
 }
 
-fn column_of(def: &ColumnDef) -> Result<ColumnDefinition> {
+fn column_of(def: &ColumnDef, types: &EnumTypes) -> Result<ColumnDefinition> {
     let name = normalize(&def.name);
-    let ty = match serial_type(def) {
-        Some(ty) => ty,
-        None => sql_type(&def.data_type)?,
+    let (ty, enum_type) = match serial_type(def) {
+        Some(ty) => (ty, None),
+        None => super::enums::column_type(types, &def.data_type)?,
     };
     let mut column = Column::new(name.clone(), ty);
+    column.enum_type = enum_type;
     let mut primary = false;
     let mut references = None;
     let mut unique = None;
@@ -611,7 +612,7 @@ pub async fn create_table(session: &mut Session, create: CreateTable) -> Result<
             references: fk,
             unique,
             checks: column_checks,
-        } = column_of(def)?;
+        } = column_of(def, &session.engine().catalog.types)?;
         if is_primary {
             primary.push(column.name.clone());
         }
@@ -976,7 +977,7 @@ pub async fn alter_table(session: &mut Session, alter: AlterTable) -> Result<Out
                     references,
                     unique,
                     checks,
-                } = column_of(column_def)?;
+                } = column_of(column_def, &session.engine().catalog.types)?;
                 if def.column_index(&column.name).is_some() {
                     if *if_not_exists {
                         continue;
@@ -1098,11 +1099,20 @@ pub async fn alter_table(session: &mut Session, alter: AlterTable) -> Result<Out
                     AlterColumnOperation::SetDataType {
                         data_type, using, ..
                     } => {
-                        let to = sql_type(data_type)?;
-                        let explicit = match using {
-                            Some(using) => super::retype::explicit_cast(using, &column, to)?,
-                            None => false,
+                        let types = &session.engine().catalog.types;
+                        let (to, enum_type) = super::enums::column_type(types, data_type)?;
+                        let explicit = match (using, &enum_type) {
+                            (Some(using), None) => {
+                                super::retype::explicit_cast(using, &column, to)?
+                            }
+                            (using, Some(ty)) => {
+                                super::enums::check_retype(session, &def, i, using.as_ref(), ty)
+                                    .await?;
+                                false
+                            }
+                            (None, None) => false,
                         };
+                        def.columns[i].enum_type = enum_type;
                         let from = def.columns[i].ty;
                         if from != to {
                             let zone = session.settings().zone();
@@ -1456,14 +1466,16 @@ pub fn text_command(sql: &str) -> Option<Option<datafusion::arrow::datatypes::Sc
         ["refresh", "materialized", "view"] => Some(None),
         ["tablegate", "advise", ..] => Some(Some(super::diagnostics::advise::schema())),
         ["set", "constraints", ..] => Some(None),
+        ["alter", "type", ..] if super::enums::owner_change(sql).is_some() => Some(None),
         _ => None,
     }
 }
 
-/// `SET CONSTRAINTS ... IMMEDIATE | DEFERRED`: foreign keys are not
-/// enforced and other constraints are checked at each statement, so there
-/// is nothing to defer; outside a transaction block PostgreSQL warns that
-/// it does nothing. `None` for any other statement.
+/// `SET CONSTRAINTS ... IMMEDIATE | DEFERRED`: accepted and ignored
+/// (foreign keys declared DEFERRABLE INITIALLY DEFERRED are checked at
+/// COMMIT, other constraints at each statement); outside a transaction
+/// block PostgreSQL warns that it does nothing. `None` for any other
+/// statement.
 pub fn set_constraints(session: &Session, sql: &str) -> Option<Result<Output>> {
     if !matches!(first_words(sql).as_slice(), [set, constraints, ..] if set == "set" && constraints == "constraints")
     {

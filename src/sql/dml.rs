@@ -428,10 +428,18 @@ pub(super) fn bytea_input(text: &str) -> Vec<u8> {
     out
 }
 
-fn default_of(def: &TableDef, column: usize) -> String {
+fn default_of(session: &Session, def: &TableDef, column: usize) -> String {
     let c = &def.columns[column];
     match &c.default {
-        Some(default) => cast_to(def, column, &super::rewrite::rewrite_expression(default)),
+        Some(default) => {
+            let default = super::rewrite::rewrite_expression(default);
+            let types = &session.engine().catalog.types;
+            cast_to(
+                def,
+                column,
+                &super::enums::expression_casts(&default, types),
+            )
+        }
         None => cast_to(def, column, "NULL"),
     }
 }
@@ -572,7 +580,7 @@ fn rewrite_insert(session: &Session, insert: &Insert) -> Result<Rewrite> {
                                     hints.insert(n, arrow_type(def.columns[column].ty));
                                 }
                                 if is_default(expr) {
-                                    default_of(&def, column)
+                                    default_of(session, &def, column)
                                 } else {
                                     value_sql(&def, column, expr)
                                 }
@@ -620,7 +628,7 @@ fn rewrite_insert(session: &Session, insert: &Insert) -> Result<Rewrite> {
             Some(j) if insert.source.is_some() => {
                 cast_to(&def, i, &format!("__src.{}", quote(&format!("c{j}"))))
             }
-            _ => default_of(&def, i),
+            _ => default_of(session, &def, i),
         })
         .collect();
     let sql = format!(
@@ -761,7 +769,7 @@ fn direct_rows(
                                 .or_else(|| standalone(session, &value_sql(def, i, e))),
                         },
                         _ if def.columns[i].default.is_none() => Some(Direct::Null),
-                        _ => standalone(session, &default_of(def, i)),
+                        _ => standalone(session, &default_of(session, def, i)),
                     }
                 })
                 .collect()
@@ -1051,6 +1059,7 @@ fn scan_sql(
 /// SQL cast to the column's type (its default for `DEFAULT`); a parameter
 /// that is the whole value takes the column's type.
 fn assignment(
+    session: &Session,
     def: &TableDef,
     a: &datafusion::sql::sqlparser::ast::Assignment,
     hints: &mut HashMap<usize, DataType>,
@@ -1070,7 +1079,7 @@ fn assignment(
         hints.insert(n, arrow_type(def.columns[column].ty));
     }
     let value = match is_default(&a.value) {
-        true => default_of(def, column),
+        true => default_of(session, def, column),
         false if def.columns[column].identity == Some(crate::catalog::Identity::Always) => {
             return Err(SqlError::value(
                 "428C9",
@@ -1091,7 +1100,7 @@ fn rewrite_update(session: &Session, update: &Update) -> Result<Rewrite> {
     let mut assigned: HashMap<usize, String> = HashMap::new();
     let mut hints = HashMap::new();
     for a in &update.assignments {
-        let (column, value) = assignment(&def, a, &mut hints)?;
+        let (column, value) = assignment(session, &def, a, &mut hints)?;
         assigned.insert(column, value);
     }
     let columns: Vec<usize> = (0..def.columns.len())
@@ -1242,7 +1251,7 @@ fn rewrite_merge(session: &Session, merge: &Merge) -> Result<Rewrite> {
             action if does_nothing(action) => Kind::Update,
             MergeAction::Update(update) => {
                 for a in &update.assignments {
-                    let (column, value) = assignment(&def, a, &mut hints)?;
+                    let (column, value) = assignment(session, &def, a, &mut hints)?;
                     row[slot(column)?] = value;
                 }
                 Kind::Update
@@ -1277,7 +1286,10 @@ fn rewrite_merge(session: &Session, merge: &Merge) -> Result<Rewrite> {
                         given.len()
                     )));
                 }
-                row = columns.iter().map(|&c| default_of(&def, c)).collect();
+                row = columns
+                    .iter()
+                    .map(|&c| default_of(session, &def, c))
+                    .collect();
                 for (&column, value) in targets.iter().zip(given.iter()) {
                     if let Some(p) = placeholder_index(value) {
                         hints.insert(p, arrow_type(def.columns[column].ty));

@@ -1013,6 +1013,7 @@ pub fn register_all(
             None => exec_err!("unrecognized configuration parameter \"{name}\""),
         }
     });
+    let search_path = settings.clone();
     register(ctx, "set_config", &[3], Utf8, Volatile, move |args| {
         let name = text(&args[0]).unwrap_or_default();
         let value = text(&args[1]).unwrap_or_default();
@@ -1033,12 +1034,41 @@ pub fn register_all(
     register(ctx, "pg_encoding_to_char", &[1], Utf8, Immutable, |_| {
         Ok(utf8(Some("UTF8".into())))
     });
-    register(ctx, "format_type", &[2], Utf8, Stable, |args| {
-        match int(&args[0]) {
-            Some(oid) => Ok(utf8(format_type(oid, int(&args[1])).or(Some("???".into())))),
-            None => Ok(utf8(None)),
-        }
+    let types = catalog.clone();
+    register(ctx, "format_type", &[2], Utf8, Stable, move |args| {
+        let Some(oid) = int(&args[0]) else {
+            return Ok(utf8(None));
+        };
+        // Types of `public` are named with their schema when the search
+        // path leaves it out (pg_dump's, which is empty).
+        let public_seen = search_path.get("search_path").is_some_and(|path| {
+            path.split(',')
+                .any(|schema| schema.trim().trim_matches('"') == "public")
+        });
+        Ok(utf8(
+            format_type(oid, int(&args[1]))
+                .or_else(|| super::pg_catalog::enum_type_name(&types.types, oid, !public_seen))
+                .or(Some("???".into())),
+        ))
     });
+    let types = catalog.clone();
+    register(
+        ctx,
+        super::enums::ENUM_INPUT,
+        &[2],
+        Utf8,
+        Stable,
+        move |args| {
+            let (Some(label), Some(name)) = (text(&args[0]), text(&args[1])) else {
+                return Ok(utf8(None));
+            };
+            let ty = types.types.get(&name).ok_or_else(|| {
+                super::SqlError::from(crate::catalog::CatalogError::TypeNotFound(name))
+            })?;
+            super::enums::check_label(&ty, &label)?;
+            Ok(utf8(Some(label)))
+        },
+    );
     register(ctx, "pg_get_expr", &[2, 3], Utf8, Stable, |args| {
         Ok(utf8(text(&args[0])))
     });

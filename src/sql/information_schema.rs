@@ -205,7 +205,13 @@ fn column_rows(t: &TableDef) -> Vec<Vec<Cell>> {
         .iter()
         .enumerate()
         .map(|(i, c)| {
-            let (data_type, udt) = type_names(c.ty);
+            let (data_type, udt_schema, udt) = match &c.enum_type {
+                Some(e) => ("USER-DEFINED".to_owned(), "public", e.name.clone()),
+                None => {
+                    let (data_type, udt) = type_names(c.ty);
+                    (data_type.to_string(), "pg_catalog", udt.to_string())
+                }
+            };
             let int = |v: Option<i64>| v.map_or(Cell::Null, Cell::from);
             let length = match c.ty {
                 SqlType::Varchar(n) => n.map(i64::from),
@@ -245,7 +251,7 @@ fn column_rows(t: &TableDef) -> Vec<Vec<Cell>> {
                 int(scale),
                 int(datetime),
                 DATABASE.into(),
-                "pg_catalog".into(),
+                udt_schema.into(),
                 udt.into(),
                 "NO".into(),
                 "NEVER".into(),

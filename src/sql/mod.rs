@@ -31,6 +31,7 @@ mod ddl;
 pub mod decimals;
 mod diagnostics;
 mod dml;
+mod enums;
 mod error;
 mod fastpath;
 pub mod floats;

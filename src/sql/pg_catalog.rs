@@ -22,7 +22,9 @@ use datafusion::common::{Result as DfResult, ScalarValue};
 use datafusion::datasource::MemTable;
 
 use super::provider::ReadView;
-use crate::catalog::{Catalog, ForeignKey, Keys, RefAction, SqlType, TableDef};
+use crate::catalog::{
+    Catalog, EnumType, EnumTypes, ForeignKey, Keys, RefAction, SqlType, TableDef,
+};
 
 pub const SCHEMA: &str = "pg_catalog";
 
@@ -679,6 +681,13 @@ const PG_TYPE: &[(&str, Ty)] = &[
     ("typacl", TextArray),
 ];
 
+const PG_ENUM: &[(&str, Ty)] = &[
+    ("oid", Int4),
+    ("enumtypid", Int4),
+    ("enumsortorder", Float4),
+    ("enumlabel", Text),
+];
+
 const PG_DATABASE: &[(&str, Ty)] = &[
     ("oid", Int4),
     ("datname", Text),
@@ -932,15 +941,6 @@ const EMPTY: &[(&str, &[(&str, Ty)])] = &[
             ("partnatts", Int2),
             ("partdefid", Int4),
             ("partattrs", Int2Vector),
-        ],
-    ),
-    (
-        "pg_enum",
-        &[
-            ("oid", Int4),
-            ("enumtypid", Int4),
-            ("enumsortorder", Float4),
-            ("enumlabel", Text),
         ],
     ),
     (
@@ -1295,6 +1295,7 @@ const PG_STAT_PROGRESS_CREATE_INDEX: &[(&str, Ty)] = &[
 ];
 
 const NAMES: &[&str] = &[
+    "pg_enum",
     "pg_stat_progress_create_index",
     "pg_depend",
     "pg_extension",
@@ -1395,7 +1396,7 @@ impl PgCatalogSchema {
                         rows.push(attribute_row(
                             relid,
                             column,
-                            ty.sql_type(),
+                            type_info(ty.sql_type()),
                             i as i64 + 1,
                             false,
                             false,
@@ -1425,7 +1426,8 @@ impl PgCatalogSchema {
                     Cell::Null,
                 ]],
             ),
-            "pg_type" => table(PG_TYPE, types()),
+            "pg_type" => table(PG_TYPE, types(&self.catalog.types.list())),
+            "pg_enum" => table(PG_ENUM, enum_labels(&self.catalog.types.list())),
             "pg_database" => table(
                 PG_DATABASE,
                 vec![vec![
@@ -1994,16 +1996,29 @@ fn storage(oid: i32, len: i16) -> &'static str {
     }
 }
 
+/// Where `pg_attribute` has `atttypid`.
+#[cfg(test)]
+const ATTTYPID: usize = 2;
+
+/// A column's type id, modifier and length (see [`type_info`]): an enum
+/// type's is its own.
+fn column_type_info(c: &crate::catalog::Column) -> (i32, i32, i16) {
+    match &c.enum_type {
+        Some(e) => (enum_oid(&e.name), -1, 4),
+        None => type_info(c.ty),
+    }
+}
+
+/// A row of `pg_attribute`; `ty` is the column's [`type_info`].
 fn attribute_row(
     relid: i32,
     name: &str,
-    ty: SqlType,
+    (oid, typmod, len): (i32, i32, i16),
     num: i64,
     not_null: bool,
     has_default: bool,
     identity: Option<crate::catalog::Identity>,
 ) -> Vec<Cell> {
-    let (oid, typmod, len) = type_info(ty);
     let identity = match identity {
         Some(crate::catalog::Identity::Always) => "a",
         Some(crate::catalog::Identity::ByDefault) => "d",
@@ -2048,7 +2063,7 @@ fn attributes(tables: &[Arc<TableDef>]) -> Vec<Vec<Cell>> {
             rows.push(attribute_row(
                 relid,
                 &c.name,
-                c.ty,
+                column_type_info(c),
                 i as i64 + 1,
                 not_null,
                 c.default.is_some(),
@@ -2061,7 +2076,7 @@ fn attributes(tables: &[Arc<TableDef>]) -> Vec<Vec<Cell>> {
                 rows.push(attribute_row(
                     index.oid,
                     &c.name,
-                    c.ty,
+                    column_type_info(c),
                     n as i64 + 1,
                     !c.nullable || index.primary,
                     false,
@@ -2318,57 +2333,153 @@ fn defaults(tables: &[Arc<TableDef>]) -> Vec<Vec<Cell>> {
     rows
 }
 
-fn types() -> Vec<Vec<Cell>> {
-    TYPES
+fn types(enums: &[Arc<EnumType>]) -> Vec<Vec<Cell>> {
+    let mut rows: Vec<Vec<Cell>> = TYPES
         .iter()
         .map(|&(oid, name, len, category, array)| {
             let is_array = category == "A" && name.starts_with('_');
-            let mut row = vec![Cell::Null; PG_TYPE.len()];
-            let values: Vec<Cell> = vec![
-                oid.into(),
-                name.into(),
-                PG_CATALOG_OID.into(),
-                OWNER_OID.into(),
-                len.into(),
-                (len > 0 && len <= 8).into(),
-                "b".into(),
-                category.into(),
-                false.into(),
-                true.into(),
-                ",".into(),
-                0.into(),
-                (if is_array {
-                    "array_subscript_handler"
-                } else {
-                    "-"
-                })
-                .into(),
-                (if is_array { element_of(oid) } else { 0 }).into(),
-                array.into(),
-                (if is_array {
-                    "array_in".to_owned()
-                } else {
-                    format!("{name}in")
-                })
-                .into(),
-                format!("{name}out").into(),
-                format!("{name}recv").into(),
-                format!("{name}send").into(),
-                "-".into(),
-                "-".into(),
-                "-".into(),
-                "i".into(),
-                storage(oid, len).into(),
-                false.into(),
-                0.into(),
-                (-1).into(),
-                0.into(),
-                0.into(),
-            ];
-            for (i, v) in values.into_iter().enumerate() {
-                row[i] = v;
-            }
-            row
+            let element = if is_array { element_of(oid) } else { 0 };
+            let io = if is_array { "array_" } else { name };
+            let ty = PgType::new(oid, name, PG_CATALOG_OID, len, category, array, io);
+            ty.row(element)
+        })
+        .collect();
+    // Each enum type, and the type of its arrays, as PostgreSQL makes both.
+    for e in enums {
+        let (oid, array) = (enum_oid(&e.name), enum_array_oid(&e.name));
+        let mut ty = PgType::new(oid, &e.name, PUBLIC_OID, 4, "E", array, "enum_");
+        ty.kind = "e";
+        rows.push(ty.row(0));
+        let name = format!("_{}", e.name);
+        rows.push(PgType::new(array, &name, PUBLIC_OID, -1, "A", 0, "array_").row(oid));
+    }
+    rows
+}
+
+/// A row of `pg_type`.
+struct PgType<'a> {
+    oid: i32,
+    name: &'a str,
+    namespace: i32,
+    len: i16,
+    /// `typtype`: `b` (base), `e` (enum).
+    kind: &'static str,
+    category: &'a str,
+    array: i32,
+    /// Its functions' prefix (`int4` of `int4in`, `array_` of `array_in`).
+    io: &'a str,
+}
+
+impl<'a> PgType<'a> {
+    fn new(
+        oid: i32,
+        name: &'a str,
+        namespace: i32,
+        len: i16,
+        category: &'a str,
+        array: i32,
+        io: &'a str,
+    ) -> Self {
+        PgType {
+            oid,
+            name,
+            namespace,
+            len,
+            kind: "b",
+            category,
+            array,
+            io,
+        }
+    }
+
+    /// The row; `element` is the type of an array type's elements.
+    fn row(&self, element: i32) -> Vec<Cell> {
+        let io = self.io;
+        let values: Vec<Cell> = vec![
+            self.oid.into(),
+            self.name.into(),
+            self.namespace.into(),
+            OWNER_OID.into(),
+            self.len.into(),
+            (self.len > 0 && self.len <= 8).into(),
+            self.kind.into(),
+            self.category.into(),
+            false.into(),
+            true.into(),
+            ",".into(),
+            0.into(),
+            (if element != 0 {
+                "array_subscript_handler"
+            } else {
+                "-"
+            })
+            .into(),
+            element.into(),
+            self.array.into(),
+            format!("{io}in").into(),
+            format!("{io}out").into(),
+            format!("{io}recv").into(),
+            format!("{io}send").into(),
+            "-".into(),
+            "-".into(),
+            "-".into(),
+            "i".into(),
+            storage(self.oid, self.len).into(),
+            false.into(),
+            0.into(),
+            (-1).into(),
+            0.into(),
+            0.into(),
+        ];
+        let mut row = vec![Cell::Null; PG_TYPE.len()];
+        for (i, v) in values.into_iter().enumerate() {
+            row[i] = v;
+        }
+        row
+    }
+}
+
+/// The object id of an enum type, and of the type of its arrays.
+pub fn enum_oid(name: &str) -> i32 {
+    oid_of("type", name)
+}
+
+fn enum_array_oid(name: &str) -> i32 {
+    oid_of("array type", name)
+}
+
+/// The name `format_type` gives an enum type's id (quoted as needed, and
+/// after `public.` when `qualified`), and its arrays'.
+pub fn enum_type_name(types: &EnumTypes, oid: i64, qualified: bool) -> Option<String> {
+    types.list().iter().find_map(|e| {
+        let name = match qualified {
+            true => format!("public.{}", quote_ident(&e.name)),
+            false => quote_ident(&e.name),
+        };
+        if i64::from(enum_oid(&e.name)) == oid {
+            Some(name)
+        } else if i64::from(enum_array_oid(&e.name)) == oid {
+            Some(format!("{name}[]"))
+        } else {
+            None
+        }
+    })
+}
+
+/// The rows of `pg_enum`: each label of each type, in order.
+fn enum_labels(enums: &[Arc<EnumType>]) -> Vec<Vec<Cell>> {
+    enums
+        .iter()
+        .flat_map(|e| {
+            let typid = enum_oid(&e.name);
+            e.labels.iter().enumerate().map(move |(i, label)| {
+                vec![
+                    oid_of("enum label", &format!("{}\0{label}", e.name)).into(),
+                    typid.into(),
+                    Cell::Double((i + 1) as f64),
+                    label.as_str().into(),
+                ]
+            })
         })
         .collect()
 }
@@ -2421,6 +2532,10 @@ mod tests {
 
     #[test]
     fn catalog_rows_match_their_columns() {
+        let mood = Arc::new(EnumType {
+            name: "mood".into(),
+            labels: vec!["sad".into(), "ok".into()],
+        });
         let def = Arc::new(TableDef {
             name: "T".into(),
             columns: vec![
@@ -2432,6 +2547,7 @@ mod tests {
                     default: Some("0".into()),
                     comment: None,
                     identity: None,
+                    enum_type: None,
                 },
                 crate::catalog::Column {
                     name: "v".into(),
@@ -2441,6 +2557,7 @@ mod tests {
                     default: None,
                     comment: None,
                     identity: None,
+                    enum_type: Some(mood.as_ref().clone()),
                 },
             ],
             keys: Keys::Columns {
@@ -2465,7 +2582,8 @@ mod tests {
             (PG_CONSTRAINT, constraints(&tables)),
             (PG_ATTRDEF, defaults(&tables)),
             (PG_NAMESPACE, namespaces()),
-            (PG_TYPE, types()),
+            (PG_TYPE, types(std::slice::from_ref(&mood))),
+            (PG_ENUM, enum_labels(std::slice::from_ref(&mood))),
         ] {
             assert!(!rows.is_empty());
             for row in &rows {
@@ -2474,6 +2592,10 @@ mod tests {
             table(columns, rows).unwrap();
         }
         assert_eq!(quote_ident("T"), "\"T\"");
+        let enum_column = &attributes(&tables)[1];
+        assert!(
+            matches!(enum_column[ATTTYPID], Cell::Int(oid) if oid == i64::from(enum_oid("mood")))
+        );
         assert_eq!(
             indexes_of(&tables[0])[0].definition(),
             "CREATE UNIQUE INDEX \"T_pkey\" ON public.\"T\" USING btree (id)"

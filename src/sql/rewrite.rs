@@ -3384,6 +3384,14 @@ pub fn rewrite_expression(sql: &str) -> String {
 /// Rewrites a statement in place, in a session whose time zone is `zone`.
 pub fn rewrite(statement: &mut Statement, zone: &SessionZone) {
     use datafusion::sql::sqlparser::ast::VisitMut;
+    // `PREPARE dumpEnumType(pg_catalog.oid) AS ...` (pg_dump's).
+    if let Statement::Prepare { data_types, .. } = statement {
+        for ty in data_types {
+            if let Some(builtin) = custom_type(ty).as_deref().and_then(builtin) {
+                *ty = builtin;
+            }
+        }
+    }
     let zone = zone.clone();
     let _ = statement.visit(&mut Selects { joined: 0, zone });
     let _ = statement.visit(&mut Expressions);

@@ -878,6 +878,13 @@ impl Session {
             .collect())
     }
 
+    /// Rewrites a parsed statement into what DataFusion plans
+    /// ([`rewrite::rewrite`]), casts to enum types included.
+    fn rewrite(&self, statement: &mut Statement) {
+        rewrite::rewrite(statement, &self.settings.zone());
+        super::enums::rewrite_casts(statement, &self.engine.catalog.types);
+    }
+
     /// Runs every statement of a simple query; stops at the first error, which
     /// is the last element.
     pub async fn execute(&mut self, sql: &str) -> Vec<Result<Output>> {
@@ -924,6 +931,9 @@ impl Session {
             }
             if let Some(result) = ddl::sequence_command(self, sql).await {
                 return vec![result];
+            }
+            if let Some(result) = super::enums::change_owner(self, sql) {
+                return vec![result.map_err(|e| self.fail(e))];
             }
             if let Some(result) = ddl::verify_index(self, sql).await {
                 return vec![result];
@@ -1122,7 +1132,7 @@ impl Session {
         let mut names = None;
         if let DfStatement::Statement(s) = &mut statement {
             names = ColumnNames::of(s);
-            rewrite::rewrite(s, &self.settings.zone());
+            self.rewrite(s);
         }
         self.refresh_view();
         let writing = match &statement {
@@ -1190,7 +1200,7 @@ impl Session {
         let mut statement = Self::parse(sql).ok()?.pop()?;
         if let DfStatement::Statement(s) = &mut statement {
             super::parameters::cast_parameters(s, prevailing);
-            rewrite::rewrite(s, &self.settings.zone());
+            self.rewrite(s);
         }
         let plan = self.plan_named(statement.clone(), names).await.ok()?;
         Some((plan, statement))
@@ -1709,7 +1719,7 @@ impl Session {
             // `Session::prepare` plans it, once.
             if !matches!(s.as_ref(), Statement::Prepare { statement, .. } if dml::is_dml(statement))
             {
-                rewrite::rewrite(s, &self.settings.zone());
+                self.rewrite(s);
             }
         }
         self.run_rewritten(statement, params, names).await
@@ -1822,6 +1832,27 @@ impl Session {
             }
             // One of several statements in a query string (a lone one is
             // read before parsing): read again from its text.
+            Statement::CreateType {
+                name,
+                representation,
+            } => {
+                self.require_superuser("change definitions")?;
+                super::enums::create(self, &name, representation.as_ref()).await
+            }
+            Statement::AlterType(alter) => {
+                self.require_superuser("change definitions")?;
+                super::enums::alter(self, &alter).await
+            }
+            Statement::Drop {
+                object_type: datafusion::sql::sqlparser::ast::ObjectType::Type,
+                names,
+                if_exists,
+                cascade,
+                ..
+            } => {
+                self.require_superuser("change definitions")?;
+                super::enums::drop(self, &names, if_exists, cascade).await
+            }
             s @ Statement::CreateSequence { .. } => ddl::sequence_command(self, &s.to_string())
                 .await
                 .unwrap_or_else(|| {
@@ -1975,7 +2006,7 @@ impl Session {
             return Ok(Vec::new());
         };
         if let DfStatement::Statement(s) = &mut statement {
-            rewrite::rewrite(s, &self.settings.zone());
+            self.rewrite(s);
         }
         let plan = self.to_plan(statement).await?;
         let batches = self.ctx.execute_logical_plan(plan).await?.collect().await?;
@@ -2545,7 +2576,7 @@ impl Session {
         let statement = Statement::Query(query);
         let names = ColumnNames::of(&statement);
         let mut statement = statement;
-        rewrite::rewrite(&mut statement, &self.settings.zone());
+        self.rewrite(&mut statement);
         self.refresh_view();
         let output = self
             .run_query(DfStatement::Statement(Box::new(statement)), None, names)

@@ -21,6 +21,7 @@ mod derived_maintenance;
 mod diagnostics;
 mod direct_inserts;
 mod entity_operations;
+mod enums;
 mod etag_races;
 mod foreign_keys;
 mod hostile_sql;

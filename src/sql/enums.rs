@@ -1,0 +1,553 @@
+//! Enum types: `CREATE TYPE ... AS ENUM`, `ALTER TYPE`, `DROP TYPE`, columns
+//! of them, and casts to them.
+//!
+//! A value of an enum type is its label, held as text: columns of the type
+//! are `text` columns whose writes must name one of the type's labels
+//! ([`check_label`]), and a cast to the type (`'ok'::mood`, Prisma's
+//! `CAST($1::text AS "Role")`) is the text, checked the same way
+//! ([`rewrite_casts`], [`ENUM_INPUT`]). Comparisons and ORDER BY of such
+//! values compare their texts, not their places in the type (PostgreSQL's
+//! order).
+
+use std::ops::ControlFlow;
+use std::sync::Arc;
+
+use datafusion::sql::sqlparser::ast::{
+    AlterType, AlterTypeAddValue, AlterTypeAddValuePosition, AlterTypeOperation,
+    AlterTypeRenameValue, ArrayElemTypeDef, CastKind, DataType as AstType, Expr, ObjectName,
+    Statement, UserDefinedTypeRepresentation, Value, VisitMut, VisitorMut,
+};
+
+use super::error::{Result, SqlError};
+use super::session::{normalize, table_name, Output, Session};
+use crate::catalog::{CatalogError, DefinitionChange, EnumType, EnumTypes, SqlType, TableDef};
+
+/// `enum_input(text, type)`: the text, when it is a label of the enum type
+/// named; 22P02 otherwise.
+pub const ENUM_INPUT: &str = "enum_input";
+
+/// Refuses a text that is not one of the type's labels, in PostgreSQL's
+/// words.
+pub fn check_label(ty: &EnumType, text: &str) -> Result<()> {
+    match ty.holds(text) {
+        true => Ok(()),
+        false => Err(SqlError::value(
+            "22P02",
+            format!(
+                "invalid input value for enum {}: \"{text}\"",
+                shown(&ty.name)
+            ),
+        )),
+    }
+}
+
+/// A type's name as PostgreSQL's messages show it: quoted as needed.
+fn shown(name: &str) -> String {
+    super::pg_catalog::quote_ident(name)
+}
+
+/// The enum type a type name in a statement names, if any.
+fn named(types: &EnumTypes, ast: &AstType) -> Option<Arc<EnumType>> {
+    let AstType::Custom(name, modifiers) = ast else {
+        return None;
+    };
+    if !modifiers.is_empty() {
+        return None;
+    }
+    types.get(&type_name(name).ok()?)
+}
+
+/// A type's name without its schema (`public`, the only one).
+fn type_name(name: &ObjectName) -> Result<String> {
+    table_name(name)
+}
+
+/// A column's type as declared: an enum type's columns hold text.
+pub fn column_type(types: &EnumTypes, ast: &AstType) -> Result<(SqlType, Option<EnumType>)> {
+    if let Some(ty) = named(types, ast) {
+        return Ok((SqlType::Text, Some(ty.as_ref().clone())));
+    }
+    if let AstType::Array(
+        ArrayElemTypeDef::SquareBracket(element, _) | ArrayElemTypeDef::AngleBracket(element),
+    ) = ast
+    {
+        if let Some(ty) = named(types, element) {
+            return Err(SqlError::FeatureNotSupported(format!(
+                "arrays of enum type {} are not supported",
+                ty.name
+            )));
+        }
+    }
+    Ok((super::types::sql_type(ast)?, None))
+}
+
+/// Writes each cast to an enum type as a check of its text
+/// (`enum_input(CAST(x AS TEXT), 'mood')`), and each cast to an array of
+/// one as a cast to `text[]`.
+/// Definitions keep their casts as written (a column's DEFAULT, shown by
+/// `\d` and pg_dump as given, is rewritten where it is used: see
+/// [`expression_casts`]).
+pub fn rewrite_casts(statement: &mut Statement, types: &EnumTypes) {
+    if types.is_empty()
+        || matches!(
+            statement,
+            Statement::CreateTable(_) | Statement::AlterTable(_)
+        )
+    {
+        return;
+    }
+    let _ = statement.visit(&mut Casts(types));
+}
+
+/// An expression's text with its casts to enum types rewritten as
+/// [`rewrite_casts`] rewrites a statement's.
+pub fn expression_casts(sql: &str, types: &EnumTypes) -> String {
+    use datafusion::sql::sqlparser::dialect::PostgreSqlDialect;
+    use datafusion::sql::sqlparser::parser::Parser;
+    if types.is_empty() {
+        return sql.to_owned();
+    }
+    let parsed = Parser::new(&PostgreSqlDialect {})
+        .try_with_sql(sql)
+        .and_then(|mut p| p.parse_expr());
+    match parsed {
+        Ok(mut expr) => {
+            let _ = expr.visit(&mut Casts(types));
+            expr.to_string()
+        }
+        Err(_) => sql.to_owned(),
+    }
+}
+
+struct Casts<'a>(&'a EnumTypes);
+
+impl VisitorMut for Casts<'_> {
+    type Break = ();
+
+    fn post_visit_expr(&mut self, expr: &mut Expr) -> ControlFlow<()> {
+        let Expr::Cast {
+            kind: CastKind::DoubleColon | CastKind::Cast,
+            expr: inner,
+            data_type,
+            ..
+        } = expr
+        else {
+            return ControlFlow::Continue(());
+        };
+        if let Some(ty) = named(self.0, data_type) {
+            let text = Expr::Cast {
+                kind: CastKind::Cast,
+                expr: inner.clone(),
+                data_type: AstType::Text,
+                array: false,
+                format: None,
+            };
+            let name = Expr::Value(Value::SingleQuotedString(ty.name.clone()).into());
+            *expr = super::rewrite::call(ENUM_INPUT, vec![text, name]);
+        } else if let AstType::Array(
+            ArrayElemTypeDef::SquareBracket(element, _) | ArrayElemTypeDef::AngleBracket(element),
+        ) = data_type
+        {
+            if named(self.0, element).is_some() {
+                **element = AstType::Text;
+            }
+        }
+        ControlFlow::Continue(())
+    }
+}
+
+/// Refuses `ALTER COLUMN ... TYPE` to an enum type from a column that is
+/// not text, without a `USING` (as PostgreSQL, which has no implicit cast
+/// from text to an enum), with one other than the column cast to text or
+/// to the type, or whose rows hold a text that is not one of its labels.
+pub async fn check_retype(
+    session: &Session,
+    def: &TableDef,
+    column: usize,
+    using: Option<&Expr>,
+    ty: &EnumType,
+) -> Result<()> {
+    let name = &def.columns[column].name;
+    let text = matches!(
+        def.columns[column].ty,
+        SqlType::Text | SqlType::Varchar(_) | SqlType::Char(_)
+    );
+    let Some(using) = using.filter(|_| text) else {
+        let ty = shown(&ty.name);
+        return Err(SqlError::value(
+            "42804",
+            format!("column \"{name}\" cannot be cast automatically to type {ty}"),
+        )
+        .explained(
+            None,
+            Some(format!("You might need to specify \"USING {name}::{ty}\".")),
+        ));
+    };
+    if !casts_column(using, name) {
+        return Err(SqlError::FeatureNotSupported(format!(
+            "ALTER COLUMN TYPE {} USING {using} is not supported: USING may only name the \
+             column, or cast it (USING {name}::text::{})",
+            ty.name, ty.name
+        )));
+    }
+    let labels: Vec<String> = ty
+        .labels
+        .iter()
+        .map(|l| format!("'{}'", l.replace('\'', "''")))
+        .collect();
+    let quoted = super::dml::quote(name);
+    let sql = format!(
+        "SELECT {quoted} FROM {} WHERE {quoted} NOT IN ({}) LIMIT 1",
+        super::dml::quote(&def.name),
+        if labels.is_empty() {
+            "NULL".into()
+        } else {
+            labels.join(", ")
+        }
+    );
+    match session.query_text_rows(&sql).await?.first() {
+        Some(text) => check_label(ty, text),
+        None => Ok(()),
+    }
+}
+
+/// Whether an expression is the column, cast any number of times
+/// (`"role"::text::"Role"`, read here as [`rewrite_casts`] wrote it).
+fn casts_column(expr: &Expr, column: &str) -> bool {
+    match expr {
+        Expr::Identifier(ident) => normalize(ident) == column,
+        Expr::Nested(inner) | Expr::Cast { expr: inner, .. } => casts_column(inner, column),
+        Expr::Function(f) if f.name.to_string() == ENUM_INPUT => {
+            let datafusion::sql::sqlparser::ast::FunctionArguments::List(list) = &f.args else {
+                return false;
+            };
+            matches!(
+                list.args.first(),
+                Some(datafusion::sql::sqlparser::ast::FunctionArg::Unnamed(
+                    datafusion::sql::sqlparser::ast::FunctionArgExpr::Expr(inner)
+                )) if casts_column(inner, column)
+            )
+        }
+        _ => false,
+    }
+}
+
+/// `CREATE TYPE name AS ENUM (labels)`.
+pub async fn create(
+    session: &Session,
+    name: &ObjectName,
+    representation: Option<&UserDefinedTypeRepresentation>,
+) -> Result<Output> {
+    let Some(UserDefinedTypeRepresentation::Enum { labels }) = representation else {
+        return Err(SqlError::FeatureNotSupported(
+            "CREATE TYPE makes enum types (AS ENUM) only".into(),
+        ));
+    };
+    let name = type_name(name)?;
+    if super::pg_catalog::type_oid(&name).is_some() {
+        return Err(CatalogError::TypeExists(name).into());
+    }
+    let mut ty = EnumType {
+        name,
+        labels: Vec::with_capacity(labels.len()),
+    };
+    for label in labels {
+        add_label(&mut ty, label.value.clone(), None)?;
+    }
+    session.engine().catalog.types.create(ty).await?;
+    Ok(Output::Command("CREATE TYPE".into()))
+}
+
+/// Adds a label before or after another one (at the end without one);
+/// refuses a label the type has and one too long.
+fn add_label(
+    ty: &mut EnumType,
+    label: String,
+    position: Option<&AlterTypeAddValuePosition>,
+) -> Result<()> {
+    if ty.holds(&label) {
+        return Err(SqlError::value(
+            "42710",
+            format!("enum label \"{label}\" already exists"),
+        ));
+    }
+    check_length(&label)?;
+    let at = match position {
+        None => ty.labels.len(),
+        Some(AlterTypeAddValuePosition::Before(other)) => place(ty, &other.value)?,
+        Some(AlterTypeAddValuePosition::After(other)) => place(ty, &other.value)? + 1,
+    };
+    ty.labels.insert(at, label);
+    Ok(())
+}
+
+/// PostgreSQL's labels are at most 63 bytes (NAMEDATALEN - 1).
+fn check_length(label: &str) -> Result<()> {
+    if label.len() > 63 {
+        return Err(
+            SqlError::value("22023", format!("invalid enum label \"{label}\""))
+                .explained(Some("Labels must be 63 bytes or less.".into()), None),
+        );
+    }
+    Ok(())
+}
+
+fn place(ty: &EnumType, label: &str) -> Result<usize> {
+    ty.labels.iter().position(|l| l == label).ok_or_else(|| {
+        SqlError::value(
+            "22023",
+            format!("\"{label}\" is not an existing enum label"),
+        )
+    })
+}
+
+/// `ALTER TYPE name ADD VALUE / RENAME VALUE / RENAME TO`: the type
+/// changes, and so do the copies of the tables whose columns have it.
+pub async fn alter(session: &Session, alter: &AlterType) -> Result<Output> {
+    let catalog = &session.engine().catalog;
+    let name = type_name(&alter.name)?;
+    let before = catalog
+        .types
+        .get(&name)
+        .ok_or_else(|| CatalogError::TypeNotFound(name.clone()))?;
+    let mut ty = before.as_ref().clone();
+    match &alter.operation {
+        AlterTypeOperation::AddValue(AlterTypeAddValue {
+            if_not_exists: true,
+            value,
+            ..
+        }) if ty.holds(&value.value) => {
+            session.notice(format!(
+                "enum label \"{}\" already exists, skipping",
+                value.value
+            ));
+        }
+        AlterTypeOperation::AddValue(AlterTypeAddValue {
+            value, position, ..
+        }) => add_label(&mut ty, value.value.clone(), position.as_ref())?,
+        AlterTypeOperation::RenameValue(AlterTypeRenameValue { from, to }) => {
+            let at = place(&ty, &from.value)?;
+            if ty.holds(&to.value) {
+                return Err(SqlError::value(
+                    "42710",
+                    format!("enum label \"{}\" already exists", to.value),
+                ));
+            }
+            if !users(session, &name).is_empty() {
+                return Err(SqlError::FeatureNotSupported(format!(
+                    "RENAME VALUE of enum type {name}, which columns use: their rows hold the label's text; \
+                     add the new label, UPDATE the rows and leave the old one"
+                )));
+            }
+            check_length(&to.value)?;
+            ty.labels[at] = to.value.clone();
+        }
+        AlterTypeOperation::Rename(rename) => {
+            let new_name = normalize(&rename.new_name);
+            if catalog.types.get(&new_name).is_some()
+                || super::pg_catalog::type_oid(&new_name).is_some()
+            {
+                return Err(CatalogError::TypeExists(new_name).into());
+            }
+            ty.name = new_name;
+        }
+    }
+    if ty == *before {
+        return Ok(Output::Command("ALTER TYPE".into()));
+    }
+    catalog.types.replace(&name, ty.clone()).await?;
+    let changes: Vec<DefinitionChange> = users(session, &name)
+        .into_iter()
+        .map(|def| {
+            let mut after = def.as_ref().clone();
+            for column in &mut after.columns {
+                if column.enum_type.as_ref().is_some_and(|t| t.name == name) {
+                    column.enum_type = Some(ty.clone());
+                }
+            }
+            DefinitionChange {
+                name: def.name.clone(),
+                before: Some(def),
+                after: Some(Arc::new(after)),
+                recreated: false,
+            }
+        })
+        .collect();
+    if !changes.is_empty() {
+        catalog.commit(changes, Vec::new(), Vec::new()).await?;
+    }
+    Ok(Output::Command("ALTER TYPE".into()))
+}
+
+/// The type an `ALTER TYPE name OWNER TO role` names (which pg_dump
+/// writes after each CREATE TYPE, and the parser does not read).
+pub fn owner_change(sql: &str) -> Option<String> {
+    use datafusion::sql::sqlparser::dialect::PostgreSqlDialect;
+    use datafusion::sql::sqlparser::tokenizer::{Span, Token, Tokenizer};
+    let tokens = Tokenizer::new(&PostgreSqlDialect {}, sql).tokenize().ok()?;
+    let words: Vec<&Token> = tokens
+        .iter()
+        .filter(|t| !matches!(t, Token::Whitespace(_) | Token::SemiColon | Token::EOF))
+        .collect();
+    let keyword = |t: &Token, k: &str| matches!(t, Token::Word(w) if w.quote_style.is_none() && w.value.eq_ignore_ascii_case(k));
+    let (name, rest) = match words.as_slice() {
+        [alter, ty, rest @ ..] if keyword(alter, "alter") && keyword(ty, "type") => match rest {
+            [Token::Word(schema), Token::Period, Token::Word(name), rest @ ..]
+                if normalize(&schema.to_ident(Span::empty())) == "public" =>
+            {
+                (name, rest)
+            }
+            [Token::Word(name), rest @ ..] => (name, rest),
+            _ => return None,
+        },
+        _ => return None,
+    };
+    match rest {
+        [owner, to, Token::Word(_)] if keyword(owner, "owner") && keyword(to, "to") => {
+            Some(normalize(&name.to_ident(Span::empty())))
+        }
+        _ => None,
+    }
+}
+
+/// `ALTER TYPE name OWNER TO role`: the type must exist; everything here
+/// has one owner, so nothing changes (as with `ALTER SCHEMA public OWNER
+/// TO`).
+pub fn change_owner(session: &Session, sql: &str) -> Option<Result<Output>> {
+    let name = owner_change(sql)?;
+    if session.engine().catalog.types.get(&name).is_none() {
+        return Some(Err(CatalogError::TypeNotFound(name).into()));
+    }
+    Some(Ok(Output::Command("ALTER TYPE".into())))
+}
+
+/// The tables with a column of the enum type.
+fn users(session: &Session, name: &str) -> Vec<Arc<TableDef>> {
+    session
+        .engine()
+        .catalog
+        .list()
+        .into_iter()
+        .filter(|def| {
+            def.columns
+                .iter()
+                .any(|c| c.enum_type.as_ref().is_some_and(|t| t.name == name))
+        })
+        .collect()
+}
+
+/// `DROP TYPE [IF EXISTS] names [CASCADE]`: refused while a column has
+/// the type, as PostgreSQL refuses it without CASCADE (which would drop
+/// the columns).
+pub async fn drop(
+    session: &Session,
+    names: &[ObjectName],
+    if_exists: bool,
+    cascade: bool,
+) -> Result<Output> {
+    let catalog = &session.engine().catalog;
+    let mut dropped = Vec::new();
+    for name in names {
+        let name = type_name(name)?;
+        if catalog.types.get(&name).is_none() {
+            if super::pg_catalog::type_oid(&name).is_some() {
+                return Err(SqlError::value(
+                    "2BP01",
+                    format!(
+                        "cannot drop type {name} because it is required by the database system"
+                    ),
+                ));
+            }
+            if if_exists {
+                session.notice(format!("type \"{name}\" does not exist, skipping"));
+                continue;
+            }
+            return Err(CatalogError::TypeNotFound(name).into());
+        }
+        if let Some(def) = users(session, &name).first() {
+            let column = def
+                .columns
+                .iter()
+                .find(|c| c.enum_type.as_ref().is_some_and(|t| t.name == name))
+                .map_or("", |c| c.name.as_str());
+            let detail = format!(
+                "column {column} of table {} depends on type {}",
+                def.name,
+                shown(&name)
+            );
+            if cascade {
+                return Err(SqlError::FeatureNotSupported(format!(
+                    "DROP TYPE {name} CASCADE, which would drop the columns of the type ({detail}); \
+                     drop them, or the tables, first"
+                )));
+            }
+            return Err(SqlError::value(
+                "2BP01",
+                format!(
+                    "cannot drop type {} because other objects depend on it",
+                    shown(&name)
+                ),
+            )
+            .explained(
+                Some(detail),
+                Some("Use DROP ... CASCADE to drop the dependent objects too.".into()),
+            ));
+        }
+        dropped.push(name);
+    }
+    for name in dropped {
+        catalog.types.drop(&name).await?;
+    }
+    Ok(Output::Command("DROP TYPE".into()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use datafusion::sql::sqlparser::ast::Ident;
+
+    fn mood() -> EnumType {
+        EnumType {
+            name: "mood".into(),
+            labels: vec!["sad".into(), "ok".into()],
+        }
+    }
+
+    #[test]
+    fn labels_go_before_after_or_last() {
+        let mut ty = mood();
+        add_label(&mut ty, "happy".into(), None).unwrap();
+        let before = AlterTypeAddValuePosition::Before(Ident::new("ok"));
+        add_label(&mut ty, "meh".into(), Some(&before)).unwrap();
+        let after = AlterTypeAddValuePosition::After(Ident::new("happy"));
+        add_label(&mut ty, "elated".into(), Some(&after)).unwrap();
+        assert_eq!(ty.labels, ["sad", "meh", "ok", "happy", "elated"]);
+        let err = add_label(&mut ty, "ok".into(), None).unwrap_err();
+        assert_eq!(err.to_string(), "enum label \"ok\" already exists");
+        let nowhere = AlterTypeAddValuePosition::After(Ident::new("nope"));
+        let err = add_label(&mut ty, "x".into(), Some(&nowhere)).unwrap_err();
+        assert_eq!(err.to_string(), "\"nope\" is not an existing enum label");
+        assert!(add_label(&mut ty, "x".repeat(64), None).is_err());
+    }
+
+    #[test]
+    fn owner_changes_are_read_by_their_words() {
+        assert_eq!(
+            owner_change("ALTER TYPE public.mood OWNER TO x;").as_deref(),
+            Some("mood")
+        );
+        assert_eq!(
+            owner_change("alter type \"Role\" owner to tablegate").as_deref(),
+            Some("Role")
+        );
+        assert_eq!(owner_change("ALTER TYPE mood ADD VALUE 'x'"), None);
+        assert_eq!(owner_change("ALTER TYPE other.mood OWNER TO x"), None);
+    }
+
+    #[test]
+    fn a_write_names_a_label() {
+        assert!(check_label(&mood(), "ok").is_ok());
+        let err = check_label(&mood(), "OK").unwrap_err();
+        assert_eq!(err.to_string(), "invalid input value for enum mood: \"OK\"");
+    }
+}

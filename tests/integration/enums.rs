@@ -1,0 +1,118 @@
+//! Enum types through the extended protocol, as an ORM uses them: Prisma
+//! casts each parameter (`CAST($1::text AS "public"."Role")`), lists of
+//! them too; the types and the tables' checks outlive a restart; COPY
+//! checks its rows' labels.
+
+use crate::common;
+
+use common::{copy_lines, count, TestServer};
+use tokio_postgres::error::SqlState;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn prepared_casts_copies_and_restarts_keep_the_labels() {
+    let server = TestServer::start().await;
+    let client = server.client().await;
+    client
+        .batch_execute(
+            r#"CREATE TYPE "Role" AS ENUM ('USER', 'ADMIN');
+               CREATE TABLE "User" (id int PRIMARY KEY, role "Role" NOT NULL DEFAULT 'USER')"#,
+        )
+        .await
+        .unwrap();
+
+    let insert = client
+        .prepare(r#"INSERT INTO "User" (id, role) VALUES ($1, CAST($2::text AS "public"."Role"))"#)
+        .await
+        .unwrap();
+    client.execute(&insert, &[&1i32, &"ADMIN"]).await.unwrap();
+    client.execute(&insert, &[&2i32, &"USER"]).await.unwrap();
+    let error = client
+        .execute(&insert, &[&3i32, &"OWNER"])
+        .await
+        .unwrap_err();
+    let db = error.as_db_error().unwrap();
+    assert_eq!(db.code(), &SqlState::INVALID_TEXT_REPRESENTATION);
+    assert_eq!(
+        db.message(),
+        r#"invalid input value for enum "Role": "OWNER""#
+    );
+    client
+        .execute(r#"INSERT INTO "User" (id) VALUES (4)"#, &[])
+        .await
+        .unwrap();
+
+    let by_role = client
+        .prepare(
+            r#"SELECT id FROM "User" WHERE role = CAST($1::text AS "public"."Role") ORDER BY id"#,
+        )
+        .await
+        .unwrap();
+    let ids: Vec<i32> = client
+        .query(&by_role, &[&"USER"])
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert_eq!(ids, [2, 4]);
+    let any_role = client
+        .prepare(r#"SELECT id, role FROM "User" WHERE role = ANY(CAST($1::text[] AS "public"."Role"[])) ORDER BY id"#)
+        .await
+        .unwrap();
+    let rows: Vec<(i32, String)> = client
+        .query(&any_role, &[&vec!["ADMIN", "USER"]])
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| (r.get(0), r.get(1)))
+        .collect();
+    assert_eq!(
+        rows,
+        [
+            (1, "ADMIN".to_owned()),
+            (2, "USER".to_owned()),
+            (4, "USER".to_owned())
+        ]
+    );
+
+    let copied = copy_lines(&client, r#""User""#, "5\tADMIN\n6\tGUEST\n".into()).await;
+    let db_error = copied.unwrap_err();
+    let db = db_error.as_db_error().unwrap();
+    assert_eq!(
+        db.message(),
+        r#"invalid input value for enum "Role": "GUEST""#
+    );
+    assert_eq!(count(&client, "\"User\"").await, 3);
+
+    let dir = server.stop().await;
+    let server = TestServer::start_in(dir).await;
+    let client = server.client().await;
+    client
+        .batch_execute(r#"ALTER TYPE "Role" ADD VALUE 'GUEST'"#)
+        .await
+        .unwrap();
+    client
+        .execute(r#"INSERT INTO "User" VALUES (6, 'GUEST')"#, &[])
+        .await
+        .unwrap();
+    let error = client
+        .execute(r#"INSERT INTO "User" VALUES (7, 'OWNER')"#, &[])
+        .await
+        .unwrap_err();
+    assert_eq!(
+        error.as_db_error().unwrap().code(),
+        &SqlState::INVALID_TEXT_REPRESENTATION
+    );
+    let labels: Vec<String> = client
+        .query(
+            "SELECT e.enumlabel FROM pg_enum e JOIN pg_type t ON t.oid = e.enumtypid \
+             WHERE t.typname = 'Role' ORDER BY e.enumsortorder",
+            &[],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert_eq!(labels, ["USER", "ADMIN", "GUEST"]);
+}

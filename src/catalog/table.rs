@@ -56,6 +56,10 @@ pub struct Column {
     /// `text`): a copy, changed with the type by `ALTER TYPE`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub enum_type: Option<EnumType>,
+    /// The digits of a second a `timestamp(p)`, `timestamptz(p)` or
+    /// `time(p)` column keeps (`None`: six, unsaid).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub precision: Option<u8>,
 }
 
 impl Column {
@@ -70,6 +74,7 @@ impl Column {
             comment: None,
             identity: None,
             enum_type: None,
+            precision: None,
         }
     }
 

@@ -544,7 +544,12 @@ pub fn batch_to_rows(def: &TableDef, columns: &[usize], batch: &RecordBatch) -> 
             SqlType::Int2 => fill!(Int16Array, |v| Value::Int32(i32::from(v))),
             SqlType::Int4 => fill!(Int32Array, |v| Value::Int32(v)),
             SqlType::Int8 => fill!(Int64Array, |v| Value::Int64(v)),
-            SqlType::Time => fill!(Time64MicrosecondArray, |v| Value::Int64(v)),
+            SqlType::Time => match column.precision {
+                Some(digits) => fill!(Time64MicrosecondArray, |v| Value::Int64(
+                    super::precision::round_time(v, digits)
+                )),
+                None => fill!(Time64MicrosecondArray, |v| Value::Int64(v)),
+            },
             SqlType::Interval => {
                 fill!(IntervalMonthDayNanoArray, |v| Value::Binary(
                     interval_bytes(v)
@@ -568,9 +573,12 @@ pub fn batch_to_rows(def: &TableDef, columns: &[usize], batch: &RecordBatch) -> 
             }
             SqlType::Bool => fill!(BooleanArray, |v| Value::Boolean(v)),
             SqlType::Date => fill!(Date32Array, |v| Value::Date(Date(v))),
-            SqlType::Timestamp | SqlType::Timestamptz => {
-                fill!(TimestampMicrosecondArray, |v| Value::DateTime(DateTime(v)))
-            }
+            SqlType::Timestamp | SqlType::Timestamptz => match column.precision {
+                Some(digits) => fill!(TimestampMicrosecondArray, |v| Value::DateTime(DateTime(
+                    super::precision::round_timestamp(v, digits)
+                ))),
+                None => fill!(TimestampMicrosecondArray, |v| Value::DateTime(DateTime(v))),
+            },
             SqlType::Bytea => fill!(BinaryArray, |v| Value::Binary(v.to_vec())),
             SqlType::Array(element) => {
                 let a = downcast::<ListArray>(array, name)?;

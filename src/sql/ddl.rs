@@ -27,6 +27,7 @@ use futures::TryStreamExt;
 use super::convert::batch_to_rows;
 use super::error::{Result, SqlError};
 use super::pg_catalog::indexes_of;
+use super::precision::MAX_DIGITS;
 use super::session::{normalize, table_name, Output, Session};
 use super::txn::Change;
 use super::types::{arrow_type, declared_type};
@@ -80,6 +81,7 @@ fn column_of(def: &ColumnDef, types: &EnumTypes) -> Result<ColumnDefinition> {
     };
     let mut column = Column::new(name.clone(), ty);
     column.enum_type = enum_type;
+    column.precision = super::precision::declared_digits(&def.data_type);
     let mut primary = false;
     let mut references = None;
     let mut unique = None;
@@ -1113,10 +1115,15 @@ pub async fn alter_table(session: &mut Session, alter: AlterTable) -> Result<Out
                             (None, None) => false,
                         };
                         def.columns[i].enum_type = enum_type;
+                        let digits = super::precision::declared_digits(data_type);
+                        let kept = def.columns[i].precision.unwrap_or(MAX_DIGITS);
+                        let rounds = digits.is_some_and(|d| d < kept);
+                        def.columns[i].precision = digits;
                         let from = def.columns[i].ty;
-                        if from != to {
+                        if from != to || rounds {
                             let zone = session.settings().zone();
-                            let retype = super::retype::Retype::new(from, to, explicit, zone)?;
+                            let retype = super::retype::Retype::new(from, to, explicit, zone)?
+                                .keeping_digits(digits);
                             retypes.push((column, retype));
                             def.columns[i].ty = to;
                         }

@@ -916,6 +916,9 @@ pub fn register_all(
     ctx.register_udaf(variance.as_ref().clone().with_aliases(["variance"]));
     ctx.register_udf(ScalarUDF::new_from_impl(super::templates::ToChar::new()));
     ctx.register_udf(ScalarUDF::new_from_impl(PgTypeOf::default()));
+    ctx.register_udf(ScalarUDF::new_from_impl(
+        super::precision::RoundFraction::default(),
+    ));
     ctx.register_udf(AsyncScalarUDF::new(Arc::new(PgSleep::default())).into_scalar_udf());
     for row in super::records::RowValue::both() {
         ctx.register_udf(ScalarUDF::new_from_impl(row));

@@ -233,7 +233,7 @@ fn column_rows(t: &TableDef) -> Vec<Vec<Cell>> {
                 c.ty,
                 SqlType::Time | SqlType::Interval | SqlType::Timestamp | SqlType::Timestamptz
             )
-            .then_some(6)
+            .then_some(c.precision.map_or(6, i64::from))
             .or(matches!(c.ty, SqlType::Date).then_some(0));
             vec![
                 DATABASE.into(),

@@ -45,6 +45,7 @@ mod ordered_sets;
 mod parameters;
 mod pg_catalog;
 mod plan_nodes;
+mod precision;
 mod provider;
 pub mod pushdown;
 mod records;

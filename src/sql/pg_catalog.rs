@@ -193,6 +193,11 @@ pub fn format_type(oid: i64, typmod: Option<i64>) -> Option<String> {
             base.to_owned()
         }
     };
+    // `timestamp(3) without time zone`: a time's modifier is its digits.
+    let with_digits = |base: &str, zone: &str| match typmod {
+        0.. => format!("{base}({typmod}) {zone} time zone"),
+        _ => format!("{base} {zone} time zone"),
+    };
     Some(match oid {
         16 => "boolean".into(),
         17 => "bytea".into(),
@@ -210,9 +215,9 @@ pub fn format_type(oid: i64, typmod: Option<i64>) -> Option<String> {
         1042 => with_length("character"),
         1043 => with_length("character varying"),
         1082 => "date".into(),
-        1083 => "time without time zone".into(),
-        1114 => "timestamp without time zone".into(),
-        1184 => "timestamp with time zone".into(),
+        1083 => with_digits("time", "without"),
+        1114 => with_digits("timestamp", "without"),
+        1184 => with_digits("timestamp", "with"),
         1700 if typmod >= 4 => {
             let m = typmod - 4;
             format!("numeric({},{})", m >> 16, m & 0xffff)
@@ -2001,11 +2006,16 @@ fn storage(oid: i32, len: i16) -> &'static str {
 const ATTTYPID: usize = 2;
 
 /// A column's type id, modifier and length (see [`type_info`]): an enum
-/// type's is its own.
+/// type's is its own, a `timestamp(p)`'s modifier p.
 fn column_type_info(c: &crate::catalog::Column) -> (i32, i32, i16) {
-    match &c.enum_type {
-        Some(e) => (enum_oid(&e.name), -1, 4),
-        None => type_info(c.ty),
+    match (&c.enum_type, c.precision) {
+        (Some(e), _) => (enum_oid(&e.name), -1, 4),
+        // `timestamp(p)`'s modifier is p.
+        (None, Some(digits)) => {
+            let (oid, _, len) = type_info(c.ty);
+            (oid, i32::from(digits), len)
+        }
+        (None, None) => type_info(c.ty),
     }
 }
 
@@ -2548,6 +2558,7 @@ mod tests {
                     comment: None,
                     identity: None,
                     enum_type: None,
+                    precision: None,
                 },
                 crate::catalog::Column {
                     name: "v".into(),
@@ -2558,6 +2569,7 @@ mod tests {
                     comment: None,
                     identity: None,
                     enum_type: Some(mood.as_ref().clone()),
+                    precision: None,
                 },
             ],
             keys: Keys::Columns {

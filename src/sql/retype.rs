@@ -73,6 +73,8 @@ pub(super) struct Retype {
     /// The session's time zone, which dates and timestamps without a zone
     /// are read in as instants (and instants shown in).
     zone: SessionZone,
+    /// The digits of a second the new `timestamp(p)` or `time(p)` keeps.
+    digits: Option<u8>,
 }
 
 impl Retype {
@@ -96,12 +98,13 @@ impl Retype {
                     Date | Timestamp | Timestamptz,
                     Date | Timestamp | Timestamptz
                 )
+                | (Time, Time)
         );
         if !supported {
             return Err(SqlError::FeatureNotSupported(format!(
                 "ALTER COLUMN TYPE from {} to {} is not supported (only between text types, \
-                 integer types, floating-point types and numerics, dates and timestamps, from \
-                 text to an integer, from an integer to a floating-point type or a numeric, \
+                 integer types, floating-point types and numerics, dates and timestamps, times, \
+                 from text to an integer, from an integer to a floating-point type or a numeric, \
                  from a numeric to a floating-point type, and from an integer, a numeric or a \
                  boolean to text)",
                 from.pg_name(),
@@ -113,12 +116,31 @@ impl Retype {
             to,
             explicit,
             zone,
+            digits: None,
         })
+    }
+
+    /// The change to a `timestamp(p)`, `timestamptz(p)` or `time(p)` that
+    /// keeps `digits` digits of a second.
+    pub fn keeping_digits(self, digits: Option<u8>) -> Retype {
+        Retype { digits, ..self }
     }
 
     /// A value as the new type holds it; an error, PostgreSQL's, when it
     /// does not fit.
     pub fn value(&self, value: Value) -> Result<Value> {
+        Ok(match (self.converted(value)?, self.to, self.digits) {
+            (Value::DateTime(t), SqlType::Timestamp | SqlType::Timestamptz, Some(digits)) => {
+                Value::DateTime(DateTime(super::precision::round_timestamp(t.0, digits)))
+            }
+            (Value::Int64(t), SqlType::Time, Some(digits)) => {
+                Value::Int64(super::precision::round_time(t, digits))
+            }
+            (value, ..) => value,
+        })
+    }
+
+    fn converted(&self, value: Value) -> Result<Value> {
         use SqlType::*;
         const DAY: i64 = 86_400_000_000;
         let to = self.to;
@@ -130,7 +152,7 @@ impl Retype {
                 .map_err(|_| out_of_range("integer")),
             _ => Ok(Value::Int64(n)),
         };
-        let text = |s: String| self.value(Value::String(s));
+        let text = |s: String| self.converted(Value::String(s));
         let whole = |n: i64| Decimal {
             unscaled: i128::from(n),
             scale: 0,

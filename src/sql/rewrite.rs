@@ -1797,6 +1797,13 @@ fn rewrite_expr(expr: &mut Expr) {
             };
             *expr = call(input, vec![(**inner).clone()]);
         }
+        // `x::timestamp(3)`: the timestamp, rounded.
+        Expr::Cast { .. } if super::precision::split_cast(expr).is_some() => {
+            if let Some((mut whole, digits)) = super::precision::split_cast(expr) {
+                rewrite_expr(&mut whole);
+                *expr = call(super::precision::ROUND_FRACTION, vec![whole, digits]);
+            }
+        }
         // A uuid is held as its text, written as PostgreSQL writes it.
         Expr::Cast {
             kind: CastKind::DoubleColon | CastKind::Cast,

@@ -1478,20 +1478,63 @@ pub fn text_command(sql: &str) -> Option<Option<datafusion::arrow::datatypes::Sc
     }
 }
 
-/// `SET CONSTRAINTS ... IMMEDIATE | DEFERRED`: accepted and ignored
-/// (foreign keys declared DEFERRABLE INITIALLY DEFERRED are checked at
-/// COMMIT, other constraints at each statement); outside a transaction
-/// block PostgreSQL warns that it does nothing. `None` for any other
-/// statement.
-pub fn set_constraints(session: &Session, sql: &str) -> Option<Result<Output>> {
+/// `SET CONSTRAINTS {ALL | name, ...} {IMMEDIATE | DEFERRED}` (see
+/// [`super::foreign_keys::set_constraints`]); outside a transaction block
+/// PostgreSQL warns that it does nothing. `None` for any other statement.
+pub async fn set_constraints(session: &mut Session, sql: &str) -> Option<Result<Output>> {
+    use datafusion::sql::sqlparser::tokenizer::{Span, Token, Tokenizer};
     if !matches!(first_words(sql).as_slice(), [set, constraints, ..] if set == "set" && constraints == "constraints")
     {
         return None;
     }
+    let tokens = match Tokenizer::new(&PostgreSqlDialect {}, sql).tokenize() {
+        Ok(tokens) => tokens,
+        Err(e) => return Some(Err(SqlError::Syntax(e.to_string()))),
+    };
+    let words: Vec<Token> = tokens
+        .into_iter()
+        .filter(|t| !matches!(t, Token::Whitespace(_) | Token::SemiColon | Token::EOF))
+        .skip(2)
+        .collect();
+    let keyword = |t: &Token, k: &str| matches!(t, Token::Word(w) if w.quote_style.is_none() && w.value.eq_ignore_ascii_case(k));
+    let Some((mode, targets)) = words.split_last() else {
+        return Some(Err(SqlError::Syntax(
+            "SET CONSTRAINTS needs ALL or names, and IMMEDIATE or DEFERRED".into(),
+        )));
+    };
+    let deferred = match mode {
+        m if keyword(m, "deferred") => true,
+        m if keyword(m, "immediate") => false,
+        other => return Some(Err(SqlError::Syntax(format!(
+            "syntax error at or near \"{other}\": SET CONSTRAINTS ends with IMMEDIATE or DEFERRED"
+        )))),
+    };
+    let names = match targets {
+        [all] if keyword(all, "all") => None,
+        _ => {
+            // Names, maybe schema-qualified, separated by commas.
+            let mut names = Vec::new();
+            for part in targets.split(|t| matches!(t, Token::Comma)) {
+                match part.last() {
+                    Some(Token::Word(w)) => {
+                        names.push(normalize(&w.clone().into_ident(Span::empty())))
+                    }
+                    _ => {
+                        return Some(Err(SqlError::Syntax(format!(
+                            "SET CONSTRAINTS names ALL or constraints: {sql}"
+                        ))))
+                    }
+                }
+            }
+            Some(names)
+        }
+    };
     if session.txn.is_none() {
         session.notice("SET CONSTRAINTS can only be used in transaction blocks".into());
+        return Some(Ok(Output::Command("SET CONSTRAINTS".into())));
     }
-    Some(Ok(Output::Command("SET CONSTRAINTS".into())))
+    let set = super::foreign_keys::set_constraints(session, names, deferred).await;
+    Some(set.map(|()| Output::Command("SET CONSTRAINTS".into())))
 }
 
 /// A statement's first three words, in lower case, without semicolons.

@@ -58,40 +58,148 @@ pub(super) async fn enforce(
         return Ok(changes);
     }
     let tables = session.tables();
-    let deferring = session.in_transaction();
     if removes {
         let mut next = 0;
         while next < changes.len() {
             let end = changes.len();
-            let more = take_actions(session, &tables, &changes, next..end, deferring).await?;
+            let more = take_actions(session, &tables, &changes, next..end).await?;
             changes.extend(more);
             next = end;
         }
     }
     let view = session.current_view();
-    check_references(&*view, &tables, &changes, |fk| !(deferring && fk.deferred)).await?;
+    check_references(&*view, &tables, &changes, |fk| !waits(session, fk)).await?;
     Ok(changes)
 }
 
-/// At COMMIT of a block: the constraints declared `INITIALLY DEFERRED`,
-/// over every row the block wrote (`written`), in its view.
+/// SET CONSTRAINTS' choices in a transaction block: whether its
+/// deferrable foreign keys wait for COMMIT (all of them, or by name).
+#[derive(Debug, Default, Clone)]
+pub struct ConstraintModes {
+    all: Option<bool>,
+    named: HashMap<String, bool>,
+}
+
+impl ConstraintModes {
+    /// Whether the constraint's checks wait for COMMIT.
+    fn defers(&self, fk: &ForeignKey) -> bool {
+        fk.deferrable
+            && (self.named.get(&fk.name).copied())
+                .or(self.all)
+                .unwrap_or(fk.deferred)
+    }
+}
+
+/// Whether a foreign key's checks wait for the end of the transaction
+/// (in one, the key deferrable, and deferred by its declaration or by SET
+/// CONSTRAINTS).
+fn waits(session: &Session, fk: &ForeignKey) -> bool {
+    session
+        .txn
+        .as_ref()
+        .is_some_and(|txn| txn.constraint_modes.defers(fk))
+}
+
+/// `SET CONSTRAINTS {ALL | name, ...} {DEFERRED | IMMEDIATE}` in a
+/// transaction block: the named foreign keys (deferrable ones) wait for
+/// COMMIT from now on, or are checked at each statement again, the rows
+/// written so far first (23503 here, as in PostgreSQL).
+pub(super) async fn set_constraints(
+    session: &mut Session,
+    names: Option<Vec<String>>,
+    deferred: bool,
+) -> Result<()> {
+    let tables = session.tables();
+    let Some(txn) = session.txn.as_mut() else {
+        return Ok(());
+    };
+    let mut chosen: Vec<String> = Vec::new();
+    match &names {
+        None => {
+            txn.constraint_modes = ConstraintModes {
+                all: Some(deferred),
+                named: HashMap::new(),
+            }
+        }
+        Some(names) => {
+            for name in names {
+                let fk = (tables.iter().flat_map(|t| &t.foreign_keys)).find(|fk| &fk.name == name);
+                match fk {
+                    Some(fk) if fk.deferrable => chosen.push(name.clone()),
+                    Some(_) => {
+                        return Err(SqlError::value(
+                            "55000",
+                            format!("constraint \"{name}\" is not deferrable"),
+                        ))
+                    }
+                    // A primary key, unique index or CHECK: checked at
+                    // each statement whatever it says, as PostgreSQL lets
+                    // it be named.
+                    None if tables.iter().any(|t| has_constraint(t, name)) => {}
+                    None => {
+                        return Err(SqlError::value(
+                            "42704",
+                            format!("constraint \"{name}\" does not exist"),
+                        ))
+                    }
+                }
+            }
+            for name in &chosen {
+                txn.constraint_modes.named.insert(name.clone(), deferred);
+            }
+        }
+    }
+    if deferred {
+        return Ok(());
+    }
+    let changes = txn.changes();
+    let now_immediate =
+        |fk: &ForeignKey| fk.deferrable && names.as_ref().is_none_or(|_| chosen.contains(&fk.name));
+    session.refresh_view();
+    check_pending(session, &tables, &changes, now_immediate).await
+}
+
+/// Whether a table has a constraint (other than a foreign key) of that
+/// name: its primary key, a unique index or a CHECK.
+fn has_constraint(table: &TableDef, name: &str) -> bool {
+    super::pg_catalog::constraints_of(table)
+        .iter()
+        .any(|c| c.name == name)
+}
+
+/// At COMMIT of a block: the deferrable constraints (those that held at
+/// each statement hold still), over every row the block wrote
+/// (`written`), in its view.
 pub(super) async fn check_deferred(
     session: &Session,
     written: impl FnOnce() -> Vec<Change>,
 ) -> Result<()> {
     let tables = session.tables();
-    let deferred = tables
+    let deferrable = tables
         .iter()
-        .any(|t| t.foreign_keys.iter().any(|fk| fk.deferred));
-    if !deferred || replicating(session) {
+        .any(|t| t.foreign_keys.iter().any(|fk| fk.deferrable));
+    if !deferrable {
         return Ok(());
     }
-    let changes = &written();
+    check_pending(session, &tables, &written(), |fk| fk.deferrable).await
+}
+
+/// The checks of the foreign keys `applies` chooses that waited: of the
+/// rows written (`changes`), and of the referenced rows they removed.
+async fn check_pending(
+    session: &Session,
+    tables: &[Arc<TableDef>],
+    changes: &[Change],
+    applies: impl Fn(&ForeignKey) -> bool,
+) -> Result<()> {
+    if replicating(session) {
+        return Ok(());
+    }
     let view = session.current_view();
-    check_references(&*view, &tables, changes, |fk| fk.deferred).await?;
-    for (child, fk) in referencing(&tables) {
-        let parent = definition(&tables, &fk.table)?;
-        if !fk.deferred || parent.triggers_disabled {
+    check_references(&*view, tables, changes, &applies).await?;
+    for (child, fk) in referencing(tables) {
+        let parent = definition(tables, &fk.table)?;
+        if !applies(fk) || parent.triggers_disabled {
             continue;
         }
         let removed: Vec<&EntityKey> = changes
@@ -145,7 +253,6 @@ async fn take_actions(
     tables: &[Arc<TableDef>],
     changes: &[Change],
     range: std::ops::Range<usize>,
-    deferring: bool,
 ) -> Result<Vec<Change>> {
     // The rows the statement removes or writes already, which actions do
     // not change again.
@@ -182,7 +289,7 @@ async fn take_actions(
                 };
                 // The statements that carry the action out.
                 let statements = match action {
-                    RefAction::NoAction if deferring && fk.deferred => Vec::new(),
+                    RefAction::NoAction if waits(session, fk) => Vec::new(),
                     RefAction::NoAction | RefAction::Restrict => {
                         let found = referencing_rows(session, child, fk, &olds).await?;
                         let left = found
@@ -596,9 +703,8 @@ pub(super) async fn check_loaded(
     child: &TableDef,
     rows: &LoadRows,
 ) -> Result<()> {
-    let deferring = session.in_transaction();
     let fks: Vec<&ForeignKey> = (child.foreign_keys.iter())
-        .filter(|fk| !(deferring && fk.deferred))
+        .filter(|fk| !waits(session, fk))
         .collect();
     if fks.is_empty() || child.triggers_disabled || replicating(session) {
         return Ok(());

@@ -923,7 +923,7 @@ impl Session {
             if let Some(result) = diagnostics::advise::advise(self, sql).await {
                 return vec![result];
             }
-            if let Some(result) = ddl::set_constraints(self, sql) {
+            if let Some(result) = ddl::set_constraints(self, sql).await {
                 return vec![result.map_err(|e| self.fail(e))];
             }
             if let Err(e) = self.require_superuser("run this command") {

@@ -163,6 +163,8 @@ pub struct Transaction {
     unique_entries: HashMap<String, HashMap<EntityKey, EntityKey>>,
     /// Set after an error: statements are refused until ROLLBACK.
     pub failed: bool,
+    /// Which deferrable foreign keys wait for COMMIT (SET CONSTRAINTS).
+    pub constraint_modes: super::foreign_keys::ConstraintModes,
     /// One statement's own transaction, committed when it ends, not a
     /// block: its writes are one statement's, made whole as a statement's.
     pub implicit: bool,
@@ -208,6 +210,7 @@ impl Transaction {
             definitions: BTreeMap::new(),
             savepoints: Vec::new(),
             failed: false,
+            constraint_modes: Default::default(),
             implicit: false,
             ends_with_text: false,
         }

@@ -1505,9 +1505,11 @@ pub async fn set_constraints(session: &mut Session, sql: &str) -> Option<Result<
     let deferred = match mode {
         m if keyword(m, "deferred") => true,
         m if keyword(m, "immediate") => false,
-        other => return Some(Err(SqlError::Syntax(format!(
+        other => {
+            return Some(Err(SqlError::Syntax(format!(
             "syntax error at or near \"{other}\": SET CONSTRAINTS ends with IMMEDIATE or DEFERRED"
-        )))),
+        ))))
+        }
     };
     let names = match targets {
         [all] if keyword(all, "all") => None,

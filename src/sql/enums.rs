@@ -5,9 +5,10 @@
 //! are `text` columns whose writes must name one of the type's labels
 //! ([`check_label`]), and a cast to the type (`'ok'::mood`, Prisma's
 //! `CAST($1::text AS "Role")`) is the text, checked the same way
-//! ([`rewrite_casts`], [`ENUM_INPUT`]). Comparisons and ORDER BY of such
-//! values compare their texts, not their places in the type (PostgreSQL's
-//! order).
+//! ([`rewrite_casts`], [`ENUM_INPUT`]). ORDER BY such a column, and
+//! `<`, `<=`, `>`, `>=` with one, follow the type's order, as in
+//! PostgreSQL ([`in_label_order`]); other orderings of the values (`max`,
+//! a window's ORDER BY, an expression of the column) are their texts'.
 
 use std::ops::ControlFlow;
 use std::sync::Arc;
@@ -18,8 +19,15 @@ use datafusion::sql::sqlparser::ast::{
     Statement, UserDefinedTypeRepresentation, Value, VisitMut, VisitorMut,
 };
 
+use datafusion::common::tree_node::{Transformed, TreeNode};
+use datafusion::common::{DFSchema, Result as DfResult};
+use datafusion::logical_expr::{BinaryExpr, Expr as DfExpr, LogicalPlan, Operator, ScalarUDF};
+use datafusion::prelude::lit;
+
 use super::error::{Result, SqlError};
+use super::plan_nodes::{inputs_schema, rewrite_nodes_holding};
 use super::session::{normalize, table_name, Output, Session};
+use super::types::ENUM_KEY;
 use crate::catalog::{CatalogError, DefinitionChange, EnumType, EnumTypes, SqlType, TableDef};
 
 /// `enum_input(text, type)`: the text, when it is a label of the enum type
@@ -230,6 +238,122 @@ fn casts_column(expr: &Expr, column: &str) -> bool {
         }
         _ => false,
     }
+}
+
+/// `enum_position(label, type)`: the label's place among the type's
+/// labels, from 1; 22P02 for a text that is not one.
+pub const ENUM_POSITION: &str = "enum_position";
+
+/// The place of a label in its type (see [`ENUM_POSITION`]).
+pub fn position(ty: &EnumType, label: &str) -> Result<i32> {
+    check_label(ty, label)?;
+    Ok(ty
+        .labels
+        .iter()
+        .position(|l| l == label)
+        .map_or(0, |p| p as i32 + 1))
+}
+
+/// `enum_text(label)`: the label, a text like any other (a cast of an enum
+/// column passes the column's field metadata on, [`ENUM_KEY`] with it).
+pub const ENUM_TEXT: &str = "enum_text";
+
+/// `plan` with enum values ordered as their types order them, not as
+/// texts: the keys of an ORDER BY that are columns of an enum type, and
+/// both sides of a comparison (`<`, `<=`, `>`, `>=`) one side of which is
+/// such a column, become their labels' places (`position`, the session's
+/// [`ENUM_POSITION`]). A cast of such a column (`m::text`) is of its text
+/// (`text`, the session's [`ENUM_TEXT`]), ordered as a text.
+pub fn in_label_order(
+    plan: LogicalPlan,
+    types: &EnumTypes,
+    position: &Arc<ScalarUDF>,
+    text: &Arc<ScalarUDF>,
+) -> DfResult<LogicalPlan> {
+    if types.is_empty() {
+        return Ok(plan);
+    }
+    let cast_enum = |e: &DfExpr, schema: &DFSchema| match e {
+        DfExpr::Cast(cast) => enum_of(&cast.expr, schema).is_some(),
+        DfExpr::TryCast(cast) => enum_of(&cast.expr, schema).is_some(),
+        _ => false,
+    };
+    let plan = rewrite_nodes_holding(
+        plan,
+        |node, e| cast_enum(e, &inputs_schema(node)),
+        |e, schema| {
+            e.transform_up(|e| {
+                if !cast_enum(&e, schema) {
+                    return Ok(Transformed::no(e));
+                }
+                Ok(Transformed::yes(match e {
+                    DfExpr::Cast(mut cast) => {
+                        cast.expr = Box::new(text.call(vec![*cast.expr]));
+                        DfExpr::Cast(cast)
+                    }
+                    DfExpr::TryCast(mut cast) => {
+                        cast.expr = Box::new(text.call(vec![*cast.expr]));
+                        DfExpr::TryCast(cast)
+                    }
+                    other => other,
+                }))
+            })
+        },
+    )?;
+    let place_of = |e: DfExpr, ty: String| position.call(vec![e, lit(ty)]);
+    let sorted = rewrite_nodes_holding(
+        plan,
+        |node, e| {
+            matches!(node, LogicalPlan::Sort(_)) && enum_of(e, &inputs_schema(node)).is_some()
+        },
+        |e, schema| match enum_of(&e, schema) {
+            Some(name) => Ok(Transformed::yes(place_of(e, name))),
+            None => Ok(Transformed::no(e)),
+        },
+    )?;
+    rewrite_nodes_holding(
+        sorted,
+        |node, e| compared_enum(e, &inputs_schema(node)).is_some(),
+        |e, schema| {
+            e.transform_up(|e| match compared_enum(&e, schema) {
+                Some(name) => {
+                    let DfExpr::BinaryExpr(BinaryExpr { left, op, right }) = e else {
+                        unreachable!("a comparison");
+                    };
+                    Ok(Transformed::yes(DfExpr::BinaryExpr(BinaryExpr {
+                        left: Box::new(place_of(*left, name.clone())),
+                        op,
+                        right: Box::new(place_of(*right, name)),
+                    })))
+                }
+                None => Ok(Transformed::no(e)),
+            })
+        },
+    )
+}
+
+/// The enum type of a column reference, from its field's metadata.
+fn enum_of(e: &DfExpr, schema: &DFSchema) -> Option<String> {
+    let DfExpr::Column(column) = e else {
+        return None;
+    };
+    let (_, field) = schema.qualified_field_from_column(column).ok()?;
+    field.metadata().get(ENUM_KEY).cloned()
+}
+
+/// The enum type of an ordering comparison one side of which is a column
+/// of that type.
+fn compared_enum(e: &DfExpr, schema: &DFSchema) -> Option<String> {
+    let DfExpr::BinaryExpr(BinaryExpr { left, op, right }) = e else {
+        return None;
+    };
+    if !matches!(
+        op,
+        Operator::Lt | Operator::LtEq | Operator::Gt | Operator::GtEq
+    ) {
+        return None;
+    }
+    enum_of(left, schema).or_else(|| enum_of(right, schema))
 }
 
 /// `CREATE TYPE name AS ENUM (labels)`.

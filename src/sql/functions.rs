@@ -1054,6 +1054,33 @@ pub fn register_all(
                 .or(Some("???".into())),
         ))
     });
+    register(
+        ctx,
+        super::enums::ENUM_TEXT,
+        &[1],
+        Utf8,
+        Immutable,
+        |args| Ok(utf8(text(&args[0]))),
+    );
+    let types = catalog.clone();
+    register(
+        ctx,
+        super::enums::ENUM_POSITION,
+        &[2],
+        Int32,
+        Stable,
+        move |args| {
+            let (Some(label), Some(name)) = (text(&args[0]), text(&args[1])) else {
+                return Ok(ScalarValue::Int32(None));
+            };
+            let ty = (types.types.get(&name)).ok_or_else(|| {
+                super::SqlError::from(crate::catalog::CatalogError::TypeNotFound(name))
+            })?;
+            Ok(ScalarValue::Int32(Some(super::enums::position(
+                &ty, &label,
+            )?)))
+        },
+    );
     let types = catalog.clone();
     register(
         ctx,

@@ -705,7 +705,20 @@ impl Session {
         let plan = super::arithmetic::integer_literals(plan)?;
         let plan = super::arrays::typed_any_parameters(plan)?;
         let plan = super::parameters::typed_by_context(plan)?;
-        super::parameters::one_type_each(super::sums::exact_bigint_sums(plan)?)
+        let plan = super::parameters::one_type_each(super::sums::exact_bigint_sums(plan)?)?;
+        let udf = |name| datafusion::execution::FunctionRegistry::udf(&self.ctx, name);
+        match (
+            udf(super::enums::ENUM_POSITION),
+            udf(super::enums::ENUM_TEXT),
+        ) {
+            (Ok(position), Ok(text)) => Ok(super::enums::in_label_order(
+                plan,
+                &self.engine.catalog.types,
+                &position,
+                &text,
+            )?),
+            _ => Ok(plan),
+        }
     }
 
     /// [`Session::to_plan`] of a query whose result columns `names` names:

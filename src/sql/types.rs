@@ -523,16 +523,21 @@ pub fn list_of(element: DataType) -> DataType {
 
 /// The Arrow field of a column, with its PostgreSQL type in the metadata.
 pub fn arrow_field(column: &Column) -> Field {
+    let mut metadata = HashMap::from([(PG_TYPE_KEY.to_owned(), column.ty.pg_name())]);
+    if let Some(ty) = &column.enum_type {
+        metadata.insert(ENUM_KEY.to_owned(), ty.name.clone());
+    }
     Field::new(
         &column.name,
         arrow_type(column.ty),
         column.nullable || column.system.is_some(),
     )
-    .with_metadata(HashMap::from([(
-        PG_TYPE_KEY.to_owned(),
-        column.ty.pg_name(),
-    )]))
+    .with_metadata(metadata)
 }
+
+/// The field metadata that names the enum type a text column's values are
+/// labels of (see [`super::enums`]).
+pub const ENUM_KEY: &str = "tablegate.enum";
 
 /// A result column of text holding values of `ty` (json, uuid, ...).
 pub fn text_field(name: &str, ty: SqlType) -> FieldRef {

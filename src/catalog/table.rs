@@ -77,15 +77,6 @@ impl Column {
             precision: None,
         }
     }
-
-    /// The name PostgreSQL shows for the column's type (as `format_type`
-    /// does).
-    pub fn type_name(&self) -> String {
-        match &self.enum_type {
-            Some(ty) => ty.name.clone(),
-            None => self.ty.pg_name(),
-        }
-    }
 }
 
 /// How a table's rows are addressed.

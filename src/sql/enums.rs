@@ -92,6 +92,7 @@ pub fn column_type(types: &EnumTypes, ast: &AstType) -> Result<(SqlType, Option<
 /// Writes each cast to an enum type as a check of its text
 /// (`enum_input(CAST(x AS TEXT), 'mood')`), and each cast to an array of
 /// one as a cast to `text[]`.
+///
 /// Definitions keep their casts as written (a column's DEFAULT, shown by
 /// `\d` and pg_dump as given, is rewritten where it is used: see
 /// [`expression_casts`]).
@@ -220,22 +221,12 @@ pub async fn check_retype(
 }
 
 /// Whether an expression is the column, cast any number of times
-/// (`"role"::text::"Role"`, read here as [`rewrite_casts`] wrote it).
+/// (`"role"::text::"Role"`; definitions keep their casts as written, see
+/// [`rewrite_casts`]).
 fn casts_column(expr: &Expr, column: &str) -> bool {
     match expr {
         Expr::Identifier(ident) => normalize(ident) == column,
         Expr::Nested(inner) | Expr::Cast { expr: inner, .. } => casts_column(inner, column),
-        Expr::Function(f) if f.name.to_string() == ENUM_INPUT => {
-            let datafusion::sql::sqlparser::ast::FunctionArguments::List(list) = &f.args else {
-                return false;
-            };
-            matches!(
-                list.args.first(),
-                Some(datafusion::sql::sqlparser::ast::FunctionArg::Unnamed(
-                    datafusion::sql::sqlparser::ast::FunctionArgExpr::Expr(inner)
-                )) if casts_column(inner, column)
-            )
-        }
         _ => false,
     }
 }

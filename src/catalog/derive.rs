@@ -450,12 +450,7 @@ impl Catalog {
                 .for_each(|i| i.building = false),
             Err(_) => after.indexes.retain(|i| i.name != index),
         }
-        let change = DefinitionChange {
-            name: table.to_owned(),
-            before: Some(current),
-            after: Some(Arc::new(after)),
-            recreated: false,
-        };
+        let change = DefinitionChange::altered(current, after);
         self.commit(vec![change], Vec::new(), Vec::new()).await?;
         result
     }

@@ -8,6 +8,7 @@ mod derive;
 mod enums;
 mod index;
 mod keys;
+mod named;
 mod roles;
 mod sequence;
 mod table;
@@ -195,12 +196,7 @@ impl Catalog {
             .map(|def| {
                 let mut after = (*def).clone();
                 after.indexes.retain(|i| !i.building);
-                DefinitionChange {
-                    name: def.name.clone(),
-                    before: Some(def),
-                    after: Some(Arc::new(after)),
-                    recreated: false,
-                }
+                DefinitionChange::altered(def, after)
             })
             .collect();
         if changes.is_empty() {
@@ -746,6 +742,16 @@ pub struct DefinitionChange {
 }
 
 impl DefinitionChange {
+    /// A table's definition `before` changed into `after` (same name).
+    pub fn altered(before: Arc<TableDef>, after: TableDef) -> DefinitionChange {
+        DefinitionChange {
+            name: before.name.clone(),
+            before: Some(before),
+            after: Some(Arc::new(after)),
+            recreated: false,
+        }
+    }
+
     fn indexes_before(&self) -> &[IndexDef] {
         self.before.as_ref().map_or(&[][..], |d| &d.indexes[..])
     }

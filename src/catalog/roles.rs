@@ -7,13 +7,13 @@
 //! them. The users a server is started with (`--user`, `--users`) are its
 //! superusers.
 
-use std::collections::HashMap;
 use std::num::NonZeroU32;
-use std::sync::{Arc, RwLock};
+use std::sync::Arc;
 
-use super::{CatalogError, SYSTEM_TABLE};
-use crate::model::{Entity, EntityKey, IfMatch, Value};
-use crate::store::{query_all, Query, StoreError, TableStore, WriteOp};
+use super::named::Named;
+use super::CatalogError;
+use crate::model::{Entity, Value};
+use crate::store::TableStore;
 
 const ROLES_PARTITION: &str = "roles";
 const SALT: &str = "salt";
@@ -90,61 +90,28 @@ fn role_of(e: &Entity) -> RoleDef {
 }
 
 /// Every role made with SQL, by name.
-pub struct Roles {
-    store: Arc<dyn TableStore>,
-    all: RwLock<HashMap<String, RoleDef>>,
-}
+pub struct Roles(Named<RoleDef>);
 
 impl Roles {
     pub(super) async fn open(store: Arc<dyn TableStore>) -> Result<Self, CatalogError> {
-        let query = Query::partition(ROLES_PARTITION);
-        let all = query_all(&*store, SYSTEM_TABLE, &query)
-            .await?
-            .iter()
-            .map(|e| (e.key.row_key.clone(), role_of(e)))
-            .collect();
-        Ok(Roles {
-            store,
-            all: RwLock::new(all),
-        })
+        let read = |e: &Entity| Ok(role_of(e));
+        Ok(Roles(Named::open(store, ROLES_PARTITION, read).await?))
     }
 
     pub fn get(&self, name: &str) -> Option<RoleDef> {
-        self.all
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .get(name)
-            .cloned()
+        self.0.get(name)
     }
 
     /// Every role, by name.
     pub fn list(&self) -> Vec<RoleDef> {
-        let mut all: Vec<RoleDef> = self
-            .all
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .values()
-            .cloned()
-            .collect();
-        all.sort_by(|a, b| a.name.cmp(&b.name));
-        all
+        self.0.list()
     }
 
     pub async fn create(&self, role: RoleDef) -> Result<(), CatalogError> {
-        crate::model::check_key(crate::model::KeyKind::RowKey, &role.name)
-            .map_err(|e| CatalogError::InvalidDefinition(e.to_string()))?;
-        self.write(WriteOp::Insert(entity(&role)))
+        let exists = || CatalogError::RoleExists(role.name.clone());
+        (self.0)
+            .create(&role.name, entity(&role), role.clone(), exists)
             .await
-            .map_err(|e| match e {
-                CatalogError::Store(s)
-                    if matches!(s.root(), StoreError::EntityAlreadyExists { .. }) =>
-                {
-                    CatalogError::RoleExists(role.name.clone())
-                }
-                other => other,
-            })?;
-        self.remember(role);
-        Ok(())
     }
 
     /// Replaces a role's secret (ALTER ROLE ... PASSWORD).
@@ -152,38 +119,15 @@ impl Roles {
         if self.get(&role.name).is_none() {
             return Err(CatalogError::RoleNotFound(role.name));
         }
-        self.write(WriteOp::InsertOrReplace(entity(&role))).await?;
-        self.remember(role);
-        Ok(())
+        (self.0)
+            .replace(&role.name, &role.name, entity(&role), role.clone())
+            .await
     }
 
     pub async fn drop(&self, name: &str) -> Result<(), CatalogError> {
         if self.get(name).is_none() {
             return Err(CatalogError::RoleNotFound(name.to_owned()));
         }
-        self.write(WriteOp::Delete {
-            key: EntityKey::new(ROLES_PARTITION, name),
-            if_match: IfMatch::Any,
-        })
-        .await?;
-        self.all
-            .write()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(name);
-        Ok(())
-    }
-
-    async fn write(&self, op: WriteOp) -> Result<(), CatalogError> {
-        self.store
-            .write_atomic(vec![(SYSTEM_TABLE.to_owned(), op)])
-            .await?;
-        Ok(())
-    }
-
-    fn remember(&self, role: RoleDef) {
-        self.all
-            .write()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(role.name.clone(), role);
+        self.0.drop(name).await
     }
 }

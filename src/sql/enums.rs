@@ -480,12 +480,7 @@ pub async fn alter(session: &Session, alter: &AlterType) -> Result<Output> {
                     column.enum_type = Some(ty.clone());
                 }
             }
-            DefinitionChange {
-                name: def.name.clone(),
-                before: Some(def),
-                after: Some(Arc::new(after)),
-                recreated: false,
-            }
+            DefinitionChange::altered(def, after)
         })
         .collect();
     if !changes.is_empty() {

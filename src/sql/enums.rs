@@ -133,6 +133,13 @@ struct Casts<'a>(&'a EnumTypes);
 impl VisitorMut for Casts<'_> {
     type Break = ();
 
+    fn pre_visit_expr(&mut self, expr: &mut Expr) -> ControlFlow<()> {
+        if let Some(labels) = range_function(self.0, expr) {
+            *expr = labels;
+        }
+        ControlFlow::Continue(())
+    }
+
     fn post_visit_expr(&mut self, expr: &mut Expr) -> ControlFlow<()> {
         let Expr::Cast {
             kind: CastKind::DoubleColon | CastKind::Cast,
@@ -345,6 +352,58 @@ fn compared_enum(e: &DfExpr, schema: &DFSchema) -> Option<String> {
         return None;
     }
     enum_of(left, schema).or_else(|| enum_of(right, schema))
+}
+
+/// `enum_first(x::mood)`, `enum_last(...)`, `enum_range(...)` and
+/// `enum_range(low::mood, high::mood)` (bounds literals or NULL, NULL
+/// being the type's end) as the label or the array of labels they give.
+fn range_function(types: &EnumTypes, expr: &Expr) -> Option<Expr> {
+    let Expr::Function(f) = expr else {
+        return None;
+    };
+    let name = f.name.0.last()?.as_ident()?.value.to_ascii_lowercase();
+    let cast_to = |e: &Expr| match e {
+        Expr::Cast {
+            kind: CastKind::DoubleColon | CastKind::Cast,
+            expr,
+            data_type,
+            ..
+        } => named(types, data_type).map(|ty| (ty, expr.as_ref().clone())),
+        _ => None,
+    };
+    let label = |l: &str| Expr::Value(Value::SingleQuotedString(l.to_owned()).into());
+    let array = |labels: &[String]| {
+        Expr::Array(datafusion::sql::sqlparser::ast::Array {
+            elem: labels.iter().map(|l| label(l)).collect(),
+            named: true,
+        })
+    };
+    // A bound's place: from the first label (`None`) or a label.
+    let bound = |ty: &EnumType, e: Expr| match e {
+        Expr::Value(v) => match &v.value {
+            Value::Null => Some(None),
+            Value::SingleQuotedString(s) => ty.labels.iter().position(|l| l == s).map(Some),
+            _ => None,
+        },
+        _ => None,
+    };
+    match (name.as_str(), super::rewrite::arguments(f).as_slice()) {
+        ("enum_first", [arg]) => {
+            cast_to(arg).and_then(|(ty, _)| ty.labels.first().map(|l| label(l)))
+        }
+        ("enum_last", [arg]) => cast_to(arg).and_then(|(ty, _)| ty.labels.last().map(|l| label(l))),
+        ("enum_range", [arg]) => cast_to(arg).map(|(ty, _)| array(&ty.labels)),
+        ("enum_range", [low, high]) => {
+            let ((ty, low), (other, high)) = (cast_to(low)?, cast_to(high)?);
+            if ty.name != other.name {
+                return None;
+            }
+            let from = bound(&ty, low)?.unwrap_or(0);
+            let to = bound(&ty, high)?.map_or(ty.labels.len(), |p| p + 1);
+            Some(array(ty.labels.get(from..to.max(from)).unwrap_or(&[])))
+        }
+        _ => None,
+    }
 }
 
 /// `CREATE TYPE name AS ENUM (labels)`.

@@ -1044,7 +1044,7 @@ fn number_in_digits(text: &str) -> Option<String> {
 }
 
 /// The arguments of a function call, when all are plain expressions.
-fn arguments(f: &Function) -> Vec<&Expr> {
+pub(super) fn arguments(f: &Function) -> Vec<&Expr> {
     let FunctionArguments::List(list) = &f.args else {
         return Vec::new();
     };

@@ -271,6 +271,8 @@ pub fn in_label_order(
     if types.is_empty() {
         return Ok(plan);
     }
+    // Each pass's test looks at an expression's shape before it merges the
+    // node's input schemas, which most expressions of a plan do not need.
     let cast_enum = |e: &DfExpr, schema: &DFSchema| match e {
         DfExpr::Cast(cast) => enum_of(&cast.expr, schema).is_some(),
         DfExpr::TryCast(cast) => enum_of(&cast.expr, schema).is_some(),
@@ -278,7 +280,9 @@ pub fn in_label_order(
     };
     let plan = rewrite_nodes_holding(
         plan,
-        |node, e| cast_enum(e, &inputs_schema(node)),
+        |node, e| {
+            matches!(e, DfExpr::Cast(_) | DfExpr::TryCast(_)) && cast_enum(e, &inputs_schema(node))
+        },
         |e, schema| {
             e.transform_up(|e| {
                 if !cast_enum(&e, schema) {
@@ -302,7 +306,8 @@ pub fn in_label_order(
     let sorted = rewrite_nodes_holding(
         plan,
         |node, e| {
-            matches!(node, LogicalPlan::Sort(_)) && enum_of(e, &inputs_schema(node)).is_some()
+            matches!((node, e), (LogicalPlan::Sort(_), DfExpr::Column(_)))
+                && enum_of(e, &inputs_schema(node)).is_some()
         },
         |e, schema| match enum_of(&e, schema) {
             Some(name) => Ok(Transformed::yes(place_of(e, name))),
@@ -311,7 +316,9 @@ pub fn in_label_order(
     )?;
     rewrite_nodes_holding(
         sorted,
-        |node, e| compared_enum(e, &inputs_schema(node)).is_some(),
+        |node, e| {
+            matches!(e, DfExpr::BinaryExpr(_)) && compared_enum(e, &inputs_schema(node)).is_some()
+        },
         |e, schema| {
             e.transform_up(|e| match compared_enum(&e, schema) {
                 Some(name) => {

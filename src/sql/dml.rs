@@ -432,12 +432,11 @@ fn default_of(session: &Session, def: &TableDef, column: usize) -> String {
     let c = &def.columns[column];
     match &c.default {
         Some(default) => {
-            let default = super::rewrite::rewrite_expression(default);
             let types = &session.engine().catalog.types;
             cast_to(
                 def,
                 column,
-                &super::enums::expression_casts(&default, types),
+                &super::rewrite::rewrite_expression(default, types),
             )
         }
         None => cast_to(def, column, "NULL"),

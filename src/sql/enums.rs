@@ -62,12 +62,7 @@ fn named(types: &EnumTypes, ast: &AstType) -> Option<Arc<EnumType>> {
     if !modifiers.is_empty() {
         return None;
     }
-    types.get(&type_name(name).ok()?)
-}
-
-/// A type's name without its schema (`public`, the only one).
-fn type_name(name: &ObjectName) -> Result<String> {
-    table_name(name)
+    types.get(&table_name(name).ok()?)
 }
 
 /// A column's type as declared: an enum type's columns hold text.
@@ -94,8 +89,8 @@ pub fn column_type(types: &EnumTypes, ast: &AstType) -> Result<(SqlType, Option<
 /// one as a cast to `text[]`.
 ///
 /// Definitions keep their casts as written (a column's DEFAULT, shown by
-/// `\d` and pg_dump as given, is rewritten where it is used: see
-/// [`expression_casts`]).
+/// `\d` and pg_dump as given, is rewritten where it is used, by
+/// [`super::rewrite::rewrite_expression`]).
 pub fn rewrite_casts(statement: &mut Statement, types: &EnumTypes) {
     if types.is_empty()
         || matches!(
@@ -106,26 +101,6 @@ pub fn rewrite_casts(statement: &mut Statement, types: &EnumTypes) {
         return;
     }
     let _ = statement.visit(&mut Casts(types));
-}
-
-/// An expression's text with its casts to enum types rewritten as
-/// [`rewrite_casts`] rewrites a statement's.
-pub fn expression_casts(sql: &str, types: &EnumTypes) -> String {
-    use datafusion::sql::sqlparser::dialect::PostgreSqlDialect;
-    use datafusion::sql::sqlparser::parser::Parser;
-    if types.is_empty() {
-        return sql.to_owned();
-    }
-    let parsed = Parser::new(&PostgreSqlDialect {})
-        .try_with_sql(sql)
-        .and_then(|mut p| p.parse_expr());
-    match parsed {
-        Ok(mut expr) => {
-            let _ = expr.visit(&mut Casts(types));
-            expr.to_string()
-        }
-        Err(_) => sql.to_owned(),
-    }
 }
 
 struct Casts<'a>(&'a EnumTypes);
@@ -242,6 +217,21 @@ fn casts_column(expr: &Expr, column: &str) -> bool {
 /// labels, from 1; 22P02 for a text that is not one.
 pub const ENUM_POSITION: &str = "enum_position";
 
+/// The enum type `args[1]` names and the label text `args[0]` (of
+/// [`ENUM_INPUT`] and [`ENUM_POSITION`]); `None` for a NULL; 42704 for a
+/// type that does not exist.
+pub fn labelled(
+    types: &EnumTypes,
+    args: &[datafusion::common::ScalarValue],
+) -> Result<Option<(Arc<EnumType>, String)>> {
+    let text = |i: usize| args.get(i).and_then(super::functions::text);
+    let (Some(label), Some(name)) = (text(0), text(1)) else {
+        return Ok(None);
+    };
+    let ty = types.get(&name).ok_or(CatalogError::TypeNotFound(name))?;
+    Ok(Some((ty, label)))
+}
+
 /// The place of a label in its type (see [`ENUM_POSITION`]).
 pub fn position(ty: &EnumType, label: &str) -> Result<i32> {
     check_label(ty, label)?;
@@ -264,13 +254,9 @@ pub const ENUM_TEXT: &str = "enum_text";
 /// (`text`, the session's [`ENUM_TEXT`]), ordered as a text.
 pub fn in_label_order(
     plan: LogicalPlan,
-    types: &EnumTypes,
     position: &Arc<ScalarUDF>,
     text: &Arc<ScalarUDF>,
 ) -> DfResult<LogicalPlan> {
-    if types.is_empty() {
-        return Ok(plan);
-    }
     // Each pass's test looks at an expression's shape before it merges the
     // node's input schemas, which most expressions of a plan do not need.
     let cast_enum = |e: &DfExpr, schema: &DFSchema| match e {
@@ -424,7 +410,7 @@ pub async fn create(
             "CREATE TYPE makes enum types (AS ENUM) only".into(),
         ));
     };
-    let name = type_name(name)?;
+    let name = table_name(name)?;
     if super::pg_catalog::type_oid(&name).is_some() {
         return Err(CatalogError::TypeExists(name).into());
     }
@@ -486,7 +472,7 @@ fn place(ty: &EnumType, label: &str) -> Result<usize> {
 /// changes, and so do the copies of the tables whose columns have it.
 pub async fn alter(session: &Session, alter: &AlterType) -> Result<Output> {
     let catalog = &session.engine().catalog;
-    let name = type_name(&alter.name)?;
+    let name = table_name(&alter.name)?;
     let before = catalog
         .types
         .get(&name)
@@ -624,7 +610,7 @@ pub async fn drop(
     let catalog = &session.engine().catalog;
     let mut dropped = Vec::new();
     for name in names {
-        let name = type_name(name)?;
+        let name = table_name(name)?;
         if catalog.types.get(&name).is_none() {
             if super::pg_catalog::type_oid(&name).is_some() {
                 return Err(SqlError::value(

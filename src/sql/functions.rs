@@ -1070,15 +1070,11 @@ pub fn register_all(
         Int32,
         Stable,
         move |args| {
-            let (Some(label), Some(name)) = (text(&args[0]), text(&args[1])) else {
-                return Ok(ScalarValue::Int32(None));
+            let place = match super::enums::labelled(&types.types, args)? {
+                Some((ty, label)) => Some(super::enums::position(&ty, &label)?),
+                None => None,
             };
-            let ty = (types.types.get(&name)).ok_or_else(|| {
-                super::SqlError::from(crate::catalog::CatalogError::TypeNotFound(name))
-            })?;
-            Ok(ScalarValue::Int32(Some(super::enums::position(
-                &ty, &label,
-            )?)))
+            Ok(ScalarValue::Int32(place))
         },
     );
     let types = catalog.clone();
@@ -1089,14 +1085,11 @@ pub fn register_all(
         Utf8,
         Stable,
         move |args| {
-            let (Some(label), Some(name)) = (text(&args[0]), text(&args[1])) else {
-                return Ok(utf8(None));
+            let label = match super::enums::labelled(&types.types, args)? {
+                Some((ty, label)) => Some(super::enums::check_label(&ty, &label).map(|()| label)?),
+                None => None,
             };
-            let ty = types.types.get(&name).ok_or_else(|| {
-                super::SqlError::from(crate::catalog::CatalogError::TypeNotFound(name))
-            })?;
-            super::enums::check_label(&ty, &label)?;
-            Ok(utf8(Some(label)))
+            Ok(utf8(label))
         },
     );
     register(ctx, "pg_get_expr", &[2, 3], Utf8, Stable, |args| {

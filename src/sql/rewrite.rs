@@ -3361,9 +3361,10 @@ fn any_of_outer_array(query: &mut Query, outer: &[(String, ObjectName)], joined:
     select.selection = and_all(all);
 }
 
-/// Rewrites one expression given as SQL text (a column's DEFAULT), or
-/// returns it as it is when it does not parse.
-pub fn rewrite_expression(sql: &str) -> String {
+/// Rewrites one expression given as SQL text (a column's DEFAULT), its
+/// casts to the enum types `types` has included, or returns it as it is
+/// when it does not parse.
+pub fn rewrite_expression(sql: &str, types: &crate::catalog::EnumTypes) -> String {
     let parsed = datafusion::sql::sqlparser::parser::Parser::parse_sql(
         &PostgreSqlDialect {},
         &format!("SELECT {sql}"),
@@ -3376,6 +3377,7 @@ pub fn rewrite_expression(sql: &str) -> String {
     };
     // A column's default reads no text of a series.
     rewrite(&mut statement, &SessionZone::utc());
+    super::enums::rewrite_casts(&mut statement, types);
     match statement {
         Statement::Query(query) => match *query.body {
             SetExpr::Select(select) => match select.projection.as_slice() {

@@ -706,19 +706,17 @@ impl Session {
         let plan = super::arrays::typed_any_parameters(plan)?;
         let plan = super::parameters::typed_by_context(plan)?;
         let plan = super::parameters::one_type_each(super::sums::exact_bigint_sums(plan)?)?;
-        let udf = |name| datafusion::execution::FunctionRegistry::udf(&self.ctx, name);
-        match (
-            udf(super::enums::ENUM_POSITION),
-            udf(super::enums::ENUM_TEXT),
-        ) {
-            (Ok(position), Ok(text)) => Ok(super::enums::in_label_order(
-                plan,
-                &self.engine.catalog.types,
-                &position,
-                &text,
-            )?),
-            _ => Ok(plan),
+        // Statements over no enum type need no look at their order.
+        let types = &self.engine.catalog.types;
+        if types.is_empty() {
+            return Ok(plan);
         }
+        let udf = |name| datafusion::execution::FunctionRegistry::udf(&self.ctx, name);
+        let (position, text) = (
+            udf(super::enums::ENUM_POSITION)?,
+            udf(super::enums::ENUM_TEXT)?,
+        );
+        Ok(super::enums::in_label_order(plan, &position, &text)?)
     }
 
     /// [`Session::to_plan`] of a query whose result columns `names` names:

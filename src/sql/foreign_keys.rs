@@ -690,10 +690,6 @@ pub(super) fn truncated_with(
     Ok(names)
 }
 
-/// Referenced keys a load remembers having found, at most; past this many
-/// it forgets them and looks them up again.
-const FOUND_KEYS_HELD: usize = 1_000_000;
-
 /// Checks that every row a COPY loads into `child` references rows that
 /// exist: in the view, or (a table referencing itself) among the rows
 /// loaded. In a transaction block the deferred constraints wait for
@@ -721,11 +717,26 @@ pub(super) async fn check_loaded(
         })
         .cloned()
         .collect();
-    let mut found: HashSet<(usize, EntityKey), foldhash::fast::RandomState> = HashSet::default();
+    let parents: Vec<&TableDef> = (fks.iter())
+        .map(|fk| definition(&tables, &fk.table))
+        .collect::<Result<_>>()?;
     // Keys of the table itself not found in the view, with the values
     // that named them: the load may hold them.
     let mut own_missing: HashMap<EntityKey, (usize, Vec<Value>)> = HashMap::new();
+    let values_of = |part: &EncodedRows, i: usize, fk: &ForeignKey| -> Result<Vec<Value>> {
+        let entity = part
+            .entity(i, Some(&projection))
+            .map_err(StoreError::from)?;
+        let row = child.entity_to_row(&entity)?;
+        Ok(referencing_values(child, fk, &row).unwrap_or_default())
+    };
     let mut check_part = async |part: &EncodedRows| -> Result<()> {
+        // The keys each foreign key names, with the row naming each, looked
+        // up together. A key the row before named too is left out: loads
+        // often come sorted by what they reference (TPC-H's `lineitem`
+        // by `l_orderkey`).
+        let mut keys: Vec<Vec<EntityKey>> = vec![Vec::new(); fks.len()];
+        let mut naming_rows: Vec<Vec<usize>> = vec![Vec::new(); fks.len()];
         for i in 0..part.len() {
             let entity = part
                 .entity(i, Some(&projection))
@@ -735,28 +746,43 @@ pub(super) async fn check_loaded(
                 let Some(values) = referencing_values(child, fk, &row) else {
                     continue;
                 };
-                let parent = definition(&tables, &fk.table)?;
-                let Some(key) = parent_key(parent, fk, &values) else {
+                let Some(key) = parent_key(parents[n], fk, &values) else {
                     return Err(not_present(child, fk, &texts(&values)));
                 };
-                let entry = (n, key);
-                if found.contains(&entry) {
-                    continue;
+                if keys[n].last() != Some(&key) {
+                    keys[n].push(key);
+                    naming_rows[n].push(i);
                 }
-                if view.get(&fk.table, &entry.1, Some(&[])).await?.is_none() {
-                    if fk.table != child.name {
-                        return Err(not_present(child, fk, &texts(&values)));
-                    }
-                    own_missing.entry(entry.1).or_insert((n, values));
-                    continue;
-                }
-                if found.len() >= FOUND_KEYS_HELD {
-                    found.clear();
-                }
-                found.insert(entry);
             }
         }
-        Ok(())
+        // The first row naming a key that is not there, as PostgreSQL,
+        // checking row by row, would report.
+        let mut first_missing: Option<(usize, usize)> = None;
+        for (n, fk) in fks.iter().enumerate() {
+            let present = view.contains(&fk.table, &keys[n]).await?;
+            let named = std::mem::take(&mut keys[n])
+                .into_iter()
+                .zip(&naming_rows[n]);
+            for ((key, &i), present) in named.zip(present) {
+                if present {
+                    continue;
+                }
+                if fk.table == child.name {
+                    let values = values_of(part, i, fk)?;
+                    own_missing.entry(key).or_insert((n, values));
+                } else if first_missing.is_none_or(|(row, _)| i < row) {
+                    first_missing = Some((i, n));
+                }
+            }
+        }
+        match first_missing {
+            None => Ok(()),
+            Some((i, n)) => Err(not_present(
+                child,
+                fks[n],
+                &texts(&values_of(part, i, fks[n])?),
+            )),
+        }
     };
     match rows {
         LoadRows::Held(part) => check_part(part).await?,

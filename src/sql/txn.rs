@@ -476,6 +476,34 @@ impl EntityRead for TxnView {
         self.snapshot.get(table, key, projection).await
     }
 
+    /// The transaction's own writes answer for the keys they wrote; the
+    /// snapshot for the others, all at once.
+    async fn contains(&self, table: &str, keys: &[EntityKey]) -> StoreResult<Vec<bool>> {
+        let Some(written) = self.writes.get(table) else {
+            return match self.created.contains(table) {
+                true => Ok(vec![false; keys.len()]),
+                false => self.snapshot.contains(table, keys).await,
+            };
+        };
+        let mut found = vec![false; keys.len()];
+        let mut unwritten = Vec::new();
+        for (i, key) in keys.iter().enumerate() {
+            let encoded = encode_entity_key(&key.partition_key, &key.row_key);
+            match written.get(&encoded) {
+                Some(written) => found[i] = written.as_ref().1.is_some(),
+                None => unwritten.push(i),
+            }
+        }
+        if !unwritten.is_empty() && !self.created.contains(table) {
+            let keys: Vec<EntityKey> = unwritten.iter().map(|&i| keys[i].clone()).collect();
+            let in_snapshot = self.snapshot.contains(table, &keys).await?;
+            for (i, present) in unwritten.into_iter().zip(in_snapshot) {
+                found[i] = present;
+            }
+        }
+        Ok(found)
+    }
+
     async fn get_row(
         &self,
         table: &str,

@@ -136,6 +136,15 @@ pub trait EntityRead: Send + Sync {
         continuation: Option<&Continuation>,
     ) -> Result<Page>;
 
+    /// Which of `keys` name an entity of the table, in their order.
+    async fn contains(&self, table: &str, keys: &[EntityKey]) -> Result<Vec<bool>> {
+        let mut found = Vec::with_capacity(keys.len());
+        for key in keys {
+            found.push(self.get(table, key, Some(&[])).await?.is_some());
+        }
+        Ok(found)
+    }
+
     /// The entity of the key, if there is one, appended to `rows` in its
     /// stored form (with all its properties); whether it was there.
     async fn get_row(&self, table: &str, key: &EntityKey, rows: &mut EncodedRows) -> Result<bool> {

@@ -79,6 +79,42 @@ async fn prepared_inserts_and_copies_keep_the_foreign_keys() {
     );
     assert_eq!(count(&client, "orders").await, 5001);
 
+    // Of two keys not there, the one the earlier row names is reported,
+    // whatever their order.
+    let rows = "6200\t1\n6201\t3000\n6202\t2\n6203\t2500\n".to_owned();
+    let error = copy(&client, "COPY orders FROM STDIN", rows)
+        .await
+        .unwrap_err();
+    assert_eq!(
+        error.as_db_error().unwrap().detail(),
+        Some("Key (customer)=(3000) is not present in table \"customers\".")
+    );
+
+    // In a transaction block, the block's own writes count: a customer it
+    // inserted is there, one it inserted and deleted is not.
+    client
+        .batch_execute(
+            "BEGIN;
+             INSERT INTO customers VALUES (2001, 'new'), (2002, 'gone');
+             DELETE FROM customers WHERE id = 2002",
+        )
+        .await
+        .unwrap();
+    let rows = "7000\t2001\n7001\t5\n".to_owned();
+    assert_eq!(
+        copy(&client, "COPY orders FROM STDIN", rows).await.unwrap(),
+        2
+    );
+    let error = copy(&client, "COPY orders FROM STDIN", "7002\t2002\n".to_owned())
+        .await
+        .unwrap_err();
+    assert_eq!(
+        error.as_db_error().unwrap().detail(),
+        Some("Key (customer)=(2002) is not present in table \"customers\".")
+    );
+    client.batch_execute("ROLLBACK").await.unwrap();
+    assert_eq!(count(&client, "orders").await, 5001);
+
     // Rows of a table referencing itself may reference rows later in the
     // same COPY, not rows nowhere.
     let rows = "1\t2\n2\t\\N\n3\t1\n".to_owned();

@@ -407,6 +407,10 @@ impl EntityRead for NativeSnapshot {
         )
     }
 
+    async fn contains(&self, table: &str, keys: &[EntityKey]) -> Result<Vec<bool>> {
+        read::contains(&*self.shared.table(table)?, &self.snapshot, keys)
+    }
+
     async fn get_row(&self, table: &str, key: &EntityKey, rows: &mut EncodedRows) -> Result<bool> {
         read::get_row(
             &*self.shared.table(table)?,
@@ -462,6 +466,10 @@ impl EntityRead for NativeStore {
         continuation: Option<&Continuation>,
     ) -> Result<Page> {
         self.snapshot().query(table, query, continuation).await
+    }
+
+    async fn contains(&self, table: &str, keys: &[EntityKey]) -> Result<Vec<bool>> {
+        self.snapshot().contains(table, keys).await
     }
 
     async fn get_row(&self, table: &str, key: &EntityKey, rows: &mut EncodedRows) -> Result<bool> {
@@ -889,6 +897,57 @@ mod tests {
         drop(store);
         let store = NativeStore::open(dir.path()).unwrap();
         assert_eq!(count(&store, "t").await, 1);
+    }
+
+    /// Keys asked for together are found whether the cursor steps to them
+    /// or seeks, in the files or the memtable, and not when a partition
+    /// delete or a later snapshot hides them.
+    #[tokio::test]
+    async fn contains_finds_each_key_asked_for_in_any_order() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = store_with_tables(dir.path(), &["t"]).await;
+        let keys: Vec<(String, String)> = (0..50)
+            .flat_map(|p| (0..4).map(move |r| (format!("p{p:03}"), format!("r{r}"))))
+            .collect();
+        let loaded: Vec<(&str, &str)> =
+            keys.iter().map(|(p, r)| (p.as_str(), r.as_str())).collect();
+        store
+            .insert_rows(vec![("t".to_owned(), rows(&loaded).into())])
+            .await
+            .unwrap();
+        let written = rows(&[("p025", "r9")]).entity(0, None).unwrap();
+        store.write("t", WriteOp::Insert(written)).await.unwrap();
+        store.delete_partition("t", "p010").await.unwrap();
+        let before_insert = store.snapshot();
+        let late = rows(&[("p049", "r7")]).entity(0, None).unwrap();
+        store.write("t", WriteOp::Insert(late)).await.unwrap();
+
+        let asked = [
+            ("p030", "r2", true),
+            ("p000", "r0", true),
+            ("a", "", false),
+            ("p000", "r1", true),
+            ("p025", "r9", true),
+            ("p010", "r1", false),
+            ("p020", "r5", false),
+            ("p049", "r3", true),
+            ("p000", "r0", true),
+            ("p049", "r7", false),
+            ("z", "", false),
+            ("p003", "r3", true),
+        ];
+        let keys: Vec<EntityKey> = asked
+            .iter()
+            .map(|(p, r, _)| EntityKey::new(*p, *r))
+            .collect();
+        let expected: Vec<bool> = asked.iter().map(|(_, _, there)| *there).collect();
+        assert_eq!(before_insert.contains("t", &keys).await.unwrap(), expected);
+        let now = store.contains("t", &keys).await.unwrap();
+        assert!(
+            now[9],
+            "a key written after a snapshot is there in a later one"
+        );
+        assert_eq!(store.contains("t", &[]).await.unwrap(), Vec::<bool>::new());
     }
 
     /// A load queued behind an insert into the same empty table finds the

@@ -118,6 +118,106 @@ pub(super) fn get(
     }))
 }
 
+/// How many stored records [`contains`] steps over to reach the next key
+/// it looks for before it seeks to that key instead.
+const STEPS_BEFORE_SEEK: usize = 16;
+
+/// Which of `keys` the table holds, as `snapshot` sees it, in their order.
+///
+/// The keys are looked for in key order along one iterator over the
+/// table's records: a key a few records past the last one looked for is
+/// reached by stepping over them, a key further on by a new seek. A COPY
+/// checking its foreign keys asks for many keys of one table at once,
+/// often most of a range of it; a point read of each (the partition cache,
+/// the index block's search, the data block's) cost about 8 µs a key
+/// (BENCHMARKS.md, "COPY's foreign keys looked up together").
+pub(super) fn contains(
+    table: &Table,
+    snapshot: &Snapshot,
+    keys: &[EntityKey],
+) -> Result<Vec<bool>> {
+    // Each key with its first 16 bytes as a number, which orders the keys
+    // as their bytes do where those differ, in one comparison: keys of
+    // numbers start with the same zeros.
+    let mut sought: Vec<(u128, Vec<u8>, usize)> = (keys.iter().enumerate())
+        .map(|(i, key)| {
+            let key = encode_entity_key(&key.partition_key, &key.row_key);
+            let mut start = [0u8; 16];
+            let len = key.len().min(16);
+            start[..len].copy_from_slice(&key[..len]);
+            (u128::from_be_bytes(start), key, i)
+        })
+        .collect();
+    // Keys often come sorted already (see `check_loaded`).
+    if !sought.is_sorted() {
+        sought.sort_unstable();
+    }
+    let mut found = vec![false; keys.len()];
+    let mut visibility = Visibility::new(table, snapshot);
+    let mut cursor: Option<Cursor> = None;
+    for (_, key, i) in &sought {
+        let stepped = match cursor.as_mut() {
+            Some(cursor) => cursor.step_to(key)?,
+            None => None,
+        };
+        let at = match stepped {
+            Some(at) => at,
+            // No cursor yet, or too far to step to.
+            None => cursor
+                .insert(Cursor::seek(table, snapshot, key)?)
+                .record
+                .as_ref(),
+        };
+        // Past the table's last record: so are the keys after this one.
+        let Some((stored, version)) = at else { break };
+        found[*i] = stored.as_ref() == key.as_slice()
+            && visibility.is_visible(partition_prefix(key)?, *version)?;
+    }
+    Ok(found)
+}
+
+/// An iterator over a table's records and the record it is at: the key
+/// and version of the first record at or after the last key sought.
+struct Cursor {
+    records: fjall::Iter,
+    record: Option<(fjall::Slice, u64)>,
+}
+
+impl Cursor {
+    fn seek(table: &Table, snapshot: &Snapshot, key: &[u8]) -> Result<Cursor> {
+        let mut records = snapshot.range(&table.entities, key..);
+        let record = Cursor::next(&mut records)?;
+        Ok(Cursor { records, record })
+    }
+
+    fn next(records: &mut fjall::Iter) -> Result<Option<(fjall::Slice, u64)>> {
+        let Some(guard) = records.next() else {
+            return Ok(None);
+        };
+        let (key, record) = guard.into_inner().map_err(storage)?;
+        Ok(Some((key, record_header(&record)?.version)))
+    }
+
+    /// Moves to the first record at or after `key` if that takes at most
+    /// [`STEPS_BEFORE_SEEK`] steps: `None` if it takes more, else the
+    /// record (`None` past the last).
+    fn step_to(&mut self, key: &[u8]) -> Result<Option<Option<&(fjall::Slice, u64)>>> {
+        let mut steps = 0;
+        loop {
+            match &self.record {
+                Some((stored, _)) if stored.as_ref() < key => {
+                    if steps == STEPS_BEFORE_SEEK {
+                        return Ok(None);
+                    }
+                    self.record = Cursor::next(&mut self.records)?;
+                    steps += 1;
+                }
+                _ => return Ok(Some(self.record.as_ref())),
+            }
+        }
+    }
+}
+
 /// Appends a stored row with the ETag and Timestamp of its version.
 fn push_row(rows: &mut EncodedRows, key: (&str, &str), record: &[u8]) -> Result<()> {
     let version = record_header(record)?.version;

@@ -723,12 +723,14 @@ pub(super) async fn check_loaded(
     // Keys of the table itself not found in the view, with the values
     // that named them: the load may hold them.
     let mut own_missing: HashMap<EntityKey, (usize, Vec<Value>)> = HashMap::new();
-    let values_of = |part: &EncodedRows, i: usize, fk: &ForeignKey| -> Result<Vec<Value>> {
+    let row_at = |part: &EncodedRows, i: usize| -> Result<Row> {
         let entity = part
             .entity(i, Some(&projection))
             .map_err(StoreError::from)?;
-        let row = child.entity_to_row(&entity)?;
-        Ok(referencing_values(child, fk, &row).unwrap_or_default())
+        Ok(child.entity_to_row(&entity)?)
+    };
+    let values_of = |part: &EncodedRows, i: usize, fk: &ForeignKey| -> Result<Vec<Value>> {
+        Ok(referencing_values(child, fk, &row_at(part, i)?).unwrap_or_default())
     };
     let mut check_part = async |part: &EncodedRows| -> Result<()> {
         // The keys each foreign key names, with the row naming each, looked
@@ -738,10 +740,7 @@ pub(super) async fn check_loaded(
         let mut keys: Vec<Vec<EntityKey>> = vec![Vec::new(); fks.len()];
         let mut naming_rows: Vec<Vec<usize>> = vec![Vec::new(); fks.len()];
         for i in 0..part.len() {
-            let entity = part
-                .entity(i, Some(&projection))
-                .map_err(StoreError::from)?;
-            let row = child.entity_to_row(&entity)?;
+            let row = row_at(part, i)?;
             for (n, fk) in fks.iter().enumerate() {
                 let Some(values) = referencing_values(child, fk, &row) else {
                     continue;

@@ -169,18 +169,18 @@ pub(super) fn contains(
                 .as_ref(),
         };
         // Past the table's last record: so are the keys after this one.
-        let Some((stored, version)) = at else { break };
+        let Some((stored, record)) = at else { break };
         found[*i] = stored.as_ref() == key.as_slice()
-            && visibility.is_visible(partition_prefix(key)?, *version)?;
+            && visibility.is_visible(partition_prefix(key)?, record_header(record)?.version)?;
     }
     Ok(found)
 }
 
 /// An iterator over a table's records and the record it is at: the key
-/// and version of the first record at or after the last key sought.
+/// and record of the first at or after the last key sought.
 struct Cursor {
     records: fjall::Iter,
-    record: Option<(fjall::Slice, u64)>,
+    record: Option<(fjall::Slice, fjall::Slice)>,
 }
 
 impl Cursor {
@@ -190,18 +190,17 @@ impl Cursor {
         Ok(Cursor { records, record })
     }
 
-    fn next(records: &mut fjall::Iter) -> Result<Option<(fjall::Slice, u64)>> {
-        let Some(guard) = records.next() else {
-            return Ok(None);
-        };
-        let (key, record) = guard.into_inner().map_err(storage)?;
-        Ok(Some((key, record_header(&record)?.version)))
+    fn next(records: &mut fjall::Iter) -> Result<Option<(fjall::Slice, fjall::Slice)>> {
+        records
+            .next()
+            .map(|guard| guard.into_inner().map_err(storage))
+            .transpose()
     }
 
     /// Moves to the first record at or after `key` if that takes at most
     /// [`STEPS_BEFORE_SEEK`] steps: `None` if it takes more, else the
     /// record (`None` past the last).
-    fn step_to(&mut self, key: &[u8]) -> Result<Option<Option<&(fjall::Slice, u64)>>> {
+    fn step_to(&mut self, key: &[u8]) -> Result<Option<Option<&(fjall::Slice, fjall::Slice)>>> {
         let mut steps = 0;
         loop {
             match &self.record {

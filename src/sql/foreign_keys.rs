@@ -21,6 +21,7 @@
 //! the referencing table (PostgreSQL's run as the table's owner).
 
 use std::collections::{HashMap, HashSet};
+use std::ops::Range;
 use std::sync::Arc;
 
 use datafusion::sql::parser::Statement as DfStatement;
@@ -30,9 +31,16 @@ use super::error::{Result, SqlError};
 use super::provider::{dml_table_name, parse_row_identity, ROW_COLUMN};
 use super::session::Session;
 use super::txn::Change;
-use crate::catalog::{ForeignKey, RefAction, Row, SqlType, TableDef};
+use crate::catalog::{
+    decode_component, encode_component, join_components, key_components, Column, ForeignKey,
+    KeyError, Keys, RefAction, Row, RowError, SqlType, TableDef,
+};
+use crate::model::codec::record::read_record;
 use crate::model::{EntityKey, Value};
-use crate::store::{EncodedRows, EntityRead, LoadRows, StoreError, ROWS_PER_SPILLED_PART};
+use crate::store::{
+    bulk_ranges, on_threads, EncodedRow, EncodedRows, EntityRead, LoadRows, StoreError,
+    ROWS_PER_SPILLED_PART,
+};
 
 /// Referenced rows looked up by one statement's query at most.
 const KEYS_PER_QUERY: usize = 500;
@@ -465,7 +473,7 @@ fn referencing_values(child: &TableDef, fk: &ForeignKey, row: &Row) -> Option<Ve
         .collect()
 }
 
-fn texts(values: &[Value]) -> String {
+fn texts(values: &[impl std::fmt::Display]) -> String {
     values
         .iter()
         .map(|v| v.to_string())
@@ -497,11 +505,11 @@ async fn check_references(
         }
         let row = child.entity_to_row(entity)?;
         for fk in child.foreign_keys.iter().filter(|fk| applies(fk)) {
-            let Some(values) = referencing_values(child, fk, &row) else {
+            let references = References::new(child, fk, definition(tables, &fk.table)?)?;
+            let Some(values) = references.values(&row) else {
                 continue;
             };
-            let parent = definition(tables, &fk.table)?;
-            let present = match parent_key(parent, fk, &values) {
+            let present = match references.key(&values) {
                 None => false,
                 Some(key) => match own.get(&(fk.table.as_str(), &key)) {
                     Some(&exists) => exists,
@@ -521,16 +529,6 @@ async fn check_references(
         }
     }
     Ok(())
-}
-
-/// The key of the referenced row the values name, if they can name one.
-fn parent_key(parent: &TableDef, fk: &ForeignKey, values: &[Value]) -> Option<EntityKey> {
-    let mut row: Row = vec![None; parent.columns.len()];
-    for (name, value) in fk.referenced.iter().zip(values) {
-        let i = parent.column_index(name)?;
-        row[i] = Some(as_type(value, parent.columns[i].ty)?);
-    }
-    parent.entity_key(&row).ok()
 }
 
 /// A referencing value as a value of the referenced column's type
@@ -690,6 +688,169 @@ pub(super) fn truncated_with(
     Ok(names)
 }
 
+/// What a foreign key names in a referencing row: which of its columns
+/// hold the referencing values, and how they make the referenced row's
+/// key.
+struct References<'a> {
+    /// The referencing columns, in the foreign key's order.
+    columns: Vec<usize>,
+    /// For each column of the referenced table's PartitionKey, then of its
+    /// RowKey: which referencing value it takes, and the column. `None`
+    /// when the values name no key of it.
+    partition: Option<Vec<(usize, &'a Column)>>,
+    row: Option<Vec<(usize, &'a Column)>>,
+}
+
+impl<'a> References<'a> {
+    fn new(child: &TableDef, fk: &ForeignKey, parent: &'a TableDef) -> Result<Self> {
+        let columns = (fk.columns.iter())
+            .map(|c| {
+                child
+                    .column_index(c)
+                    .ok_or_else(|| SqlError::undefined_column(c.clone()))
+            })
+            .collect::<Result<_>>()?;
+        let (partition, row) = parent.key_columns();
+        let sources = |key_columns: &[usize]| -> Option<Vec<(usize, &'a Column)>> {
+            (key_columns.iter())
+                .map(|&k| {
+                    let column = &parent.columns[k];
+                    let source = fk.referenced.iter().position(|r| *r == column.name)?;
+                    Some((source, column))
+                })
+                .collect()
+        };
+        let keyed = matches!(parent.keys, Keys::Columns { .. });
+        Ok(References {
+            columns,
+            partition: sources(partition).filter(|_| keyed),
+            row: sources(row).filter(|_| keyed),
+        })
+    }
+
+    /// The referencing values of a row, or `None` if one is NULL.
+    fn values<'r>(&self, row: &'r Row) -> Option<Vec<&'r Value>> {
+        self.columns.iter().map(|&i| row[i].as_ref()).collect()
+    }
+
+    /// The key of the referenced row `values` name, if they can name one.
+    fn key(&self, values: &[&Value]) -> Option<EntityKey> {
+        let encode = |sources: &Option<Vec<(usize, &Column)>>| -> Option<String> {
+            let components = (sources.as_ref()?.iter())
+                .map(|&(source, column)| {
+                    let value = as_type(values[source], column.ty)?;
+                    encode_component(&column.name, column.ty, &value).ok()
+                })
+                .collect::<Option<Vec<String>>>()?;
+            Some(join_components(&components))
+        };
+        Some(EntityKey::new(encode(&self.partition)?, encode(&self.row)?))
+    }
+}
+
+/// Some columns of loaded rows, read straight from a row's key and record:
+/// no entity of all its properties, no row of all its columns.
+struct LoadedColumns<'a> {
+    child: &'a TableDef,
+    /// The key columns read, for each part of the key (PartitionKey, then
+    /// RowKey) with its columns, in the key's order.
+    key_parts: Vec<(bool, &'a [usize], Vec<usize>)>,
+    /// The property columns read, by name.
+    properties: Vec<(&'a [u8], usize)>,
+}
+
+impl<'a> LoadedColumns<'a> {
+    fn new<'c>(child: &'a TableDef, columns: impl Iterator<Item = &'c usize>) -> Self {
+        let mut read: Vec<usize> = columns.copied().collect();
+        read.sort_unstable();
+        read.dedup();
+        let (partition, row) = child.key_columns();
+        let key_parts = [(true, partition), (false, row)]
+            .into_iter()
+            .map(|(is_partition, key)| {
+                let wanted = key.iter().filter(|c| read.contains(c)).copied().collect();
+                (is_partition, key, wanted)
+            })
+            .collect();
+        let properties = (read.iter())
+            .filter(|&&i| !child.is_key_column(i))
+            .map(|&i| (child.columns[i].name.as_bytes(), i))
+            .collect();
+        LoadedColumns {
+            child,
+            key_parts,
+            properties,
+        }
+    }
+
+    /// Reads the columns of `row` into their places in `out` (a row of the
+    /// table's width; NULL where the record has no such property).
+    fn read(&self, row: EncodedRow<'_>, out: &mut Row) -> Result<()> {
+        let mut components = Vec::new();
+        for (is_partition, key, wanted) in &self.key_parts {
+            if wanted.is_empty() {
+                continue;
+            }
+            let text = if *is_partition {
+                row.partition_key
+            } else {
+                row.row_key
+            };
+            let malformed = || KeyError::Malformed {
+                key: text.to_owned(),
+            };
+            key_components(text, key.len(), &mut components).ok_or_else(malformed)?;
+            for (i, component) in key.iter().zip(&components) {
+                if wanted.contains(i) {
+                    let ty = self.child.columns[*i].ty;
+                    out[*i] = Some(decode_component(ty, component).ok_or_else(malformed)?);
+                }
+            }
+        }
+        for (_, i) in &self.properties {
+            out[*i] = None;
+        }
+        let (_, stored) = read_record(row.record).map_err(StoreError::from)?;
+        for property in stored {
+            let (name, value) = property.map_err(StoreError::from)?;
+            let Some(&(_, i)) = self.properties.iter().find(|(n, _)| *n == name) else {
+                continue;
+            };
+            let value = value.get().map_err(StoreError::from)?.to_value();
+            let column = &self.child.columns[i];
+            if value.property_type() != column.ty.property_type() {
+                return Err(RowError::PropertyType {
+                    property: column.name.clone(),
+                    key: EntityKey::new(row.partition_key, row.row_key),
+                    found: value.property_type().edm_name(),
+                    expected: column.ty.pg_name(),
+                }
+                .into());
+            }
+            out[i] = Some(value);
+        }
+        Ok(())
+    }
+}
+
+/// The keys of one table a foreign key names, each with the row (its
+/// place along the load's parts) that names it.
+#[derive(Clone, Default)]
+struct NamedKeys {
+    keys: Vec<EntityKey>,
+    rows: Vec<usize>,
+}
+
+/// A COPY's part has its keys named on more than one core when each has at
+/// least this many rows.
+const ROWS_A_THREAD_AT_LEAST: usize = 16_384;
+
+/// Keys a COPY names, over all its foreign keys, that are looked up
+/// together: a lookup walks the referenced table's records up to its last
+/// key (see `EntityRead::contains`), so the more keys a walk finds the
+/// less each costs. About 150 MB held at most.
+const KEYS_LOOKED_UP_TOGETHER: usize = 1_000_000;
+
 /// Checks that every row a COPY loads into `child` references rows that
 /// exist: in the view, or (a table referencing itself) among the rows
 /// loaded. In a transaction block the deferred constraints wait for
@@ -707,88 +868,89 @@ pub(super) async fn check_loaded(
     }
     let tables = session.tables();
     let view = session.current_view();
-    // The properties the referencing columns are (key columns come from
-    // the rows' keys).
-    let projection: Vec<String> = (fks.iter().flat_map(|fk| &fk.columns))
-        .filter(|c| {
-            child
-                .column_index(c)
-                .is_some_and(|i| !child.is_key_column(i))
-        })
-        .cloned()
-        .collect();
-    let parents: Vec<&TableDef> = (fks.iter())
-        .map(|fk| definition(&tables, &fk.table))
+    let references: Vec<References> = (fks.iter())
+        .map(|fk| References::new(child, fk, definition(&tables, &fk.table)?))
         .collect::<Result<_>>()?;
-    // Keys of the table itself not found in the view, with the values
-    // that named them: the load may hold them.
-    let mut own_missing: HashMap<EntityKey, (usize, Vec<Value>)> = HashMap::new();
-    let row_at = |part: &EncodedRows, i: usize| -> Result<Row> {
-        let entity = part
-            .entity(i, Some(&projection))
-            .map_err(StoreError::from)?;
-        Ok(child.entity_to_row(&entity)?)
+    let read = LoadedColumns::new(child, references.iter().flat_map(|r| &r.columns));
+    // The referencing values of the load's row `row`, for an error.
+    let values_at = |row: usize, n: usize| -> Result<Vec<Value>> {
+        let mut first = 0;
+        let mut values = vec![None; child.columns.len()];
+        for part in rows.parts(ROWS_PER_SPILLED_PART) {
+            let part = part?;
+            if row < first + part.len() {
+                read.read(part.get(row - first), &mut values)?;
+                let named = references[n].columns.iter();
+                return Ok(named.filter_map(|&i| values[i].clone()).collect());
+            }
+            first += part.len();
+        }
+        Ok(Vec::new())
     };
-    let values_of = |part: &EncodedRows, i: usize, fk: &ForeignKey| -> Result<Vec<Value>> {
-        Ok(referencing_values(child, fk, &row_at(part, i)?).unwrap_or_default())
-    };
-    let mut check_part = async |part: &EncodedRows| -> Result<()> {
-        // The keys each foreign key names, with the row naming each, looked
-        // up together. A key the row before named too is left out: loads
-        // often come sorted by what they reference (TPC-H's `lineitem`
-        // by `l_orderkey`).
-        let mut keys: Vec<Vec<EntityKey>> = vec![Vec::new(); fks.len()];
-        let mut naming_rows: Vec<Vec<usize>> = vec![Vec::new(); fks.len()];
-        for i in 0..part.len() {
-            let row = row_at(part, i)?;
-            for (n, fk) in fks.iter().enumerate() {
-                let Some(values) = referencing_values(child, fk, &row) else {
+    // The keys each foreign key names in `rows` of a part whose first row
+    // is the load's row `first`. A key the row before named too is left
+    // out: loads often come sorted by what they reference (TPC-H's
+    // `lineitem` by `l_orderkey`).
+    let named_keys = |part: &EncodedRows, rows: Range<usize>, first: usize| {
+        let mut named = vec![NamedKeys::default(); fks.len()];
+        let mut values = vec![None; child.columns.len()];
+        for i in rows {
+            read.read(part.get(i), &mut values)?;
+            for ((fk, references), named) in fks.iter().zip(&references).zip(&mut named) {
+                let Some(referencing) = references.values(&values) else {
                     continue;
                 };
-                let Some(key) = parent_key(parents[n], fk, &values) else {
-                    return Err(not_present(child, fk, &texts(&values)));
+                let Some(key) = references.key(&referencing) else {
+                    return Err(not_present(child, fk, &texts(&referencing)));
                 };
-                if keys[n].last() != Some(&key) {
-                    keys[n].push(key);
-                    naming_rows[n].push(i);
+                if named.keys.last() != Some(&key) {
+                    named.keys.push(key);
+                    named.rows.push(first + i);
                 }
             }
         }
+        Ok(named)
+    };
+    // Keys of the table itself not found in the view, with the foreign
+    // key and the first row that named them: the load may hold them.
+    let mut own_missing: HashMap<EntityKey, (usize, usize)> = HashMap::new();
+    let mut named = vec![NamedKeys::default(); fks.len()];
+    let mut first = 0;
+    let mut parts = rows.parts(ROWS_PER_SPILLED_PART).peekable();
+    while let Some(part) = parts.next() {
+        let part = part?;
+        // Named on each core, each core over its own range of rows.
+        let ranges = bulk_ranges(part.len(), ROWS_A_THREAD_AT_LEAST);
+        for named_in_range in on_threads(ranges, |rows| named_keys(&part, rows, first)) {
+            for (all, some) in named.iter_mut().zip(named_in_range?) {
+                all.keys.extend(some.keys);
+                all.rows.extend(some.rows);
+            }
+        }
+        first += part.len();
+        let held: usize = named.iter().map(|named| named.keys.len()).sum();
+        if held < KEYS_LOOKED_UP_TOGETHER && parts.peek().is_some() {
+            continue;
+        }
+        let named = std::mem::replace(&mut named, vec![NamedKeys::default(); fks.len()]);
         // The first row naming a key that is not there, as PostgreSQL,
         // checking row by row, would report.
         let mut first_missing: Option<(usize, usize)> = None;
-        for (n, fk) in fks.iter().enumerate() {
-            let present = view.contains(&fk.table, &keys[n]).await?;
-            let named = std::mem::take(&mut keys[n])
-                .into_iter()
-                .zip(&naming_rows[n]);
-            for ((key, &i), present) in named.zip(present) {
+        for (n, (fk, named)) in fks.iter().zip(named).enumerate() {
+            let present = view.contains(&fk.table, &named.keys).await?;
+            for ((key, row), present) in named.keys.into_iter().zip(named.rows).zip(present) {
                 if present {
                     continue;
                 }
                 if fk.table == child.name {
-                    let values = values_of(part, i, fk)?;
-                    own_missing.entry(key).or_insert((n, values));
-                } else if first_missing.is_none_or(|(row, _)| i < row) {
-                    first_missing = Some((i, n));
+                    own_missing.entry(key).or_insert((n, row));
+                } else if first_missing.is_none_or(|(first, _)| row < first) {
+                    first_missing = Some((row, n));
                 }
             }
         }
-        match first_missing {
-            None => Ok(()),
-            Some((i, n)) => Err(not_present(
-                child,
-                fks[n],
-                &texts(&values_of(part, i, fks[n])?),
-            )),
-        }
-    };
-    match rows {
-        LoadRows::Held(part) => check_part(part).await?,
-        LoadRows::Spilled(runs) => {
-            for part in runs.parts(ROWS_PER_SPILLED_PART) {
-                check_part(&part?).await?;
-            }
+        if let Some((row, n)) = first_missing {
+            return Err(not_present(child, fks[n], &texts(&values_at(row, n)?)));
         }
     }
     if own_missing.is_empty() {
@@ -800,8 +962,8 @@ pub(super) async fn check_loaded(
         }
         Ok(())
     })?;
-    match own_missing.into_values().next() {
+    match own_missing.into_values().min_by_key(|&(_, row)| row) {
         None => Ok(()),
-        Some((n, values)) => Err(not_present(child, fks[n], &texts(&values))),
+        Some((n, row)) => Err(not_present(child, fks[n], &texts(&values_at(row, n)?))),
     }
 }

@@ -117,12 +117,12 @@ pub fn on_threads<I: Send, T: Send>(
 /// fixed number of rows, so that many rows (a COPY holds all of its rows
 /// until it commits) grow by new chunks rather than by copying all
 /// buffers into larger ones.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct EncodedRows {
     chunks: Vec<Chunk>,
 }
 
-#[derive(Debug, Default)]
+#[derive(Debug, Clone, Default)]
 struct Chunk {
     text: String,
     records: Vec<u8>,

@@ -7,6 +7,7 @@
 //! held in memory is. The files have no name: they go when the runs are
 //! dropped, or when the process stops.
 
+use std::borrow::Cow;
 use std::fs::File;
 use std::io::{BufReader, BufWriter, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
@@ -35,20 +36,28 @@ impl LoadRows {
 
     /// Every row, in parts of up to `rows_per_part` rows (for the held
     /// rows, one part), in no particular order across parts.
+    pub fn parts(
+        &self,
+        rows_per_part: usize,
+    ) -> Box<dyn Iterator<Item = Result<Cow<'_, EncodedRows>>> + Send + '_> {
+        match self {
+            LoadRows::Held(rows) => Box::new(std::iter::once(Ok(Cow::Borrowed(rows)))),
+            LoadRows::Spilled(runs) => {
+                Box::new(runs.parts(rows_per_part).map(|part| part.map(Cow::Owned)))
+            }
+        }
+    }
+
+    /// Calls `f` on each of [`LoadRows::parts`].
     pub fn for_each_part<E: From<StoreError>>(
         &self,
         rows_per_part: usize,
         mut f: impl FnMut(&EncodedRows) -> Result<(), E>,
     ) -> Result<(), E> {
-        match self {
-            LoadRows::Held(rows) => f(rows),
-            LoadRows::Spilled(runs) => {
-                for part in runs.parts(rows_per_part) {
-                    f(&part?)?;
-                }
-                Ok(())
-            }
+        for part in self.parts(rows_per_part) {
+            f(part?.as_ref())?;
         }
+        Ok(())
     }
 }
 

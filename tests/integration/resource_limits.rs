@@ -402,6 +402,79 @@ async fn a_copy_past_the_memory_limit_spills_its_rows() {
     );
 }
 
+/// A COPY past the query memory checks its foreign keys across the runs
+/// it spilled: a row naming a key that is not there is reported with its
+/// values, whichever run holds it; a row naming a row of its own table
+/// that the same load holds passes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_spilled_copy_checks_its_foreign_keys() {
+    let (_dir, mut session) = session_with_16_mib().await;
+    for statement in [
+        "CREATE TABLE dads (id int PRIMARY KEY)",
+        "INSERT INTO dads SELECT x FROM generate_series(0, 999) AS s(x)",
+        "CREATE TABLE kids (id int PRIMARY KEY, dad int NOT NULL REFERENCES dads, \
+         elder int REFERENCES kids)",
+    ] {
+        assert!(
+            query_error(&mut session, statement).await.is_none(),
+            "{statement}"
+        );
+    }
+    const ROWS: i32 = 300_000;
+    // The rows are past the query memory: a transaction block, which may
+    // not spill, refuses them.
+    assert!(query_error(&mut session, "BEGIN").await.is_none());
+    let error = copy_kids(&mut session, ROWS, "").await.unwrap_err();
+    assert_eq!(tablegate::pg::sqlstate(&error), "53200", "{error}");
+    assert!(query_error(&mut session, "ROLLBACK").await.is_none());
+    for (last, detail) in [
+        (
+            "-1\t5000\t\\N\n",
+            "Key (dad)=(5000) is not present in table \"dads\".",
+        ),
+        (
+            "-1\t7\t400000\n",
+            "Key (elder)=(400000) is not present in table \"kids\".",
+        ),
+    ] {
+        let error = copy_kids(&mut session, ROWS, last).await.unwrap_err();
+        assert_eq!(tablegate::pg::sqlstate(&error), "23503", "{error}");
+        let tablegate::sql::SqlError::Explained { detail: got, .. } = &error else {
+            panic!("no detail: {error}");
+        };
+        assert_eq!(got.as_deref(), Some(detail));
+        assert_eq!(
+            query_i64(&mut session, "SELECT count(*) FROM kids").await,
+            0
+        );
+    }
+    assert_eq!(
+        copy_kids(&mut session, ROWS, "").await.unwrap(),
+        format!("COPY {ROWS}")
+    );
+    let named = "SELECT count(*) FROM kids k JOIN kids e ON k.elder = e.id";
+    assert_eq!(query_i64(&mut session, named).await, i64::from(ROWS));
+}
+
+/// COPY of `rows` lines into `kids`, each naming a dad and the kid after
+/// it (the last, the first), sent in chunks of 10,000 lines, then `last`.
+async fn copy_kids(
+    session: &mut tablegate::sql::Session,
+    rows: i32,
+    last: &str,
+) -> Result<String, tablegate::sql::SqlError> {
+    let started = session.execute("COPY kids FROM STDIN").await.pop().unwrap();
+    assert!(matches!(started, Ok(tablegate::sql::Output::CopyIn { .. })));
+    for chunk in 0..rows / 10_000 {
+        let lines: String = (chunk * 10_000..(chunk + 1) * 10_000)
+            .map(|i| format!("{i}\t{}\t{}\n", i % 1000, (i + 1) % rows))
+            .collect();
+        session.copy_data(lines.as_bytes());
+    }
+    session.copy_data(last.as_bytes());
+    session.copy_done().await
+}
+
 /// COPY of `rows` lines into `r`, sent in chunks of 10,000 lines, then
 /// `last`.
 async fn copy_readings(

@@ -950,6 +950,41 @@ mod tests {
         assert_eq!(store.contains("t", &[]).await.unwrap(), Vec::<bool>::new());
     }
 
+    /// Many keys are walked for on more than one thread, each along its own
+    /// range of them: each key's answer still lands in its place, in a
+    /// range ending past the table's last record as in one ending before
+    /// it.
+    #[tokio::test]
+    async fn contains_answers_many_keys_walked_for_in_ranges() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = store_with_tables(dir.path(), &["t"]).await;
+        let loaded: Vec<String> = (0..40_000).map(|n| format!("k{:06}", 2 * n)).collect();
+        let pairs: Vec<(&str, &str)> = loaded.iter().map(|k| (k.as_str(), "")).collect();
+        store
+            .insert_rows(vec![("t".to_owned(), rows(&pairs).into())])
+            .await
+            .unwrap();
+        // Every number up to 100,000, from the last: the even ones below
+        // 80,000 are there.
+        let asked: Vec<u32> = (0..100_000).rev().collect();
+        let keys: Vec<EntityKey> = asked
+            .iter()
+            .map(|n| EntityKey::new(format!("k{n:06}"), ""))
+            .collect();
+        let found = store.contains("t", &keys).await.unwrap();
+        let expected: Vec<bool> = asked.iter().map(|n| n % 2 == 0 && *n < 80_000).collect();
+        assert_eq!(found.len(), expected.len());
+        let wrong: Vec<u32> = (asked.iter().zip(found.iter().zip(&expected)))
+            .filter(|(_, (found, expected))| found != expected)
+            .map(|(n, _)| *n)
+            .collect();
+        assert!(
+            wrong.is_empty(),
+            "wrong answers for {:?}",
+            &wrong[..wrong.len().min(10)]
+        );
+    }
+
     /// A load queued behind an insert into the same empty table finds the
     /// table holding the insert's row, and goes the way of writes into a
     /// table that holds rows: its rows are inserted as one batch, which

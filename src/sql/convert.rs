@@ -1,6 +1,7 @@
 //! Entities to Arrow record batches (reads) and Arrow record batches to rows
 //! of entity values (writes).
 
+use std::ops::Range;
 use std::sync::Arc;
 
 use datafusion::arrow::array::{
@@ -320,11 +321,23 @@ impl RowDecoder {
         rows: &EncodedRows,
         sink: &mut S,
     ) -> std::result::Result<(), S::Error> {
+        self.decode_range_into(def, rows, 0..rows.len(), sink)
+    }
+
+    /// [`RowDecoder::decode_into`] of the rows at positions `range`.
+    pub fn decode_range_into<S: RowSink>(
+        &self,
+        def: &TableDef,
+        rows: &EncodedRows,
+        range: Range<usize>,
+        sink: &mut S,
+    ) -> std::result::Result<(), S::Error> {
         // The value of each column the row's record holds.
         let mut found: Vec<Option<ValueRef>> = vec![None; self.sources.len()];
         let mut last = Vec::new();
         let (mut partition_parts, mut row_parts) = (Vec::new(), Vec::new());
-        for (r, row) in rows.iter().enumerate() {
+        for r in range {
+            let row = rows.get(r);
             found.fill(None);
             let (_, properties) = read_record(row.record).map_err(corrupt)?;
             for (position, property) in properties.enumerate() {

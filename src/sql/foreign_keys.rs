@@ -26,20 +26,18 @@ use std::sync::Arc;
 
 use datafusion::sql::parser::Statement as DfStatement;
 
+use super::convert::{RowDecoder, RowSink};
 use super::dml::{plan_changes, quote};
 use super::error::{Result, SqlError};
 use super::provider::{dml_table_name, parse_row_identity, ROW_COLUMN};
 use super::session::Session;
 use super::txn::Change;
 use crate::catalog::{
-    decode_component, encode_component, join_components, key_components, Column, ForeignKey,
-    KeyError, Keys, RefAction, Row, RowError, SqlType, TableDef,
+    encode_component, join_components, Column, ForeignKey, Keys, RefAction, Row, SqlType, TableDef,
 };
-use crate::model::codec::record::read_record;
-use crate::model::{EntityKey, Value};
+use crate::model::{EntityKey, Value, ValueRef};
 use crate::store::{
-    bulk_ranges, on_threads, EncodedRow, EncodedRows, EntityRead, LoadRows, StoreError,
-    ROWS_PER_SPILLED_PART,
+    bulk_ranges, on_threads, EncodedRows, EntityRead, LoadRows, ROWS_PER_SPILLED_PART,
 };
 
 /// Referenced rows looked up by one statement's query at most.
@@ -748,88 +746,38 @@ impl<'a> References<'a> {
     }
 }
 
-/// Some columns of loaded rows, read straight from a row's key and record:
-/// no entity of all its properties, no row of all its columns.
-struct LoadedColumns<'a> {
-    child: &'a TableDef,
-    /// The key columns read, for each part of the key (PartitionKey, then
-    /// RowKey) with its columns, in the key's order.
-    key_parts: Vec<(bool, &'a [usize], Vec<usize>)>,
-    /// The property columns read, by name.
-    properties: Vec<(&'a [u8], usize)>,
+/// Rows of a COPY's part as its foreign keys' check reads them: only the
+/// referencing columns, decoded straight from each row's key and record
+/// ([`RowDecoder`]; no entity of all its properties), each row handed to
+/// `each` once read.
+struct ReferencingRows<'a, F> {
+    /// The table column of each decoded column.
+    columns: &'a [usize],
+    /// A row of the table's width, NULL but for the decoded columns.
+    row: Row,
+    each: F,
 }
 
-impl<'a> LoadedColumns<'a> {
-    fn new<'c>(child: &'a TableDef, columns: impl Iterator<Item = &'c usize>) -> Self {
-        let mut read: Vec<usize> = columns.copied().collect();
-        read.sort_unstable();
-        read.dedup();
-        let (partition, row) = child.key_columns();
-        let key_parts = [(true, partition), (false, row)]
-            .into_iter()
-            .map(|(is_partition, key)| {
-                let wanted = key.iter().filter(|c| read.contains(c)).copied().collect();
-                (is_partition, key, wanted)
-            })
-            .collect();
-        let properties = (read.iter())
-            .filter(|&&i| !child.is_key_column(i))
-            .map(|&i| (child.columns[i].name.as_bytes(), i))
-            .collect();
-        LoadedColumns {
-            child,
-            key_parts,
-            properties,
+impl<'a, F: FnMut(&Row) -> Result<()>> ReferencingRows<'a, F> {
+    fn new(child: &TableDef, columns: &'a [usize], each: F) -> Self {
+        ReferencingRows {
+            columns,
+            row: vec![None; child.columns.len()],
+            each,
         }
     }
+}
 
-    /// Reads the columns of `row` into their places in `out` (a row of the
-    /// table's width; NULL where the record has no such property).
-    fn read(&self, row: EncodedRow<'_>, out: &mut Row) -> Result<()> {
-        let mut components = Vec::new();
-        for (is_partition, key, wanted) in &self.key_parts {
-            if wanted.is_empty() {
-                continue;
-            }
-            let text = if *is_partition {
-                row.partition_key
-            } else {
-                row.row_key
-            };
-            let malformed = || KeyError::Malformed {
-                key: text.to_owned(),
-            };
-            key_components(text, key.len(), &mut components).ok_or_else(malformed)?;
-            for (i, component) in key.iter().zip(&components) {
-                if wanted.contains(i) {
-                    let ty = self.child.columns[*i].ty;
-                    out[*i] = Some(decode_component(ty, component).ok_or_else(malformed)?);
-                }
-            }
-        }
-        for (_, i) in &self.properties {
-            out[*i] = None;
-        }
-        let (_, stored) = read_record(row.record).map_err(StoreError::from)?;
-        for property in stored {
-            let (name, value) = property.map_err(StoreError::from)?;
-            let Some(&(_, i)) = self.properties.iter().find(|(n, _)| *n == name) else {
-                continue;
-            };
-            let value = value.get().map_err(StoreError::from)?.to_value();
-            let column = &self.child.columns[i];
-            if value.property_type() != column.ty.property_type() {
-                return Err(RowError::PropertyType {
-                    property: column.name.clone(),
-                    key: EntityKey::new(row.partition_key, row.row_key),
-                    found: value.property_type().edm_name(),
-                    expected: column.ty.pg_name(),
-                }
-                .into());
-            }
-            out[i] = Some(value);
-        }
+impl<F: FnMut(&Row) -> Result<()>> RowSink for ReferencingRows<'_, F> {
+    type Error = SqlError;
+
+    fn value(&mut self, column: usize, value: Option<ValueRef>) -> Result<()> {
+        self.row[self.columns[column]] = value.map(ValueRef::to_value);
         Ok(())
+    }
+
+    fn row_done(&mut self) -> Result<()> {
+        (self.each)(&self.row)
     }
 }
 
@@ -871,33 +819,40 @@ pub(super) async fn check_loaded(
     let references: Vec<References> = (fks.iter())
         .map(|fk| References::new(child, fk, definition(&tables, &fk.table)?))
         .collect::<Result<_>>()?;
-    let read = LoadedColumns::new(child, references.iter().flat_map(|r| &r.columns));
+    let mut columns: Vec<usize> = references.iter().flat_map(|r| r.columns.clone()).collect();
+    columns.sort_unstable();
+    columns.dedup();
+    let decoder = RowDecoder::new(child, &columns);
     // The referencing values of the load's row `row`, for an error.
     let values_at = |row: usize, n: usize| -> Result<Vec<Value>> {
         let mut first = 0;
-        let mut values = vec![None; child.columns.len()];
+        let mut values = Vec::new();
         for part in rows.parts(ROWS_PER_SPILLED_PART) {
             let part = part?;
             if row < first + part.len() {
-                read.read(part.get(row - first), &mut values)?;
-                let named = references[n].columns.iter();
-                return Ok(named.filter_map(|&i| values[i].clone()).collect());
+                let mut sink = ReferencingRows::new(child, &columns, |row: &Row| {
+                    let named = references[n].values(row).unwrap_or_default();
+                    values = named.into_iter().cloned().collect();
+                    Ok(())
+                });
+                let at = row - first;
+                decoder.decode_range_into(child, &part, at..at + 1, &mut sink)?;
+                break;
             }
             first += part.len();
         }
-        Ok(Vec::new())
+        Ok(values)
     };
     // The keys each foreign key names in `rows` of a part whose first row
     // is the load's row `first`. A key the row before named too is left
     // out: loads often come sorted by what they reference (TPC-H's
     // `lineitem` by `l_orderkey`).
-    let named_keys = |part: &EncodedRows, rows: Range<usize>, first: usize| {
+    let named_keys = |part: &EncodedRows, rows: Range<usize>, first: usize| -> Result<_> {
         let mut named = vec![NamedKeys::default(); fks.len()];
-        let mut values = vec![None; child.columns.len()];
-        for i in rows {
-            read.read(part.get(i), &mut values)?;
+        let mut at = first + rows.start;
+        let mut sink = ReferencingRows::new(child, &columns, |row: &Row| {
             for ((fk, references), named) in fks.iter().zip(&references).zip(&mut named) {
-                let Some(referencing) = references.values(&values) else {
+                let Some(referencing) = references.values(row) else {
                     continue;
                 };
                 let Some(key) = references.key(&referencing) else {
@@ -905,10 +860,13 @@ pub(super) async fn check_loaded(
                 };
                 if named.keys.last() != Some(&key) {
                     named.keys.push(key);
-                    named.rows.push(first + i);
+                    named.rows.push(at);
                 }
             }
-        }
+            at += 1;
+            Ok(())
+        });
+        decoder.decode_range_into(child, part, rows, &mut sink)?;
         Ok(named)
     };
     // Keys of the table itself not found in the view, with the foreign

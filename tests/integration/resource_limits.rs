@@ -457,37 +457,40 @@ async fn a_spilled_copy_checks_its_foreign_keys() {
 }
 
 /// COPY of `rows` lines into `kids`, each naming a dad and the kid after
-/// it (the last, the first), sent in chunks of 10,000 lines, then `last`.
+/// it (the last, the first), then `last`.
 async fn copy_kids(
     session: &mut tablegate::sql::Session,
     rows: i32,
     last: &str,
 ) -> Result<String, tablegate::sql::SqlError> {
-    let started = session.execute("COPY kids FROM STDIN").await.pop().unwrap();
-    assert!(matches!(started, Ok(tablegate::sql::Output::CopyIn { .. })));
-    for chunk in 0..rows / 10_000 {
-        let lines: String = (chunk * 10_000..(chunk + 1) * 10_000)
-            .map(|i| format!("{i}\t{}\t{}\n", i % 1000, (i + 1) % rows))
-            .collect();
-        session.copy_data(lines.as_bytes());
-    }
-    session.copy_data(last.as_bytes());
-    session.copy_done().await
+    let line = |i: i32| format!("{i}\t{}\t{}\n", i % 1000, (i + 1) % rows);
+    copy_lines(session, "kids", rows, line, last).await
 }
 
-/// COPY of `rows` lines into `r`, sent in chunks of 10,000 lines, then
-/// `last`.
+/// COPY of `rows` lines into `r`, then `last`.
 async fn copy_readings(
     session: &mut tablegate::sql::Session,
     rows: i32,
     last: &str,
 ) -> Result<String, tablegate::sql::SqlError> {
-    let started = session.execute("COPY r FROM STDIN").await.pop().unwrap();
+    let line = |i: i32| format!("{}\t{i}\tnote {i} of a reading\n", i % 100);
+    copy_lines(session, "r", rows, line, last).await
+}
+
+/// COPY of lines `line(0..rows)` into `table`, sent in chunks of 10,000
+/// lines, then `last`.
+async fn copy_lines(
+    session: &mut tablegate::sql::Session,
+    table: &str,
+    rows: i32,
+    line: impl Fn(i32) -> String,
+    last: &str,
+) -> Result<String, tablegate::sql::SqlError> {
+    let copy = format!("COPY {table} FROM STDIN");
+    let started = session.execute(&copy).await.pop().unwrap();
     assert!(matches!(started, Ok(tablegate::sql::Output::CopyIn { .. })));
     for chunk in 0..rows / 10_000 {
-        let lines: String = (chunk * 10_000..(chunk + 1) * 10_000)
-            .map(|i| format!("{}\t{i}\tnote {i} of a reading\n", i % 100))
-            .collect();
+        let lines: String = (chunk * 10_000..(chunk + 1) * 10_000).map(&line).collect();
         session.copy_data(lines.as_bytes());
     }
     session.copy_data(last.as_bytes());

@@ -796,7 +796,8 @@ const ROWS_A_THREAD_AT_LEAST: usize = 16_384;
 /// Keys a COPY names, over all its foreign keys, that are looked up
 /// together: a lookup walks the referenced table's records up to its last
 /// key (see `EntityRead::contains`), so the more keys a walk finds the
-/// less each costs. About 150 MB held at most.
+/// less each costs. Checked after each part, so one part's keys more may
+/// be held.
 const KEYS_LOOKED_UP_TOGETHER: usize = 1_000_000;
 
 /// Checks that every row a COPY loads into `child` references rows that
@@ -902,7 +903,7 @@ pub(super) async fn check_loaded(
                 }
                 if fk.table == child.name {
                     own_missing.entry(key).or_insert((n, row));
-                } else if first_missing.is_none_or(|(first, _)| row < first) {
+                } else if first_missing.is_none_or(|(earliest, _)| row < earliest) {
                     first_missing = Some((row, n));
                 }
             }

@@ -170,8 +170,8 @@ pub(super) fn contains(
     Ok(found)
 }
 
-/// Fewer keys than this are walked for on one thread: a thread of its own
-/// costs about as much as stepping to a few hundred keys.
+/// Fewer keys than this are walked for on one thread: a thread is worth
+/// starting only for many keys.
 const KEYS_A_THREAD_AT_LEAST: usize = 16_384;
 
 /// Which of `sought` (encoded keys in key order, each with its first 16

@@ -20,6 +20,7 @@
 //! and the UPDATE or DELETE of an action needs the session's privileges on
 //! the referencing table (PostgreSQL's run as the table's owner).
 
+use std::collections::hash_map::Entry;
 use std::collections::{HashMap, HashSet};
 use std::ops::Range;
 use std::sync::Arc;
@@ -493,6 +494,8 @@ async fn check_references(
         .map(|c| ((c.table.as_str(), &c.key), c.new.is_some()))
         .collect();
     let mut found: HashSet<(String, EntityKey)> = HashSet::new();
+    // Each referencing table's foreign keys, worked out once.
+    let mut checked: HashMap<&str, Vec<(&ForeignKey, References)>> = HashMap::new();
     for change in changes {
         let Some(entity) = &change.new else { continue };
         let Ok(child) = definition(tables, &change.table) else {
@@ -502,8 +505,21 @@ async fn check_references(
             continue;
         }
         let row = child.entity_to_row(entity)?;
-        for fk in child.foreign_keys.iter().filter(|fk| applies(fk)) {
-            let references = References::new(child, fk, definition(tables, &fk.table)?)?;
+        let fks = match checked.entry(child.name.as_str()) {
+            Entry::Occupied(known) => known.into_mut(),
+            Entry::Vacant(new) => new.insert(
+                (child.foreign_keys.iter())
+                    .filter(|fk| applies(fk))
+                    .map(|fk| {
+                        Ok((
+                            fk,
+                            References::new(child, fk, definition(tables, &fk.table)?)?,
+                        ))
+                    })
+                    .collect::<Result<_>>()?,
+            ),
+        };
+        for (fk, references) in fks.iter() {
             let Some(values) = references.values(&row) else {
                 continue;
             };

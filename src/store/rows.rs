@@ -90,16 +90,23 @@ pub fn bulk_ranges(len: usize, min_rows: usize) -> Vec<std::ops::Range<usize>> {
         .collect()
 }
 
-/// Runs `work` on each item, each on a thread of its own, and returns the
-/// results in the items' order; a thread's panic goes on in the caller.
+/// Runs `work` on each item, each on a thread of its own (one item on the
+/// caller's: no thread to start for small work), and returns the results
+/// in the items' order; a thread's panic goes on in the caller.
 pub fn on_threads<I: Send, T: Send>(
     items: impl IntoIterator<Item = I>,
     work: impl Fn(I) -> T + Sync,
 ) -> Vec<T> {
+    let mut items = items.into_iter().peekable();
+    let first = items.next();
+    if items.peek().is_none() {
+        return first.map(&work).into_iter().collect();
+    }
     let work = &work;
     std::thread::scope(|scope| {
-        let threads: Vec<_> = items
+        let threads: Vec<_> = first
             .into_iter()
+            .chain(items)
             .map(|item| scope.spawn(move || work(item)))
             .collect();
         threads

@@ -12,7 +12,9 @@ use std::sync::{Arc, Mutex, OnceLock};
 use datafusion::arrow::array::{ArrayRef, AsArray, BinaryArray, RecordBatch, StringArray};
 use datafusion::arrow::compute::CastOptions;
 use datafusion::arrow::datatypes::{DataType, Field, Schema};
-use datafusion::execution::memory_pool::{MemoryConsumer, MemoryPool, MemoryReservation};
+use datafusion::execution::memory_pool::{
+    MemoryConsumer, MemoryLimit, MemoryPool, MemoryReservation,
+};
 use datafusion::sql::sqlparser::ast::{CopyLegacyCsvOption, CopyLegacyOption, CopyOption};
 
 use super::checks::{naming_failing_row, Checks};
@@ -32,10 +34,25 @@ use crate::store::{EncodedRows, LoadRows, SortedRuns, StoreError};
 /// [`EncodedRows::append`]).
 const PART_ROWS: usize = 8192;
 
-/// Bytes of rows a COPY that may spill holds before it spills them to
-/// disk: past this, sorting and writing a run costs little beside parsing
-/// the rows, and a larger share of memory would buy little.
-pub const MAX_HELD_BYTES: usize = 256 << 20;
+/// A COPY that may spill holds rows of up to this share of the engine's
+/// query memory before it spills them to disk (1 GiB of the default
+/// 4 GiB), and at least [`MIN_HELD_BYTES`]. Spilled rows are read back
+/// for the foreign key checks and again for the write, and sorted in runs
+/// where held rows are sorted once.
+const HELD_SHARE_OF_QUERY_MEMORY: usize = 4;
+
+/// The least a COPY that may spill holds before it spills (the room left
+/// in the query memory still bounds it).
+const MIN_HELD_BYTES: usize = 256 << 20;
+
+/// Bytes of rows a COPY that may spill holds before it spills them, in
+/// `pool`.
+fn held_bytes(pool: &dyn MemoryPool) -> usize {
+    match pool.memory_limit() {
+        MemoryLimit::Finite(limit) => (limit / HELD_SHARE_OF_QUERY_MEMORY).max(MIN_HELD_BYTES),
+        MemoryLimit::Infinite | MemoryLimit::Unknown => MIN_HELD_BYTES,
+    }
+}
 
 /// The rows made of a part's lines, and those of them near the entity
 /// limits.
@@ -144,9 +161,10 @@ pub struct CopyIn {
     /// The rows' share of the engine's query memory: a COPY that would
     /// hold more spills them, or fails (53200) where it may not spill.
     memory: MemoryReservation,
-    /// Rows spilled to disk, when the COPY may spill (see
-    /// [`MAX_HELD_BYTES`]).
+    /// Rows spilled to disk, when the COPY may spill, once it holds
+    /// `max_held` bytes of them.
     spilled: Option<SortedRuns>,
+    max_held: usize,
     /// Those of the rows near the entity limits.
     near_limits: NearLimits,
     lines: usize,
@@ -156,7 +174,7 @@ pub struct CopyIn {
 
 impl CopyIn {
     /// A COPY of `columns` of `def`, holding its rows in `memory`; with a
-    /// `spill_dir`, rows past [`MAX_HELD_BYTES`] or the room left in
+    /// `spill_dir`, rows past [`held_bytes`] or the room left in
     /// `memory` are spilled there in sorted runs. Instants without a zone
     /// are read in `zone`, the session's; each row must pass `checks`.
     pub(super) fn new(
@@ -168,6 +186,7 @@ impl CopyIn {
         memory: &Arc<dyn MemoryPool>,
         spill_dir: Option<PathBuf>,
     ) -> Self {
+        let max_held = held_bytes(memory.as_ref());
         let memory = MemoryConsumer::new(format!("COPY into {}", def.name)).register(memory);
         CopyIn {
             parser: Arc::new(LineParser {
@@ -186,6 +205,7 @@ impl CopyIn {
             rows: EncodedRows::new(),
             memory,
             spilled: spill_dir.map(SortedRuns::new),
+            max_held,
             near_limits: NearLimits::default(),
             lines: 0,
             header_skipped: false,
@@ -345,12 +365,12 @@ impl CopyIn {
 
     /// Reserves `bytes` more for the rows held; false when the query
     /// memory has no room. A COPY that may spill first spills the rows it
-    /// holds when they would pass [`MAX_HELD_BYTES`] or the room left.
+    /// holds when they would pass `max_held` or the room left.
     fn make_room(&mut self, bytes: usize) -> Result<bool> {
         let Some(runs) = &mut self.spilled else {
             return Ok(self.memory.try_grow(bytes).is_ok());
         };
-        if self.memory.size() + bytes <= MAX_HELD_BYTES && self.memory.try_grow(bytes).is_ok() {
+        if self.memory.size() + bytes <= self.max_held && self.memory.try_grow(bytes).is_ok() {
             return Ok(true);
         }
         runs.add(&self.rows)?;
@@ -853,6 +873,17 @@ mod tests {
 
     /// A COPY that may spill takes rows past the query memory: it spills
     /// those it holds into sorted runs, which hold every row.
+    #[test]
+    fn a_copy_holds_a_share_of_the_query_memory_before_it_spills() {
+        use datafusion::execution::memory_pool::GreedyMemoryPool;
+        let pool = |bytes: usize| GreedyMemoryPool::new(bytes);
+        assert_eq!(held_bytes(&pool(4 << 30)), 1 << 30);
+        assert_eq!(held_bytes(&pool(16 << 30)), 4 << 30);
+        // A small query memory still lets a COPY hold what it has room for.
+        assert_eq!(held_bytes(&pool(512 << 20)), MIN_HELD_BYTES);
+        assert_eq!(held_bytes(unlimited().as_ref()), MIN_HELD_BYTES);
+    }
+
     #[test]
     fn rows_past_the_query_memory_spill_when_they_may() {
         use datafusion::execution::memory_pool::GreedyMemoryPool;

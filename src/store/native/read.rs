@@ -82,7 +82,7 @@ fn lookup(
 ) -> Result<Option<Stored>> {
     let encoded = encode_entity_key(&key.partition_key, &key.row_key);
     let prefix = partition_prefix(&encoded)?;
-    let record = match cache.rows(table, prefix, snapshot)? {
+    let record = match cache.rows(table, prefix, snapshot, Some(&encoded))? {
         Some(rows) => match rows.position(&encoded) {
             Some(i) => Stored::Cached(rows, i),
             None => return Ok(None),
@@ -307,7 +307,7 @@ pub(super) fn query_rows(
         (&query.range, &bounds.0)
     {
         let prefix = partition_prefix(first)?;
-        if let Some(cached) = cache.rows(table, prefix, snapshot)? {
+        if let Some(cached) = cache.rows(table, prefix, snapshot, None)? {
             let range = cached.range(&bounds);
             let pairs = |i| Ok(cached.pair(i));
             return if query.reverse {

@@ -871,8 +871,8 @@ mod tests {
         assert_eq!(memory.reserved(), 0);
     }
 
-    /// A COPY that may spill takes rows past the query memory: it spills
-    /// those it holds into sorted runs, which hold every row.
+    /// A COPY that may spill holds a quarter of the query memory, and at
+    /// least 256 MiB, before it spills.
     #[test]
     fn a_copy_holds_a_share_of_the_query_memory_before_it_spills() {
         use datafusion::execution::memory_pool::GreedyMemoryPool;
@@ -884,6 +884,8 @@ mod tests {
         assert_eq!(held_bytes(unlimited().as_ref()), MIN_HELD_BYTES);
     }
 
+    /// A COPY that may spill takes rows past the query memory: it spills
+    /// those it holds into sorted runs, which hold every row.
     #[test]
     fn rows_past_the_query_memory_spill_when_they_may() {
         use datafusion::execution::memory_pool::GreedyMemoryPool;

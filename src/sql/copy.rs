@@ -164,6 +164,7 @@ pub struct CopyIn {
     /// Rows spilled to disk, when the COPY may spill, once it holds
     /// `max_held` bytes of them.
     spilled: Option<SortedRuns>,
+    /// Bytes of rows held before they spill ([`held_bytes`] of the pool).
     max_held: usize,
     /// Those of the rows near the entity limits.
     near_limits: NearLimits,

@@ -43,25 +43,15 @@ use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
-use super::aio::{AlignedBuffer, Writes};
 use crate::store::{Result, StoreError};
 
 /// How far a log file grows before the log moves to the other file.
 pub const MAX_FILE_BYTES: u64 = 64 << 20;
 /// The zeroed chunk a file grows by.
 const GROWTH_BYTES: u64 = 1 << 20;
-/// `[checksum u64][length u32][generation u64][sequence u64]`.
-const HEADER_BYTES: usize = 28;
-/// The header of records written before records had a sequence number:
-/// `[checksum u64][length u32][generation u64]`, the generation's top bit
-/// clear. Such records are still replayed.
-const UNSEQUENCED_HEADER_BYTES: usize = 20;
-/// Set in the generation field of a record with a sequence number.
-const SEQUENCED: u64 = 1 << 63;
-/// Writes the writer may have in flight at once (see [`CommitLog::submit`]).
-pub const MAX_WRITES_IN_FLIGHT: usize = 2;
+/// `[checksum u64][length u32][generation u64]`.
+const HEADER_BYTES: usize = 20;
 /// What a write covers whole, and where its bytes start in memory: a direct
 /// write needs both aligned to the device's block.
 const BLOCK_BYTES: usize = 4096;
@@ -117,17 +107,24 @@ pub struct CommitLog {
     offset: u64,
     /// The record being made: its header, then its changes.
     record: Vec<u8>,
-    /// The sequence number of the next record of the generation.
-    sequence: u64,
     /// The block `offset` is in, as written up to `offset` (the first
     /// `offset % BLOCK_BYTES` bytes hold).
     current_block: Vec<u8>,
-    /// Writes submitted and not yet reported complete.
-    writes: Writes,
-    /// The token of the next write.
-    next_token: u64,
-    /// Buffers of completed writes, for the next ones.
-    spare: Vec<AlignedBuffer>,
+    /// Where a write's whole blocks are put together.
+    blocks: AlignedBuffer,
+}
+
+/// A buffer whose bytes start at a [`BLOCK_BYTES`] boundary.
+#[derive(Default)]
+struct AlignedBuffer(Vec<u8>);
+
+impl AlignedBuffer {
+    /// `len` bytes starting at a block boundary, their content unspecified.
+    fn get(&mut self, len: usize) -> &mut [u8] {
+        self.0.resize(len + BLOCK_BYTES, 0);
+        let start = self.0.as_ptr().align_offset(BLOCK_BYTES);
+        &mut self.0[start..start + len]
+    }
 }
 
 impl CommitLog {
@@ -171,11 +168,8 @@ impl CommitLog {
             generation: 0,
             offset: 0,
             record: Vec::new(),
-            sequence: 0,
             current_block: vec![0; BLOCK_BYTES],
-            writes: Writes::new(MAX_WRITES_IN_FLIGHT),
-            next_token: 0,
-            spare: Vec::new(),
+            blocks: AlignedBuffer::default(),
         };
         // A generation starts with an empty record: the first header says
         // which file holds the newest.
@@ -186,7 +180,7 @@ impl CommitLog {
             if read.is_err() {
                 continue;
             }
-            if let Some(Record { generation, .. }) = parse(&header, 0) {
+            if let Some((generation, _, _)) = parse(&header, 0) {
                 if generation % 2 == i as u64 && newest.is_none_or(|(g, _)| generation > g) {
                     newest = Some((generation, i));
                 }
@@ -197,13 +191,14 @@ impl CommitLog {
             log.generation = generation;
             let bytes = log.read_file(i)?;
             let mut at = 0;
-            let mut last = None;
-            while let Some(record) = next_record(&bytes, at, generation, last) {
-                if !record.payload.is_empty() {
-                    payloads.push(record.payload.to_vec());
+            while let Some((g, payload, next)) = parse(&bytes, at) {
+                if g != generation {
+                    break;
                 }
-                last = record.sequence;
-                at = record.next;
+                if !payload.is_empty() {
+                    payloads.push(payload.to_vec());
+                }
+                at = next;
             }
         }
         Ok((log, payloads))
@@ -215,12 +210,10 @@ impl CommitLog {
     }
 
     /// Starts the next generation in the other file. Everything logged so
-    /// far must be durable elsewhere first (fjall synced), and no write in
-    /// flight.
+    /// far must be durable elsewhere first (fjall synced).
     pub fn checkpoint(&mut self) -> Result<()> {
         self.generation += 1;
         self.offset = 0;
-        self.sequence = 0;
         self.begin();
         let written = self.append()?;
         debug_assert!(written, "an empty record always fits");
@@ -256,50 +249,18 @@ impl CommitLog {
         }
     }
 
-    /// Writes the record durably, with nothing else in flight. False,
-    /// writing nothing, when it does not fit in what is left of the
-    /// current file: its changes must then be made durable in fjall,
-    /// followed by a checkpoint.
+    /// Writes the record durably. False, writing nothing, when it does not
+    /// fit in what is left of the current file: its changes must then be
+    /// made durable in fjall, followed by a checkpoint.
     pub fn append(&mut self) -> Result<bool> {
-        debug_assert_eq!(self.unreported(), 0);
-        let Some(token) = self.submit()? else {
-            return Ok(false);
-        };
-        loop {
-            for (done, result) in self.completions(Some(Duration::from_secs(1))) {
-                if done == token {
-                    return result.map(|()| true);
-                }
-            }
-        }
-    }
-
-    /// Submits the record's write and returns its token, which
-    /// [`CommitLog::completions`] reports once the record is durable.
-    /// `None`, writing nothing, when it does not fit (see
-    /// [`CommitLog::append`]).
-    ///
-    /// A write covers whole blocks, its last one padded with zeros. A
-    /// record submitted while another is in flight starts at the next
-    /// block, so that two writes never cover one block (a write that
-    /// ended last could take back the other's bytes); replay finds it
-    /// there by its sequence number (see [`next_record`]). A write that
-    /// fails leaves a hole the replay stops at: the records after it must
-    /// not be acknowledged before a checkpoint.
-    pub fn submit(&mut self) -> Result<Option<u64>> {
-        let offset = if self.writes.in_flight() > 0 {
-            self.offset.next_multiple_of(BLOCK_BYTES as u64)
-        } else {
-            self.offset
-        };
         let length = (self.record.len() - HEADER_BYTES) as u64;
-        let end = offset + self.record.len() as u64;
+        let end = self.offset + self.record.len() as u64;
         if length > u32::MAX as u64 || end > MAX_FILE_BYTES {
-            return Ok(None);
+            return Ok(false);
         }
+        let generation = self.generation;
         self.record[8..12].copy_from_slice(&(length as u32).to_le_bytes());
-        self.record[12..20].copy_from_slice(&(self.generation | SEQUENCED).to_le_bytes());
-        self.record[20..28].copy_from_slice(&self.sequence.to_le_bytes());
+        self.record[12..20].copy_from_slice(&generation.to_le_bytes());
         let checksum = xxhash_rust::xxh3::xxh3_64(&self.record[8..]);
         self.record[0..8].copy_from_slice(&checksum.to_le_bytes());
         let i = self.current();
@@ -308,47 +269,20 @@ impl CommitLog {
         }
         // The block's earlier bytes, the record, then zeros to the block's
         // end (the file holds zeros or an older generation's bytes there).
-        let head = (offset % BLOCK_BYTES as u64) as usize;
-        let start = offset - head as u64;
+        let head = (self.offset % BLOCK_BYTES as u64) as usize;
+        let start = self.offset - head as u64;
         let used = head + self.record.len();
-        let mut buffer = self.spare.pop().unwrap_or_default();
-        let blocks = buffer.get(used.next_multiple_of(BLOCK_BYTES), BLOCK_BYTES);
+        let blocks = self.blocks.get(used.next_multiple_of(BLOCK_BYTES));
         blocks[..head].copy_from_slice(&self.current_block[..head]);
         blocks[head..used].copy_from_slice(&self.record);
         blocks[used..].fill(0);
+        self.files[i]
+            .write_all_at(blocks, start)
+            .map_err(|e| failed("writing", &file_path(&self.dir, i), e))?;
         let tail = used % BLOCK_BYTES;
         self.current_block[..tail].copy_from_slice(&blocks[used - tail..used]);
         self.offset = end;
-        self.sequence += 1;
-        let token = self.next_token;
-        self.next_token += 1;
-        self.writes.submit(&self.files[i], start, buffer, token);
-        Ok(Some(token))
-    }
-
-    /// Writes submitted and not yet reported by [`CommitLog::completions`].
-    pub fn unreported(&self) -> usize {
-        self.writes.unreported()
-    }
-
-    /// The tokens of the writes completed since the last call, each with
-    /// its outcome; with `wait`, waiting up to that long for one when any
-    /// is in flight.
-    pub fn completions(&mut self, wait: Option<Duration>) -> Vec<(u64, Result<()>)> {
-        let path = file_path(&self.dir, self.current());
-        self.writes
-            .completions(wait)
-            .into_iter()
-            .map(|done| {
-                if self.spare.len() < MAX_WRITES_IN_FLIGHT {
-                    self.spare.push(done.buffer);
-                }
-                (
-                    done.token,
-                    done.result.map_err(|e| failed("writing", &path, e)),
-                )
-            })
-            .collect()
+        Ok(true)
     }
 
     /// Extends file `i` with zeros to at least `end`: blocks written once,
@@ -357,7 +291,7 @@ impl CommitLog {
         let target = end.div_ceil(GROWTH_BYTES) * GROWTH_BYTES;
         // A buffer of its own: the chunk's megabyte is not kept after.
         let mut zeros = AlignedBuffer::default();
-        let zeros = zeros.get((target - self.sizes[i]) as usize, BLOCK_BYTES);
+        let zeros = zeros.get((target - self.sizes[i]) as usize);
         zeros.fill(0);
         let mut file = &self.files[i];
         file.write_all_at(zeros, self.sizes[i])
@@ -373,66 +307,19 @@ fn file_path(dir: &Path, i: usize) -> PathBuf {
     dir.join(format!("{i}.log"))
 }
 
-/// A record read back from a log file.
-struct Record<'a> {
-    generation: u64,
-    /// `None` for a record written before records had one.
-    sequence: Option<u64>,
-    payload: &'a [u8],
-    /// Where the record ends.
-    next: usize,
-}
-
-/// The record at `at` of a file's `bytes`; `None` where no whole record is.
-fn parse(bytes: &[u8], at: usize) -> Option<Record<'_>> {
-    let field = |from: usize| -> Option<u64> {
-        Some(u64::from_le_bytes(
-            bytes.get(at + from..at + from + 8)?.try_into().ok()?,
-        ))
-    };
-    let checksum = field(0)?;
-    let length = u32::from_le_bytes(bytes.get(at + 8..at + 12)?.try_into().ok()?) as usize;
-    let generation = field(12)?;
-    let (header, sequence) = if generation & SEQUENCED != 0 {
-        (HEADER_BYTES, Some(field(20)?))
-    } else {
-        (UNSEQUENCED_HEADER_BYTES, None)
-    };
-    let generation = generation & !SEQUENCED;
-    let end = at + header + length;
+/// The record at `at` of a file's `bytes`: its generation, its payload and
+/// where the next begins; `None` past the last whole record.
+fn parse(bytes: &[u8], at: usize) -> Option<(u64, &[u8], usize)> {
+    let header = bytes.get(at..at + HEADER_BYTES)?;
+    let checksum = u64::from_le_bytes(header[0..8].try_into().ok()?);
+    let length = u32::from_le_bytes(header[8..12].try_into().ok()?) as usize;
+    let generation = u64::from_le_bytes(header[12..20].try_into().ok()?);
+    let end = at + HEADER_BYTES + length;
     let covered = bytes.get(at + 8..end)?;
     if generation == 0 || xxhash_rust::xxh3::xxh3_64(covered) != checksum {
         return None;
     }
-    Some(Record {
-        generation,
-        sequence,
-        payload: &bytes[at + header..end],
-        next: end,
-    })
-}
-
-/// The record of `generation` that follows the one numbered `last` (none
-/// before the first), the one before having ended at `at`: there, or at
-/// the next block, where a record submitted while the one before was in
-/// flight starts. One at the next block must carry the next number: a
-/// record whose write never completed leaves a hole the replay stops at,
-/// though records submitted after it may have reached the disk.
-fn next_record(bytes: &[u8], at: usize, generation: u64, last: Option<u64>) -> Option<Record<'_>> {
-    let follows = |record: &Record| match (last, record.sequence) {
-        (Some(last), Some(sequence)) => sequence == last + 1,
-        (None, Some(sequence)) => sequence == 0,
-        (None, None) => true,
-        (Some(_), None) => false,
-    };
-    if let Some(record) = parse(bytes, at).filter(|r| r.generation == generation && follows(r)) {
-        return Some(record);
-    }
-    let block = at.next_multiple_of(BLOCK_BYTES);
-    (block != at && last.is_some())
-        .then(|| parse(bytes, block))
-        .flatten()
-        .filter(|r| r.generation == generation && r.sequence.is_some() && follows(r))
+    Some((generation, &bytes[at + HEADER_BYTES..end], end))
 }
 
 /// The changes of a replayed payload, in order.
@@ -598,113 +485,6 @@ mod tests {
             })
             .collect();
         assert_eq!(replayed(&payloads), expected);
-    }
-
-    /// Submits a record of `changes` without waiting for it; returns
-    /// whether it starts at the next block, past where the one before
-    /// ended (as one submitted while another is in flight does).
-    fn submit(log: &mut CommitLog, changes: &[Put<'_>]) -> bool {
-        let before = log.offset;
-        log.begin();
-        for (space, key, value) in changes {
-            log.put(*space, key, *value);
-        }
-        log.submit().unwrap().unwrap();
-        log.offset - log.record.len() as u64 != before
-    }
-
-    fn wait_for_all(log: &mut CommitLog) {
-        while log.unreported() > 0 {
-            for (_, result) in log.completions(Some(Duration::from_secs(1))) {
-                result.unwrap();
-            }
-        }
-    }
-
-    #[test]
-    fn records_written_while_others_are_in_flight_are_replayed_in_order() {
-        let (dir, mut log) = started();
-        let values: Vec<Vec<u8>> = (0..40u8).map(|i| vec![i; 50 + 7 * i as usize]).collect();
-        let mut moved_on = 0;
-        for chunk in values.chunks(MAX_WRITES_IN_FLIGHT) {
-            for value in chunk {
-                moved_on +=
-                    usize::from(submit(&mut log, &[(Space::Entities(1), b"k", Some(value))]));
-            }
-            wait_for_all(&mut log);
-        }
-        assert!(
-            moved_on > 0,
-            "no record was submitted while another was in flight"
-        );
-        drop(log);
-        let (_, payloads) = CommitLog::open(dir.path()).unwrap();
-        let expected: Vec<_> = values
-            .iter()
-            .map(|value| (Space::Entities(1), b"k".to_vec(), Some(value.clone())))
-            .collect();
-        assert_eq!(replayed(&payloads), expected);
-    }
-
-    #[test]
-    fn a_record_after_a_write_that_never_landed_is_not_replayed() {
-        let (dir, mut log) = started();
-        assert!(write(
-            &mut log,
-            &[(Space::Entities(1), b"a", Some(b"kept"))]
-        ));
-        let lost_at = log.offset;
-        submit(&mut log, &[(Space::Entities(1), b"b", Some(b"lost"))]);
-        assert!(
-            submit(&mut log, &[(Space::Entities(1), b"c", Some(b"after"))]),
-            "the last record was submitted while the one before was in flight"
-        );
-        wait_for_all(&mut log);
-        let file = log.current();
-        drop(log);
-        // The middle write never reached the disk; the one after did.
-        let path = file_path(dir.path(), file);
-        let f = OpenOptions::new().write(true).open(&path).unwrap();
-        f.write_all_at(&[0; HEADER_BYTES], lost_at).unwrap();
-        let (_, payloads) = CommitLog::open(dir.path()).unwrap();
-        assert_eq!(
-            replayed(&payloads),
-            vec![(Space::Entities(1), b"a".to_vec(), Some(b"kept".to_vec()))]
-        );
-    }
-
-    #[test]
-    fn records_without_a_sequence_number_are_replayed() {
-        let dir = tempfile::tempdir().unwrap();
-        std::fs::create_dir_all(dir.path()).unwrap();
-        // Generation 3 in file 1, as a log of before sequence numbers
-        // wrote it: its empty first record, then one change.
-        let record = |generation: u64, payload: &[u8]| {
-            let mut bytes = vec![0u8; UNSEQUENCED_HEADER_BYTES];
-            bytes[8..12].copy_from_slice(&(payload.len() as u32).to_le_bytes());
-            bytes[12..20].copy_from_slice(&generation.to_le_bytes());
-            bytes.extend_from_slice(payload);
-            let checksum = xxhash_rust::xxh3::xxh3_64(&bytes[8..]);
-            bytes[0..8].copy_from_slice(&checksum.to_le_bytes());
-            bytes
-        };
-        let mut payload = Vec::new();
-        payload.push(1u8);
-        payload.extend_from_slice(&9u64.to_le_bytes());
-        payload.extend_from_slice(&1u32.to_le_bytes());
-        payload.push(b'k');
-        payload.push(1);
-        payload.extend_from_slice(&2u32.to_le_bytes());
-        payload.extend_from_slice(b"ok");
-        let mut file = record(3, &[]);
-        file.extend(record(3, &payload));
-        file.resize(GROWTH_BYTES as usize, 0);
-        std::fs::write(file_path(dir.path(), 1), &file).unwrap();
-        let (_, payloads) = CommitLog::open(dir.path()).unwrap();
-        assert_eq!(
-            replayed(&payloads),
-            vec![(Space::Entities(9), b"k".to_vec(), Some(b"ok".to_vec()))]
-        );
     }
 
     #[test]

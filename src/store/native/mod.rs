@@ -35,7 +35,6 @@
 //! Reads run on the caller's thread: a point get or a page is a short,
 //! mostly-cached lookup, cheaper to do in place than to hand to another thread.
 
-mod aio;
 mod commit_log;
 mod layout;
 mod partition_cache;

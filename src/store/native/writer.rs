@@ -17,7 +17,7 @@
 //! A command that fails leaves no trace: its changes are collected apart and
 //! joined to the group only when all of its operations pass.
 
-use std::collections::{HashSet, VecDeque};
+use std::collections::HashSet;
 
 /// Maps keyed by encoded record keys: a group of a bulk load holds a
 /// million of them, and SipHash showed in its profile (about 7% of a COPY).
@@ -30,7 +30,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use fjall::{Keyspace, PersistMode, Readable};
 use tokio::sync::oneshot;
 
-use super::commit_log::{CommitLog, Space, MAX_WRITES_IN_FLIGHT};
+use super::commit_log::{CommitLog, Space};
 use super::layout::{
     self, stats_key, timestamp_of, tomb_key, version_of, LoadMarker, PartitionHeader, TableTotals,
 };
@@ -544,14 +544,16 @@ impl Delta {
 
 /// A group's changes, written alike to the commit log and to a fjall batch.
 struct Changes<'a> {
+    shared: &'a Shared,
     batch: fjall::OwnedWriteBatch,
     log: &'a mut CommitLog,
 }
 
 impl<'a> Changes<'a> {
-    fn new(shared: &Shared, log: &'a mut CommitLog) -> Self {
+    fn new(shared: &'a Shared, log: &'a mut CommitLog) -> Self {
         log.begin();
         Changes {
+            shared,
             batch: shared.db.batch().durability(None),
             log,
         }
@@ -565,28 +567,18 @@ impl<'a> Changes<'a> {
         }
         self.log.put(space, key, value);
     }
-}
 
-/// A group whose changes are staged: its fjall batch, the partitions it
-/// changes, the table totals it makes, and its writers' replies.
-struct Staged {
-    /// Taken when committed.
-    batch: Option<fjall::OwnedWriteBatch>,
-    written: Vec<(u64, Vec<u8>)>,
-    totals: Vec<(Arc<Table>, TableTotals)>,
-    replies: Vec<Box<dyn FnOnce(Option<StoreError>) + Send>>,
-}
-
-/// A group whose commit log write is in flight.
-struct Sealed {
-    /// The log write's token.
-    token: u64,
-    /// The write's outcome, once the log reports it.
-    durable: Option<Result<()>>,
-    /// The group's records, which later groups are checked against until
-    /// fjall holds them.
-    records: HashMap<RecordKey, (Arc<Table>, Option<Vec<u8>>)>,
-    staged: Staged,
+    /// Makes the changes durable, then visible: readers never see a change
+    /// that a crash could take back. A group too large for the log's file
+    /// is made durable by syncing fjall instead.
+    fn commit(self) -> Result<()> {
+        let logged = self.log.append()?;
+        self.batch.commit().map_err(storage)?;
+        if !logged {
+            checkpoint(self.shared, self.log)?;
+        }
+        Ok(())
+    }
 }
 
 /// Makes everything committed to fjall durable there and starts the
@@ -615,14 +607,7 @@ pub(super) struct Writer {
     shared: Arc<Shared>,
     /// Where each group becomes durable before fjall holds it.
     log: CommitLog,
-    /// Whether a log write failed: the log may hold a hole that replay
-    /// stops at, so nothing more is logged before a checkpoint.
-    log_failed: bool,
-    /// Groups whose log writes are in flight, oldest first.
-    sealed: VecDeque<Sealed>,
-    /// Table totals as the newest sealed group makes them.
-    sealed_totals: HashMap<u64, TableTotals>,
-    /// Partition headers as of the last sealed group plus the open group's changes.
+    /// Partition headers as of the last committed group plus the open group's changes.
     headers: HashMap<RecordKey, PartitionHeader>,
     last_version: u64,
     next_table_id: u64,
@@ -633,9 +618,6 @@ impl Writer {
         Writer {
             shared,
             log,
-            log_failed: false,
-            sealed: VecDeque::new(),
-            sealed_totals: HashMap::default(),
             headers: HashMap::default(),
             last_version,
             next_table_id,
@@ -643,109 +625,72 @@ impl Writer {
     }
 
     /// Runs until every sender is gone.
-    ///
-    /// A group is sealed (its log write submitted) as soon as no more
-    /// commands wait and fewer than [`MAX_WRITES_IN_FLIGHT`] groups are in
-    /// flight: the next group is put together, checked against the
-    /// groups in flight, and submitted while the disk takes the last one.
-    /// Groups are committed to fjall, and their writers answered, in order,
-    /// each once its write is durable.
     pub fn run(mut self, commands: Receiver<Command>) {
-        let mut group = Group::default();
-        loop {
-            self.finish_durable(None);
-            let command = match commands.try_recv() {
-                Ok(command) => command,
-                Err(TryRecvError::Empty) => {
-                    if !group.replies.is_empty() && self.sealed.len() < MAX_WRITES_IN_FLIGHT {
-                        self.seal(std::mem::take(&mut group));
-                    } else if self.sealed.len() >= MAX_WRITES_IN_FLIGHT {
-                        self.finish_durable(Some(Duration::from_secs(1)));
-                    } else if !self.sealed.is_empty() {
-                        // A command or a completion, whichever comes first;
-                        // any other thread ready to run on this core goes first.
-                        // SAFETY: a plain system call.
-                        unsafe { libc::sched_yield() };
-                    } else {
-                        match next_command(&commands) {
-                            Some(command) => self.take(&mut group, command),
-                            None => break,
+        while let Some(first) = next_command(&commands) {
+            let mut group = Group::default();
+            let mut next = Some(first);
+            while let Some(command) = next.take() {
+                match command {
+                    Command::CreateTable { name, reply } => {
+                        self.commit(std::mem::take(&mut group));
+                        let _ = reply.send(self.create_table(&name));
+                    }
+                    Command::DropTable { name, reply } => {
+                        self.commit(std::mem::take(&mut group));
+                        let _ = reply.send(self.drop_table(&name));
+                    }
+                    Command::Write { ops, batch, reply } => {
+                        self.write(&mut group, ops, batch, move |result| {
+                            let _ = reply.send(result);
+                        })
+                    }
+                    Command::Load { tables, reply } => {
+                        // The group's writes count: a table they write to
+                        // holds rows.
+                        self.commit(std::mem::take(&mut group));
+                        let rows: usize = tables.iter().map(|(_, rows)| rows.len()).sum();
+                        let empty = tables.iter().all(|(table, _)| {
+                            table
+                                .totals
+                                .lock()
+                                .unwrap_or_else(|e| e.into_inner())
+                                .entities
+                                == 0
+                        });
+                        let held: Option<Vec<(&Arc<Table>, &EncodedRows)>> = tables
+                            .iter()
+                            .map(|(table, rows)| match rows {
+                                LoadRows::Held(rows) => Some((table, rows)),
+                                LoadRows::Spilled(_) => None,
+                            })
+                            .collect();
+                        let journaled = held.filter(|_| !empty && rows < MIN_FILED_LOAD_ROWS);
+                        if let Some(held) = journaled {
+                            let ops = held
+                                .into_iter()
+                                .flat_map(|(table, rows)| {
+                                    (0..rows.len())
+                                        .map(|i| Prepared::encoded(table.clone(), rows, i))
+                                })
+                                .collect();
+                            self.write(&mut group, ops, true, move |result| {
+                                let _ = reply.send(result.map(|o| o.len() as u64));
+                            })
+                        } else {
+                            let _ = reply.send(self.load(&tables));
                         }
                     }
-                    continue;
+                    Command::DeletePartition {
+                        table,
+                        partition_key,
+                        reply,
+                    } => self.delete_partition(&mut group, &table, &partition_key, reply),
                 }
-                Err(TryRecvError::Disconnected) => break,
-            };
-            self.take(&mut group, command);
-            if group.replies.len() >= MAX_GROUP_COMMANDS {
-                while self.sealed.len() >= MAX_WRITES_IN_FLIGHT {
-                    self.finish_durable(Some(Duration::from_secs(1)));
-                }
-                self.seal(std::mem::take(&mut group));
-            }
-        }
-        self.seal(group);
-        self.drain();
-    }
-
-    /// Adds a command to the open group, or carries it out after every
-    /// group before it is committed.
-    fn take(&mut self, group: &mut Group, command: Command) {
-        match command {
-            Command::Write { ops, batch, reply } => self.write(group, ops, batch, move |result| {
-                let _ = reply.send(result);
-            }),
-            Command::DeletePartition {
-                table,
-                partition_key,
-                reply,
-            } => self.delete_partition(group, &table, &partition_key, reply),
-            Command::CreateTable { name, reply } => {
-                self.seal(std::mem::take(group));
-                self.drain();
-                let _ = reply.send(self.create_table(&name));
-            }
-            Command::DropTable { name, reply } => {
-                self.seal(std::mem::take(group));
-                self.drain();
-                let _ = reply.send(self.drop_table(&name));
-            }
-            Command::Load { tables, reply } => {
-                // The group's writes count: a table they write to
-                // holds rows.
-                self.seal(std::mem::take(group));
-                self.drain();
-                let rows: usize = tables.iter().map(|(_, rows)| rows.len()).sum();
-                let empty = tables.iter().all(|(table, _)| {
-                    table
-                        .totals
-                        .lock()
-                        .unwrap_or_else(|e| e.into_inner())
-                        .entities
-                        == 0
-                });
-                let held: Option<Vec<(&Arc<Table>, &EncodedRows)>> = tables
-                    .iter()
-                    .map(|(table, rows)| match rows {
-                        LoadRows::Held(rows) => Some((table, rows)),
-                        LoadRows::Spilled(_) => None,
-                    })
-                    .collect();
-                let journaled = held.filter(|_| !empty && rows < MIN_FILED_LOAD_ROWS);
-                if let Some(held) = journaled {
-                    let ops = held
-                        .into_iter()
-                        .flat_map(|(table, rows)| {
-                            (0..rows.len()).map(|i| Prepared::encoded(table.clone(), rows, i))
-                        })
-                        .collect();
-                    self.write(group, ops, true, move |result| {
-                        let _ = reply.send(result.map(|o| o.len() as u64));
-                    })
-                } else {
-                    let _ = reply.send(self.load(&tables));
+                if group.replies.len() < MAX_GROUP_COMMANDS {
+                    next = commands.try_recv().ok();
                 }
             }
+            self.commit(group);
         }
     }
 
@@ -777,7 +722,7 @@ impl Writer {
     }
 
     /// The visible record at a key: the command's own changes first, then the
-    /// group's, then those of the groups in flight, then what is committed.
+    /// group's, then what is committed.
     fn current(
         &mut self,
         group: &Group,
@@ -792,7 +737,6 @@ impl Writer {
             .records
             .get(&key)
             .or_else(|| group.records.get(&key))
-            .or_else(|| self.sealed.iter().rev().find_map(|s| s.records.get(&key)))
         {
             Some((_, record)) => record.clone(),
             // The header counts the partition's visible entities: none
@@ -1210,21 +1154,26 @@ impl Writer {
         }));
     }
 
-    /// Stages a group's changes in a fjall batch and in the log's record,
-    /// with the table totals they make.
-    fn stage(&mut self, group: Group) -> Result<(Staged, Group)> {
+    /// Writes a group's changes, durably, and the table totals they make
+    /// into `totals`.
+    fn write_group(
+        &mut self,
+        group: &Group,
+        totals: &mut Vec<(Arc<Table>, TableTotals)>,
+    ) -> Result<()> {
         let shared = self.shared.clone();
         let written = group
             .records
             .keys()
-            .map(|(id, key)| Ok((*id, partition_prefix(key)?.to_vec())))
+            .map(|(id, key)| Ok((*id, partition_prefix(key)?)))
             .chain(
                 group
                     .dirty_partitions
                     .keys()
-                    .map(|(id, prefix)| Ok((*id, prefix.clone()))),
+                    .map(|(id, prefix)| Ok((*id, prefix.as_slice()))),
             )
             .collect::<Result<Vec<_>>>()?;
+        let _writing = shared.partition_cache.writing(&written);
         let mut changes = Changes::new(&shared, &mut self.log);
         for ((_, key), (table, record)) in &group.records {
             changes.set(
@@ -1244,14 +1193,11 @@ impl Writer {
                 value.as_deref(),
             );
         }
-        let mut totals = Vec::with_capacity(group.totals.len());
         for (id, (table, delta)) in &group.totals {
-            let before = self
-                .sealed_totals
-                .get(id)
-                .copied()
-                .unwrap_or_else(|| *table.totals.lock().unwrap_or_else(|e| e.into_inner()));
-            let new = delta.apply(before, self.last_version);
+            let new = delta.apply(
+                *table.totals.lock().unwrap_or_else(|e| e.into_inner()),
+                self.last_version,
+            );
             changes.set(
                 &shared.catalog,
                 Space::Catalog,
@@ -1274,167 +1220,36 @@ impl Writer {
             layout::VERSION_FLOOR.as_bytes(),
             Some(&self.last_version.to_le_bytes()),
         );
-        let staged = Staged {
-            batch: Some(changes.batch),
-            written,
-            totals,
-            replies: Vec::new(),
-        };
-        Ok((staged, group))
+        changes.commit()
     }
 
-    /// Submits a group's log write; the group is committed once the write
-    /// is durable (see [`Writer::finish_durable`]). A group too large for
-    /// the log's file is made durable by syncing fjall instead, after the
-    /// groups in flight.
-    fn seal(&mut self, mut group: Group) {
+    /// Makes a group durable, then answers its writers.
+    fn commit(&mut self, group: Group) {
         if group.replies.is_empty() {
             return;
         }
-        let replies = std::mem::take(&mut group.replies);
-        if self.log_failed {
-            self.drain();
-            if let Err(e) = checkpoint(&self.shared, &mut self.log) {
-                self.headers.clear();
-                for reply in replies {
-                    reply(Some(e.clone()));
+        let mut totals = Vec::with_capacity(group.totals.len());
+        let result = self.write_group(&group, &mut totals);
+        match result {
+            Ok(()) => {
+                for (table, new) in totals {
+                    *table.totals.lock().unwrap_or_else(|e| e.into_inner()) = new;
                 }
-                return;
-            }
-            self.log_failed = false;
-        }
-        let token = self
-            .stage(group)
-            .and_then(|(staged, group)| Ok((self.log.submit()?, staged, group)));
-        match token {
-            Ok((Some(token), mut staged, group)) => {
-                staged.replies = replies;
-                for (table, totals) in &staged.totals {
-                    self.sealed_totals.insert(table.id, *totals);
-                }
-                self.sealed.push_back(Sealed {
-                    token,
-                    durable: None,
-                    records: group.records,
-                    staged,
-                });
-            }
-            Ok((None, mut staged, _)) => {
-                staged.replies = replies;
-                if !self.drain() {
-                    self.fail(
-                        staged.replies,
-                        &StoreError::Storage("an earlier group's write failed".into()),
-                    );
-                    return;
-                }
-                let made = self
-                    .commit(&mut staged)
-                    .and_then(|()| checkpoint(&self.shared, &mut self.log));
-                match made {
-                    Ok(()) => self.answer(staged),
-                    Err(e) => {
-                        self.log_failed = true;
-                        self.drain();
-                        self.headers.clear();
-                        self.fail(staged.replies, &e);
-                    }
+                for reply in group.replies {
+                    reply(None);
                 }
             }
             Err(e) => {
-                // Nothing was submitted; the groups in flight stand, and
-                // the header cache holds this group's changes until they
-                // are all committed.
-                self.drain();
+                // The cache may hold this group's uncommitted headers.
                 self.headers.clear();
-                self.fail(replies, &e);
-            }
-        }
-    }
-
-    /// Commits a group whose changes are durable to fjall, making them
-    /// visible: readers never see a change that a crash could take back.
-    fn commit(&self, staged: &mut Staged) -> Result<()> {
-        let written: Vec<(u64, &[u8])> = staged
-            .written
-            .iter()
-            .map(|(id, prefix)| (*id, prefix.as_slice()))
-            .collect();
-        let _writing = self.shared.partition_cache.writing(&written);
-        match staged.batch.take() {
-            Some(batch) => batch.commit().map_err(storage),
-            None => Ok(()),
-        }
-    }
-
-    /// Publishes a committed group's totals and answers its writers.
-    fn answer(&mut self, staged: Staged) {
-        for (table, new) in staged.totals {
-            *table.totals.lock().unwrap_or_else(|e| e.into_inner()) = new;
-        }
-        for reply in staged.replies {
-            reply(None);
-        }
-    }
-
-    fn fail(&self, replies: Vec<Box<dyn FnOnce(Option<StoreError>) + Send>>, e: &StoreError) {
-        for reply in replies {
-            reply(Some(e.clone()));
-        }
-    }
-
-    /// Takes the log's completed writes (waiting up to `wait` for one) and
-    /// commits the groups at the front whose writes are durable, in order.
-    /// A group whose write failed fails, and so does every group after it,
-    /// which were checked against its changes.
-    fn finish_durable(&mut self, wait: Option<Duration>) {
-        if self.sealed.is_empty() {
-            return;
-        }
-        for (token, result) in self.log.completions(wait) {
-            if let Some(sealed) = self.sealed.iter_mut().find(|s| s.token == token) {
-                sealed.durable = Some(result);
-            }
-        }
-        while self.sealed.front().is_some_and(|s| s.durable.is_some()) {
-            let Some(mut sealed) = self.sealed.pop_front() else {
-                break;
-            };
-            let result = sealed
-                .durable
-                .take()
-                .unwrap_or(Ok(()))
-                .and_then(|()| self.commit(&mut sealed.staged));
-            if let Err(e) = result {
-                self.log_failed = true;
-                while self.log.unreported() > 0 {
-                    self.log.completions(Some(Duration::from_secs(1)));
+                for reply in group.replies {
+                    reply(Some(e.clone()));
                 }
-                self.fail(sealed.staged.replies, &e);
-                for later in std::mem::take(&mut self.sealed) {
-                    self.fail(later.staged.replies, &e);
-                }
-                self.headers.clear();
-                self.sealed_totals.clear();
-                return;
-            }
-            self.answer(sealed.staged);
-        }
-        if self.sealed.is_empty() {
-            self.sealed_totals.clear();
-            if self.headers.len() > MAX_CACHED_HEADERS {
-                self.headers.clear();
             }
         }
-    }
-
-    /// Waits until every group in flight is committed or failed; false when
-    /// one failed.
-    fn drain(&mut self) -> bool {
-        while !self.sealed.is_empty() {
-            self.finish_durable(Some(Duration::from_secs(1)));
+        if self.headers.len() > MAX_CACHED_HEADERS {
+            self.headers.clear();
         }
-        !self.log_failed
     }
 
     fn create_table(&mut self, name: &str) -> Result<()> {

@@ -323,6 +323,77 @@ pub fn in_label_order(
     )
 }
 
+/// Checks each text literal compared for equality with a column of an
+/// enum type (`m = 'ok'`, `m <> 'ok'`, `m IN ('ok', 'sad')`) as a label
+/// of that type, as PostgreSQL reads it: a text that is not a label is
+/// refused (22P02) when the statement is planned, rather than matching
+/// no row.
+pub fn labels_compared(plan: LogicalPlan, types: &EnumTypes) -> DfResult<LogicalPlan> {
+    let check = |e: &DfExpr, name: &str| -> DfResult<()> {
+        use datafusion::common::ScalarValue;
+        let DfExpr::Literal(
+            ScalarValue::Utf8(Some(text))
+            | ScalarValue::Utf8View(Some(text))
+            | ScalarValue::LargeUtf8(Some(text)),
+            _,
+        ) = e
+        else {
+            return Ok(());
+        };
+        match types.get(name) {
+            Some(ty) => Ok(check_label(&ty, text)?),
+            None => Ok(()),
+        }
+    };
+    rewrite_nodes_holding(
+        plan,
+        |node, e| {
+            matches!(e, DfExpr::BinaryExpr(_) | DfExpr::InList(_))
+                && equated_enum(e, &inputs_schema(node)).is_some()
+        },
+        |e, schema| {
+            e.transform_up(|e| {
+                let Some(name) = equated_enum(&e, schema) else {
+                    return Ok(Transformed::no(e));
+                };
+                match &e {
+                    DfExpr::BinaryExpr(BinaryExpr { left, right, .. }) => {
+                        check(left, &name)?;
+                        check(right, &name)?;
+                    }
+                    DfExpr::InList(in_list) => {
+                        for item in &in_list.list {
+                            check(item, &name)?;
+                        }
+                    }
+                    _ => {}
+                }
+                Ok(Transformed::no(e))
+            })
+        },
+    )
+}
+
+/// The enum type of an equality comparison (or an IN list) one side of
+/// which is a column of that type.
+fn equated_enum(e: &DfExpr, schema: &DFSchema) -> Option<String> {
+    match e {
+        DfExpr::BinaryExpr(BinaryExpr { left, op, right })
+            if matches!(
+                op,
+                Operator::Eq
+                    | Operator::NotEq
+                    | Operator::IsDistinctFrom
+                    | Operator::IsNotDistinctFrom
+            ) =>
+        {
+            enum_of(left, schema).or_else(|| enum_of(right, schema))
+        }
+        DfExpr::InList(in_list) => enum_of(&in_list.expr, schema),
+        _ => None,
+    }
+}
+
 /// The enum type of a column reference, from its field's metadata.
 fn enum_of(e: &DfExpr, schema: &DFSchema) -> Option<String> {
     let DfExpr::Column(column) = e else {

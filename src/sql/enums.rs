@@ -378,17 +378,12 @@ pub fn labels_compared(plan: LogicalPlan, types: &EnumTypes) -> DfResult<Logical
 /// which is a column of that type.
 fn equated_enum(e: &DfExpr, schema: &DFSchema) -> Option<String> {
     match e {
-        DfExpr::BinaryExpr(BinaryExpr { left, op, right })
-            if matches!(
-                op,
-                Operator::Eq
-                    | Operator::NotEq
-                    | Operator::IsDistinctFrom
-                    | Operator::IsNotDistinctFrom
-            ) =>
-        {
-            enum_of(left, schema).or_else(|| enum_of(right, schema))
-        }
+        DfExpr::BinaryExpr(BinaryExpr {
+            left,
+            op:
+                Operator::Eq | Operator::NotEq | Operator::IsDistinctFrom | Operator::IsNotDistinctFrom,
+            right,
+        }) => enum_of(left, schema).or_else(|| enum_of(right, schema)),
         DfExpr::InList(in_list) => enum_of(&in_list.expr, schema),
         _ => None,
     }

@@ -5,7 +5,8 @@
 //! are `text` columns whose writes must name one of the type's labels
 //! ([`check_label`]), and a cast to the type (`'ok'::mood`, Prisma's
 //! `CAST($1::text AS "Role")`) is the text, checked the same way
-//! ([`rewrite_casts`], [`ENUM_INPUT`]). ORDER BY such a column, and
+//! ([`rewrite_casts`], [`ENUM_INPUT`]), as is a text literal compared
+//! for equality with such a column ([`labels_compared`]). ORDER BY such a column, and
 //! `<`, `<=`, `>`, `>=` with one, follow the type's order, as in
 //! PostgreSQL ([`in_label_order`]); other orderings of the values (`max`,
 //! a window's ORDER BY, an expression of the column) are their texts'.

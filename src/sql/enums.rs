@@ -6,7 +6,7 @@
 //! ([`check_label`]), and a cast to the type (`'ok'::mood`, Prisma's
 //! `CAST($1::text AS "Role")`) is the text, checked the same way
 //! ([`rewrite_casts`], [`ENUM_INPUT`]), as is a text literal compared
-//! for equality with such a column ([`labels_compared`]). ORDER BY such a column, and
+//! for equality with such a column ([`check_labels_compared`]). ORDER BY such a column, and
 //! `<`, `<=`, `>`, `>=` with one, follow the type's order, as in
 //! PostgreSQL ([`in_label_order`]); other orderings of the values (`max`,
 //! a window's ORDER BY, an expression of the column) are their texts'.
@@ -20,7 +20,7 @@ use datafusion::sql::sqlparser::ast::{
     Statement, UserDefinedTypeRepresentation, Value, VisitMut, VisitorMut,
 };
 
-use datafusion::common::tree_node::{Transformed, TreeNode};
+use datafusion::common::tree_node::{Transformed, TreeNode, TreeNodeRecursion};
 use datafusion::common::{DFSchema, Result as DfResult};
 use datafusion::logical_expr::{BinaryExpr, Expr as DfExpr, LogicalPlan, Operator, ScalarUDF};
 use datafusion::prelude::lit;
@@ -304,10 +304,11 @@ pub fn in_label_order(
     rewrite_nodes_holding(
         sorted,
         |node, e| {
-            matches!(e, DfExpr::BinaryExpr(_)) && compared_enum(e, &inputs_schema(node)).is_some()
+            matches!(e, DfExpr::BinaryExpr(_))
+                && compared_enum(e, &inputs_schema(node), &ORDERINGS).is_some()
         },
         |e, schema| {
-            e.transform_up(|e| match compared_enum(&e, schema) {
+            e.transform_up(|e| match compared_enum(&e, schema, &ORDERINGS) {
                 Some(name) => {
                     let DfExpr::BinaryExpr(BinaryExpr { left, op, right }) = e else {
                         unreachable!("a comparison");
@@ -329,7 +330,7 @@ pub fn in_label_order(
 /// of that type, as PostgreSQL reads it: a text that is not a label is
 /// refused (22P02) when the statement is planned, rather than matching
 /// no row.
-pub fn labels_compared(plan: LogicalPlan, types: &EnumTypes) -> DfResult<LogicalPlan> {
+pub fn check_labels_compared(plan: &LogicalPlan, types: &EnumTypes) -> DfResult<()> {
     let check = |e: &DfExpr, name: &str| -> DfResult<()> {
         use datafusion::common::ScalarValue;
         let DfExpr::Literal(
@@ -346,49 +347,47 @@ pub fn labels_compared(plan: LogicalPlan, types: &EnumTypes) -> DfResult<Logical
             None => Ok(()),
         }
     };
-    rewrite_nodes_holding(
-        plan,
-        |node, e| {
-            matches!(e, DfExpr::BinaryExpr(_) | DfExpr::InList(_))
-                && equated_enum(e, &inputs_schema(node)).is_some()
-        },
-        |e, schema| {
-            e.transform_up(|e| {
-                let Some(name) = equated_enum(&e, schema) else {
-                    return Ok(Transformed::no(e));
-                };
-                match &e {
+    plan.apply_with_subqueries(|node| {
+        // The node's input schema, merged once for the node's comparisons.
+        let mut schema = None;
+        node.apply_expressions(|e| {
+            e.apply(|e| {
+                match e {
                     DfExpr::BinaryExpr(BinaryExpr { left, right, .. }) => {
-                        check(left, &name)?;
-                        check(right, &name)?;
+                        let schema = schema.get_or_insert_with(|| inputs_schema(node));
+                        if let Some(name) = compared_enum(e, schema, &EQUALITIES) {
+                            check(left, &name)?;
+                            check(right, &name)?;
+                        }
                     }
                     DfExpr::InList(in_list) => {
-                        for item in &in_list.list {
-                            check(item, &name)?;
+                        let schema = schema.get_or_insert_with(|| inputs_schema(node));
+                        if let Some(name) = enum_of(&in_list.expr, schema) {
+                            for item in &in_list.list {
+                                check(item, &name)?;
+                            }
                         }
                     }
                     _ => {}
                 }
-                Ok(Transformed::no(e))
+                Ok(TreeNodeRecursion::Continue)
             })
-        },
-    )
+        })
+    })?;
+    Ok(())
 }
 
-/// The enum type of an equality comparison (or an IN list) one side of
-/// which is a column of that type.
-fn equated_enum(e: &DfExpr, schema: &DFSchema) -> Option<String> {
-    match e {
-        DfExpr::BinaryExpr(BinaryExpr {
-            left,
-            op:
-                Operator::Eq | Operator::NotEq | Operator::IsDistinctFrom | Operator::IsNotDistinctFrom,
-            right,
-        }) => enum_of(left, schema).or_else(|| enum_of(right, schema)),
-        DfExpr::InList(in_list) => enum_of(&in_list.expr, schema),
-        _ => None,
-    }
-}
+/// The comparisons whose text is read as a label by
+/// [`check_labels_compared`].
+const EQUALITIES: [Operator; 4] = [
+    Operator::Eq,
+    Operator::NotEq,
+    Operator::IsDistinctFrom,
+    Operator::IsNotDistinctFrom,
+];
+
+/// The comparisons [`in_label_order`] orders by the type's order.
+const ORDERINGS: [Operator; 4] = [Operator::Lt, Operator::LtEq, Operator::Gt, Operator::GtEq];
 
 /// The enum type of a column reference, from its field's metadata.
 fn enum_of(e: &DfExpr, schema: &DFSchema) -> Option<String> {
@@ -399,16 +398,13 @@ fn enum_of(e: &DfExpr, schema: &DFSchema) -> Option<String> {
     field.metadata().get(ENUM_KEY).cloned()
 }
 
-/// The enum type of an ordering comparison one side of which is a column
-/// of that type.
-fn compared_enum(e: &DfExpr, schema: &DFSchema) -> Option<String> {
+/// The enum type of a comparison by one of `operators` one side of which
+/// is a column of that type.
+fn compared_enum(e: &DfExpr, schema: &DFSchema, operators: &[Operator]) -> Option<String> {
     let DfExpr::BinaryExpr(BinaryExpr { left, op, right }) = e else {
         return None;
     };
-    if !matches!(
-        op,
-        Operator::Lt | Operator::LtEq | Operator::Gt | Operator::GtEq
-    ) {
+    if !operators.contains(op) {
         return None;
     }
     enum_of(left, schema).or_else(|| enum_of(right, schema))

@@ -716,7 +716,7 @@ impl Session {
             udf(super::enums::ENUM_POSITION)?,
             udf(super::enums::ENUM_TEXT)?,
         );
-        let plan = super::enums::labels_compared(plan, types)?;
+        super::enums::check_labels_compared(&plan, types)?;
         Ok(super::enums::in_label_order(plan, &position, &text)?)
     }
 

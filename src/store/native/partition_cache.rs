@@ -405,13 +405,16 @@ fn read_partition(
         bytes: Vec::new(),
         ends: Vec::new(),
     };
-    let alone = match point.filter(|_| one_record) {
-        Some(key) => snapshot.get(&table.entities, key).map_err(storage)?,
-        None => None,
+    let alone = match point {
+        Some(key) if one_record => snapshot
+            .get(&table.entities, key)
+            .map_err(storage)?
+            .map(|record| (key, record)),
+        _ => None,
     };
-    match (point, alone) {
-        (Some(key), Some(record)) => rows.push(key, &record),
-        _ => {
+    match alone {
+        Some((key, record)) => rows.push(key, &record),
+        None => {
             for guard in snapshot.range(&table.entities, prefix.to_vec()..prefix_end(prefix)) {
                 let (key, record) = guard.into_inner().map_err(storage)?;
                 if rows.bytes.len() + key.len() + record.len() > MAX_CACHED_PARTITION_BYTES {
@@ -621,10 +624,12 @@ mod tests {
         assert_eq!(holds(&store, "p"), Some("rows"));
     }
 
-    /// A partition of one row is read in by a point read of that row, and
-    /// then answers point reads and ranges as fjall would; one whose row is
-    /// not the one asked for, or whose older rows a partition delete left
-    /// behind, is read in whole.
+    /// A partition of one row read in for a point read (with a get of the
+    /// row, where the row is the one asked for) answers point reads and
+    /// ranges as fjall would, and so does one whose row is not the one
+    /// asked for, or whose older rows a partition delete left behind (read
+    /// in with a range). Which read filled the cache is not observed here:
+    /// the get only costs less.
     #[tokio::test]
     async fn a_partition_of_one_row_is_read_in_by_a_point_read() {
         let dir = tempfile::tempdir().unwrap();

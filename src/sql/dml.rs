@@ -112,10 +112,18 @@ struct Rewrite {
     kind: Kind,
     /// For MERGE: what each WHEN clause does, in order.
     merged: Vec<Kind>,
-    /// For an INSERT whose rows are only parameters and NULLs (the prepared
-    /// single-row insert): each row's value sources, by output column. Its
-    /// rows are built without planning the SELECT.
-    direct: Option<Vec<Vec<Direct>>>,
+    /// For an INSERT whose rows need no query plan (the prepared
+    /// single-row insert): its rows are built without planning the SELECT.
+    direct: Option<DirectRows>,
+}
+
+/// The rows of an INSERT that needs no query plan.
+struct DirectRows {
+    /// Each row's value sources, by output column.
+    rows: Vec<Vec<Direct>>,
+    /// The schema of the batch they are made into (the output columns in
+    /// their Arrow types), made once.
+    schema: SchemaRef,
 }
 
 /// A value of an INSERT row that needs no query plan.
@@ -635,6 +643,10 @@ fn rewrite_insert(session: &Session, insert: &Insert) -> Result<Rewrite> {
         aliased(&select),
         source_columns.join(", ")
     );
+    let direct = direct.map(|rows| DirectRows {
+        rows,
+        schema: columns_schema(&def, &columns),
+    });
     let mut arbiters = Arbiters::default();
     let on_conflict = match &insert.on {
         None => Conflict::Error,
@@ -929,7 +941,7 @@ impl<'a> Evaluator<'a> {
 fn direct_batch(
     def: &TableDef,
     columns: &[usize],
-    rows: &[Vec<Direct>],
+    direct: &DirectRows,
     params: Option<&ParamValues>,
     zone: &SessionZone,
 ) -> Result<RecordBatch> {
@@ -943,6 +955,7 @@ fn direct_batch(
         _ => &[],
     };
     let evaluator = Evaluator::new(values, zone);
+    let rows = &direct.rows;
     let mut arrays: Vec<ArrayRef> = Vec::with_capacity(columns.len());
     for (j, &i) in columns.iter().enumerate() {
         let target = arrow_type(def.columns[i].ty);
@@ -964,7 +977,7 @@ fn direct_batch(
             many => concat(&many.iter().map(|a| a.as_ref()).collect::<Vec<_>>())?,
         });
     }
-    column_batch(def, columns, arrays, rows.len())
+    column_batch(direct.schema.clone(), arrays, rows.len())
 }
 
 /// `array` cast to a column's Arrow type (itself when it has that type),
@@ -986,14 +999,9 @@ fn cast_to_column(
     Ok(cast)
 }
 
-/// A batch of arrays holding the given table columns, in their Arrow types,
-/// named `c0`, `c1`, ...
-fn column_batch(
-    def: &TableDef,
-    columns: &[usize],
-    arrays: Vec<ArrayRef>,
-    rows: usize,
-) -> Result<RecordBatch> {
+/// The schema of a batch holding the given table columns, in their Arrow
+/// types, named `c0`, `c1`, ...
+fn columns_schema(def: &TableDef, columns: &[usize]) -> SchemaRef {
     let fields: Vec<_> = columns
         .iter()
         .enumerate()
@@ -1005,12 +1013,13 @@ fn column_batch(
             )
         })
         .collect();
+    Arc::new(Schema::new(fields))
+}
+
+/// A batch of `arrays` under `schema` (of [`columns_schema`]).
+fn column_batch(schema: SchemaRef, arrays: Vec<ArrayRef>, rows: usize) -> Result<RecordBatch> {
     let options = datafusion::arrow::array::RecordBatchOptions::new().with_row_count(Some(rows));
-    Ok(RecordBatch::try_new_with_options(
-        Arc::new(Schema::new(fields)),
-        arrays,
-        &options,
-    )?)
+    Ok(RecordBatch::try_new_with_options(schema, arrays, &options)?)
 }
 
 /// The table, its alias and the other FROM items of an UPDATE or DELETE.
@@ -1486,9 +1495,14 @@ pub async fn describe(
     if let Some(&last) = rewrite.hints.keys().max() {
         params.resize(params.len().max(last), None);
     }
+    // A parameter alone where a column value goes takes the column's type,
+    // as in PostgreSQL. A direct INSERT's parameters are its values as
+    // they are sent (no cast at each execution); a planned statement's
+    // keep the plan's types where it has them.
     for (i, param) in params.iter_mut().enumerate() {
-        if param.is_none() {
-            *param = rewrite.hints.get(&(i + 1)).cloned();
+        let hint = rewrite.hints.get(&(i + 1));
+        if param.is_none() || (rewrite.direct.is_some() && hint.is_some()) {
+            *param = hint.cloned();
         }
     }
     let result = match &rewrite.returning {
@@ -1532,11 +1546,11 @@ pub async fn plan_changes(
         session.require(&def, privilege)?;
     }
     let mut stream: datafusion::physical_plan::SendableRecordBatchStream = match &rewrite.direct {
-        Some(rows) => {
+        Some(direct) => {
             let started = (std::time::SystemTime::now(), std::time::Instant::now());
             let zone = session.settings().zone();
-            let batch = direct_batch(&def, &rewrite.columns, rows, params.as_ref(), &zone)?;
-            session.log_unplanned(started, rows.len() as u64);
+            let batch = direct_batch(&def, &rewrite.columns, direct, params.as_ref(), &zone)?;
+            session.log_unplanned(started, direct.rows.len() as u64);
             let schema = batch.schema();
             Box::pin(MemoryStream::try_new(vec![batch], schema, None)?)
         }
@@ -1920,13 +1934,24 @@ fn cast_columns(
     batch: &RecordBatch,
     zone: &SessionZone,
 ) -> Result<RecordBatch> {
-    let mut arrays = Vec::with_capacity(columns.len());
-    for (j, &i) in columns.iter().enumerate() {
-        let target = arrow_type(def.columns[i].ty);
-        let array = batch.column(j);
-        arrays.push(cast_to_column(array, &target, &Default::default(), zone)?);
+    let schema = columns_schema(def, columns);
+    let typed = batch.num_columns() == columns.len()
+        && (schema.fields().iter().zip(batch.columns()))
+            .all(|(field, array)| field.data_type() == array.data_type());
+    if typed {
+        // A direct INSERT's batch, made in these types.
+        return Ok(batch.clone());
     }
-    column_batch(def, columns, arrays, batch.num_rows())
+    let mut arrays = Vec::with_capacity(columns.len());
+    for (field, array) in schema.fields().iter().zip(batch.columns()) {
+        arrays.push(cast_to_column(
+            array,
+            field.data_type(),
+            &Default::default(),
+            zone,
+        )?);
+    }
+    column_batch(schema, arrays, batch.num_rows())
 }
 
 /// Evaluates RETURNING over the rows written (or deleted).

@@ -821,7 +821,10 @@ where
 /// reallocations under it, was 3.3% of the server's samples, and copying
 /// into them 5.5%). Once a row is encoded,
 /// the buffer makes room for as many more rows of its size as the batch
-/// has left, so a batch takes about one allocation.
+/// has left, so a batch takes about one allocation. The first row starts
+/// in [`FIRST_ROW_BYTES`]: a point select's row of ten columns otherwise
+/// grew its buffer three times (reallocations about 2% of the server's
+/// samples).
 struct DataRows {
     buffer: BytesMut,
     fields: usize,
@@ -831,12 +834,15 @@ struct DataRows {
 impl DataRows {
     fn new(rows: usize) -> Self {
         DataRows {
-            buffer: BytesMut::new(),
+            buffer: BytesMut::with_capacity(FIRST_ROW_BYTES),
             fields: 0,
             left: rows,
         }
     }
 }
+
+/// Room for a batch's first data row before it is encoded.
+const FIRST_ROW_BYTES: usize = 256;
 
 impl arrow_pg::encoder::Encoder for DataRows {
     type Item = DataRow;

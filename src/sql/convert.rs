@@ -259,32 +259,23 @@ impl RowDecoder {
         }
     }
 
-    /// The output column of a property name found at `position` in a
-    /// record; `None` for a property not decoded. `last` holds, for each
-    /// position, the index in `properties` of the decoded property found
-    /// there in the record before: records of a table mostly hold the same
-    /// properties, in name order, so one comparison usually finds it.
-    fn property_column(
-        &self,
-        last: &mut Vec<Option<usize>>,
-        position: usize,
-        name: &[u8],
-    ) -> Option<usize> {
-        if let Some(&Some(p)) = last.get(position) {
-            let (known, column) = &self.properties[p];
-            if known.as_slice() == name {
-                return Some(*column);
-            }
+    /// The output column of a property `name` of a record; `None` for a
+    /// property not decoded. Records hold their properties in name order
+    /// (`encode_record_into`), as `properties` is sorted: `next` is where
+    /// the walk along `properties` stands in the record, so the property
+    /// decoded is mostly the one it stands at. A name not found there is
+    /// looked for among all (a record in another order is read right).
+    fn property_column(&self, next: &mut usize, name: &[u8]) -> Option<usize> {
+        let ahead = &self.properties[(*next).min(self.properties.len())..];
+        let step = ahead.iter().position(|(n, _)| n.as_slice() >= name);
+        if let Some(step) = step.filter(|&i| ahead[i].0.as_slice() == name) {
+            *next += step + 1;
+            return Some(ahead[step].1);
         }
-        let found = self
-            .properties
+        (self.properties)
             .binary_search_by(|(n, _)| n.as_slice().cmp(name))
-            .ok();
-        if position >= last.len() {
-            last.resize(position + 1, None);
-        }
-        last[position] = found;
-        found.map(|p| self.properties[p].1)
+            .ok()
+            .map(|p| self.properties[p].1)
     }
 
     pub fn decode(
@@ -334,15 +325,15 @@ impl RowDecoder {
     ) -> std::result::Result<(), S::Error> {
         // The value of each column the row's record holds.
         let mut found: Vec<Option<ValueRef>> = vec![None; self.sources.len()];
-        let mut last = Vec::new();
         let (mut partition_parts, mut row_parts) = (Vec::new(), Vec::new());
         for r in range {
             let row = rows.get(r);
             found.fill(None);
             let (_, properties) = read_record(row.record).map_err(corrupt)?;
-            for (position, property) in properties.enumerate() {
+            let mut next = 0;
+            for property in properties {
                 let (name, value) = property.map_err(corrupt)?;
-                let Some(out) = self.property_column(&mut last, position, name) else {
+                let Some(out) = self.property_column(&mut next, name) else {
                     continue;
                 };
                 let value = value.get().map_err(corrupt)?;
@@ -610,4 +601,87 @@ pub fn batch_to_rows(def: &TableDef, columns: &[usize], batch: &RecordBatch) -> 
         }
     }
     Ok(rows)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::catalog::{Column, Keys};
+    use crate::model::codec::record::{encode_record_into, RecordHeader};
+    use crate::store::RowETag;
+
+    /// Collects each row's values as text.
+    #[derive(Default)]
+    struct Collected(Vec<Vec<String>>, Vec<String>);
+
+    impl RowSink for Collected {
+        type Error = SqlError;
+        fn value(&mut self, _: usize, value: Option<ValueRef>) -> Result<()> {
+            self.1.push(format!("{value:?}"));
+            Ok(())
+        }
+        fn row_done(&mut self) -> Result<()> {
+            self.0.push(std::mem::take(&mut self.1));
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn properties_are_found_whatever_order_a_record_holds_them_in() {
+        let def = TableDef {
+            name: "t".into(),
+            columns: vec![
+                Column::new("id", SqlType::Int8),
+                Column::new("b", SqlType::Text),
+                Column::new("a", SqlType::Int8),
+                Column::new("c", SqlType::Text),
+            ],
+            keys: Keys::Columns {
+                partition: vec![0],
+                row: vec![],
+            },
+            foreign_keys: vec![],
+            comment: None,
+            indexes: vec![],
+            view: None,
+            plain_view: None,
+            checks: Vec::new(),
+            grants: Vec::new(),
+            temporary: None,
+            triggers_disabled: false,
+        };
+        let (one, seven) = (Value::Int64(1), Value::Int64(7));
+        let (x, y, z) = (
+            Value::String("x".into()),
+            Value::String("y".into()),
+            Value::String("z".into()),
+        );
+        let mut rows = EncodedRows::new();
+        let header = RecordHeader {
+            version: 0,
+            billed_size: 0,
+        };
+        let mut record = |properties: Vec<(&str, &Value)>| {
+            let mut bytes = Vec::new();
+            encode_record_into(&mut bytes, header, properties.into_iter());
+            rows.push(("p", ""), RowETag::None, None, &bytes);
+        };
+        // In name order, with a property no column decodes between two
+        // that are; backwards; without `a`.
+        record(vec![("a", &one), ("b", &x), ("bb", &y), ("c", &z)]);
+        record(vec![("c", &z), ("b", &x), ("a", &seven)]);
+        record(vec![("b", &y), ("c", &x)]);
+        // `c` and `a`, in that order.
+        let decoder = RowDecoder::new(&def, &[3, 2]);
+        let mut sink = Collected::default();
+        decoder.decode_into(&def, &rows, &mut sink).unwrap();
+        assert_eq!(
+            sink.0,
+            [
+                ["Some(String(\"z\"))", "Some(Int64(1))"],
+                ["Some(String(\"z\"))", "Some(Int64(7))"],
+                ["Some(String(\"x\"))", "None"],
+            ]
+        );
+    }
 }

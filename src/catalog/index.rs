@@ -134,27 +134,18 @@ mod tests {
 
     fn employees() -> TableDef {
         let column = Column::new;
-        TableDef {
-            name: "employees".into(),
-            columns: vec![
+        TableDef::new(
+            "employees",
+            vec![
                 column("dept", SqlType::Text),
                 column("id", SqlType::Int4),
                 column("email", SqlType::Text),
             ],
-            keys: Keys::Columns {
+            Keys::Columns {
                 partition: vec![0],
                 row: vec![1],
             },
-            foreign_keys: vec![],
-            comment: None,
-            indexes: vec![],
-            view: None,
-            plain_view: None,
-            checks: Vec::new(),
-            grants: Vec::new(),
-            temporary: None,
-            triggers_disabled: false,
-        }
+        )
     }
 
     fn row(dept: &str, id: i32, email: Option<&str>) -> Entity {

@@ -277,6 +277,25 @@ pub enum RowError {
 }
 
 impl TableDef {
+    /// A table of these columns and keys, with nothing else defined: no
+    /// indexes, constraints, grants or comment.
+    pub fn new(name: impl Into<String>, columns: Vec<Column>, keys: Keys) -> TableDef {
+        TableDef {
+            name: name.into(),
+            columns,
+            keys,
+            foreign_keys: vec![],
+            comment: None,
+            checks: Vec::new(),
+            indexes: Vec::new(),
+            view: None,
+            plain_view: None,
+            grants: Vec::new(),
+            temporary: None,
+            triggers_disabled: false,
+        }
+    }
+
     /// Whether the relation has rows of its own (a table or a materialized
     /// view), in a store table of its name; a view has none.
     pub fn holds_rows(&self) -> bool {

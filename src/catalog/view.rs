@@ -616,20 +616,7 @@ mod tests {
     }
 
     fn table(name: &str, columns: Vec<Column>, partition: Vec<usize>, row: Vec<usize>) -> TableDef {
-        TableDef {
-            name: name.into(),
-            columns,
-            keys: Keys::Columns { partition, row },
-            foreign_keys: vec![],
-            comment: None,
-            indexes: vec![],
-            view: None,
-            plain_view: None,
-            checks: Vec::new(),
-            grants: Vec::new(),
-            temporary: None,
-            triggers_disabled: false,
-        }
+        TableDef::new(name, columns, Keys::Columns { partition, row })
     }
 
     fn employees() -> TableDef {

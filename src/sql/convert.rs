@@ -628,28 +628,19 @@ mod tests {
 
     #[test]
     fn properties_are_found_whatever_order_a_record_holds_them_in() {
-        let def = TableDef {
-            name: "t".into(),
-            columns: vec![
+        let def = TableDef::new(
+            "t",
+            vec![
                 Column::new("id", SqlType::Int8),
                 Column::new("b", SqlType::Text),
                 Column::new("a", SqlType::Int8),
                 Column::new("c", SqlType::Text),
             ],
-            keys: Keys::Columns {
+            Keys::Columns {
                 partition: vec![0],
                 row: vec![],
             },
-            foreign_keys: vec![],
-            comment: None,
-            indexes: vec![],
-            view: None,
-            plain_view: None,
-            checks: Vec::new(),
-            grants: Vec::new(),
-            temporary: None,
-            triggers_disabled: false,
-        };
+        );
         let (one, seven) = (Value::Int64(1), Value::Int64(7));
         let (x, y, z) = (
             Value::String("x".into()),

@@ -693,20 +693,7 @@ mod tests {
     use super::*;
 
     fn table(columns: Vec<crate::catalog::Column>, keys: crate::catalog::Keys) -> Arc<TableDef> {
-        Arc::new(TableDef {
-            name: "t".into(),
-            columns,
-            keys,
-            foreign_keys: vec![],
-            comment: None,
-            indexes: Vec::new(),
-            view: None,
-            plain_view: None,
-            checks: Vec::new(),
-            grants: Vec::new(),
-            temporary: None,
-            triggers_disabled: false,
-        })
+        Arc::new(TableDef::new("t", columns, keys))
     }
 
     fn format(csv: bool) -> CopyFormat {

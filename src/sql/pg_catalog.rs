@@ -2546,9 +2546,9 @@ mod tests {
             name: "mood".into(),
             labels: vec!["sad".into(), "ok".into()],
         });
-        let def = Arc::new(TableDef {
-            name: "T".into(),
-            columns: vec![
+        let def = Arc::new(TableDef::new(
+            "T",
+            vec![
                 crate::catalog::Column {
                     name: "id".into(),
                     ty: SqlType::Int4,
@@ -2572,20 +2572,11 @@ mod tests {
                     precision: None,
                 },
             ],
-            keys: Keys::Columns {
+            Keys::Columns {
                 partition: vec![0],
                 row: vec![],
             },
-            foreign_keys: vec![],
-            comment: None,
-            indexes: Vec::new(),
-            view: None,
-            plain_view: None,
-            checks: Vec::new(),
-            grants: Vec::new(),
-            temporary: None,
-            triggers_disabled: false,
-        });
+        ));
         let tables = vec![def];
         for (columns, rows) in [
             (PG_CLASS, classes(&tables)),

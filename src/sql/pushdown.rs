@@ -1024,27 +1024,18 @@ mod tests {
             nullable: false,
             ..Column::new(name, ty)
         };
-        TableDef {
-            name: "employees".into(),
-            columns: vec![
+        TableDef::new(
+            "employees",
+            vec![
                 column("dept", SqlType::Text),
                 column("id", SqlType::Int4),
                 column("name", SqlType::Text),
             ],
-            keys: Keys::Columns {
+            Keys::Columns {
                 partition: vec![0],
                 row: vec![1],
             },
-            foreign_keys: vec![],
-            comment: None,
-            indexes: Vec::new(),
-            view: None,
-            plain_view: None,
-            checks: Vec::new(),
-            grants: Vec::new(),
-            temporary: None,
-            triggers_disabled: false,
-        }
+        )
     }
 
     fn check(filters: Vec<Expr>, expected: &str) {

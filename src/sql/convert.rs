@@ -266,7 +266,7 @@ impl RowDecoder {
     /// decoded is mostly the one it stands at. A name not found there is
     /// looked for among all (a record in another order is read right).
     fn property_column(&self, next: &mut usize, name: &[u8]) -> Option<usize> {
-        let ahead = &self.properties[(*next).min(self.properties.len())..];
+        let ahead = &self.properties[*next..];
         let step = ahead.iter().position(|(n, _)| n.as_slice() >= name);
         if let Some(step) = step.filter(|&i| ahead[i].0.as_slice() == name) {
             *next += step + 1;

@@ -939,8 +939,6 @@ impl<'a> Evaluator<'a> {
 /// The rows of a [`Direct`] INSERT as a batch of the output columns, each
 /// parameter cast to its column's type as the planned SELECT would.
 fn direct_batch(
-    def: &TableDef,
-    columns: &[usize],
     direct: &DirectRows,
     params: Option<&ParamValues>,
     zone: &SessionZone,
@@ -956,9 +954,9 @@ fn direct_batch(
     };
     let evaluator = Evaluator::new(values, zone);
     let rows = &direct.rows;
-    let mut arrays: Vec<ArrayRef> = Vec::with_capacity(columns.len());
-    for (j, &i) in columns.iter().enumerate() {
-        let target = arrow_type(def.columns[i].ty);
+    let fields = direct.schema.fields();
+    let mut arrays: Vec<ArrayRef> = Vec::with_capacity(fields.len());
+    for (j, field) in fields.iter().enumerate() {
         let cells = rows
             .iter()
             .map(|row| {
@@ -969,7 +967,7 @@ fn direct_batch(
                     Direct::Volatile(physical) => evaluate_alone(physical.as_ref())?,
                     &Direct::Param(n) => param(values, n)?,
                 };
-                cast_to_column(&scalar.to_array()?, &target, &options, zone)
+                cast_to_column(&scalar.to_array()?, field.data_type(), &options, zone)
             })
             .collect::<Result<Vec<ArrayRef>>>()?;
         arrays.push(match cells.as_slice() {
@@ -1549,7 +1547,7 @@ pub async fn plan_changes(
         Some(direct) => {
             let started = (std::time::SystemTime::now(), std::time::Instant::now());
             let zone = session.settings().zone();
-            let batch = direct_batch(&def, &rewrite.columns, direct, params.as_ref(), &zone)?;
+            let batch = direct_batch(direct, params.as_ref(), &zone)?;
             session.log_unplanned(started, direct.rows.len() as u64);
             let schema = batch.schema();
             Box::pin(MemoryStream::try_new(vec![batch], schema, None)?)
@@ -1934,14 +1932,14 @@ fn cast_columns(
     batch: &RecordBatch,
     zone: &SessionZone,
 ) -> Result<RecordBatch> {
-    let schema = columns_schema(def, columns);
     let typed = batch.num_columns() == columns.len()
-        && (schema.fields().iter().zip(batch.columns()))
-            .all(|(field, array)| field.data_type() == array.data_type());
+        && (columns.iter().zip(batch.columns()))
+            .all(|(&i, array)| array.data_type() == &arrow_type(def.columns[i].ty));
     if typed {
         // A direct INSERT's batch, made in these types.
         return Ok(batch.clone());
     }
+    let schema = columns_schema(def, columns);
     let mut arrays = Vec::with_capacity(columns.len());
     for (field, array) in schema.fields().iter().zip(batch.columns()) {
         arrays.push(cast_to_column(

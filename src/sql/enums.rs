@@ -332,14 +332,10 @@ pub fn in_label_order(
 /// no row.
 pub fn check_labels_compared(plan: &LogicalPlan, types: &EnumTypes) -> DfResult<()> {
     let check = |e: &DfExpr, name: &str| -> DfResult<()> {
-        use datafusion::common::ScalarValue;
-        let DfExpr::Literal(
-            ScalarValue::Utf8(Some(text))
-            | ScalarValue::Utf8View(Some(text))
-            | ScalarValue::LargeUtf8(Some(text)),
-            _,
-        ) = e
-        else {
+        let DfExpr::Literal(value, _) = e else {
+            return Ok(());
+        };
+        let Some(Some(text)) = value.try_as_str() else {
             return Ok(());
         };
         match types.get(name) {

@@ -7,32 +7,34 @@
 //! (BENCHMARKS.md). A cached partition is its stored keys and records in one
 //! buffer, in key order, found by binary search.
 //!
-//! A partition is read into the cache the second time it is read with no
-//! write to it in between, and only if it is small
-//! ([`MAX_CACHED_PARTITION_BYTES`]); a partition that is written between
-//! most of its reads is read from fjall, as before. Reading a partition in
-//! costs more than the read that asks for part of it, so while partitions
-//! are read in faster than reads find them in memory (partitions read in
-//! are pushed out before they are read again: more of them are read than
-//! the cache holds), only one in [`READ_IN_WHEN_LOSING`] is.
+//! A partition is read into the cache by the first read that does not find
+//! it there, and only if it is small ([`MAX_CACHED_PARTITION_BYTES`]); the
+//! read is then answered from what was read in. Reading a partition in
+//! costs more than the read that asks for part of it, so while more
+//! partitions leave the cache unread than reads find in memory (pushed
+//! out before they are read again, as when more partitions are read than
+//! the cache holds, or written first, as when most reads are of rows about
+//! to be written), only one in [`READ_IN_WHEN_LOSING`] is read in. While
+//! the cache fills, nothing leaves it, and every partition read is read in.
 //!
 //! The cache answers a read only with what the read's own snapshot holds:
 //! - the writer removes the partitions a commit changes before the commit
 //!   makes the change visible, so an entry found holds the partition as
 //!   every snapshot since the entry's own sees it;
-//! - an entry is made from a snapshot taken once the writer is seen not to
-//!   be writing to the entry's shard of partitions, and is kept only if no
-//!   write to that shard began meanwhile;
+//! - an entry is made from a snapshot as new as any, taken (or found to be
+//!   as new as any) once the writer is seen not to be writing to the
+//!   entry's shard of partitions, and is kept only if no write to that
+//!   shard began meanwhile;
 //! - a read uses an entry only if its snapshot is not older than the
 //!   entry's.
 
 use std::hash::{BuildHasher, Hash};
 use std::ops::{Bound, Range};
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use fjall::{Database, Readable, SeqNo, Snapshot};
-use quick_cache::{Equivalent, Weighter};
+use quick_cache::{Equivalent, Lifecycle, Weighter};
 
 use super::layout::PartitionHeader;
 use super::read::storage;
@@ -51,11 +53,11 @@ const SHARDS: usize = 64;
 /// read in is.
 const READ_IN_WHEN_LOSING: u64 = 16;
 
-/// Partitions read in before the cache must pay for them.
-const READ_IN_FREELY: u64 = 64;
+/// Partitions that may leave the cache unread before it must pay for them.
+const UNREAD_FREELY: u64 = 64;
 
-/// Reads and partitions read in counted before their counts are halved, so
-/// that they follow the reads of late.
+/// Reads from memory and partitions gone unread counted before their
+/// counts are halved, so that they follow the reads of late.
 const PAYOFF_WINDOW: u64 = 1 << 16;
 
 /// A partition: its table's id and its encoded prefix.
@@ -76,8 +78,6 @@ impl Equivalent<PartitionId> for PartitionRef<'_> {
 /// What the cache knows of a partition.
 #[derive(Clone)]
 enum Entry {
-    /// Read once since it was last written.
-    Seen,
     /// Larger than [`MAX_CACHED_PARTITION_BYTES`].
     TooLarge,
     Rows(Arc<CachedRows>),
@@ -87,6 +87,8 @@ enum Entry {
 pub(super) struct CachedRows {
     /// The snapshot the rows were read from.
     seqno: SeqNo,
+    /// Whether a read found the rows here since they were read in.
+    read_again: AtomicBool,
     /// Each pair's key, then its record.
     bytes: Vec<u8>,
     /// Where each pair's key and record end in `bytes`.
@@ -94,6 +96,16 @@ pub(super) struct CachedRows {
 }
 
 impl CachedRows {
+    /// No pairs yet, read from the snapshot at `seqno`.
+    fn new(seqno: SeqNo) -> Self {
+        CachedRows {
+            seqno,
+            read_again: AtomicBool::new(false),
+            bytes: Vec::new(),
+            ends: Vec::new(),
+        }
+    }
+
     /// Adds a pair after the last.
     fn push(&mut self, key: &[u8], record: &[u8]) {
         self.bytes.extend_from_slice(key);
@@ -167,7 +179,7 @@ impl Weighter<PartitionId, Entry> for ByBytes {
     fn weight(&self, key: &PartitionId, entry: &Entry) -> u64 {
         let held = match entry {
             Entry::Rows(rows) => rows.bytes.len() + rows.ends.len() * 8,
-            Entry::Seen | Entry::TooLarge => 0,
+            Entry::TooLarge => 0,
         };
         (64 + key.1.len() + held) as u64
     }
@@ -182,32 +194,51 @@ struct Shard {
     generation: u64,
 }
 
+type Entries = quick_cache::sync::Cache<
+    PartitionId,
+    Entry,
+    ByBytes,
+    foldhash::fast::RandomState,
+    CountsUnread,
+>;
+
 pub(super) struct PartitionCache {
     db: Database,
-    entries: quick_cache::sync::Cache<PartitionId, Entry, ByBytes>,
+    entries: Entries,
     shards: Vec<Mutex<Shard>>,
     hasher: foldhash::fast::RandomState,
-    payoff: Payoff,
+    payoff: Arc<Payoff>,
 }
 
 /// Whether reading partitions in pays: reads answered from memory against
-/// partitions read in, lately.
+/// partitions that left the cache unread, lately.
 #[derive(Default)]
 struct Payoff {
     hits: AtomicU64,
-    read_ins: AtomicU64,
+    unread: AtomicU64,
     declined: AtomicU64,
 }
 
 impl Payoff {
-    fn hit(&self) {
-        if self.hits.fetch_add(1, Relaxed) >= PAYOFF_WINDOW {
-            self.halve();
+    fn hit(&self, rows: &CachedRows) {
+        if !rows.read_again.load(Relaxed) {
+            rows.read_again.store(true, Relaxed);
+        }
+        self.count(&self.hits);
+    }
+
+    /// Counts an entry that leaves the cache (pushed out or written), if
+    /// it held rows no read found.
+    fn left(&self, entry: &Entry) {
+        if let Entry::Rows(rows) = entry {
+            if !rows.read_again.load(Relaxed) {
+                self.count(&self.unread);
+            }
         }
     }
 
-    fn read_in(&self) {
-        if self.read_ins.fetch_add(1, Relaxed) >= PAYOFF_WINDOW {
+    fn count(&self, count: &AtomicU64) {
+        if count.fetch_add(1, Relaxed) >= PAYOFF_WINDOW {
             self.halve();
         }
     }
@@ -215,30 +246,53 @@ impl Payoff {
     /// Halves both counts (two readers may halve at once: the counts are a
     /// guide, not a tally).
     fn halve(&self) {
-        for count in [&self.hits, &self.read_ins] {
+        for count in [&self.hits, &self.unread] {
             count.store(count.load(Relaxed) / 2, Relaxed);
         }
     }
 
     fn allows_read_in(&self) -> bool {
-        self.read_ins.load(Relaxed) < self.hits.load(Relaxed) + READ_IN_FREELY
+        self.unread.load(Relaxed) < self.hits.load(Relaxed) + UNREAD_FREELY
             || self.declined.fetch_add(1, Relaxed) % READ_IN_WHEN_LOSING == 0
+    }
+}
+
+/// The cache's entries, `capacity_bytes` of them by [`ByBytes`], telling
+/// `payoff` of those pushed out.
+fn entries(capacity_bytes: u64, payoff: Arc<Payoff>) -> Entries {
+    let estimated_entries = (capacity_bytes / 4096).max(64) as usize;
+    Entries::with(
+        estimated_entries,
+        capacity_bytes,
+        ByBytes,
+        foldhash::fast::RandomState::default(),
+        CountsUnread(payoff),
+    )
+}
+
+/// Tells the payoff of the entries the cache pushes out.
+#[derive(Clone)]
+struct CountsUnread(Arc<Payoff>);
+
+impl Lifecycle<PartitionId, Entry> for CountsUnread {
+    type RequestState = ();
+
+    fn begin_request(&self) {}
+
+    fn on_evict(&self, _: &mut (), _: PartitionId, entry: Entry) {
+        self.0.left(&entry);
     }
 }
 
 impl PartitionCache {
     pub fn new(db: Database, capacity_bytes: u64) -> Self {
-        let estimated_entries = (capacity_bytes / 4096).max(64) as usize;
+        let payoff = Arc::new(Payoff::default());
         PartitionCache {
             db,
-            entries: quick_cache::sync::Cache::with_weighter(
-                estimated_entries,
-                capacity_bytes,
-                ByBytes,
-            ),
+            entries: entries(capacity_bytes, payoff.clone()),
             shards: (0..SHARDS).map(|_| Mutex::default()).collect(),
             hasher: foldhash::fast::RandomState::default(),
-            payoff: Payoff::default(),
+            payoff,
         }
     }
 
@@ -264,30 +318,29 @@ impl PartitionCache {
         let id = PartitionRef(table.id, prefix);
         let rows = match self.entries.get(&id) {
             Some(Entry::Rows(rows)) => {
-                self.payoff.hit();
+                self.payoff.hit(&rows);
                 rows
             }
             Some(Entry::TooLarge) => return Ok(None),
-            Some(Entry::Seen) if !self.payoff.allows_read_in() => return Ok(None),
-            Some(Entry::Seen) => match self.read_in(table, prefix, point)? {
+            None if !self.payoff.allows_read_in() => return Ok(None),
+            None => match self.read_in(table, prefix, snapshot, point)? {
                 Some(rows) => rows,
                 None => return Ok(None),
             },
-            None => {
-                self.entries
-                    .insert((table.id, prefix.to_vec()), Entry::Seen);
-                return Ok(None);
-            }
         };
         Ok((rows.seqno <= snapshot.seqno()).then_some(rows))
     }
 
     /// Reads a partition into the cache, unless a write to its shard is
-    /// under way or begins before it is read, or it is too large.
+    /// under way or begins before it is read, or it is too large. It is
+    /// read through the reader's `snapshot` when that is as new as any
+    /// (the usual case: a statement's own snapshot, taken just before),
+    /// else through a new one.
     fn read_in(
         &self,
         table: &Table,
         prefix: &[u8],
+        snapshot: &Snapshot,
         point: Option<&[u8]>,
     ) -> Result<Option<Arc<CachedRows>>> {
         let shard = self.shard_index(table.id, prefix);
@@ -298,9 +351,17 @@ impl PartitionCache {
             }
             shard.generation
         };
-        self.payoff.read_in();
-        let snapshot = self.db.snapshot();
-        let entry = match read_partition(table, prefix, &snapshot, point)? {
+        // Every commit to the shard before the generation was read is
+        // visible by now (a commit's marks are dropped once it is), so a
+        // snapshot of the visible sequence number sees them all.
+        let fresh;
+        let snapshot = if snapshot.seqno() >= self.db.visible_seqno() {
+            snapshot
+        } else {
+            fresh = self.db.snapshot();
+            &fresh
+        };
+        let entry = match read_partition(table, prefix, snapshot, point)? {
             Some(rows) => Entry::Rows(Arc::new(rows)),
             None => Entry::TooLarge,
         };
@@ -327,7 +388,9 @@ impl PartitionCache {
         }
         self.mark(shards);
         for (table_id, prefix) in partitions {
-            self.entries.remove(&PartitionRef(*table_id, prefix));
+            if let Some((_, entry)) = self.entries.remove(&PartitionRef(*table_id, prefix)) {
+                self.payoff.left(&entry);
+            }
         }
         Writing {
             cache: self,
@@ -400,11 +463,7 @@ fn read_partition(
         // the partition stores.
         one_record = header.entities == 1 && header.deleted_through == 0;
     }
-    let mut rows = CachedRows {
-        seqno: snapshot.seqno(),
-        bytes: Vec::new(),
-        ends: Vec::new(),
-    };
+    let mut rows = CachedRows::new(snapshot.seqno());
     let alone = match point {
         Some(key) if one_record => snapshot
             .get(&table.entities, key)
@@ -480,10 +539,20 @@ mod tests {
             .get(&PartitionRef(id, &prefix))
         {
             None => None,
-            Some(Entry::Seen) => Some("seen"),
             Some(Entry::TooLarge) => Some("too large"),
             Some(Entry::Rows(_)) => Some("rows"),
         }
+    }
+
+    /// The writer's mark on partition `pk` of `t`, as a commit to it holds
+    /// while under way.
+    fn writing<'a>(store: &'a NativeStore, pk: &str) -> super::Writing<'a> {
+        let id = store.shared.table("t").unwrap().id;
+        let prefix = crate::model::codec::key::encode_partition_prefix(pk);
+        store
+            .shared
+            .partition_cache
+            .writing(&[(id, prefix.as_slice())])
     }
 
     /// Every page of a query: each row's RowKey and `v`.
@@ -532,8 +601,8 @@ mod tests {
     }
 
     /// Ranges of every kind of bound, both ways, in pages, give the same
-    /// rows read from fjall (the first time a partition is read) and from
-    /// memory.
+    /// rows read from fjall (while a commit to the partition is under way)
+    /// and from memory.
     #[tokio::test]
     async fn a_partition_read_from_memory_gives_what_fjall_gives() {
         let dir = tempfile::tempdir().unwrap();
@@ -578,10 +647,13 @@ mod tests {
                 }
             }
         }
-        assert_eq!(holds(&store, "p"), None);
+        let writing = writing(&store, "p");
         for (query, expected) in &queries {
             assert_eq!(&read(&store, query).await, expected, "{query:?}");
         }
+        assert_eq!(holds(&store, "p"), None);
+        drop(writing);
+        assert_eq!(v_of(&store, "p", 8).await, Some(8));
         assert_eq!(holds(&store, "p"), Some("rows"));
         assert_eq!(holds(&store, "q"), None);
         for (query, expected) in &queries {
@@ -598,7 +670,6 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let store = store(dir.path()).await;
         let all = Query::new(rows_of("p", Bound::Unbounded, Bound::Unbounded));
-        read(&store, &all).await;
         read(&store, &all).await;
         assert_eq!(holds(&store, "p"), Some("rows"));
 
@@ -639,8 +710,7 @@ mod tests {
             .write("t", WriteOp::Insert(entity("one", 0, 1)))
             .await
             .unwrap();
-        assert_eq!(v_of(&store, "one", 0).await, Some(1));
-        assert_eq!(holds(&store, "one"), Some("seen"));
+        assert_eq!(holds(&store, "one"), None);
         assert_eq!(v_of(&store, "one", 0).await, Some(1));
         assert_eq!(holds(&store, "one"), Some("rows"));
         assert_eq!(v_of(&store, "one", 0).await, Some(1));
@@ -651,7 +721,6 @@ mod tests {
             .write("t", WriteOp::Insert(entity("two", 3, 30)))
             .await
             .unwrap();
-        assert_eq!(v_of(&store, "two", 4).await, None);
         assert_eq!(v_of(&store, "two", 4).await, None);
         assert_eq!(holds(&store, "two"), Some("rows"));
         assert_eq!(v_of(&store, "two", 3).await, Some(30));
@@ -669,18 +738,25 @@ mod tests {
         assert_eq!(read(&store, &all("one")).await, vec![("07".into(), 70)]);
     }
 
-    /// A snapshot older than a cached partition reads fjall, as of itself.
+    /// A snapshot older than a cached partition reads fjall, as of itself;
+    /// one older than the last write reads the partition in as of now, and
+    /// itself reads fjall.
     #[tokio::test]
     async fn an_older_snapshot_does_not_read_a_newer_partition() {
         let dir = tempfile::tempdir().unwrap();
         let store = store(dir.path()).await;
         let before: NativeSnapshot = store.snapshot();
-        store
-            .write("t", WriteOp::InsertOrReplace(entity("p", 5, 500)))
-            .await
-            .unwrap();
-        let all = Query::new(rows_of("p", Bound::Unbounded, Bound::Unbounded));
-        read(&store, &all).await;
+        for pk in ["p", "q"] {
+            store
+                .write("t", WriteOp::InsertOrReplace(entity(pk, 5, 500)))
+                .await
+                .unwrap();
+        }
+        let all = |pk: &str| Query::new(rows_of(pk, Bound::Unbounded, Bound::Unbounded));
+        assert_eq!(read(&before, &all("q")).await[5], ("05".into(), 5));
+        assert_eq!(holds(&store, "q"), Some("rows"));
+        assert_eq!(read(&store, &all("q")).await[5], ("05".into(), 500));
+        let all = all("p");
         read(&store, &all).await;
         assert_eq!(holds(&store, "p"), Some("rows"));
         assert_eq!(read(&store, &all).await[5], ("05".into(), 500));
@@ -697,7 +773,6 @@ mod tests {
         let store = store(dir.path()).await;
         let all = Query::new(rows_of("p", Bound::Unbounded, Bound::Unbounded)).page_size(5000);
         for (first, count) in [(50, 10), (60, 2000)] {
-            read(&store, &all).await;
             read(&store, &all).await;
             assert_eq!(holds(&store, "p"), Some("rows"));
             let mut loaded = EncodedRows::new();
@@ -728,15 +803,10 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let store = store(dir.path()).await;
         let all = Query::new(rows_of("p", Bound::Unbounded, Bound::Unbounded));
-        read(&store, &all).await;
-        assert_eq!(holds(&store, "p"), Some("seen"));
-        let cache = &store.shared.partition_cache;
-        let id = store.shared.table("t").unwrap().id;
-        let prefix = crate::model::codec::key::encode_partition_prefix("p");
-        let writing = cache.writing(&[(id, prefix.as_slice())]);
+        let writing = writing(&store, "p");
         read(&store, &all).await;
         read(&store, &all).await;
-        assert_eq!(holds(&store, "p"), Some("seen"));
+        assert_eq!(holds(&store, "p"), None);
         drop(writing);
         read(&store, &all).await;
         assert_eq!(holds(&store, "p"), Some("rows"));
@@ -756,26 +826,85 @@ mod tests {
         assert_eq!(holds(&store, "big"), Some("too large"));
     }
 
-    /// Partitions read in and never read again stop most reading in, and
-    /// reads from memory start it again.
+    /// Partitions that leave the cache unread stop most reading in, and
+    /// reads from memory start it again; partitions read again before they
+    /// leave do not count.
     #[test]
     fn reading_in_stops_while_it_does_not_pay() {
         let payoff = Payoff::default();
-        for _ in 0..READ_IN_FREELY {
+        let unread = || Entry::Rows(Arc::new(CachedRows::new(0)));
+        for _ in 0..UNREAD_FREELY {
             assert!(payoff.allows_read_in());
-            payoff.read_in();
+            payoff.left(&unread());
         }
         let allowed = (0..160).filter(|_| payoff.allows_read_in()).count();
         assert_eq!(allowed, 10);
-        for _ in 0..READ_IN_FREELY {
-            payoff.hit();
-        }
+        let rows = Arc::new(CachedRows::new(0));
+        payoff.hit(&rows);
+        payoff.left(&Entry::Rows(rows.clone()));
+        payoff.left(&Entry::TooLarge);
         assert!(payoff.allows_read_in());
-        for _ in 0..PAYOFF_WINDOW * 4 {
-            payoff.read_in();
+        for _ in 0..UNREAD_FREELY {
+            payoff.hit(&rows);
         }
-        assert!(payoff.read_ins.load(Relaxed) <= PAYOFF_WINDOW + 1);
+        for _ in 0..PAYOFF_WINDOW * 4 {
+            payoff.left(&unread());
+        }
+        assert!(payoff.unread.load(Relaxed) <= PAYOFF_WINDOW + 1);
         let allowed = (0..16).filter(|_| payoff.allows_read_in()).count();
         assert_eq!(allowed, 1);
+    }
+
+    /// Entries pushed out of a full cache count as unread unless a read
+    /// found them.
+    #[test]
+    fn partitions_pushed_out_unread_count_against_reading_in() {
+        let payoff = Arc::new(Payoff::default());
+        let entries = entries(100 * 100, payoff.clone());
+        let read_again = Arc::new(CachedRows::new(0));
+        for i in 0..1000 {
+            entries.insert((i, vec![]), Entry::Rows(Arc::new(CachedRows::new(0))));
+            entries.insert((i + 1000, vec![]), Entry::Rows(read_again.clone()));
+            payoff.hit(&read_again);
+        }
+        let unread = payoff.unread.load(Relaxed);
+        assert!((800..=1000).contains(&unread), "{unread}");
+    }
+
+    /// Each partition is read in by its first read while the cache has
+    /// room; a partition written after each read stops being read in.
+    #[tokio::test]
+    async fn partitions_are_read_in_while_they_pay() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = store(dir.path()).await;
+        let mut loaded = EncodedRows::new();
+        for i in 0..300 {
+            loaded.push_entity(&entity(&format!("one {i}"), 0, i as i64));
+        }
+        store
+            .insert_rows(vec![("t".into(), LoadRows::Held(loaded))])
+            .await
+            .unwrap();
+        for i in 0..300 {
+            assert_eq!(v_of(&store, &format!("one {i}"), 0).await, Some(i));
+            assert_eq!(holds(&store, &format!("one {i}")), Some("rows"));
+        }
+
+        let mut read_in = 0;
+        for i in 0..300 {
+            assert_eq!(v_of(&store, "p", 5).await, Some(5 + i));
+            read_in += usize::from(holds(&store, "p") == Some("rows"));
+            let replace = WriteOp::Replace {
+                entity: entity("p", 5, 5 + i + 1),
+                if_match: IfMatch::Any,
+            };
+            store.write("t", replace).await.unwrap();
+        }
+        let losing = 300 - UNREAD_FREELY as usize;
+        assert!(read_in >= UNREAD_FREELY as usize, "{read_in}");
+        assert!(
+            read_in <= UNREAD_FREELY as usize + losing.div_ceil(16),
+            "{read_in}"
+        );
     }
 }

@@ -221,10 +221,25 @@ impl EncodedRows {
             last.partition_key.len() + last.row_key.len(),
             last.record.len(),
         );
-        let rows = rows.min(ROWS_PER_CHUNK - chunk.spans.len());
-        chunk.text.reserve(rows * text);
-        chunk.records.reserve(rows * record);
-        chunk.spans.reserve(rows);
+        self.reserve(rows, rows * text, rows * record);
+    }
+
+    /// Makes room in the open chunk for `rows` more rows (as many as it
+    /// takes) whose keys and records are about `text` and `records` bytes
+    /// in all, so that its buffers do not grow by copying as they fill.
+    pub fn reserve(&mut self, rows: usize, text: usize, records: usize) {
+        let chunk = self.chunks.last_mut().expect("rows have a chunk");
+        let room = ROWS_PER_CHUNK - chunk.spans.len();
+        let share = |bytes: usize| {
+            if rows <= room {
+                bytes
+            } else {
+                bytes / rows * room
+            }
+        };
+        chunk.text.reserve(share(text));
+        chunk.records.reserve(share(records));
+        chunk.spans.reserve(rows.min(room));
     }
 
     /// Appends a row whose record is already encoded.

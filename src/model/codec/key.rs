@@ -117,15 +117,36 @@ pub fn decode_entity_key_into(
     row_key: &mut String,
 ) -> Result<(), CodecError> {
     let mut pos = 0;
-    for out in [partition_key, row_key] {
-        let mut buffer = std::mem::take(out).into_bytes();
-        buffer.clear();
-        read_element_into(bytes, &mut pos, &mut buffer)?;
-        *out = String::from_utf8(buffer).map_err(|_| CodecError::NotUtf8)?;
-    }
+    read_element_replacing(bytes, &mut pos, partition_key)?;
+    decode_row_key_into(bytes, pos, row_key)
+}
+
+/// Decodes the row key of an encoded `(partition_key, row_key)` whose
+/// partition key's element ends at `row_key_start` (a reader of many keys
+/// of one partition decodes its key once), replacing what `row_key` held.
+pub fn decode_row_key_into(
+    bytes: &[u8],
+    row_key_start: usize,
+    row_key: &mut String,
+) -> Result<(), CodecError> {
+    let mut pos = row_key_start;
+    read_element_replacing(bytes, &mut pos, row_key)?;
     if pos != bytes.len() {
         return Err(CodecError::BadKey(pos));
     }
+    Ok(())
+}
+
+/// Reads one element starting at `*pos` into `out`, replacing what it held.
+fn read_element_replacing(
+    bytes: &[u8],
+    pos: &mut usize,
+    out: &mut String,
+) -> Result<(), CodecError> {
+    let mut buffer = std::mem::take(out).into_bytes();
+    buffer.clear();
+    read_element_into(bytes, pos, &mut buffer)?;
+    *out = String::from_utf8(buffer).map_err(|_| CodecError::NotUtf8)?;
     Ok(())
 }
 

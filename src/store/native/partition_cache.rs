@@ -131,6 +131,18 @@ impl CachedRows {
         )
     }
 
+    /// The bytes of the keys and of the records of some pairs.
+    pub fn sizes(&self, pairs: Range<usize>) -> (usize, usize) {
+        let mut start = self.start(pairs.start);
+        let (mut keys, mut records) = (0, 0);
+        for &(key_end, record_end) in &self.ends[pairs] {
+            keys += key_end as usize - start;
+            records += (record_end - key_end) as usize;
+            start = record_end as usize;
+        }
+        (keys, records)
+    }
+
     fn key(&self, i: usize) -> &[u8] {
         self.pair(i).0
     }

@@ -10,7 +10,8 @@ use super::layout::{stats_key, timestamp_of, PartitionHeader, TableTotals};
 use super::partition_cache::{partition_prefix, CachedRows, PartitionCache};
 use super::Table;
 use crate::model::codec::key::{
-    decode_entity_key_into, decode_partition_prefix, encode_entity_key, encode_partition_prefix,
+    decode_entity_key_into, decode_partition_prefix, decode_row_key_into, encode_entity_key,
+    encode_partition_prefix,
 };
 use crate::model::codec::record::{decode_record, record_header};
 use crate::model::{ETag, Entity, EntityKey};
@@ -309,6 +310,13 @@ pub(super) fn query_rows(
         let prefix = partition_prefix(first)?;
         if let Some(cached) = cache.rows(table, prefix, snapshot, None)? {
             let range = cached.range(&bounds);
+            let count = range.len().min(query.page_size);
+            let wanted = match query.reverse {
+                false => range.start..range.start + count,
+                true => range.end - count..range.end,
+            };
+            let (keys, records) = cached.sizes(wanted);
+            rows.reserve(count, keys, records);
             let pairs = |i| Ok(cached.pair(i));
             return if query.reverse {
                 read_pairs(table, snapshot, query, range.rev().map(pairs), rows)
@@ -338,14 +346,24 @@ fn read_pairs<K: AsRef<[u8]>, R: AsRef<[u8]>>(
 ) -> Result<Option<Continuation>> {
     let mut visibility = Visibility::new(table, snapshot);
     let (mut pk, mut rk) = (String::new(), String::new());
+    // The stored prefix `pk` was decoded from: the rows of one partition
+    // decode it once.
+    let mut pk_prefix = Vec::new();
     let mut read = 0;
     for pair in pairs {
         let (key, record) = pair?;
         let (key, record) = (key.as_ref(), record.as_ref());
-        if !visibility.is_visible(partition_prefix(key)?, record_header(record)?.version)? {
+        let prefix = partition_prefix(key)?;
+        if !visibility.is_visible(prefix, record_header(record)?.version)? {
             continue;
         }
-        decode_entity_key_into(key, &mut pk, &mut rk)?;
+        if prefix == pk_prefix.as_slice() {
+            decode_row_key_into(key, prefix.len(), &mut rk)?;
+        } else {
+            decode_entity_key_into(key, &mut pk, &mut rk)?;
+            pk_prefix.clear();
+            pk_prefix.extend_from_slice(prefix);
+        }
         if read == query.page_size {
             return Ok(Some(Continuation::to_next(&EntityKey::new(pk, rk))));
         }

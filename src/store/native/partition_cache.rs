@@ -365,7 +365,8 @@ impl PartitionCache {
         };
         // Every commit to the shard before the generation was read is
         // visible by now (a commit's marks are dropped once it is), so a
-        // snapshot of the visible sequence number sees them all.
+        // snapshot at the visible sequence number (fjall's
+        // `visible_seqno`, the one a new snapshot takes) sees them all.
         let fresh;
         let snapshot = if snapshot.seqno() >= self.db.visible_seqno() {
             snapshot

@@ -224,9 +224,10 @@ impl EncodedRows {
         self.reserve(rows, rows * text, rows * record);
     }
 
-    /// Makes room in the open chunk for `rows` more rows (as many as it
-    /// takes) whose keys and records are about `text` and `records` bytes
-    /// in all, so that its buffers do not grow by copying as they fill.
+    /// Makes room in the open chunk for `rows` more rows (as many of them
+    /// as the chunk has room for) whose keys and records are about `text`
+    /// and `records` bytes in all, so that its buffers do not grow by
+    /// copying as they fill.
     pub fn reserve(&mut self, rows: usize, text: usize, records: usize) {
         let chunk = self.chunks.last_mut().expect("rows have a chunk");
         let room = ROWS_PER_CHUNK - chunk.spans.len();

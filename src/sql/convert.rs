@@ -658,20 +658,35 @@ mod tests {
             rows.push(("p", ""), RowETag::None, None, &bytes);
         };
         // In name order, with a property no column decodes between two
-        // that are; backwards; without `a`.
+        // that are; backwards; without `a`; out of order, then in order
+        // again after a name the walk passed.
         record(vec![("a", &one), ("b", &x), ("bb", &y), ("c", &z)]);
         record(vec![("c", &z), ("b", &x), ("a", &seven)]);
         record(vec![("b", &y), ("c", &x)]);
-        // `c` and `a`, in that order.
-        let decoder = RowDecoder::new(&def, &[3, 2]);
+        record(vec![("c", &z), ("a", &seven), ("b", &y)]);
+        // `c`, `a` and `b`, in that order.
+        let decoder = RowDecoder::new(&def, &[3, 2, 1]);
         let mut sink = Collected::default();
         decoder.decode_into(&def, &rows, &mut sink).unwrap();
         assert_eq!(
             sink.0,
             [
-                ["Some(String(\"z\"))", "Some(Int64(1))"],
-                ["Some(String(\"z\"))", "Some(Int64(7))"],
-                ["Some(String(\"x\"))", "None"],
+                [
+                    "Some(String(\"z\"))",
+                    "Some(Int64(1))",
+                    "Some(String(\"x\"))"
+                ],
+                [
+                    "Some(String(\"z\"))",
+                    "Some(Int64(7))",
+                    "Some(String(\"x\"))"
+                ],
+                ["Some(String(\"x\"))", "None", "Some(String(\"y\"))"],
+                [
+                    "Some(String(\"z\"))",
+                    "Some(Int64(7))",
+                    "Some(String(\"y\"))"
+                ],
             ]
         );
     }

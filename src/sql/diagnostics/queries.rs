@@ -118,10 +118,12 @@ impl QueryLog {
     pub fn push(&self, mut record: QueryRecord) {
         record.id = self.next_id.fetch_add(1, Ordering::Relaxed) + 1;
         let mut entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
-        if entries.len() == KEPT {
-            entries.pop_front();
-        }
+        let gone = (entries.len() == KEPT).then(|| entries.pop_front());
         entries.push_back(record);
+        // The oldest record is dropped after the lock, which every
+        // statement takes.
+        drop(entries);
+        drop(gone);
     }
 
     /// The kept statements, oldest first.

@@ -30,6 +30,9 @@ const MIN_RECENT_WRITES: usize = 20;
 /// A statement writing more partitions than this spreads its load; its
 /// partitions are not kept.
 const CONCENTRATED: usize = 8;
+/// Slots of a table's note of partitions met once lately (see
+/// [`TableTraffic::take_in`]).
+const MET_ONCE_SLOTS: usize = 2048;
 
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub struct Counts {
@@ -80,10 +83,11 @@ impl PartitionTraffic {
     }
 }
 
-/// One statement's writes to a table: the partitions (when few), and where
-/// their keys stood among the keys written before.
+/// One statement's writes to a table: the partitions (when few, by the
+/// hash of their keys), and where their keys stood among the keys written
+/// before.
 struct RecentWrite {
-    partitions: Vec<String>,
+    partitions: Vec<u64>,
     at_newest: bool,
     at_oldest: bool,
 }
@@ -94,21 +98,27 @@ struct TableTraffic {
     /// partitions' counters may have forgotten quiet partitions).
     total: Counts,
     partitions: HashMap<String, PartitionTraffic>,
+    /// Partitions not tracked, met once lately: (hash of the key, counts),
+    /// in the slot the hash picks; empty until the table tracks
+    /// `TRACKED_PARTITIONS`.
+    met_once: Vec<(u64, Counts)>,
     /// Scans across partitions, and the entities they read.
     scans: u64,
     entities_scanned: u64,
     recent: VecDeque<RecentWrite>,
-    /// How many of the recent writes wrote each partition, and how many
-    /// were at the newest and at the oldest key (kept as writes come and
-    /// go, since the shape is read on every write).
-    recent_partitions: HashMap<String, usize>,
+    /// How many of the recent writes wrote each partition (by the hash of
+    /// its key), and how many were at the newest and at the oldest key
+    /// (kept as writes come and go, since the shape is read on every
+    /// write).
+    recent_partitions: HashMap<u64, usize>,
     recent_at_newest: usize,
     recent_at_oldest: usize,
     /// The partition most of the recent writes wrote, among those of the
     /// last write and the one before it: a partition written by most of
     /// them either was the last one written, or was already the one
     /// written by most (its count did not grow, the writes did not shrink).
-    leader: Option<String>,
+    /// Its hash and key.
+    leader: Option<(u64, String)>,
     newest: Option<String>,
     oldest: Option<String>,
 }
@@ -134,14 +144,50 @@ pub enum WriteShape {
 impl TableTraffic {
     fn add(&mut self, partition: &str, slot: u64, counts: Counts) {
         self.total.add(counts);
-        match self.partitions.get_mut(partition) {
-            Some(p) => p.add(slot, counts),
-            None => self
-                .partitions
+        if let Some(p) = self.partitions.get_mut(partition) {
+            p.add(slot, counts);
+        } else if let Some(counts) = self.take_in(partition, counts) {
+            self.partitions
                 .entry(partition.to_owned())
                 .or_default()
-                .add(slot, counts),
+                .add(slot, counts);
         }
+    }
+
+    /// Whether a partition the table does not track is taken in now, and
+    /// with what counts. While the table tracks fewer than
+    /// `TRACKED_PARTITIONS`, or for more than one entity, at once; past
+    /// that, a single entity's read or write is noted in a slot its key's
+    /// hash picks, and the partition is taken in, with the counts noted,
+    /// when it is met again before another partition takes the slot.
+    ///
+    /// A table of many partitions read or written one entity at a time at
+    /// random would otherwise take in (and soon prune) a partition on
+    /// almost every statement, a key copied and a map entry made and
+    /// dropped each time; a partition met often is still taken in within
+    /// a few statements. Counts noted but pushed out of their slot count in
+    /// the table's total only, as the counts of pruned partitions do.
+    fn take_in(&mut self, partition: &str, counts: Counts) -> Option<Counts> {
+        if self.partitions.len() < TRACKED_PARTITIONS || counts.reads + counts.writes > 1 {
+            return Some(counts);
+        }
+        if self.met_once.is_empty() {
+            self.met_once = vec![(0, Counts::default()); MET_ONCE_SLOTS];
+        }
+        let hash = self.hash(partition);
+        let slot = &mut self.met_once[(hash % MET_ONCE_SLOTS as u64) as usize];
+        if slot.0 == hash {
+            let (_, mut before) = std::mem::take(slot);
+            before.add(counts);
+            return Some(before);
+        }
+        *slot = (hash, counts);
+        None
+    }
+
+    fn hash(&self, partition: &str) -> u64 {
+        use std::hash::BuildHasher;
+        self.partitions.hasher().hash_one(partition)
     }
 
     fn write_shape(&self) -> Option<WriteShape> {
@@ -149,8 +195,8 @@ impl TableTraffic {
         if of < MIN_RECENT_WRITES {
             return None;
         }
-        if let Some(partition) = &self.leader {
-            let count = self.written(partition);
+        if let Some((hash, partition)) = &self.leader {
+            let count = self.written(*hash);
             if count * 10 >= of * 8 {
                 return Some(WriteShape::HotPartition {
                     partition: partition.to_owned(),
@@ -171,13 +217,14 @@ impl TableTraffic {
         None
     }
 
-    /// How many of the recent writes wrote a partition.
-    fn written(&self, partition: &str) -> usize {
-        self.recent_partitions.get(partition).copied().unwrap_or(0)
+    /// How many of the recent writes wrote a partition, by its hash.
+    fn written(&self, hash: u64) -> usize {
+        self.recent_partitions.get(&hash).copied().unwrap_or(0)
     }
 
-    /// Notes a statement's writes among the recent ones.
-    fn push_recent(&mut self, write: RecentWrite) {
+    /// Notes a statement's writes among the recent ones; `keys` are the
+    /// keys of its partitions, whose hashes it holds.
+    fn push_recent(&mut self, write: RecentWrite, keys: &[&str]) {
         if self.recent.len() == RECENT_WRITES {
             if let Some(gone) = self.recent.pop_front() {
                 self.recent_at_newest -= usize::from(gone.at_newest);
@@ -195,16 +242,22 @@ impl TableTraffic {
         self.recent_at_newest += usize::from(write.at_newest);
         self.recent_at_oldest += usize::from(write.at_oldest);
         for p in &write.partitions {
-            *self.recent_partitions.entry(p.clone()).or_default() += 1;
+            *self.recent_partitions.entry(*p).or_default() += 1;
         }
+        // Of equals, the leader stays (the last of the maximums wins).
         let leader = write
             .partitions
             .iter()
-            .chain(&self.leader)
-            .filter(|p| self.written(p) > 0)
-            .max_by_key(|p| self.written(p))
-            .cloned();
-        self.leader = leader;
+            .zip(keys)
+            .map(|(hash, key)| (*hash, Some(*key)))
+            .chain(self.leader.as_ref().map(|(hash, _)| (*hash, None)))
+            .filter(|(hash, _)| self.written(*hash) > 0)
+            .max_by_key(|(hash, _)| self.written(*hash));
+        match leader {
+            None => self.leader = None,
+            Some((_, None)) => {}
+            Some((hash, Some(key))) => self.leader = Some((hash, key.to_owned())),
+        }
         self.recent.push_back(write);
     }
 
@@ -257,6 +310,18 @@ impl TableTraffic {
             }
             busyness > last
         });
+    }
+}
+
+/// Sets `key` to `to`, in the buffer it holds if any (the newest key of an
+/// appending table changes on every write).
+fn replace_key(key: &mut Option<String>, to: &str) {
+    match key {
+        Some(held) => {
+            held.clear();
+            held.push_str(to);
+        }
+        None => *key = Some(to.to_owned()),
     }
 }
 
@@ -360,13 +425,13 @@ impl Traffic {
             return None;
         };
         self.with_table(table, |t, slot| {
-            let mut partitions: Vec<String> = Vec::new();
+            let mut keys: Vec<&str> = Vec::new();
             for &(partition, _) in writes {
-                if partitions.len() > CONCENTRATED {
+                if keys.len() > CONCENTRATED {
                     break;
                 }
-                if !partitions.iter().any(|p| p == partition) {
-                    partitions.push(partition.to_owned());
+                if !keys.contains(&partition) {
+                    keys.push(partition);
                 }
             }
             for &(partition, n) in t.worth_counting(writes).iter() {
@@ -381,22 +446,26 @@ impl Traffic {
                 // A bulk load writes millions of partitions in one statement.
                 t.prune(slot);
             }
-            if partitions.len() > CONCENTRATED {
-                partitions.clear();
+            if keys.len() > CONCENTRATED {
+                keys.clear();
             }
             let at_newest = t.newest.as_deref().is_none_or(|k| lowest >= k);
             let at_oldest = t.oldest.as_deref().is_none_or(|k| highest <= k);
             if t.newest.as_deref().is_none_or(|k| highest > k) {
-                t.newest = Some(highest.to_owned());
+                replace_key(&mut t.newest, highest);
             }
             if t.oldest.as_deref().is_none_or(|k| lowest < k) {
-                t.oldest = Some(lowest.to_owned());
+                replace_key(&mut t.oldest, lowest);
             }
-            t.push_recent(RecentWrite {
-                partitions,
-                at_newest,
-                at_oldest,
-            });
+            let partitions = keys.iter().map(|k| t.hash(k)).collect();
+            t.push_recent(
+                RecentWrite {
+                    partitions,
+                    at_newest,
+                    at_oldest,
+                },
+                &keys,
+            );
             t.write_shape()
         })
     }
@@ -634,6 +703,57 @@ mod tests {
         let summary = traffic.table("t");
         assert!(summary.partitions.len() <= 2 * TRACKED_PARTITIONS);
         assert_eq!(summary.partitions[0].partition, "busy");
+    }
+
+    /// Once a table tracks `TRACKED_PARTITIONS`, a partition met by one
+    /// entity at a time is taken in when met again while its first
+    /// meeting is still noted, with both counted; one met once is not.
+    #[test]
+    fn past_the_tracked_a_partition_is_taken_in_when_met_again() {
+        let traffic = Traffic::default();
+        let keys: Vec<String> = (0..TRACKED_PARTITIONS).map(|i| format!("p{i}")).collect();
+        traffic.record_reads("t", keys.iter().map(|k| (k.as_str(), 1)));
+        let tracked = |traffic: &Traffic, name: &str| {
+            let summary = traffic.table("t");
+            let row = summary.partitions.iter().find(|r| r.partition == name);
+            row.map(|r| r.total)
+        };
+        traffic.record_reads("t", [("again", 1)]);
+        assert_eq!(tracked(&traffic, "again"), None);
+        traffic.record_writes("t", &[("again", 1)]);
+        assert_eq!(
+            tracked(&traffic, "again"),
+            Some(Counts {
+                reads: 1,
+                writes: 1
+            })
+        );
+        // More than one entity: taken in at once.
+        traffic.record_reads("t", [("range", 2)]);
+        assert_eq!(
+            tracked(&traffic, "range"),
+            Some(Counts {
+                reads: 2,
+                writes: 0
+            })
+        );
+        // Many partitions met once each: none taken in, all counted in the
+        // table's total.
+        let once: Vec<String> = (0..10 * TRACKED_PARTITIONS)
+            .map(|i| format!("once{i}"))
+            .collect();
+        for k in &once {
+            traffic.record_reads("t", [(k.as_str(), 1)]);
+        }
+        let summary = traffic.table("t");
+        assert_eq!(summary.partitions.len(), TRACKED_PARTITIONS + 2);
+        assert_eq!(
+            summary.total,
+            Counts {
+                reads: 11 * TRACKED_PARTITIONS as u64 + 3,
+                writes: 1
+            }
+        );
     }
 
     #[test]

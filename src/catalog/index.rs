@@ -8,7 +8,9 @@ use serde::{Deserialize, Serialize};
 use super::keys::{encode_index_component, join_components};
 use super::table::{RowError, TableDef};
 use super::SYSTEM_TABLE;
-use crate::model::{Entity, EntityKey, Value};
+use crate::model::codec::record::read_record;
+use crate::model::codec::CodecError;
+use crate::model::{Entity, EntityKey, Value, ValueRef};
 
 /// The properties of an index entity that name its base row.
 pub const BASE_PARTITION_KEY: &str = "base_partition_key";
@@ -111,6 +113,29 @@ pub fn base_key(entry: &Entity) -> Option<EntityKey> {
     }
 }
 
+/// [`base_key`] of an index entry's stored record, read in place.
+pub fn base_key_in_record(record: &[u8]) -> Result<Option<EntityKey>, CodecError> {
+    let (_, properties) = read_record(record)?;
+    let (mut partition_key, mut row_key) = (None, None);
+    for property in properties {
+        let (name, value) = property?;
+        let slot = if name == BASE_PARTITION_KEY.as_bytes() {
+            &mut partition_key
+        } else if name == BASE_ROW_KEY.as_bytes() {
+            &mut row_key
+        } else {
+            continue;
+        };
+        *slot = match value.get()? {
+            ValueRef::String(text) => Some(text),
+            _ => None,
+        };
+    }
+    Ok(partition_key
+        .zip(row_key)
+        .map(|(pk, rk)| EntityKey::new(pk, rk)))
+}
+
 /// What a row change does to one index, from the row's entries before and
 /// after it (`IndexDef::entry`): the key of the entry to remove and the
 /// entry to add (`None` for none). A change that keeps the indexed values
@@ -175,6 +200,14 @@ mod tests {
         let entry = by_email.entry(&def, &ann).unwrap().unwrap();
         assert_eq!(entry.key.partition_key, "ann@x");
         assert_eq!(base_key(&entry), Some(ann.key.clone()));
+        let record = crate::model::codec::record::encode_record(
+            crate::model::codec::record::RecordHeader {
+                version: 1,
+                billed_size: 0,
+            },
+            &entry.properties,
+        );
+        assert_eq!(base_key_in_record(&record).unwrap(), Some(ann.key.clone()));
         // The same value in another row is another entry, unless unique.
         let other = by_email
             .entry(&def, &row("HR", 7, Some("ann@x")))

@@ -20,7 +20,9 @@ use std::sync::{Arc, RwLock};
 
 pub use derive::{unique_violation, BuildProgress};
 pub use enums::{EnumType, EnumTypes};
-pub use index::{base_key, index_change, IndexDef, BASE_PARTITION_KEY, BASE_ROW_KEY};
+pub use index::{
+    base_key, base_key_in_record, index_change, IndexDef, BASE_PARTITION_KEY, BASE_ROW_KEY,
+};
 pub use keys::{
     decode_component, decode_index_component, encode_component, encode_index_component,
     join_components, key_components, split_components, KeyError,

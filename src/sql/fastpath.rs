@@ -817,6 +817,7 @@ impl KeyPlan {
             }
         }
         let store_table = index.store_table();
+        let mut entries = EncodedRows::new();
         for range in ranges {
             let mut query = Query::new(range.clone()).project(vec![
                 crate::catalog::BASE_PARTITION_KEY.to_owned(),
@@ -825,10 +826,14 @@ impl KeyPlan {
             let mut continuation = None;
             loop {
                 query.page_size = (limit - rows.len()).clamp(1, MAX_PAGE_SIZE);
-                let page = view
-                    .query(&store_table, &query, continuation.as_ref())
+                entries.clear();
+                continuation = view
+                    .query_rows(&store_table, &query, continuation.as_ref(), &mut entries)
                     .await?;
-                for base in page.entities.iter().filter_map(crate::catalog::base_key) {
+                for entry in entries.iter() {
+                    let base = crate::catalog::base_key_in_record(entry.record)
+                        .map_err(crate::store::StoreError::from)?;
+                    let Some(base) = base else { continue };
                     if written.is_some_and(|w| wrote_row(w, &base)) {
                         continue;
                     }
@@ -837,7 +842,6 @@ impl KeyPlan {
                         return Ok(());
                     }
                 }
-                continuation = page.continuation;
                 if continuation.is_none() {
                     break;
                 }

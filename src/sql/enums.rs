@@ -6,7 +6,9 @@
 //! ([`check_label`]), and a cast to the type (`'ok'::mood`, Prisma's
 //! `CAST($1::text AS "Role")`) is the text, checked the same way
 //! ([`rewrite_casts`], [`ENUM_INPUT`]), as is a text literal compared
-//! for equality with such a column ([`check_labels_compared`]). ORDER BY such a column, and
+//! for equality with such a column ([`check_labels_compared`]), and any
+//! value a read by key compares with a key column of the type (the key
+//! fast path's own check). ORDER BY such a column, and
 //! `<`, `<=`, `>`, `>=` with one, follow the type's order, as in
 //! PostgreSQL ([`in_label_order`]); other orderings of the values (`max`,
 //! a window's ORDER BY, an expression of the column) are their texts'.

@@ -116,3 +116,30 @@ async fn prepared_casts_copies_and_restarts_keep_the_labels() {
         .collect();
     assert_eq!(labels, ["USER", "ADMIN", "GUEST"]);
 }
+
+/// A read by an enum key column takes the key's fast path; a bound value
+/// that is no label of the type is refused there as PostgreSQL refuses it
+/// (22P02), and a label finds its row.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_read_by_an_enum_key_checks_its_parameter() {
+    let server = TestServer::start().await;
+    let client = server.client().await;
+    client
+        .batch_execute(
+            "CREATE TYPE size AS ENUM ('S', 'M', 'L');
+             CREATE TABLE sized (s size PRIMARY KEY, n int);
+             INSERT INTO sized VALUES ('M', 1), ('S', 2)",
+        )
+        .await
+        .unwrap();
+    let by_size = client
+        .prepare("SELECT n FROM sized WHERE s = $1")
+        .await
+        .unwrap();
+    let row = client.query_one(&by_size, &[&"M"]).await.unwrap();
+    assert_eq!(row.get::<_, i32>(0), 1);
+    let error = client.query(&by_size, &[&"XL"]).await.unwrap_err();
+    let db = error.as_db_error().unwrap();
+    assert_eq!(db.code(), &SqlState::INVALID_TEXT_REPRESENTATION);
+    assert_eq!(db.message(), r#"invalid input value for enum size: "XL""#);
+}

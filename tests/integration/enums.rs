@@ -142,4 +142,21 @@ async fn a_read_by_an_enum_key_checks_its_parameter() {
     let db = error.as_db_error().unwrap();
     assert_eq!(db.code(), &SqlState::INVALID_TEXT_REPRESENTATION);
     assert_eq!(db.message(), r#"invalid input value for enum size: "XL""#);
+    // The same value as a literal, over the simple protocol: its reads,
+    // updates and deletes by key.
+    for sql in [
+        "SELECT n FROM sized WHERE s = 'XL'",
+        "UPDATE sized SET n = 3 WHERE s = 'XL'",
+        "DELETE FROM sized WHERE s = 'XL'",
+    ] {
+        let error = client.simple_query(sql).await.unwrap_err();
+        let db = error.as_db_error().unwrap();
+        assert_eq!(db.code(), &SqlState::INVALID_TEXT_REPRESENTATION, "{sql}");
+    }
+    let rows = client
+        .query("SELECT n FROM sized ORDER BY s", &[])
+        .await
+        .unwrap();
+    let ns: Vec<i32> = rows.iter().map(|r| r.get(0)).collect();
+    assert_eq!(ns, [2, 1]);
 }

@@ -222,9 +222,14 @@ impl TableTraffic {
         self.recent_partitions.get(&hash).copied().unwrap_or(0)
     }
 
-    /// Notes a statement's writes among the recent ones; `keys` are the
-    /// keys of its partitions, whose hashes it holds.
-    fn push_recent(&mut self, write: RecentWrite, keys: &[&str]) {
+    /// Notes a statement's writes among the recent ones: the keys of its
+    /// partitions (none when it spread its load), and where they stood.
+    fn push_recent(&mut self, keys: &[&str], at_newest: bool, at_oldest: bool) {
+        let write = RecentWrite {
+            partitions: keys.iter().map(|k| self.hash(k)).collect(),
+            at_newest,
+            at_oldest,
+        };
         if self.recent.len() == RECENT_WRITES {
             if let Some(gone) = self.recent.pop_front() {
                 self.recent_at_newest -= usize::from(gone.at_newest);
@@ -457,15 +462,7 @@ impl Traffic {
             if t.oldest.as_deref().is_none_or(|k| lowest < k) {
                 replace_key(&mut t.oldest, lowest);
             }
-            let partitions = keys.iter().map(|k| t.hash(k)).collect();
-            t.push_recent(
-                RecentWrite {
-                    partitions,
-                    at_newest,
-                    at_oldest,
-                },
-                &keys,
-            );
+            t.push_recent(&keys, at_newest, at_oldest);
             t.write_shape()
         })
     }

@@ -668,8 +668,10 @@ impl KeyPlan {
             let column = &def.columns[condition.column];
             // A value compared with an enum column must be one of its
             // type's labels (22P02), as it is on the general path.
-            if let (Some(ty), Some(Some(text))) = (&column.enum_type, scalar.try_as_str()) {
-                super::enums::check_label(ty, text)?;
+            if let Some(ty) = &column.enum_type {
+                if let Some(Some(text)) = scalar.try_as_str() {
+                    super::enums::check_label(ty, text)?;
+                }
             }
             match literal_value(column.ty, &scalar) {
                 Some(v) => bounds.push((condition, v, scalar.into_owned())),

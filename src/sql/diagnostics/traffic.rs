@@ -164,9 +164,10 @@ impl TableTraffic {
     /// A table of many partitions read or written one entity at a time at
     /// random would otherwise take in (and soon prune) a partition on
     /// almost every statement, a key copied and a map entry made and
-    /// dropped each time; a partition met often is still taken in within
-    /// a few statements. Counts noted but pushed out of their slot count in
-    /// the table's total only, as the counts of pruned partitions do.
+    /// dropped each time; a partition met again while its slot still
+    /// holds it is taken in then. Counts noted but pushed out of their
+    /// slot count in the table's total only, as the counts of pruned
+    /// partitions do.
     fn take_in(&mut self, partition: &str, counts: Counts) -> Option<Counts> {
         if self.partitions.len() < TRACKED_PARTITIONS || counts.reads + counts.writes > 1 {
             return Some(counts);

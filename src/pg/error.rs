@@ -14,6 +14,15 @@ use crate::sql::SqlError;
 use crate::store::StoreError;
 
 pub fn error_info(e: &SqlError) -> ErrorInfo {
+    // An error a function raised inside DataFusion's execution, with its
+    // DETAIL and HINT.
+    if let SqlError::DataFusion(d) = e {
+        if let DataFusionError::External(inner) = d.find_root() {
+            if let Some(inner) = inner.downcast_ref::<SqlError>() {
+                return error_info(inner);
+            }
+        }
+    }
     if let SqlError::InContext { error, context } = e {
         let mut info = error_info(error);
         info.where_context = Some(context.clone());

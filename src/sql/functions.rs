@@ -911,6 +911,7 @@ pub fn register_all(
             ctx.register_udtf(name, Arc::new(SeriesOfAnyUnit(series.function().clone())));
         }
     }
+    super::result_limits::register(ctx);
     // PostgreSQL's `variance` is the sample variance, DataFusion's `var`.
     let variance = datafusion::functions_aggregate::variance::var_samp_udaf();
     ctx.register_udaf(variance.as_ref().clone().with_aliases(["variance"]));

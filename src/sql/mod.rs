@@ -51,6 +51,7 @@ pub mod pushdown;
 mod records;
 mod recordsets;
 mod rename;
+mod result_limits;
 mod retype;
 mod rewrite;
 mod scan;

@@ -437,6 +437,26 @@ fn is_value(expr: &Expr) -> bool {
     matches!(expr, Expr::Value(_))
 }
 
+/// A series' second bound, a text, cast to the type of its first, a date
+/// or time type, as PostgreSQL resolves the arguments' common type
+/// (`generate_series('2024-01-01'::date, '2024-02-01', '1 day')`).
+fn bound_typed_as(first: &Expr, second: &Expr) -> Option<Expr> {
+    let ty = match first {
+        Expr::Cast { data_type, .. } => data_type,
+        Expr::TypedString(typed) => &typed.data_type,
+        _ => return None,
+    };
+    let untyped =
+        matches!(second, Expr::Value(v) if matches!(v.value, Value::SingleQuotedString(_)));
+    (untyped && matches!(ty, DataType::Timestamp(..) | DataType::Date)).then(|| Expr::Cast {
+        kind: CastKind::DoubleColon,
+        expr: Box::new(second.clone()),
+        data_type: ty.clone(),
+        array: false,
+        format: None,
+    })
+}
+
 /// A text literal that is not a number (`'1 day'`) as an interval, as
 /// PostgreSQL reads an untyped literal for `generate_series`' step.
 fn interval_step_of(expr: &Expr) -> Option<Expr> {
@@ -1209,9 +1229,17 @@ fn postgres_function(expr: &Expr) -> Option<Expr> {
         }
         // PostgreSQL's replaces every element equal to `from`.
         ("array_replace", [array, from, to]) => format!("array_replace_all({array}, {from}, {to})"),
-        // A step written as a text is an interval (`'1 day'`).
+        // A step written as a text is an interval (`'1 day'`), a bound
+        // written as a text takes the other's type.
         ("generate_series", [start, stop, step]) => {
-            format!("generate_series({start}, {stop}, {})", interval_step_of(step)?)
+            let typed_stop = bound_typed_as(start, stop);
+            let interval_step = interval_step_of(step);
+            if typed_stop.is_none() && interval_step.is_none() {
+                return None;
+            }
+            let stop = typed_stop.unwrap_or_else(|| (*stop).clone());
+            let step = interval_step.unwrap_or_else(|| (*step).clone());
+            format!("generate_series({start}, {stop}, {step})")
         }
         // Arrays start at 1, and an empty one has no dimensions: its
         // length and upper bound are NULL. A bigint, as generate_series
@@ -2658,27 +2686,11 @@ fn series_arguments(factor: &mut TableFactor, zone: &SessionZone) {
     if !series {
         return;
     }
-    // A text beside a first argument of a date or time type takes its
-    // type, as PostgreSQL resolves the arguments' common type.
     if let [FunctionArg::Unnamed(FunctionArgExpr::Expr(first)), FunctionArg::Unnamed(FunctionArgExpr::Expr(second)), ..] =
         args.as_mut_slice()
     {
-        let timed = match &*first {
-            Expr::Cast { data_type, .. } => Some(data_type.clone()),
-            Expr::TypedString(typed) => Some(typed.data_type.clone()),
-            _ => None,
-        }
-        .filter(|ty| matches!(ty, DataType::Timestamp(..) | DataType::Date));
-        let untyped =
-            matches!(second, Expr::Value(v) if matches!(v.value, Value::SingleQuotedString(_)));
-        if let (Some(ty), true) = (timed, untyped) {
-            *second = Expr::Cast {
-                kind: CastKind::DoubleColon,
-                expr: Box::new(second.clone()),
-                data_type: ty,
-                array: false,
-                format: None,
-            };
+        if let Some(typed) = bound_typed_as(first, second) {
+            *second = typed;
         }
     }
     for arg in args.iter_mut() {

@@ -123,6 +123,85 @@ async fn statement_timeout_cancels_with_57014() {
     assert_eq!(error.code(), Some(&SqlState::INVALID_PARAMETER_VALUE));
 }
 
+/// A function whose result is as large as its arguments say is refused
+/// with 54000 before it builds a result past 1 GB over a batch of rows,
+/// rather than taking the server's memory in one step no timeout
+/// interrupts; smaller results are answered, and the session goes on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn results_their_arguments_make_too_large_are_refused_with_54000() {
+    let server = TestServer::start().await;
+    let client = server.client().await;
+    let refused = [
+        (
+            "SELECT count(*) FROM (SELECT generate_series(1, 1000000000)) AS t",
+            "generate_series",
+        ),
+        (
+            "SELECT '[\"a\", \"b\"]'::jsonb - generate_series(1, 1000000000)",
+            "generate_series",
+        ),
+        (
+            "SELECT generate_series('2000-01-01'::timestamp, '2100-01-01', '1 second')",
+            "generate_series",
+        ),
+        (
+            "SELECT cardinality(array_repeat(1, 1000000000))",
+            "array_repeat",
+        ),
+        (
+            "SELECT cardinality(array_resize(ARRAY[1], 1000000000))",
+            "array_resize",
+        ),
+        ("SELECT length(repeat('x', 2000000000))", "repeat"),
+        ("SELECT length(lpad('x', 2000000000))", "lpad"),
+        ("SELECT length(rpad('x', 2000000000, 'ab'))", "rpad"),
+        // Each value under 1 GB, the batch's over it.
+        (
+            "SELECT length(repeat('x', n)) FROM generate_series(100000001, 100000020) AS s(n)",
+            "repeat",
+        ),
+    ];
+    for (sql, function) in refused {
+        let error = client.query(sql, &[]).await.unwrap_err();
+        assert_eq!(
+            error.code(),
+            Some(&SqlState::PROGRAM_LIMIT_EXCEEDED),
+            "{sql}: {error:?}"
+        );
+        let error = error.as_db_error().unwrap();
+        assert!(
+            error
+                .message()
+                .starts_with(&format!("{function} would make a result of ")),
+            "{sql}: {}",
+            error.message()
+        );
+        assert_eq!(
+            error.hint().is_some(),
+            function == "generate_series",
+            "{sql}: {error:?}"
+        );
+    }
+    let answered: [(&str, i64); 5] = [
+        (
+            "SELECT count(*) FROM (SELECT generate_series(1, 1000000)) AS t",
+            1_000_000,
+        ),
+        (
+            "SELECT count(*) FROM (SELECT generate_series('2000-01-01'::timestamp, \
+             '2000-12-01', '1 month')) AS t",
+            12,
+        ),
+        ("SELECT cardinality(array_repeat(1, 1000))::bigint", 1000),
+        ("SELECT length(repeat('ab', 1000))::bigint", 2000),
+        ("SELECT length(lpad('x', 100000, 'ab'))::bigint", 100_000),
+    ];
+    for (sql, want) in answered {
+        let row = client.query_one(sql, &[]).await.unwrap();
+        assert_eq!(row.get::<_, i64>(0), want, "{sql}");
+    }
+}
+
 /// `statement_timeout` stops more than queries: a COPY whose data comes
 /// too slowly, an index build, CREATE TABLE AS and VERIFY INDEX each end
 /// with 57014 and leave nothing behind.

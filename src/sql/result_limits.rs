@@ -1,6 +1,7 @@
 //! Functions whose results are as large as their arguments say:
 //! `generate_series` and `range` in a select list, `array_repeat`,
-//! `array_resize`, `repeat`, `lpad` and `rpad`. DataFusion builds such a
+//! `array_resize`, `repeat`, `lpad`, `rpad`, `replace` and
+//! `regexp_replace`. DataFusion builds such a
 //! result whole, in one allocation the query memory does not count, and
 //! in one step no statement timeout or cancel request can interrupt:
 //! `SELECT generate_series(1, 1000000000)` asked for 8 GB at once, and an
@@ -47,7 +48,7 @@ type Estimate = fn(&[ArrayRef]) -> DfResult<u64>;
 /// Replaces the session's functions of these names with their checked
 /// forms.
 pub fn register(ctx: &SessionContext) {
-    let checked: [(&str, Estimate); 7] = [
+    let checked: [(&str, Estimate); 9] = [
         ("generate_series", series_bytes),
         ("range", series_bytes),
         ("array_repeat", repeated_elements_bytes),
@@ -55,6 +56,8 @@ pub fn register(ctx: &SessionContext) {
         ("repeat", repeated_text_bytes),
         ("lpad", padded_text_bytes),
         ("rpad", padded_text_bytes),
+        ("replace", replaced_text_bytes),
+        ("regexp_replace", regexp_replaced_text_bytes),
     ];
     for (name, estimate) in checked {
         if let Some(inner) = ctx.state().scalar_functions().get(name).cloned() {
@@ -92,7 +95,9 @@ impl Hash for SizeChecked {
 impl SizeChecked {
     fn check(&self, args: &[ColumnarValue]) -> DfResult<()> {
         let arrays = ColumnarValue::values_to_arrays(args)?;
-        let bytes = (self.estimate)(&arrays)?;
+        // Arguments of types an estimate does not read are left to the
+        // function itself.
+        let bytes = (self.estimate)(&arrays).unwrap_or(0);
         if bytes <= RESULT_LIMIT {
             return Ok(());
         }
@@ -271,7 +276,7 @@ fn repeated_text_bytes(args: &[ArrayRef]) -> DfResult<u64> {
     let [text, count] = args else {
         return Ok(0);
     };
-    let lengths = counts(&length(text)?)?;
+    let lengths = byte_lengths(text)?;
     let counts = counts(count)?;
     Ok(lengths
         .iter()
@@ -301,6 +306,67 @@ fn padded_text_bytes(args: &[ArrayRef]) -> DfResult<u64> {
         .fold(0, u64::saturating_add))
 }
 
+/// `replace(text, from, to)`: the text, and `to` for each time `from`
+/// could occur in it.
+fn replaced_text_bytes(args: &[ArrayRef]) -> DfResult<u64> {
+    let [text, from, to] = args else {
+        return Ok(0);
+    };
+    let (text, from, to) = (byte_lengths(text)?, byte_lengths(from)?, byte_lengths(to)?);
+    Ok((0..text.len())
+        .map(|row| {
+            let occurrences = text[row].checked_div(from[row]).unwrap_or(0);
+            text[row].saturating_add(occurrences.saturating_mul(to[row]))
+        })
+        .fold(0, u64::saturating_add))
+}
+
+/// `regexp_replace(text, pattern, replacement[, flags])`: the text, and
+/// the replacement for each match, one or (with the flag `g`) as many as
+/// the text has places; each `\n` of the replacement inserts a group, and
+/// the groups of disjoint matches come to at most the text.
+fn regexp_replaced_text_bytes(args: &[ArrayRef]) -> DfResult<u64> {
+    let (text, replacement, flags) = match args {
+        [text, _, replacement] => (text, replacement, None),
+        [text, _, replacement, flags] => (text, replacement, Some(flags)),
+        _ => return Ok(0),
+    };
+    let text = byte_lengths(text)?;
+    let replacement = cast(replacement, &DataType::Utf8)?;
+    let replacement = replacement.as_string::<i32>();
+    let flags = flags.map(|f| cast(f, &DataType::Utf8)).transpose()?;
+    let global = |row: usize| {
+        flags.as_ref().is_some_and(|f| {
+            let f = f.as_string::<i32>();
+            f.is_valid(row) && f.value(row).contains('g')
+        })
+    };
+    Ok((0..text.len())
+        .map(|row| {
+            let (inserted, groups) = match replacement.is_valid(row) {
+                true => {
+                    let r = replacement.value(row);
+                    (r.len() as u64, r.matches('\\').count() as u64)
+                }
+                false => (0, 0),
+            };
+            let matches = if global(row) {
+                text[row].saturating_add(1)
+            } else {
+                1
+            };
+            text[row]
+                .saturating_add(matches.saturating_mul(inserted))
+                .saturating_add(groups.saturating_mul(text[row]))
+        })
+        .fold(0, u64::saturating_add))
+}
+
+/// Texts' lengths in bytes, a row's: NULL as 0.
+fn byte_lengths(texts: &ArrayRef) -> DfResult<Vec<u64>> {
+    counts(&length(texts)?)
+}
+
 /// Counts and lengths, a row's: negative or NULL as 0.
 fn counts(array: &ArrayRef) -> DfResult<Vec<u64>> {
     let options = CastOptions {
@@ -321,4 +387,42 @@ fn value_bytes(values: &ArrayData, row: usize) -> u64 {
         .slice(row, 1)
         .get_slice_memory_size()
         .map_or(8, |b| b as u64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use datafusion::arrow::datatypes::IntervalMonthDayNano;
+    use datafusion::common::ScalarValue;
+
+    fn arrays(values: &[ScalarValue]) -> Vec<ArrayRef> {
+        values.iter().map(|v| v.to_array().unwrap()).collect()
+    }
+
+    /// A series' estimate is its length exactly for integers, and never
+    /// short for dates and times.
+    #[test]
+    fn a_series_is_sized_by_its_bounds_and_step() {
+        let int = |v: i64| ScalarValue::Int64(Some(v));
+        let values = |args: &[ScalarValue]| series_bytes(&arrays(args)).unwrap() / 8;
+        assert_eq!(values(&[int(1), int(10)]), 10);
+        assert_eq!(values(&[int(1), int(10), int(3)]), 4);
+        assert_eq!(values(&[int(10), int(1), int(-3)]), 4);
+        assert_eq!(values(&[int(10), int(1)]), 0);
+        assert_eq!(values(&[int(5)]), 6);
+        assert_eq!(values(&[int(1), int(1_000_000_000)]), 1_000_000_000);
+        let day = |d: i32| ScalarValue::Date32(Some(d));
+        let step = |months, days, nanoseconds| {
+            ScalarValue::IntervalMonthDayNano(Some(IntervalMonthDayNano {
+                months,
+                days,
+                nanoseconds,
+            }))
+        };
+        // 2000-01-01 to 2000-12-01 by a month: 12 values.
+        assert!(values(&[day(10_957), day(11_292), step(1, 0, 0)]) >= 12);
+        assert!(values(&[day(0), day(1), step(0, 0, 1_000_000_000)]) >= 86_401);
+        let at = |seconds: i64| ScalarValue::TimestampSecond(Some(seconds), None);
+        assert_eq!(values(&[at(0), at(3_600), step(0, 0, 60_000_000_000)]), 61);
+    }
 }

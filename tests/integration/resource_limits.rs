@@ -155,6 +155,14 @@ async fn results_their_arguments_make_too_large_are_refused_with_54000() {
         ("SELECT length(repeat('x', 2000000000))", "repeat"),
         ("SELECT length(lpad('x', 2000000000))", "lpad"),
         ("SELECT length(rpad('x', 2000000000, 'ab'))", "rpad"),
+        (
+            "SELECT length(replace(repeat('a', 10000000), 'a', repeat('b', 200)))",
+            "replace",
+        ),
+        (
+            "SELECT length(regexp_replace(repeat('a', 10000000), 'a', repeat('b', 200), 'g'))",
+            "regexp_replace",
+        ),
         // Each value under 1 GB, the batch's over it.
         (
             "SELECT length(repeat('x', n)) FROM generate_series(100000001, 100000020) AS s(n)",
@@ -182,7 +190,7 @@ async fn results_their_arguments_make_too_large_are_refused_with_54000() {
             "{sql}: {error:?}"
         );
     }
-    let answered: [(&str, i64); 5] = [
+    let answered: [(&str, i64); 7] = [
         (
             "SELECT count(*) FROM (SELECT generate_series(1, 1000000)) AS t",
             1_000_000,
@@ -195,6 +203,15 @@ async fn results_their_arguments_make_too_large_are_refused_with_54000() {
         ("SELECT cardinality(array_repeat(1, 1000))::bigint", 1000),
         ("SELECT length(repeat('ab', 1000))::bigint", 2000),
         ("SELECT length(lpad('x', 100000, 'ab'))::bigint", 100_000),
+        (
+            "SELECT length(replace(repeat('a', 1000), 'a', 'bb'))::bigint",
+            2000,
+        ),
+        // One match, without the flag `g`.
+        (
+            "SELECT length(regexp_replace(repeat('a', 10000000), 'a', repeat('b', 200)))::bigint",
+            10_000_199,
+        ),
     ];
     for (sql, want) in answered {
         let row = client.query_one(sql, &[]).await.unwrap();

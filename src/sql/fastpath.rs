@@ -15,6 +15,7 @@
 //! and each run passes the literals as the parameters' values.
 
 use std::borrow::Cow;
+use std::ops::Bound;
 use std::sync::Arc;
 
 use datafusion::arrow::datatypes::DataType;
@@ -37,7 +38,7 @@ use super::error::Result;
 use super::pushdown::{access_path, index_equality, literal_value, AccessPath};
 use super::txn::{written_entities, wrote_row, WrittenRows};
 use crate::catalog::{Catalog, IndexDef, Keys, Row, SqlType, TableDef};
-use crate::model::Value;
+use crate::model::{EntityKey, Value};
 use crate::store::{EncodedRows, EntityRead, KeyRange, Query, MAX_PAGE_SIZE};
 
 /// Where a key column's value comes from.
@@ -827,6 +828,28 @@ impl KeyPlan {
         let store_table = index.store_table();
         let mut entries = EncodedRows::new();
         for range in ranges {
+            // A unique index's values, fixed whole, name one entry, whose
+            // RowKey is empty: a get.
+            if let (
+                true,
+                KeyRange::Rows {
+                    partition_key,
+                    from: Bound::Unbounded,
+                    to: Bound::Unbounded,
+                },
+            ) = (index.unique && !index.intra_partition, range)
+            {
+                entries.clear();
+                let key = EntityKey::new(partition_key.clone(), String::new());
+                view.get_row(&store_table, &key, &mut entries).await?;
+                if self
+                    .read_entries(view, &entries, written, rows, limit)
+                    .await?
+                {
+                    return Ok(());
+                }
+                continue;
+            }
             let mut query = Query::new(range.clone()).project(vec![
                 crate::catalog::BASE_PARTITION_KEY.to_owned(),
                 crate::catalog::BASE_ROW_KEY.to_owned(),
@@ -838,17 +861,11 @@ impl KeyPlan {
                 continuation = view
                     .query_rows(&store_table, &query, continuation.as_ref(), &mut entries)
                     .await?;
-                for entry in entries.iter() {
-                    let base = crate::catalog::base_key_in_record(entry.record)
-                        .map_err(crate::store::StoreError::from)?;
-                    let Some(base) = base else { continue };
-                    if written.is_some_and(|w| wrote_row(w, &base)) {
-                        continue;
-                    }
-                    view.get_row(&self.table.name, &base, rows).await?;
-                    if rows.len() >= limit {
-                        return Ok(());
-                    }
+                if self
+                    .read_entries(view, &entries, written, rows, limit)
+                    .await?
+                {
+                    return Ok(());
                 }
                 if continuation.is_none() {
                     break;
@@ -856,6 +873,31 @@ impl KeyPlan {
             }
         }
         Ok(())
+    }
+
+    /// Reads into `rows` the rows index `entries` point at, but those a
+    /// transaction block wrote; whether `limit` rows are read.
+    async fn read_entries(
+        &self,
+        view: &dyn EntityRead,
+        entries: &EncodedRows,
+        written: Option<&WrittenRows>,
+        rows: &mut EncodedRows,
+        limit: usize,
+    ) -> Result<bool> {
+        for entry in entries.iter() {
+            let base = crate::catalog::base_key_in_record(entry.record)
+                .map_err(crate::store::StoreError::from)?;
+            let Some(base) = base else { continue };
+            if written.is_some_and(|w| wrote_row(w, &base)) {
+                continue;
+            }
+            view.get_row(&self.table.name, &base, rows).await?;
+            if rows.len() >= limit {
+                return Ok(true);
+            }
+        }
+        Ok(false)
     }
 
     /// Appends to `kept`, up to `limit` rows, the rows read whose key

@@ -82,6 +82,26 @@ impl From<SqlError> for DataFusionError {
 }
 
 impl SqlError {
+    /// The error of a query whose execution panicked, read from the
+    /// panic's message: a column of texts or arrays past 2 GB in one batch
+    /// of rows (Arrow's offsets overflow) is 54000, as a value past
+    /// PostgreSQL's 1 GB is; anything else is internal, and says what
+    /// happened.
+    pub fn of_panic(payload: Box<dyn std::any::Any + Send>) -> SqlError {
+        let message = match payload.downcast::<String>() {
+            Ok(message) => *message,
+            Err(payload) => payload.downcast_ref::<&str>().map_or("", |m| m).to_owned(),
+        };
+        if message.contains("offset overflow") {
+            SqlError::value(
+                "54000",
+                "the values of a column in one batch of rows came to more than 2 GB",
+            )
+        } else {
+            SqlError::Internal(format!("the query's execution stopped: {message}"))
+        }
+    }
+
     /// This error with a DETAIL and a HINT.
     pub fn explained(self, detail: Option<String>, hint: Option<String>) -> Self {
         SqlError::Explained {
@@ -147,3 +167,29 @@ impl From<datafusion::arrow::error::ArrowError> for SqlError {
 }
 
 pub type Result<T, E = SqlError> = std::result::Result<T, E>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_panic_becomes_an_error_that_says_what_happened() {
+        let caught = |f: fn()| std::panic::catch_unwind(f).unwrap_err();
+        let overflow = SqlError::of_panic(caught(|| panic!("offset overflow")));
+        assert!(
+            matches!(
+                overflow,
+                SqlError::InvalidValue {
+                    sqlstate: "54000",
+                    ..
+                }
+            ),
+            "{overflow:?}"
+        );
+        let other = SqlError::of_panic(caught(|| panic!("index {} out of bounds", 7)));
+        assert_eq!(
+            other.to_string(),
+            "internal error: the query's execution stopped: index 7 out of bounds"
+        );
+    }
+}

@@ -167,7 +167,7 @@ impl Engine {
         SendableRecordBatchStream,
     )> {
         use datafusion::error::DataFusionError;
-        use futures::StreamExt;
+        use futures::{FutureExt, StreamExt};
         use tokio::sync::{mpsc, oneshot};
         type Batch = datafusion::error::Result<datafusion::arrow::array::RecordBatch>;
         let task = Arc::new(frame.task_ctx());
@@ -181,11 +181,17 @@ impl Engine {
         let (asks, mut asked) = mpsc::channel::<oneshot::Sender<Option<Batch>>>(1);
         self.tasks.spawn(async move {
             while let Some(mut reply) = asked.recv().await {
-                let batch = tokio::select! {
+                let next = std::panic::AssertUnwindSafe(stream.next()).catch_unwind();
+                let (batch, end) = tokio::select! {
                     _ = reply.closed() => return,
-                    batch = stream.next() => batch,
+                    batch = next => match batch {
+                        Ok(batch) => {
+                            let end = batch.is_none();
+                            (batch, end)
+                        }
+                        Err(panic) => (Some(Err(SqlError::of_panic(panic).into())), true),
+                    },
                 };
-                let end = batch.is_none();
                 if reply.send(batch).is_err() || end {
                     return;
                 }
@@ -198,7 +204,7 @@ impl Engine {
             match answer.await {
                 Ok(Some(batch)) => Some((batch, Some(asks))),
                 Ok(None) => None,
-                // The task ended without an answer: it panicked.
+                // The task ended without an answer.
                 Err(_) => Some((
                     Err(DataFusionError::Execution(
                         "the query's execution stopped unexpectedly".into(),

@@ -1555,7 +1555,7 @@ pub async fn plan_changes(
         None => {
             let mut plan = session.plan_query(&rewrite.sql).await?;
             if let Some(params) = params {
-                plan = plan.with_param_values(params)?;
+                plan = session.bind(plan, params)?;
             }
             session.require_reads(&plan, Some(&def.name))?;
             let frame = session.context().execute_logical_plan(plan).await?;

@@ -6,7 +6,8 @@
 //! ([`check_label`]), and a cast to the type (`'ok'::mood`, Prisma's
 //! `CAST($1::text AS "Role")`) is the text, checked the same way
 //! ([`rewrite_casts`], [`ENUM_INPUT`]), as is a text literal compared
-//! for equality with such a column ([`check_labels_compared`]), and any
+//! for equality with such a column ([`check_labels_compared`]; a
+//! parameter's value is checked by it once bound), and any
 //! value a read by key compares with a key column of the type (the key
 //! fast path's own check). ORDER BY such a column, and
 //! `<`, `<=`, `>`, `>=` with one, follow the type's order, as in

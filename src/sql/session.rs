@@ -688,6 +688,18 @@ impl Session {
         self.to_plan(statement).await
     }
 
+    /// `plan` with its parameters' values, each text compared with an
+    /// enum column checked as a label (22P02), as a literal is when the
+    /// statement is planned.
+    pub(super) fn bind(&self, plan: LogicalPlan, params: ParamValues) -> Result<LogicalPlan> {
+        let plan = plan.with_param_values(params)?;
+        let types = &self.engine.catalog.types;
+        if !types.is_empty() {
+            super::enums::check_labels_compared(&plan, types)?;
+        }
+        Ok(plan)
+    }
+
     /// A statement's logical plan, each parameter with one type (see
     /// [`super::parameters`]; `x = ANY($1)`'s an array, see
     /// [`super::arrays::typed_any_parameters`]), literals typed as PostgreSQL types
@@ -1272,7 +1284,7 @@ impl Session {
             (Some(plan), _) => {
                 self.check_not_failed()?;
                 self.refresh_view();
-                let plan = plan.clone().with_param_values(params)?;
+                let plan = self.bind(plan.clone(), params)?;
                 self.run_plan(plan)
                     .await
                     .map(|output| with_names(output, prepared.names.as_deref()))
@@ -2045,7 +2057,7 @@ impl Session {
     ) -> Result<Output> {
         let mut plan = self.plan_named(statement, names.as_ref()).await?;
         if let Some(params) = params {
-            plan = plan.with_param_values(params)?;
+            plan = self.bind(plan, params)?;
         }
         // Lined up with the rows' columns (an EXECUTE's plan has none).
         let output = self.run_plan(plan).await?;

@@ -160,3 +160,44 @@ async fn a_read_by_an_enum_key_checks_its_parameter() {
     let ns: Vec<i32> = rows.iter().map(|r| r.get(0)).collect();
     assert_eq!(ns, [2, 1]);
 }
+
+/// A bound value compared with an enum column that is not the key is
+/// checked as a label when the statement runs, for reads, updates and
+/// deletes (22P02), as a literal is when it is planned; a label finds its
+/// rows.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_parameter_compared_with_an_enum_column_is_a_label() {
+    let server = TestServer::start().await;
+    let client = server.client().await;
+    client
+        .batch_execute(
+            "CREATE TYPE size AS ENUM ('S', 'M', 'L');
+             CREATE TABLE shirts (id int PRIMARY KEY, s size);
+             INSERT INTO shirts VALUES (1, 'M'), (2, 'S'), (3, 'M')",
+        )
+        .await
+        .unwrap();
+    let count = client
+        .prepare("SELECT count(*) FROM shirts WHERE s = $1")
+        .await
+        .unwrap();
+    let row = client.query_one(&count, &[&"M"]).await.unwrap();
+    assert_eq!(row.get::<_, i64>(0), 2);
+    for sql in [
+        "SELECT count(*) FROM shirts WHERE s = $1",
+        "SELECT id FROM shirts WHERE s <> $1",
+        "UPDATE shirts SET id = id + 10 WHERE s = $1",
+        "DELETE FROM shirts WHERE s = $1",
+    ] {
+        let error = client.execute(sql, &[&"XL"]).await.unwrap_err();
+        let db = error.as_db_error().unwrap();
+        assert_eq!(db.code(), &SqlState::INVALID_TEXT_REPRESENTATION, "{sql}");
+        assert_eq!(db.message(), r#"invalid input value for enum size: "XL""#);
+    }
+    let rows = client
+        .query("SELECT id FROM shirts ORDER BY id", &[])
+        .await
+        .unwrap();
+    let ids: Vec<i32> = rows.iter().map(|r| r.get(0)).collect();
+    assert_eq!(ids, [1, 2, 3]);
+}

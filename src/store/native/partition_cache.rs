@@ -16,6 +16,10 @@
 //! the cache holds, or written first, as when most reads are of rows about
 //! to be written), only one in [`READ_IN_WHEN_LOSING`] is read in. While
 //! the cache fills, nothing leaves it, and every partition read is read in.
+//! Partitions gone unread in a burst (a load's unique checks read each new
+//! value's index partition, which the load then writes) stop counting
+//! once reads have missed the cache a few thousand times since
+//! ([`MISS_WINDOW`]).
 //!
 //! The cache answers a read only with what the read's own snapshot holds:
 //! - the writer removes the partitions a commit changes before the commit
@@ -59,6 +63,10 @@ const UNREAD_FREELY: u64 = 64;
 /// Reads from memory and partitions gone unread counted before their
 /// counts are halved, so that they follow the reads of late.
 const PAYOFF_WINDOW: u64 = 1 << 16;
+
+/// Reads that do not find their partition in the cache between two
+/// halvings of the counts.
+const MISS_WINDOW: u64 = 1 << 12;
 
 /// A partition: its table's id and its encoded prefix.
 type PartitionId = (u64, Vec<u8>);
@@ -228,7 +236,7 @@ pub(super) struct PartitionCache {
 struct Payoff {
     hits: AtomicU64,
     unread: AtomicU64,
-    declined: AtomicU64,
+    misses: AtomicU64,
 }
 
 impl Payoff {
@@ -263,9 +271,15 @@ impl Payoff {
         }
     }
 
+    /// Counts a read that did not find its partition in the cache;
+    /// whether it reads the partition in.
     fn allows_read_in(&self) -> bool {
+        let misses = self.misses.fetch_add(1, Relaxed) + 1;
+        if misses % MISS_WINDOW == 0 {
+            self.halve();
+        }
         self.unread.load(Relaxed) < self.hits.load(Relaxed) + UNREAD_FREELY
-            || self.declined.fetch_add(1, Relaxed) % READ_IN_WHEN_LOSING == 0
+            || misses % READ_IN_WHEN_LOSING == 0
     }
 }
 
@@ -866,6 +880,36 @@ mod tests {
         assert!(payoff.unread.load(Relaxed) <= PAYOFF_WINDOW + 1);
         let allowed = (0..16).filter(|_| payoff.allows_read_in()).count();
         assert_eq!(allowed, 1);
+    }
+
+    /// Partitions gone unread in a burst stop holding reading in back a
+    /// few windows of misses later; gone unread as often as reads miss (a
+    /// partition read, then written), they go on holding it back.
+    #[test]
+    fn reading_in_resumes_after_a_burst_of_unread() {
+        let payoff = Payoff::default();
+        let unread = || Entry::Rows(Arc::new(CachedRows::new(0)));
+        for _ in 0..30_000 {
+            payoff.left(&unread());
+        }
+        let allowed = (0..MISS_WINDOW).filter(|_| payoff.allows_read_in()).count();
+        assert_eq!(allowed as u64, MISS_WINDOW / READ_IN_WHEN_LOSING);
+        for _ in 0..MISS_WINDOW * 8 {
+            payoff.allows_read_in();
+        }
+        assert!((0..16).all(|_| payoff.allows_read_in()));
+
+        let allowed = (0..MISS_WINDOW * 8)
+            .filter(|_| {
+                payoff.left(&unread());
+                payoff.allows_read_in()
+            })
+            .count() as u64;
+        let losing = MISS_WINDOW * 8 - UNREAD_FREELY;
+        assert!(
+            allowed <= UNREAD_FREELY + losing / READ_IN_WHEN_LOSING + 1,
+            "{allowed}"
+        );
     }
 
     /// Entries pushed out of a full cache count as unread unless a read

@@ -16,8 +16,8 @@
 //! the cache holds, or written first, as when most reads are of rows about
 //! to be written), only one in [`READ_IN_WHEN_LOSING`] is read in. While
 //! the cache fills, nothing leaves it, and every partition read is read in.
-//! Partitions gone unread in a burst (a load's unique checks read each new
-//! value's index partition, which the load then writes) stop counting
+//! Partitions gone unread in a burst (an `INSERT ... SELECT` reads in a
+//! partition for each new row, which its commit then drops) stop counting
 //! once reads have missed the cache a few thousand times since
 //! ([`MISS_WINDOW`]).
 //!

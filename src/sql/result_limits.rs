@@ -27,6 +27,7 @@ use datafusion::arrow::compute::{cast, cast_with_options, CastOptions};
 use datafusion::arrow::datatypes::{
     DataType, FieldRef, Int64Type, IntervalMonthDayNanoType, IntervalUnit, TimeUnit,
 };
+use datafusion::arrow::error::ArrowError;
 use datafusion::common::Result as DfResult;
 use datafusion::logical_expr::simplify::{ExprSimplifyResult, SimplifyContext};
 use datafusion::logical_expr::{
@@ -42,8 +43,27 @@ pub const RESULT_LIMIT: u64 = 1 << 30;
 
 const NANOS_A_DAY: i128 = 86_400_000_000_000;
 
-/// How a function's arguments size its result over a batch, in bytes.
-type Estimate = fn(&[ArrayRef]) -> DfResult<u64>;
+/// How a function's arguments size its result over a batch of `rows`
+/// rows, in bytes.
+type Estimate = fn(&[Arg], usize) -> DfResult<u64>;
+
+/// An argument as an estimate reads it: a constant once, for every row,
+/// rather than repeated to the batch's length.
+struct Arg {
+    values: ArrayRef,
+    constant: bool,
+}
+
+impl Arg {
+    /// Where row `row`'s value is in [`Arg::values`].
+    fn at(&self, row: usize) -> usize {
+        if self.constant {
+            0
+        } else {
+            row
+        }
+    }
+}
 
 /// Replaces the session's functions of these names with their checked
 /// forms.
@@ -93,11 +113,31 @@ impl Hash for SizeChecked {
 }
 
 impl SizeChecked {
-    fn check(&self, args: &[ColumnarValue]) -> DfResult<()> {
-        let arrays = ColumnarValue::values_to_arrays(args)?;
+    fn check(&self, args: &[ColumnarValue], rows: usize) -> DfResult<()> {
+        let args = args
+            .iter()
+            .map(|arg| {
+                Ok(match arg {
+                    ColumnarValue::Array(values) => Arg {
+                        values: values.clone(),
+                        constant: false,
+                    },
+                    ColumnarValue::Scalar(value) => Arg {
+                        values: value.to_array()?,
+                        constant: true,
+                    },
+                })
+            })
+            .collect::<DfResult<Vec<_>>>()?;
+        // Constants alone make one value.
+        let rows = if args.iter().all(|a| a.constant) {
+            1
+        } else {
+            rows
+        };
         // Arguments of types an estimate does not read are left to the
         // function itself.
-        let bytes = (self.estimate)(&arrays).unwrap_or(0);
+        let bytes = (self.estimate)(&args, rows).unwrap_or(0);
         if bytes <= RESULT_LIMIT {
             return Ok(());
         }
@@ -147,7 +187,7 @@ impl ScalarUDFImpl for SizeChecked {
     }
 
     fn invoke_with_args(&self, args: ScalarFunctionArgs) -> DfResult<ColumnarValue> {
-        self.check(&args.args)?;
+        self.check(&args.args, args.number_rows)?;
         self.inner.invoke_with_args(args)
     }
 }
@@ -156,24 +196,28 @@ impl ScalarUDFImpl for SizeChecked {
 /// 8 bytes a value. The bounds are integers, dates or timestamps, the step
 /// an integer or an interval; `range(stop)` starts at 0, and an integer
 /// series steps by 1.
-fn series_bytes(args: &[ArrayRef]) -> DfResult<u64> {
+fn series_bytes(args: &[Arg], rows: usize) -> DfResult<u64> {
     let (start, stop, step) = match args {
         [stop] => (None, stop, None),
         [start, stop] => (Some(start), stop, None),
         [start, stop, step] => (Some(start), stop, Some(step)),
         _ => return Ok(0),
     };
-    let stop = points(stop)?;
-    let start = start.map(points).transpose()?;
-    let step = step.map(step_lengths).transpose()?;
-    let at = |values: &Option<Vec<Option<i128>>>, row: usize, default: i128| match values {
-        Some(values) => values[row],
-        None => Some(default),
-    };
+    let stops = points(&stop.values)?;
+    let starts = start.map(|a| points(&a.values)).transpose()?;
+    let steps = step.map(|a| step_lengths(&a.values)).transpose()?;
+    let at =
+        |arg: Option<&Arg>, values: &Option<Vec<Option<i128>>>, row, default| match (arg, values) {
+            (Some(arg), Some(values)) => values[arg.at(row)],
+            _ => Some(default),
+        };
     let mut values: u64 = 0;
-    for (row, stop) in stop.iter().enumerate() {
-        let (Some(start), Some(stop), Some(step)) = (at(&start, row, 0), *stop, at(&step, row, 1))
-        else {
+    for row in 0..rows {
+        let (Some(start), Some(stop), Some(step)) = (
+            at(start, &starts, row, 0),
+            stops[stop.at(row)],
+            at(step, &steps, row, 1),
+        ) else {
             continue;
         };
         let span = stop - start;
@@ -234,89 +278,94 @@ fn step_lengths(array: &ArrayRef) -> DfResult<Vec<Option<i128>>> {
 }
 
 /// `array_repeat(element, count)`: the element's bytes, count times.
-fn repeated_elements_bytes(args: &[ArrayRef]) -> DfResult<u64> {
+fn repeated_elements_bytes(args: &[Arg], rows: usize) -> DfResult<u64> {
     let [element, count] = args else {
         return Ok(0);
     };
-    let counts = counts(count)?;
-    let elements = element.to_data();
-    Ok((0..element.len())
-        .map(|row| counts[row].saturating_mul(value_bytes(&elements, row)))
+    let counts = counts(&count.values)?;
+    let elements = element.values.to_data();
+    Ok((0..rows)
+        .map(|row| counts[count.at(row)].saturating_mul(value_bytes(&elements, element.at(row))))
         .fold(0, u64::saturating_add))
 }
 
 /// `array_resize(array, size[, value])`: `size` elements of the value's
 /// bytes, or of the array's element type's (8 where that is not fixed).
-fn resized_array_bytes(args: &[ArrayRef]) -> DfResult<u64> {
+fn resized_array_bytes(args: &[Arg], rows: usize) -> DfResult<u64> {
     let (array, size, value) = match args {
         [array, size] => (array, size, None),
         [array, size, value] => (array, size, Some(value)),
         _ => return Ok(0),
     };
-    let element_bytes = match array.data_type() {
+    let element_bytes = match array.values.data_type() {
         DataType::List(item) | DataType::LargeList(item) | DataType::FixedSizeList(item, _) => {
             item.data_type().primitive_width().unwrap_or(8) as u64
         }
         _ => 8,
     };
-    let sizes = counts(size)?;
-    let values = value.map(|v| v.to_data());
-    Ok((0..array.len())
+    let sizes = counts(&size.values)?;
+    let values = value.map(|v| (v, v.values.to_data()));
+    Ok((0..rows)
         .map(|row| {
             let bytes = values
                 .as_ref()
-                .map_or(element_bytes, |v| value_bytes(v, row));
-            sizes[row].saturating_mul(bytes.max(element_bytes))
+                .map_or(element_bytes, |(v, data)| value_bytes(data, v.at(row)));
+            sizes[size.at(row)].saturating_mul(bytes.max(element_bytes))
         })
         .fold(0, u64::saturating_add))
 }
 
 /// `repeat(text, count)`: the text's bytes, count times.
-fn repeated_text_bytes(args: &[ArrayRef]) -> DfResult<u64> {
+fn repeated_text_bytes(args: &[Arg], rows: usize) -> DfResult<u64> {
     let [text, count] = args else {
         return Ok(0);
     };
     let lengths = byte_lengths(text)?;
-    let counts = counts(count)?;
-    Ok(lengths
-        .iter()
-        .zip(&counts)
-        .map(|(length, count)| length.saturating_mul(*count))
+    let counts = counts(&count.values)?;
+    Ok((0..rows)
+        .map(|row| lengths[text.at(row)].saturating_mul(counts[count.at(row)]))
         .fold(0, u64::saturating_add))
 }
 
 /// `lpad(text, length[, fill])` and `rpad`: `length` characters of 4
-/// bytes, or of 1 where the text and the fill are ASCII.
-fn padded_text_bytes(args: &[ArrayRef]) -> DfResult<u64> {
+/// bytes, or of 1 where the text and the fill are ASCII (looked at only
+/// when 4 bytes a character would pass the limit).
+fn padded_text_bytes(args: &[Arg], rows: usize) -> DfResult<u64> {
     let (texts, length) = match args {
         [text, length] => (vec![text], length),
         [text, length, fill] => (vec![text, fill], length),
         _ => return Ok(0),
     };
-    let mut char_bytes = 1;
+    let lengths = counts(&length.values)?;
+    let chars = (0..rows)
+        .map(|row| lengths[length.at(row)])
+        .fold(0, u64::saturating_add);
+    if chars.saturating_mul(4) <= RESULT_LIMIT {
+        return Ok(chars.saturating_mul(4));
+    }
     for text in texts {
-        let text = cast(text, &DataType::Utf8)?;
+        let text = cast(&text.values, &DataType::Utf8)?;
         if !text.as_string::<i32>().is_ascii() {
-            char_bytes = 4;
+            return Ok(chars.saturating_mul(4));
         }
     }
-    Ok(counts(length)?
-        .iter()
-        .map(|chars| chars.saturating_mul(char_bytes))
-        .fold(0, u64::saturating_add))
+    Ok(chars)
 }
 
 /// `replace(text, from, to)`: the text, and `to` for each time `from`
 /// could occur in it.
-fn replaced_text_bytes(args: &[ArrayRef]) -> DfResult<u64> {
+fn replaced_text_bytes(args: &[Arg], rows: usize) -> DfResult<u64> {
     let [text, from, to] = args else {
         return Ok(0);
     };
-    let (text, from, to) = (byte_lengths(text)?, byte_lengths(from)?, byte_lengths(to)?);
-    Ok((0..text.len())
+    let lengths = [text, from, to].map(byte_lengths);
+    let [texts, froms, tos] = lengths;
+    let (texts, froms, tos) = (texts?, froms?, tos?);
+    Ok((0..rows)
         .map(|row| {
-            let occurrences = text[row].checked_div(from[row]).unwrap_or(0);
-            text[row].saturating_add(occurrences.saturating_mul(to[row]))
+            let text = texts[text.at(row)];
+            let occurrences = text.checked_div(froms[from.at(row)]).unwrap_or(0);
+            text.saturating_add(occurrences.saturating_mul(tos[to.at(row)]))
         })
         .fold(0, u64::saturating_add))
 }
@@ -325,46 +374,49 @@ fn replaced_text_bytes(args: &[ArrayRef]) -> DfResult<u64> {
 /// the replacement for each match, one or (with the flag `g`) as many as
 /// the text has places; each `\n` of the replacement inserts a group, and
 /// the groups of disjoint matches come to at most the text.
-fn regexp_replaced_text_bytes(args: &[ArrayRef]) -> DfResult<u64> {
+fn regexp_replaced_text_bytes(args: &[Arg], rows: usize) -> DfResult<u64> {
     let (text, replacement, flags) = match args {
         [text, _, replacement] => (text, replacement, None),
         [text, _, replacement, flags] => (text, replacement, Some(flags)),
         _ => return Ok(0),
     };
-    let text = byte_lengths(text)?;
-    let replacement = cast(replacement, &DataType::Utf8)?;
-    let replacement = replacement.as_string::<i32>();
-    let flags = flags.map(|f| cast(f, &DataType::Utf8)).transpose()?;
+    let texts = byte_lengths(text)?;
+    let replacements = cast(&replacement.values, &DataType::Utf8)?;
+    let replacements = replacements.as_string::<i32>();
+    let flags = flags
+        .map(|f| Ok::<_, ArrowError>((f, cast(&f.values, &DataType::Utf8)?)))
+        .transpose()?;
     let global = |row: usize| {
-        flags.as_ref().is_some_and(|f| {
-            let f = f.as_string::<i32>();
+        flags.as_ref().is_some_and(|(arg, f)| {
+            let (f, row) = (f.as_string::<i32>(), arg.at(row));
             f.is_valid(row) && f.value(row).contains('g')
         })
     };
-    Ok((0..text.len())
+    Ok((0..rows)
         .map(|row| {
-            let (inserted, groups) = match replacement.is_valid(row) {
+            let text = texts[text.at(row)];
+            let at = replacement.at(row);
+            let (inserted, groups) = match replacements.is_valid(at) {
                 true => {
-                    let r = replacement.value(row);
+                    let r = replacements.value(at);
                     (r.len() as u64, r.matches('\\').count() as u64)
                 }
                 false => (0, 0),
             };
             let matches = if global(row) {
-                text[row].saturating_add(1)
+                text.saturating_add(1)
             } else {
                 1
             };
-            text[row]
-                .saturating_add(matches.saturating_mul(inserted))
-                .saturating_add(groups.saturating_mul(text[row]))
+            text.saturating_add(matches.saturating_mul(inserted))
+                .saturating_add(groups.saturating_mul(text))
         })
         .fold(0, u64::saturating_add))
 }
 
-/// Texts' lengths in bytes, a row's: NULL as 0.
-fn byte_lengths(texts: &ArrayRef) -> DfResult<Vec<u64>> {
-    counts(&length(texts)?)
+/// An argument's texts' lengths in bytes: NULL as 0.
+fn byte_lengths(texts: &Arg) -> DfResult<Vec<u64>> {
+    counts(&length(&texts.values)?)
 }
 
 /// Counts and lengths, a row's: negative or NULL as 0.
@@ -392,11 +444,40 @@ fn value_bytes(values: &ArrayData, row: usize) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::sync::Arc;
+
     use datafusion::arrow::datatypes::IntervalMonthDayNano;
     use datafusion::common::ScalarValue;
 
-    fn arrays(values: &[ScalarValue]) -> Vec<ArrayRef> {
-        values.iter().map(|v| v.to_array().unwrap()).collect()
+    fn constants(values: &[ScalarValue]) -> Vec<Arg> {
+        let constant = |v: &ScalarValue| Arg {
+            values: v.to_array().unwrap(),
+            constant: true,
+        };
+        values.iter().map(constant).collect()
+    }
+
+    /// A constant argument counts once for every row of its batch.
+    #[test]
+    fn a_constant_counts_for_every_row() {
+        use datafusion::arrow::array::StringArray;
+        let texts = Arg {
+            values: Arc::new(StringArray::from(vec![Some("a"), Some("bb"), None])),
+            constant: false,
+        };
+        let [ten, b, cc] = [
+            ScalarValue::Int64(Some(10)),
+            ScalarValue::from("b"),
+            ScalarValue::from("cc"),
+        ]
+        .map(|v| constants(&[v]).pop().unwrap());
+        assert_eq!(repeated_text_bytes(&[texts, ten], 3).unwrap(), 30);
+        let texts = Arg {
+            values: Arc::new(StringArray::from(vec!["abab", "b"])),
+            constant: false,
+        };
+        // "abab" could hold 4 "b"s, "b" one: 4 + 4 * 2, 1 + 1 * 2.
+        assert_eq!(replaced_text_bytes(&[texts, b, cc], 2).unwrap(), 15);
     }
 
     /// A series' estimate is its length exactly for integers, and never
@@ -404,7 +485,7 @@ mod tests {
     #[test]
     fn a_series_is_sized_by_its_bounds_and_step() {
         let int = |v: i64| ScalarValue::Int64(Some(v));
-        let values = |args: &[ScalarValue]| series_bytes(&arrays(args)).unwrap() / 8;
+        let values = |args: &[ScalarValue]| series_bytes(&constants(args), 1).unwrap() / 8;
         assert_eq!(values(&[int(1), int(10)]), 10);
         assert_eq!(values(&[int(1), int(10), int(3)]), 4);
         assert_eq!(values(&[int(10), int(1), int(-3)]), 4);

@@ -3,6 +3,8 @@
 //! inter-partition secondary index pattern), and what a row change does to
 //! them. Everything here is a pure function of definitions and entities.
 
+use std::ops::Bound;
+
 use serde::{Deserialize, Serialize};
 
 use super::keys::{encode_index_component, join_components};
@@ -11,6 +13,7 @@ use super::SYSTEM_TABLE;
 use crate::model::codec::record::read_record;
 use crate::model::codec::CodecError;
 use crate::model::{Entity, EntityKey, Value, ValueRef};
+use crate::store::KeyRange;
 
 /// The properties of an index entity that name its base row.
 pub const BASE_PARTITION_KEY: &str = "base_partition_key";
@@ -102,6 +105,23 @@ impl IndexDef {
                 )
                 .with(BASE_ROW_KEY, Value::String(base.key.row_key.clone())),
         ))
+    }
+
+    /// The key of the one entry a range over this index names, when it
+    /// does: a whole partition of a unique index, whose values are fixed
+    /// whole and whose RowKey is empty (see [`IndexDef::entry`]). Read
+    /// with a get rather than a range.
+    pub fn only_entry(&self, range: &KeyRange) -> Option<EntityKey> {
+        match range {
+            KeyRange::Rows {
+                partition_key,
+                from: Bound::Unbounded,
+                to: Bound::Unbounded,
+            } if self.unique && !self.intra_partition => {
+                Some(EntityKey::new(partition_key.clone(), String::new()))
+            }
+            _ => None,
+        }
     }
 }
 
@@ -226,6 +246,17 @@ mod tests {
                 .unwrap()
                 .key
         );
+        // A whole partition of the unique index names that one entry.
+        let whole = |partition_key: &str| KeyRange::Rows {
+            partition_key: partition_key.into(),
+            from: Bound::Unbounded,
+            to: Bound::Unbounded,
+        };
+        assert_eq!(
+            unique.only_entry(&whole("ann@x")),
+            Some(unique.entry(&def, &ann).unwrap().unwrap().key)
+        );
+        assert_eq!(by_email.only_entry(&whole("ann@x")), None);
         // NULLs are not indexed.
         assert_eq!(by_email.entry(&def, &row("HR", 1, None)).unwrap(), None);
         // Characters keys cannot hold are escaped.

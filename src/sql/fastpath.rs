@@ -15,7 +15,6 @@
 //! and each run passes the literals as the parameters' values.
 
 use std::borrow::Cow;
-use std::ops::Bound;
 use std::sync::Arc;
 
 use datafusion::arrow::datatypes::DataType;
@@ -38,7 +37,7 @@ use super::error::Result;
 use super::pushdown::{access_path, index_equality, literal_value, AccessPath};
 use super::txn::{written_entities, wrote_row, WrittenRows};
 use crate::catalog::{Catalog, IndexDef, Keys, Row, SqlType, TableDef};
-use crate::model::{EntityKey, Value};
+use crate::model::Value;
 use crate::store::{EncodedRows, EntityRead, KeyRange, Query, MAX_PAGE_SIZE};
 
 /// Where a key column's value comes from.
@@ -828,19 +827,8 @@ impl KeyPlan {
         let store_table = index.store_table();
         let mut entries = EncodedRows::new();
         for range in ranges {
-            // A unique index's values, fixed whole, name one entry, whose
-            // RowKey is empty: a get.
-            if let (
-                true,
-                KeyRange::Rows {
-                    partition_key,
-                    from: Bound::Unbounded,
-                    to: Bound::Unbounded,
-                },
-            ) = (index.unique && !index.intra_partition, range)
-            {
+            if let Some(key) = index.only_entry(range) {
                 entries.clear();
-                let key = EntityKey::new(partition_key.clone(), String::new());
                 view.get_row(&store_table, &key, &mut entries).await?;
                 if self
                     .read_entries(view, &entries, written, rows, limit)

@@ -575,7 +575,10 @@ enum Cursor {
     /// base rows they name.
     Index {
         index_table: String,
-        queries: Vec<Query>,
+        /// A query for each range, with the key of the one entry it names,
+        /// if it names one (see [`crate::catalog::IndexDef::only_entry`]):
+        /// that entry is read with a get.
+        queries: Vec<(Query, Option<crate::model::EntityKey>)>,
         next: usize,
         continuation: Option<Continuation>,
         /// When the index holds every decoded column that is not part of
@@ -629,7 +632,10 @@ impl Cursor {
             },
             AccessPath::Index { index, ranges } => Cursor::Index {
                 index_table: index.store_table(),
-                queries: ranges.iter().cloned().map(Query::new).collect(),
+                queries: ranges
+                    .iter()
+                    .map(|range| (Query::new(range.clone()), index.only_entry(range)))
+                    .collect(),
                 covering: covering(&spec.table, index, &spec.decoded, spec.with_row),
                 written: spec.written.clone(),
                 next: 0,
@@ -698,7 +704,7 @@ impl ScanState {
                 covering,
                 written,
             } => {
-                let Some(query) = queries.get(*next) else {
+                let Some((query, only_entry)) = queries.get(*next) else {
                     let Some(written) = written.take() else {
                         return Ok(false);
                     };
@@ -706,23 +712,34 @@ impl ScanState {
                     rows.push_entities(&entities);
                     return Ok(true);
                 };
-                let query = query
-                    .clone()
-                    .page_size(POINTS_PER_BATCH.min(page_size))
-                    .project(vec![
-                        crate::catalog::BASE_PARTITION_KEY.to_owned(),
-                        crate::catalog::BASE_ROW_KEY.to_owned(),
-                    ]);
-                let page = self
-                    .reader
-                    .query(index_table, &query, continuation.as_ref())
-                    .await
-                    .map_err(external)?;
-                *continuation = page.continuation;
-                if continuation.is_none() {
-                    *next += 1;
-                }
-                for entry in &page.entities {
+                let base_key = [
+                    crate::catalog::BASE_PARTITION_KEY.to_owned(),
+                    crate::catalog::BASE_ROW_KEY.to_owned(),
+                ];
+                let entries = match only_entry {
+                    Some(key) => {
+                        *next += 1;
+                        let entry = self.reader.get(index_table, key, Some(&base_key));
+                        entry.await.map_err(external)?.into_iter().collect()
+                    }
+                    None => {
+                        let query = query
+                            .clone()
+                            .page_size(POINTS_PER_BATCH.min(page_size))
+                            .project(base_key.to_vec());
+                        let page = self
+                            .reader
+                            .query(index_table, &query, continuation.as_ref())
+                            .await
+                            .map_err(external)?;
+                        *continuation = page.continuation;
+                        if continuation.is_none() {
+                            *next += 1;
+                        }
+                        page.entities
+                    }
+                };
+                for entry in &entries {
                     let Some(key) = crate::catalog::base_key(entry) else {
                         continue;
                     };
